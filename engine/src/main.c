@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* rtlab-probe: command dispatch. The only place that exits. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "opts.h"
+#include "probe.h"
+#include "sysinfo.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rtlab-probe PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
+		"       rtlab-probe list              list the probes\n"
+		"       rtlab-probe --version         print the engine version\n"
+		"\n"
+		"Output: JSON Lines (schema 1) on stdout, see docs/engine-output.md.\n"
+		"Exit codes: 0 completed, 1 error, 2 usage, 3 threshold exceeded,\n"
+		"            4 skipped (privilege or kernel feature missing), 130 interrupted.\n");
+}
+
+static void list_probes(void)
+{
+	for (size_t i = 0; probe_table[i]; i++) {
+		const struct probe_ops *p = probe_table[i];
+		printf("%-12s %s%s%s\n", p->name, p->summary, p->unavailable ? " (unavailable: " : "",
+		       p->unavailable ? p->unavailable : "");
+		if (p->unavailable)
+			printf(")\n");
+	}
+}
+
+static void probe_help(const struct probe_ops *p)
+{
+	printf("usage: rtlab-probe %s [OPTIONS]\n\n%s\n\noptions:\n", p->name,
+	       p->usage ? p->usage : p->summary);
+	opts_help(stdout, p->opts, p->n_opts);
+	printf("  %-28s show this help\n", "--help");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return RL_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+		printf("rtlab-probe %s\n", RTLAB_VERSION);
+		return RL_EXIT_OK;
+	}
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return RL_EXIT_OK;
+	}
+	if (strcmp(cmd, "list") == 0) {
+		list_probes();
+		return RL_EXIT_OK;
+	}
+	const struct probe_ops *p = probe_find(cmd);
+	if (!p) {
+		fprintf(stderr, "rtlab-probe: unknown probe or command '%s' (see `rtlab-probe list`)\n",
+			cmd);
+		return RL_EXIT_USAGE;
+	}
+
+	cpu_set_t online;
+	if (sysinfo_online_cpus(&online) != 0) {
+		fprintf(stderr, "rtlab-probe: cannot read the online CPUs\n");
+		return RL_EXIT_ERROR;
+	}
+	struct opt_value *vals = calloc(p->n_opts ? p->n_opts : 1, sizeof(*vals));
+	if (!vals) {
+		fprintf(stderr, "rtlab-probe: out of memory\n");
+		return RL_EXIT_ERROR;
+	}
+	char err[512] = "";
+	int r = opts_parse(p->opts, p->n_opts, argc - 2, argv + 2, &online, vals, err, sizeof(err));
+	if (r == OPTS_HELP) {
+		probe_help(p);
+		free(vals);
+		return RL_EXIT_OK;
+	}
+	if (r) {
+		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
+		free(vals);
+		return RL_EXIT_USAGE;
+	}
+	if (p->unavailable) {
+		fprintf(stderr, "rtlab-probe %s: skipped: %s\n", p->name, p->unavailable);
+		free(vals);
+		return RL_EXIT_SKIPPED;
+	}
+
+	struct probe_env env = { .argc = argc, .argv = argv, .online = &online };
+	void *ctx = NULL;
+	r = p->init(&ctx, vals, &env, err, sizeof(err));
+	free(vals);
+	if (r == -EINVAL) {
+		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
+		return RL_EXIT_USAGE;
+	}
+	if (r) {
+		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err[0] ? err : strerror(-r));
+		return RL_EXIT_ERROR;
+	}
+	int code = p->run(ctx, &env);
+	p->fini(ctx);
+	return code;
+}

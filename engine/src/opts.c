@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: MIT */
+#include "opts.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	uint64_t ns;
+} units[] = {
+	{ "h", 3600ull * NS_PER_SEC },
+	{ "m", 60ull * NS_PER_SEC },
+	{ "s", NS_PER_SEC },
+	{ "ms", NS_PER_MS },
+	{ "us", NS_PER_US },
+	{ "ns", 1 },
+};
+
+int opt_parse_int(const char *s, int64_t *out)
+{
+	const char *p = s;
+	bool neg = false;
+	if (*p == '+' || *p == '-')
+		neg = *p++ == '-';
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	uint64_t v = 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	if (neg) {
+		if (v > (uint64_t)INT64_MAX + 1)
+			return -ERANGE;
+		*out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+	} else {
+		if (v > (uint64_t)INT64_MAX)
+			return -ERANGE;
+		*out = (int64_t)v;
+	}
+	return 0;
+}
+
+int opt_parse_duration(const char *s, uint64_t *out)
+{
+	const char *p = s;
+	uint64_t ip = 0, frac = 0, scale = 1;
+	bool digits = false;
+	while (*p >= '0' && *p <= '9') {
+		unsigned d = (unsigned)(*p++ - '0');
+		if (ip > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		ip = ip * 10 + d;
+		digits = true;
+	}
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9') {
+			if (scale >= NS_PER_SEC)
+				return -EINVAL; /* more than 9 fractional digits */
+			frac = frac * 10 + (unsigned)(*p++ - '0');
+			scale *= 10;
+			digits = true;
+		}
+	}
+	if (!digits)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].name) != 0)
+			continue;
+		uint64_t u = units[i].ns;
+		if (ip > UINT64_MAX / u)
+			return -ERANGE;
+		uint64_t v = ip * u;
+		/* fractional part: frac/scale * u must be a whole number of ns */
+		if (frac) {
+			if (u % scale != 0 && (frac * (u % scale)) % scale != 0)
+				return -EINVAL;
+			uint64_t fv = (u / scale) * frac + (frac * (u % scale)) / scale;
+			if (v > UINT64_MAX - fv)
+				return -ERANGE;
+			v += fv;
+		}
+		*out = v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void opt_format_duration(uint64_t ns, char *buf, size_t len)
+{
+	if (ns == 0) {
+		snprintf(buf, len, "0ns");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns % units[i].ns == 0) {
+			snprintf(buf, len, "%" PRIu64 "%s", ns / units[i].ns, units[i].name);
+			return;
+		}
+	}
+}
+
+static int parse_uint_prefix(const char **pp, unsigned *out)
+{
+	const char *p = *pp;
+	unsigned long v = 0;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9') {
+		v = v * 10 + (unsigned long)(*p++ - '0');
+		if (v >= CPU_SETSIZE)
+			return -ERANGE;
+	}
+	*pp = p;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int opt_parse_cpulist(const char *s, cpu_set_t *out)
+{
+	const char *p = s;
+	CPU_ZERO(out);
+	if (!*p)
+		return -EINVAL;
+	for (;;) {
+		unsigned a, b;
+		int r = parse_uint_prefix(&p, &a);
+		if (r)
+			return r;
+		b = a;
+		if (*p == '-') {
+			p++;
+			r = parse_uint_prefix(&p, &b);
+			if (r)
+				return r;
+			if (b < a)
+				return -EINVAL;
+		}
+		for (unsigned c = a; c <= b; c++)
+			CPU_SET(c, out);
+		if (*p == '\0')
+			return 0;
+		if (*p != ',')
+			return -EINVAL;
+		p++;
+	}
+}
+
+void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, set))
+			continue;
+		int e = c;
+		while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+			e++;
+		int n = e == c ? snprintf(buf + off, len - off, "%s%d", off ? "," : "", c)
+			       : snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", c, e);
+		if (n < 0 || (size_t)n >= len - off)
+			return;
+		off += (size_t)n;
+		c = e;
+	}
+}
+
+int opts_find(const struct opt_def *defs, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(defs[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static const char *metavar(const struct opt_def *d)
+{
+	if (d->metavar)
+		return d->metavar;
+	switch (d->type) {
+	case OPT_INT: return "N";
+	case OPT_DURATION: return "DUR";
+	case OPT_CPULIST: return "LIST";
+	case OPT_ENUM: return "CHOICE";
+	case OPT_BOOL: return "";
+	case OPT_STRING: return "STR";
+	}
+	return "";
+}
+
+/* "1..99", "1us..10s", "fifo|rr|other" */
+static void allowed(const struct opt_def *d, char *buf, size_t len)
+{
+	char a[32], b[32];
+	size_t off = 0;
+	switch (d->type) {
+	case OPT_INT:
+		snprintf(buf, len, "%" PRId64 "..%" PRId64, d->min, d->max);
+		return;
+	case OPT_DURATION:
+		opt_format_duration((uint64_t)d->min, a, sizeof(a));
+		opt_format_duration((uint64_t)d->max, b, sizeof(b));
+		snprintf(buf, len, "%s..%s", a, b);
+		return;
+	case OPT_ENUM:
+		buf[0] = '\0';
+		for (size_t i = 0; d->choices[i]; i++) {
+			int n = snprintf(buf + off, len - off, "%s%s", i ? "|" : "", d->choices[i]);
+			if (n < 0 || (size_t)n >= len - off)
+				return;
+			off += (size_t)n;
+		}
+		return;
+	case OPT_CPULIST:
+		snprintf(buf, len, "online CPUs");
+		return;
+	case OPT_BOOL:
+	case OPT_STRING:
+		buf[0] = '\0';
+		return;
+	}
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) RL_PRINTF(3, 4);
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *online,
+		       struct opt_value *v, char *err, size_t errlen)
+{
+	char range[256];
+	allowed(d, range, sizeof(range));
+	switch (d->type) {
+	case OPT_INT: {
+		int64_t x;
+		int r = opt_parse_int(s, &x);
+		if (r == -EINVAL) {
+			set_err(err, errlen, "--%s: '%s' is not an integer; allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		if (r || x < d->min || x > d->max) {
+			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		v->i = x;
+		return 0;
+	}
+	case OPT_DURATION: {
+		uint64_t x;
+		int r = opt_parse_duration(s, &x);
+		if (r == -EINVAL) {
+			set_err(err, errlen,
+				"--%s: '%s' is not a duration (a number with a unit ns, us, ms, s, m or h, e.g. 500us); allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
+			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		v->i = (int64_t)x;
+		return 0;
+	}
+	case OPT_CPULIST: {
+		char on[256];
+		opt_format_cpulist(online, on, sizeof(on));
+		if (opt_parse_cpulist(s, &v->cpus)) {
+			set_err(err, errlen,
+				"--%s: '%s' is not a CPU list (e.g. 0-3,6); online CPUs are %s",
+				d->name, s, on);
+			return -EINVAL;
+		}
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (CPU_ISSET(c, &v->cpus) && !CPU_ISSET(c, online)) {
+				set_err(err, errlen, "--%s: CPU %d is not online; online CPUs are %s",
+					d->name, c, on);
+				return -EINVAL;
+			}
+		}
+		return 0;
+	}
+	case OPT_ENUM:
+		for (size_t i = 0; d->choices[i]; i++) {
+			if (strcmp(s, d->choices[i]) == 0) {
+				v->i = (int64_t)i;
+				return 0;
+			}
+		}
+		set_err(err, errlen, "--%s: '%s' is not one of %s", d->name, s, range);
+		return -EINVAL;
+	case OPT_STRING:
+		if (!*s) {
+			set_err(err, errlen, "--%s: the value must not be empty", d->name);
+			return -EINVAL;
+		}
+		v->s = s;
+		return 0;
+	case OPT_BOOL:
+		break;
+	}
+	set_err(err, errlen, "--%s: internal error: bad option type", d->name);
+	return -EINVAL;
+}
+
+int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv,
+	       const cpu_set_t *online, struct opt_value *vals, char *err, size_t errlen)
+{
+	memset(vals, 0, n * sizeof(*vals));
+	for (size_t i = 0; i < n; i++) {
+		if (!defs[i].def)
+			continue;
+		if (defs[i].type == OPT_BOOL) {
+			vals[i].i = strcmp(defs[i].def, "true") == 0;
+		} else if (parse_value(&defs[i], defs[i].def, online, &vals[i], err, errlen)) {
+			return -EINVAL; /* a bad default is a bug in the table */
+		}
+		vals[i].set = true;
+	}
+	for (int a = 0; a < argc; a++) {
+		const char *arg = argv[a];
+		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+			return OPTS_HELP;
+		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+			set_err(err, errlen, "unexpected argument '%s' (options start with --; see --help)",
+				arg);
+			return -EINVAL;
+		}
+		const char *name = arg + 2;
+		const char *eq = strchr(name, '=');
+		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+		char buf[128];
+		if (nlen >= sizeof(buf)) {
+			set_err(err, errlen, "unknown option '%.40s...'", arg);
+			return -EINVAL;
+		}
+		memcpy(buf, name, nlen);
+		buf[nlen] = '\0';
+		bool negated = false;
+		int idx = opts_find(defs, n, buf);
+		if (idx < 0 && strncmp(buf, "no-", 3) == 0) {
+			idx = opts_find(defs, n, buf + 3);
+			negated = true;
+			if (idx >= 0 && defs[idx].type != OPT_BOOL)
+				idx = -1;
+		}
+		if (idx < 0) {
+			set_err(err, errlen, "unknown option '--%s' (see --help)", buf);
+			return -EINVAL;
+		}
+		const struct opt_def *d = &defs[idx];
+		struct opt_value *v = &vals[idx];
+		if (v->given) {
+			set_err(err, errlen, "--%s: given more than once", d->name);
+			return -EINVAL;
+		}
+		if (d->type == OPT_BOOL) {
+			if (eq) {
+				set_err(err, errlen, "--%s takes no value (use --%s or --no-%s)",
+					buf, d->name, d->name);
+				return -EINVAL;
+			}
+			v->i = !negated;
+		} else {
+			const char *val;
+			if (eq) {
+				val = eq + 1;
+			} else if (a + 1 < argc) {
+				val = argv[++a];
+			} else {
+				char range[256];
+				allowed(d, range, sizeof(range));
+				set_err(err, errlen, "--%s: missing value %s%s%s", d->name, metavar(d),
+					range[0] ? "; allowed " : "", range);
+				return -EINVAL;
+			}
+			if (parse_value(d, val, online, v, err, errlen))
+				return -EINVAL;
+		}
+		v->set = true;
+		v->given = true;
+	}
+	return 0;
+}
+
+void opts_help(FILE *f, const struct opt_def *defs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct opt_def *d = &defs[i];
+		char left[96], range[256];
+		if (d->type == OPT_BOOL)
+			snprintf(left, sizeof(left), "--%s, --no-%s", d->name, d->name);
+		else
+			snprintf(left, sizeof(left), "--%s %s", d->name, metavar(d));
+		fprintf(f, "  %-28s %s\n", left, d->help);
+		allowed(d, range, sizeof(range));
+		const char *type = "";
+		switch (d->type) {
+		case OPT_INT: type = "integer"; break;
+		case OPT_DURATION: type = "duration (ns|us|ms|s|m|h)"; break;
+		case OPT_CPULIST: type = "CPU list, e.g. 0-3,6"; break;
+		case OPT_ENUM: type = "one of"; break;
+		case OPT_BOOL: type = "flag"; break;
+		case OPT_STRING: type = "string"; break;
+		}
+		fprintf(f, "  %-28s [%s%s%s", "", type, range[0] ? " " : "", range);
+		if (d->def)
+			fprintf(f, "; default %s", d->def);
+		else if (d->def_help)
+			fprintf(f, "; default: %s", d->def_help);
+		fprintf(f, "]\n");
+	}
+}

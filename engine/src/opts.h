@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Declarative option parser. A probe declares a table of struct opt_def
+ * (name, type, range, default, help); parsing, validation, error messages and
+ * --help are all generated from that table. Values land in an array of
+ * struct opt_value parallel to the table; the probe then freezes them into its
+ * own const configuration.
+ *
+ * Syntax: --name VALUE, --name=VALUE; booleans: --name / --no-name.
+ */
+#ifndef RTLAB_OPTS_H
+#define RTLAB_OPTS_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common.h"
+
+enum opt_type {
+	OPT_INT,	/* signed integer, [min, max] */
+	OPT_DURATION,	/* nanoseconds from "<number><unit>", unit ns|us|ms|s|m|h, [min, max] */
+	OPT_CPULIST,	/* "0-3,6", every CPU must be online */
+	OPT_ENUM,	/* one of choices; value is the index */
+	OPT_BOOL,	/* --x / --no-x */
+	OPT_STRING,	/* non-empty string (path, name) */
+};
+
+struct opt_def {
+	const char *name;	/* without leading dashes */
+	enum opt_type type;
+	const char *metavar;	/* e.g. "DUR"; NULL: derived from type */
+	const char *help;
+	int64_t min, max;	/* INT and DURATION */
+	const char *const *choices; /* ENUM, NULL-terminated */
+	const char *def;	/* default, written like user input; NULL: unset */
+	const char *def_help;	/* help text for a computed default (when def is NULL) */
+};
+
+struct opt_value {
+	bool set;	/* has a value (given or default) */
+	bool given;	/* given on the command line */
+	int64_t i;	/* INT, DURATION (ns), ENUM (index), BOOL (0/1) */
+	const char *s;	/* STRING (points into argv or def) */
+	cpu_set_t cpus;	/* CPULIST */
+};
+
+/* Parse results. */
+#define OPTS_HELP 1
+
+/*
+ * Parse argv[0..argc) (argv[0] is the first option, not the program name).
+ * online: the CPUs a cpu list may name. Returns 0, OPTS_HELP when --help/-h
+ * was given, or -EINVAL with a one-line message in err naming the option and
+ * its allowed values or range.
+ */
+int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv,
+	       const cpu_set_t *online, struct opt_value *vals, char *err,
+	       size_t errlen) RL_WUR;
+
+/* Help text generated from the table. */
+void opts_help(FILE *f, const struct opt_def *defs, size_t n);
+
+/* Index of option name in defs, or -1. */
+int opts_find(const struct opt_def *defs, size_t n, const char *name);
+
+/* Building blocks, exported for tests and for other parsers (sys command). */
+int opt_parse_int(const char *s, int64_t *out) RL_WUR;
+int opt_parse_duration(const char *s, uint64_t *out) RL_WUR;
+int opt_parse_cpulist(const char *s, cpu_set_t *out) RL_WUR;
+/* "1ms", "1500us", "0ns": the largest unit that divides exactly. */
+void opt_format_duration(uint64_t ns, char *buf, size_t len);
+/* "0-3,6" */
+void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len);
+
+#endif

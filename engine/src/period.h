@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Missed-period arithmetic of a periodic wake-up on absolute deadlines, as a
+ * pure function so it can be unit-tested.
+ *
+ * A thread slept until `deadline` and woke at `now`. Its latency is
+ * now - deadline. Every later deadline deadline + k*interval (k >= 1) that is
+ * <= now has already passed: each is one missed period, counted once. The
+ * next deadline is the first one strictly after now. A wake-up before the
+ * deadline (impossible with TIMER_ABSTIME unless the clock was stepped) is
+ * clamped to latency 0 and flagged `negative` so it can be counted.
+ */
+#ifndef RTLAB_PERIOD_H
+#define RTLAB_PERIOD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct period_step {
+	uint64_t latency_ns;
+	uint64_t missed;
+	uint64_t next_ns;
+	bool negative;
+};
+
+static inline struct period_step period_advance(uint64_t deadline, uint64_t now,
+						uint64_t interval)
+{
+	struct period_step s;
+	if (now < deadline) {
+		s.latency_ns = 0;
+		s.missed = 0;
+		s.negative = true;
+		s.next_ns = deadline + interval;
+		return s;
+	}
+	s.negative = false;
+	s.latency_ns = now - deadline;
+	s.missed = s.latency_ns < interval ? 0 : s.latency_ns / interval;
+	s.next_ns = deadline + (s.missed + 1) * interval;
+	return s;
+}
+
+/* First deadline start + k*interval (k >= 1) strictly after now. */
+static inline uint64_t period_first(uint64_t start, uint64_t now, uint64_t interval)
+{
+	if (now < start)
+		return start + interval;
+	return start + ((now - start) / interval + 1) * interval;
+}
+
+#endif

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+#include "reporter.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DRAIN_NS (100 * NS_PER_MS)	/* sample rings are drained this often */
+#define WIN_BATCH CHANNEL_WIN_RING
+#define SMP_BATCH 4096
+#define REPORTER_STACK (256 * 1024)
+
+struct reporter {
+	struct reporter_cfg cfg;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool finish;			/* under lock */
+	struct reporter_outcome outcome;	/* valid once finish is set */
+	struct jsonw w;
+	struct chan_state *scratch;
+	struct win_rec *wins;		/* n_chans * WIN_BATCH */
+	size_t *n_wins;
+	struct sample_rec *smp;
+	unsigned char *smp_out;
+	uint64_t seq;
+	uint64_t written;
+	uint64_t ring_lost;
+	int err;			/* first output error */
+};
+
+static void note_err(struct reporter *r, int e)
+{
+	if (e && !r->err)
+		r->err = e;
+}
+
+void reporter_write_channel(struct jsonw *w, const struct channel *ch,
+			    const struct chan_state *st, const struct win_rec *wins,
+			    size_t n_wins, bool with_current)
+{
+	int tid = atomic_load_explicit(&((struct channel *)ch)->tid, memory_order_relaxed);
+	jw_obj_begin(w, NULL);
+	jw_str(w, "name", ch->name);
+	if (ch->cpu >= 0)
+		jw_int(w, "cpu", ch->cpu);
+	else
+		jw_null(w, "cpu");
+	if (tid > 0)
+		jw_int(w, "tid", tid);
+	else
+		jw_null(w, "tid");
+	jw_uint(w, "samples", st->samples);
+	jw_uint(w, "missed", st->missed);
+	jw_uint(w, "negative", st->negative);
+	if (st->samples) {
+		jw_uint(w, "min_ns", st->min_ns);
+		jw_uint(w, "max_ns", st->max_ns);
+	} else {
+		jw_null(w, "min_ns");
+		jw_null(w, "max_ns");
+	}
+	jw_uint(w, "sum_ns", st->sum_ns);
+	if (st->samples)
+		jw_uint(w, "max_at_ns", st->max_at_ns);
+	else
+		jw_null(w, "max_at_ns");
+	jw_obj_begin(w, "hist");
+	jw_str(w, "layout", "loglin");
+	jw_uint(w, "sub_bits", HIST_SUB_BITS);
+	jw_arr_begin(w, "buckets");
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		if (!st->hist.counts[i])
+			continue;
+		jw_arr_begin(w, NULL);
+		jw_uint(w, NULL, i);
+		jw_uint(w, NULL, st->hist.counts[i]);
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+	jw_arr_begin(w, "windows");
+	for (size_t i = 0; i < n_wins; i++) {
+		jw_arr_begin(w, NULL);
+		jw_uint(w, NULL, wins[i].index);
+		jw_uint(w, NULL, wins[i].max_ns);
+		jw_uint(w, NULL, wins[i].samples);
+		jw_arr_end(w);
+	}
+	if (with_current && st->cur_win.samples) {
+		jw_arr_begin(w, NULL);
+		jw_uint(w, NULL, st->cur_win.index);
+		jw_uint(w, NULL, st->cur_win.max_ns);
+		jw_uint(w, NULL, st->cur_win.samples);
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+	jw_uint(w, "windows_lost", st->windows_lost);
+	jw_uint(w, "ring_lost", st->ring_lost);
+	jw_obj_end(w);
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void drain_samples(struct reporter *r)
+{
+	if (r->cfg.samples_fd < 0)
+		return;
+	for (size_t c = 0; c < r->cfg.n_chans; c++) {
+		size_t n;
+		while ((n = channel_drain_samples(r->cfg.chans[c], r->smp, SMP_BATCH)) > 0) {
+			for (size_t i = 0; i < n; i++) {
+				unsigned char *p = r->smp_out + i * SAMPLES_RECORD_SIZE;
+				put_le32(p, (uint32_t)c);
+				put_le32(p + 4, 0);
+				put_le64(p + 8, r->smp[i].at_ns);
+				put_le64(p + 16, r->smp[i].value_ns);
+			}
+			int e = rl_write_all(r->cfg.samples_fd, r->smp_out, n * SAMPLES_RECORD_SIZE);
+			note_err(r, e);
+			if (!e)
+				r->written += n;
+		}
+	}
+}
+
+/* Pop windows first, then copy state: every popped window is inside the copy. */
+static void collect(struct reporter *r, size_t c)
+{
+	struct channel *ch = r->cfg.chans[c];
+	struct win_rec *wins = r->wins + c * WIN_BATCH;
+	r->n_wins[c] = channel_pop_windows(ch, wins, WIN_BATCH);
+	channel_snapshot(ch, &r->scratch[c]);
+}
+
+static void write_snapshot(struct reporter *r, uint64_t now)
+{
+	for (size_t c = 0; c < r->cfg.n_chans; c++)
+		collect(r, c);
+	jw_obj_begin(&r->w, NULL);
+	jw_str(&r->w, "type", "snapshot");
+	jw_int(&r->w, "schema", 1);
+	jw_uint(&r->w, "seq", ++r->seq);
+	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
+	jw_arr_begin(&r->w, "channels");
+	for (size_t c = 0; c < r->cfg.n_chans; c++)
+		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
+				       r->wins + c * WIN_BATCH, r->n_wins[c], false);
+	jw_arr_end(&r->w);
+	jw_obj_end(&r->w);
+	note_err(r, jw_emit(&r->w, r->cfg.out_fd));
+}
+
+static void write_result(struct reporter *r)
+{
+	const struct reporter_outcome *o = &r->outcome;
+	uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+	uint64_t lost = 0;
+	for (size_t c = 0; c < r->cfg.n_chans; c++) {
+		collect(r, c);
+		lost += r->scratch[c].ring_lost;
+	}
+	jw_obj_begin(&r->w, NULL);
+	jw_str(&r->w, "type", "result");
+	jw_int(&r->w, "schema", 1);
+	jw_str(&r->w, "status", o->status);
+	jw_int(&r->w, "exit_code", o->exit_code);
+	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
+	jw_uint(&r->w, "end_realtime_ns", rl_now_ns(CLOCK_REALTIME));
+	jw_arr_begin(&r->w, "channels");
+	for (size_t c = 0; c < r->cfg.n_chans; c++)
+		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
+				       r->wins + c * WIN_BATCH, r->n_wins[c], true);
+	jw_arr_end(&r->w);
+	if (o->threshold_hit && o->thr_chan < r->cfg.n_chans) {
+		const struct channel *ch = r->cfg.chans[o->thr_chan];
+		jw_obj_begin(&r->w, "threshold_hit");
+		jw_str(&r->w, "channel", ch->name);
+		if (ch->cpu >= 0)
+			jw_int(&r->w, "cpu", ch->cpu);
+		else
+			jw_null(&r->w, "cpu");
+		jw_uint(&r->w, "latency_ns", o->thr_latency_ns);
+		jw_uint(&r->w, "at_ns", o->thr_at_ns);
+		jw_obj_end(&r->w);
+	} else {
+		jw_null(&r->w, "threshold_hit");
+	}
+	if (r->cfg.samples_fd >= 0) {
+		jw_obj_begin(&r->w, "samples_file");
+		jw_str(&r->w, "path", r->cfg.samples_path ? r->cfg.samples_path : "");
+		jw_uint(&r->w, "written", r->written);
+		jw_uint(&r->w, "lost", lost);
+		jw_obj_end(&r->w);
+	} else {
+		jw_null(&r->w, "samples_file");
+	}
+	jw_str_or_null(&r->w, "error", o->error);
+	jw_obj_end(&r->w);
+	note_err(r, jw_emit(&r->w, r->cfg.out_fd));
+}
+
+static void *reporter_main(void *arg)
+{
+	struct reporter *r = arg;
+	uint64_t next_snap = r->cfg.start_mono_ns + r->cfg.snapshot_ns;
+	uint64_t step = r->cfg.samples_fd >= 0 && DRAIN_NS < r->cfg.snapshot_ns ? DRAIN_NS
+										   : r->cfg.snapshot_ns;
+	uint64_t next_wake = r->cfg.start_mono_ns + step;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (!r->finish) {
+			struct timespec ts = rl_ns_to_ts(next_wake);
+			int e = pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+			if (e == ETIMEDOUT)
+				break;
+		}
+		if (r->finish)
+			break;
+		pthread_mutex_unlock(&r->lock);
+
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		drain_samples(r);
+		if (now >= next_snap) {
+			write_snapshot(r, now);
+			while (next_snap <= now)
+				next_snap += r->cfg.snapshot_ns;
+		}
+		while (next_wake <= now)
+			next_wake += step;
+
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+
+	drain_samples(r);
+	write_result(r);
+	return NULL;
+}
+
+static void reporter_free(struct reporter *r)
+{
+	jw_free(&r->w);
+	free(r->scratch);
+	free(r->wins);
+	free(r->n_wins);
+	free(r->smp);
+	free(r->smp_out);
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
+{
+	struct reporter *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->cfg = *cfg;
+	jw_init(&r->w);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	size_t n = cfg->n_chans ? cfg->n_chans : 1;
+	r->scratch = calloc(n, sizeof(*r->scratch));
+	r->wins = calloc(n * WIN_BATCH, sizeof(*r->wins));
+	r->n_wins = calloc(n, sizeof(*r->n_wins));
+	if (cfg->samples_fd >= 0) {
+		r->smp = calloc(SMP_BATCH, sizeof(*r->smp));
+		r->smp_out = calloc(SMP_BATCH, SAMPLES_RECORD_SIZE);
+	}
+	if (!r->scratch || !r->wins || !r->n_wins ||
+	    (cfg->samples_fd >= 0 && (!r->smp || !r->smp_out))) {
+		reporter_free(r);
+		return -ENOMEM;
+	}
+	if (cfg->samples_fd >= 0) {
+		unsigned char hdr[16];
+		memcpy(hdr, SAMPLES_MAGIC, 8);
+		put_le32(hdr + 8, SAMPLES_VERSION);
+		put_le32(hdr + 12, SAMPLES_RECORD_SIZE);
+		int e = rl_write_all(cfg->samples_fd, hdr, sizeof(hdr));
+		if (e) {
+			reporter_free(r);
+			return e;
+		}
+	}
+
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, REPORTER_STACK);
+	int e = pthread_create(&r->thread, &attr, reporter_main, r);
+	pthread_attr_destroy(&attr);
+	if (e) {
+		reporter_free(r);
+		return -e;
+	}
+	*out = r;
+	return 0;
+}
+
+int reporter_finish(struct reporter *r, const struct reporter_outcome *o)
+{
+	pthread_mutex_lock(&r->lock);
+	r->outcome = *o;
+	r->finish = true;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	int err = r->err;
+	reporter_free(r);
+	return err;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reporter: a non-real-time thread (it inherits the housekeeping affinity
+ * of its creator) that every snapshot interval copies each channel's state
+ * through its seqlock and writes a `snapshot` record, drains the sample rings
+ * into the --samples file, and at the end writes the `result` record.
+ * It is the only writer of the output after the header.
+ */
+#ifndef RTLAB_REPORTER_H
+#define RTLAB_REPORTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "channel.h"
+#include "common.h"
+#include "jsonw.h"
+
+struct reporter_cfg {
+	int out_fd;
+	int samples_fd;			/* -1: no --samples */
+	const char *samples_path;
+	uint64_t snapshot_ns;
+	uint64_t start_mono_ns;		/* run start on CLOCK_MONOTONIC */
+	struct channel *const *chans;
+	size_t n_chans;
+};
+
+struct reporter_outcome {
+	const char *status;		/* completed|threshold|interrupted|error */
+	int exit_code;
+	bool threshold_hit;
+	size_t thr_chan;
+	uint64_t thr_latency_ns;
+	uint64_t thr_at_ns;
+	const char *error;		/* NULL or a message */
+};
+
+struct reporter;
+
+/* Write the samples file header (if any) and start the thread. */
+int reporter_start(struct reporter **out, const struct reporter_cfg *cfg) RL_WUR;
+
+/*
+ * Call after every measuring thread has stopped: wakes the reporter, which
+ * drains what is left, writes the `result` record and exits; joins and frees
+ * it. Returns 0 or the first output error (-errno).
+ */
+int reporter_finish(struct reporter *r, const struct reporter_outcome *o) RL_WUR;
+
+/* Write one channel state object (used by snapshots and results). */
+void reporter_write_channel(struct jsonw *w, const struct channel *ch,
+			    const struct chan_state *st, const struct win_rec *wins,
+			    size_t n_wins, bool with_current);
+
+/* Samples file layout (docs/engine-output.md). */
+#define SAMPLES_MAGIC "RTLABSMP"
+#define SAMPLES_VERSION 1u
+#define SAMPLES_RECORD_SIZE 24u
+
+#endif

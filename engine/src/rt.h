@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Real-time set-up primitives: scheduling policy and priority (including
+ * SCHED_DEADLINE through sched_setattr), CPU affinity, read-back of what took
+ * effect, mlockall, stack prefaulting, the /dev/cpu_dma_latency holder and
+ * the tracefs marker used when a threshold stops a run.
+ * All functions return 0 or -errno.
+ */
+#ifndef RTLAB_RT_H
+#define RTLAB_RT_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+enum rt_policy { RT_FIFO, RT_RR, RT_OTHER, RT_DEADLINE, RT_POLICY_COUNT };
+
+extern const char *const rt_policy_names[]; /* NULL-terminated, indexed by enum rt_policy */
+
+/* Name of a kernel policy number (SCHED_*), or "unknown". */
+const char *rt_kernel_policy_name(int kpolicy);
+int rt_policy_to_kernel(enum rt_policy p);
+/* Valid priority range for a policy. */
+void rt_priority_range(enum rt_policy p, int *min, int *max);
+
+struct rt_sched_req {
+	enum rt_policy policy;
+	int priority;
+	uint64_t dl_runtime_ns, dl_deadline_ns, dl_period_ns; /* SCHED_DEADLINE */
+};
+
+/* Set the calling thread's scheduling. */
+int rt_set_sched_self(const struct rt_sched_req *req) RL_WUR;
+/* Read back the calling thread's policy (SCHED_* number) and priority. */
+int rt_get_sched_self(int *kpolicy, int *priority) RL_WUR;
+
+/* Pin the calling thread to one CPU. */
+int rt_pin_self(int cpu) RL_WUR;
+int rt_get_affinity_self(cpu_set_t *set) RL_WUR;
+
+int rt_mlockall(void) RL_WUR;
+/* Touch `bytes` of stack below the caller so later use causes no page fault. */
+void rt_prefault_stack(size_t bytes);
+
+/* Open /dev/cpu_dma_latency and write us; *fd stays open to hold it. */
+int rt_dma_latency_hold(int32_t us, int *fd) RL_WUR;
+
+struct rt_trace {
+	const char *path;	/* tracefs mount found, or NULL */
+	int marker_fd;		/* -1 if not open */
+	int on_fd;		/* tracing_on, -1 if not open */
+};
+
+/* Find a mounted tracefs and open trace_marker and tracing_on. */
+int rt_trace_open(struct rt_trace *t) RL_WUR;
+/* Write msg to trace_marker, then 0 to tracing_on (like cyclictest -b). */
+void rt_trace_stop(const struct rt_trace *t, const char *msg);
+void rt_trace_close(struct rt_trace *t);
+
+#endif

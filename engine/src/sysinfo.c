@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+#include "sysinfo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "opts.h"
+
+int sysinfo_read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, len - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0)
+		return -e;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	return 0;
+}
+
+int sysinfo_online_cpus(cpu_set_t *set)
+{
+	char buf[1024];
+	if (sysinfo_read_file("/sys/devices/system/cpu/online", buf, sizeof(buf)) == 0 &&
+	    opt_parse_cpulist(buf, set) == 0)
+		return 0;
+	if (sched_getaffinity(0, sizeof(*set), set) != 0)
+		return -errno;
+	return 0;
+}
+
+void sysinfo_write_cpuset(struct jsonw *w, const char *key, const cpu_set_t *set)
+{
+	jw_arr_begin(w, key);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, set))
+			jw_int(w, NULL, c);
+	jw_arr_end(w);
+}
+
+/* A cpu list file as an array; empty file -> []; missing -> null. */
+static void write_cpulist_file(struct jsonw *w, const char *key, const char *path)
+{
+	char buf[1024];
+	cpu_set_t set;
+	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0) {
+		jw_null(w, key);
+		return;
+	}
+	CPU_ZERO(&set);
+	if (buf[0] && strcmp(buf, "(null)") != 0 && opt_parse_cpulist(buf, &set) != 0) {
+		jw_null(w, key);
+		return;
+	}
+	sysinfo_write_cpuset(w, key, &set);
+}
+
+static void write_file_str(struct jsonw *w, const char *key, const char *path)
+{
+	char buf[4096];
+	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0)
+		jw_str(w, key, buf);
+	else
+		jw_null(w, key);
+}
+
+static void write_file_int(struct jsonw *w, const char *key, const char *path)
+{
+	char buf[64];
+	int64_t v;
+	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0 && opt_parse_int(buf, &v) == 0)
+		jw_int(w, key, v);
+	else
+		jw_null(w, key);
+}
+
+static const char *const preempt_models[] = { "none", "voluntary", "full", "lazy", "rt", NULL };
+
+/* "none voluntary (full) lazy" -> "full" */
+static const char *preempt_from_debugfs(const char *s)
+{
+	const char *o = strchr(s, '(');
+	const char *c = o ? strchr(o, ')') : NULL;
+	if (!o || !c)
+		return NULL;
+	for (size_t i = 0; preempt_models[i]; i++) {
+		size_t l = strlen(preempt_models[i]);
+		if ((size_t)(c - o - 1) == l && strncmp(o + 1, preempt_models[i], l) == 0)
+			return preempt_models[i];
+	}
+	return NULL;
+}
+
+static void write_preempt(struct jsonw *w, const char *cmdline, const char *version)
+{
+	char buf[256];
+	const char *model = NULL, *source = NULL;
+	if (sysinfo_read_file("/sys/kernel/realtime", buf, sizeof(buf)) == 0 &&
+	    strcmp(buf, "1") == 0) {
+		model = "rt";
+		source = "/sys/kernel/realtime";
+	}
+	if (!model && sysinfo_read_file("/sys/kernel/debug/sched/preempt", buf, sizeof(buf)) == 0) {
+		model = preempt_from_debugfs(buf);
+		source = model ? "/sys/kernel/debug/sched/preempt" : NULL;
+	}
+	if (!model && version && strstr(version, "PREEMPT_RT")) {
+		model = "rt";
+		source = "uname -v";
+	}
+	if (!model && cmdline && version && strstr(version, "PREEMPT_DYNAMIC")) {
+		const char *p = strstr(cmdline, "preempt=");
+		if (p && (p == cmdline || p[-1] == ' ')) {
+			p += 8;
+			for (size_t i = 0; preempt_models[i]; i++) {
+				size_t l = strlen(preempt_models[i]);
+				if (strncmp(p, preempt_models[i], l) == 0 &&
+				    (p[l] == ' ' || p[l] == '\0')) {
+					model = preempt_models[i];
+					source = "/proc/cmdline";
+				}
+			}
+		}
+	}
+	if (!model && version && !strstr(version, "PREEMPT_DYNAMIC") &&
+	    strstr(version, " PREEMPT ")) {
+		model = "full";
+		source = "uname -v";
+	}
+	jw_str(w, "preempt", model ? model : "unknown");
+	jw_str_or_null(w, "preempt_source", source);
+}
+
+static void write_cpu_model(struct jsonw *w)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[512];
+	char model[256] = "";
+	if (f) {
+		static const char *const keys[] = { "model name", "Hardware", "cpu model", "Model" };
+		while (fgets(line, sizeof(line), f) && !model[0]) {
+			for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+				size_t l = strlen(keys[i]);
+				if (strncmp(line, keys[i], l) != 0)
+					continue;
+				const char *p = strchr(line + l, ':');
+				if (!p)
+					continue;
+				p++;
+				while (*p == ' ' || *p == '\t')
+					p++;
+				snprintf(model, sizeof(model), "%s", p);
+				model[strcspn(model, "\n")] = '\0';
+				break;
+			}
+		}
+		fclose(f);
+	}
+	jw_str_or_null(w, "cpu_model", model[0] ? model : NULL);
+}
+
+void sysinfo_write(struct jsonw *w, const char *key)
+{
+	struct utsname u;
+	bool have_u = uname(&u) == 0;
+	char host[256];
+	static char cmdline[4096];
+	bool have_cmd = sysinfo_read_file("/proc/cmdline", cmdline, sizeof(cmdline)) == 0;
+
+	jw_obj_begin(w, key);
+	if (gethostname(host, sizeof(host)) == 0) {
+		host[sizeof(host) - 1] = '\0';
+		jw_str(w, "hostname", host);
+	} else {
+		jw_null(w, "hostname");
+	}
+	jw_str_or_null(w, "sysname", have_u ? u.sysname : NULL);
+	jw_str_or_null(w, "release", have_u ? u.release : NULL);
+	jw_str_or_null(w, "version", have_u ? u.version : NULL);
+	jw_str_or_null(w, "machine", have_u ? u.machine : NULL);
+	jw_str_or_null(w, "cmdline", have_cmd ? cmdline : NULL);
+	write_preempt(w, have_cmd ? cmdline : NULL, have_u ? u.version : NULL);
+	{
+		char buf[16];
+		if (sysinfo_read_file("/sys/kernel/realtime", buf, sizeof(buf)) == 0)
+			jw_bool(w, "realtime", strcmp(buf, "1") == 0);
+		else
+			jw_bool(w, "realtime", false);
+	}
+	write_cpu_model(w);
+	{
+		cpu_set_t on;
+		if (sysinfo_online_cpus(&on) == 0)
+			sysinfo_write_cpuset(w, "cpus_online", &on);
+		else
+			jw_null(w, "cpus_online");
+	}
+	write_cpulist_file(w, "cpus_isolated", "/sys/devices/system/cpu/isolated");
+	write_cpulist_file(w, "nohz_full", "/sys/devices/system/cpu/nohz_full");
+	write_file_str(w, "clocksource",
+		       "/sys/devices/system/clocksource/clocksource0/current_clocksource");
+	write_file_int(w, "sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us");
+	write_file_int(w, "sched_rt_period_us", "/proc/sys/kernel/sched_rt_period_us");
+	long ps = sysconf(_SC_PAGESIZE);
+	if (ps > 0)
+		jw_int(w, "page_size", ps);
+	else
+		jw_null(w, "page_size");
+	jw_obj_end(w);
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* A tiny TAP-ish test helper for the engine's unit tests. */
+#ifndef RTLAB_TAP_H
+#define RTLAB_TAP_H
+
+#include <stdio.h>
+
+static int tap_failed;
+static int tap_count;
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		tap_count++;                                                         \
+		if (!(cond)) {                                                       \
+			tap_failed++;                                                \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+		}                                                                    \
+	} while (0)
+
+#define CHECK_EQ_U(a, b)                                                             \
+	do {                                                                         \
+		unsigned long long va_ = (unsigned long long)(a);                    \
+		unsigned long long vb_ = (unsigned long long)(b);                    \
+		tap_count++;                                                         \
+		if (va_ != vb_) {                                                    \
+			tap_failed++;                                                \
+			fprintf(stderr, "FAIL %s:%d: %s == %s (%llu != %llu)\n", __FILE__, \
+				__LINE__, #a, #b, va_, vb_);                          \
+		}                                                                    \
+	} while (0)
+
+static inline int tap_done(const char *name)
+{
+	printf("%s: %d checks, %d failed\n", name, tap_count, tap_failed);
+	return tap_failed ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+
+#include "opts.h"
+#include "tap.h"
+
+static const char *const colours[] = { "red", "green", NULL };
+
+static const struct opt_def defs[] = {
+	{ "count", OPT_INT, NULL, "a count", 1, 99, NULL, "5", NULL },
+	{ "interval", OPT_DURATION, NULL, "a period", 1000, 10000000000, NULL, "1ms", NULL },
+	{ "cpus", OPT_CPULIST, NULL, "cpus", 0, 0, NULL, NULL, "all" },
+	{ "colour", OPT_ENUM, NULL, "colour", 0, 0, colours, "red", NULL },
+	{ "mlock", OPT_BOOL, NULL, "lock", 0, 0, NULL, "true", NULL },
+	{ "out", OPT_STRING, "FILE", "output", 0, 0, NULL, NULL, "stdout" },
+};
+#define N (sizeof(defs) / sizeof(defs[0]))
+
+static cpu_set_t online;
+static struct opt_value vals[N];
+static char err[512];
+
+static int parse(int argc, char **argv)
+{
+	err[0] = '\0';
+	return opts_parse(defs, N, argc, argv, &online, vals, err, sizeof(err));
+}
+
+static int bad(const char *a, const char *b, const char *needle)
+{
+	char *argv[2] = { (char *)a, (char *)b };
+	int r = parse(b ? 2 : 1, argv);
+	if (r != -EINVAL || !strstr(err, needle)) {
+		fprintf(stderr, "args %s %s: r=%d err='%s' (want '%s')\n", a, b ? b : "", r, err,
+			needle);
+		return 0;
+	}
+	if (strchr(err, '\n')) {
+		fprintf(stderr, "multi-line error: %s\n", err);
+		return 0;
+	}
+	return 1;
+}
+
+int main(void)
+{
+	uint64_t d;
+	int64_t i;
+	CPU_ZERO(&online);
+	for (int c = 0; c < 4; c++)
+		CPU_SET(c, &online);
+	CPU_SET(6, &online);
+
+	/* durations */
+	CHECK(opt_parse_duration("1ms", &d) == 0 && d == 1000000);
+	CHECK(opt_parse_duration("250us", &d) == 0 && d == 250000);
+	CHECK(opt_parse_duration("7ns", &d) == 0 && d == 7);
+	CHECK(opt_parse_duration("2s", &d) == 0 && d == 2000000000);
+	CHECK(opt_parse_duration("3m", &d) == 0 && d == 180000000000ull);
+	CHECK(opt_parse_duration("1h", &d) == 0 && d == 3600000000000ull);
+	CHECK(opt_parse_duration("1.5ms", &d) == 0 && d == 1500000);
+	CHECK(opt_parse_duration("0.25s", &d) == 0 && d == 250000000);
+	CHECK(opt_parse_duration(".5us", &d) == 0 && d == 500);
+	CHECK(opt_parse_duration("0ns", &d) == 0 && d == 0);
+	CHECK(opt_parse_duration("1.5ns", &d) == -EINVAL); /* not whole ns */
+	CHECK(opt_parse_duration("10", &d) == -EINVAL);	/* unit required */
+	CHECK(opt_parse_duration("ms", &d) == -EINVAL);
+	CHECK(opt_parse_duration("-1ms", &d) == -EINVAL);
+	CHECK(opt_parse_duration("1 ms", &d) == -EINVAL);
+	CHECK(opt_parse_duration("1msx", &d) == -EINVAL);
+	CHECK(opt_parse_duration("", &d) == -EINVAL);
+	CHECK(opt_parse_duration("99999999999h", &d) == -ERANGE);
+	CHECK(opt_parse_duration("99999999999999999999999ns", &d) == -ERANGE);
+	char buf[64];
+	opt_format_duration(1000000, buf, sizeof(buf));
+	CHECK(strcmp(buf, "1ms") == 0);
+	opt_format_duration(1500000, buf, sizeof(buf));
+	CHECK(strcmp(buf, "1500us") == 0);
+	opt_format_duration(3600000000000ull, buf, sizeof(buf));
+	CHECK(strcmp(buf, "1h") == 0);
+
+	/* integers */
+	CHECK(opt_parse_int("42", &i) == 0 && i == 42);
+	CHECK(opt_parse_int("-7", &i) == 0 && i == -7);
+	CHECK(opt_parse_int("9223372036854775807", &i) == 0 && i == INT64_MAX);
+	CHECK(opt_parse_int("-9223372036854775808", &i) == 0 && i == INT64_MIN);
+	CHECK(opt_parse_int("9223372036854775808", &i) == -ERANGE);
+	CHECK(opt_parse_int("4x", &i) == -EINVAL);
+	CHECK(opt_parse_int("", &i) == -EINVAL);
+	CHECK(opt_parse_int("-", &i) == -EINVAL);
+
+	/* cpu lists */
+	cpu_set_t s;
+	CHECK(opt_parse_cpulist("0-3,6", &s) == 0 && CPU_COUNT(&s) == 5 && CPU_ISSET(6, &s));
+	CHECK(opt_parse_cpulist("2", &s) == 0 && CPU_COUNT(&s) == 1 && CPU_ISSET(2, &s));
+	CHECK(opt_parse_cpulist("1,1,1-2", &s) == 0 && CPU_COUNT(&s) == 2);
+	CHECK(opt_parse_cpulist("3-1", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist("1,", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist(",1", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist("a", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist("", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist("1-", &s) == -EINVAL);
+	CHECK(opt_parse_cpulist("99999", &s) == -ERANGE);
+	CHECK(opt_parse_cpulist("0-3,6,8-9", &s) == 0);
+	opt_format_cpulist(&s, buf, sizeof(buf));
+	CHECK(strcmp(buf, "0-3,6,8-9") == 0);
+
+	/* full parser: defaults */
+	CHECK(parse(0, NULL) == 0);
+	CHECK(vals[0].set && !vals[0].given && vals[0].i == 5);
+	CHECK(vals[1].i == 1000000);
+	CHECK(!vals[2].set);
+	CHECK(vals[3].i == 0);
+	CHECK(vals[4].i == 1);
+	CHECK(!vals[5].set);
+
+	char *ok[] = { "--count", "7", "--interval=250us", "--cpus", "1-2", "--colour", "green",
+		       "--no-mlock", "--out", "x.json" };
+	CHECK(parse(10, ok) == 0);
+	CHECK(vals[0].given && vals[0].i == 7);
+	CHECK(vals[1].i == 250000);
+	CHECK(CPU_COUNT(&vals[2].cpus) == 2 && CPU_ISSET(1, &vals[2].cpus));
+	CHECK(vals[3].i == 1);
+	CHECK(vals[4].i == 0 && vals[4].given);
+	CHECK(strcmp(vals[5].s, "x.json") == 0);
+	char *m[] = { "--mlock" };
+	CHECK(parse(1, m) == 0 && vals[4].i == 1);
+
+	char *h[] = { "--count", "3", "--help" };
+	CHECK(parse(3, h) == OPTS_HELP);
+
+	/* bad input: message names the option and its range */
+	CHECK(bad("--count", "0", "--count: 0 is out of range; allowed range 1..99"));
+	CHECK(bad("--count", "100", "allowed range 1..99"));
+	CHECK(bad("--count", "x", "--count: 'x' is not an integer"));
+	CHECK(bad("--count", NULL, "--count: missing value"));
+	CHECK(bad("--interval", "5x", "--interval: '5x' is not a duration"));
+	CHECK(bad("--interval", "10", "allowed range 1us..10s"));
+	CHECK(bad("--interval", "20s", "--interval: 20s is out of range; allowed range 1us..10s"));
+	CHECK(bad("--interval", "999ns", "out of range"));
+	CHECK(bad("--cpus", "5", "--cpus: CPU 5 is not online; online CPUs are 0-3,6"));
+	CHECK(bad("--cpus", "1-", "--cpus: '1-' is not a CPU list"));
+	CHECK(bad("--colour", "blue", "--colour: 'blue' is not one of red|green"));
+	CHECK(bad("--mlock=1", NULL, "--mlock takes no value"));
+	CHECK(bad("--no-count", NULL, "unknown option '--no-count'"));
+	CHECK(bad("--bogus", NULL, "unknown option '--bogus'"));
+	CHECK(bad("stray", NULL, "unexpected argument 'stray'"));
+	CHECK(bad("--out", "", "--out: the value must not be empty"));
+	CHECK(bad("--count=3", "--count=4", "--count: given more than once"));
+
+	CHECK(opts_find(defs, N, "colour") == 3);
+	CHECK(opts_find(defs, N, "nope") == -1);
+	return tap_done("opts");
+}

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""Command line entry point: argument parsing, display and exit codes only.
+
+Each sub-command lives in its own module `rtlab.cli.cmd_<name>` exposing
+`register(subparsers) -> None`, which adds its parser and sets `func` (a
+callable taking the parsed `argparse.Namespace` and returning an exit code).
+Adding a command is one module plus one entry in COMMANDS. Command modules
+import heavy dependencies lazily, inside `func`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rtlab import __version__
+from rtlab.errors import RtlabError
+from rtlab.exitcodes import ExitCode
+
+COMMANDS: tuple[str, ...] = (
+    "run",
+    "results",
+    "export",
+    "doctor",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rtlab",
+        description="Real-time Linux latency lab: measure how late real-time work can be, "
+        "explain why, and report it.",
+    )
+    parser.add_argument("--version", action="version", version=f"rtlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        module = importlib.import_module(f"rtlab.cli.cmd_{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        args_list = ["run"]  # `rtlab` alone runs the quick scenario
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return int(ExitCode.USAGE)
+    try:
+        return int(func(args))
+    except RtlabError as exc:
+        print(f"rtlab: error: {exc.one_line()}", file=sys.stderr)
+        return int(exc.code)
+    except KeyboardInterrupt:
+        print("rtlab: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        return int(ExitCode.OK)

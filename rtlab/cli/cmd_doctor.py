@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab doctor`: check this system (or a copied tree) for causes of RT latency.
+
+Exit codes: 0 normally; with --strict, 0 when nothing is worse than info/unknown and
+3 (THRESHOLD) when a warning or critical finding exists. 2 on bad arguments, 1 on errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rtlab.exitcodes import ExitCode
+
+_STYLE = {
+    "ok": "green",
+    "info": "cyan",
+    "unknown": "magenta",
+    "warning": "yellow",
+    "critical": "bold red",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "doctor",
+        help="check the system for causes of real-time latency",
+        description="Check the kernel, CPUs, scheduler, memory and interrupts for causes of "
+        "real-time latency and say exactly what to change.",
+        epilog="exit codes: 0 ok (with --strict: nothing worse than info/unknown), "
+        "2 usage, 3 with --strict when a warning or critical finding exists",
+    )
+    p.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="CPUs to judge per-CPU checks for (e.g. 2,3 or 1-3; default: all online)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON document")
+    p.add_argument(
+        "--strict", action="store_true", help="exit 3 if any finding is a warning or critical"
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        default="/",
+        help="system tree to inspect (a copy of a board's /proc and /sys)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst
+    from rtlab.system.sysroot import SysRoot
+
+    sysroot = SysRoot(args.root)
+    cpus = validate_cpus(sysroot, args.cpus)
+    findings = run_checks(args.root, cpus)
+    if args.json:
+        doc = {
+            "schema": 1,
+            "root": args.root,
+            "cpus": cpus,
+            "summary": summarize(findings),
+            "findings": [f.to_dict() for f in findings],
+        }
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _table(findings)
+    if args.strict and worst(findings).rank >= Severity.WARNING.rank:
+        return int(ExitCode.THRESHOLD)
+    return int(ExitCode.OK)
+
+
+def _table(findings: list) -> None:  # type: ignore[type-arg]
+    from rich.console import Console
+    from rich.table import Table
+
+    from rtlab.system.doctor import summarize
+
+    console = Console()
+    table = Table(title="rtlab doctor", show_lines=False, expand=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("finding", overflow="fold")
+    table.add_column("advice", overflow="fold")
+    for f in sorted(findings, key=lambda f: -f.severity.rank):
+        sev = f.severity.value
+        table.add_row(f"[{_STYLE[sev]}]{sev}[/]", f.check, f.summary, f.advice or "")
+    console.print(table)
+    counts = summarize(findings)["counts"]
+    console.print(", ".join(f"{n} {k}" for k, n in counts.items() if n))

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab export RUN --format FMT [-o FILE]`: write a stored run in another format."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rtlab.errors import RtlabError
+
+
+def register(sub: Any) -> None:
+    from rtlab.report.exporters import EXPORTERS
+
+    p = sub.add_parser("export", help="export a stored run (json, csv, csv-hist, markdown)")
+    p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
+    p.add_argument("--format", "-f", default="json", choices=tuple(EXPORTERS),
+                   help="output format (json)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--store", metavar="PATH",
+                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
+                   "or ~/.local/share/rtlab/rtlab.db)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.report.exporters import get_exporter
+    from rtlab.results.store import Store
+
+    exporter = get_exporter(args.format)
+    store = Store.open(args.store)
+    try:
+        result = store.get(args.run)
+    finally:
+        store.close()
+    data = exporter.serialize(result)
+    if args.output:
+        try:
+            with open(args.output, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise RtlabError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return 0

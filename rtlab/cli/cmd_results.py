@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab results list|show|import`: browse the result store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rtlab.errors import UsageError
+
+
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH",
+                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
+                   "or ~/.local/share/rtlab/rtlab.db)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("results", help="list, show and import stored runs")
+    rsub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
+
+    ls = rsub.add_parser("list", help="stored runs, newest first")
+    ls.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (20)")
+    _store_arg(ls)
+    ls.set_defaults(func=cmd_list)
+
+    show = rsub.add_parser("show", help="summary of a stored run")
+    show.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
+    _store_arg(show)
+    show.set_defaults(func=cmd_show)
+
+    imp = rsub.add_parser("import", help="store a raw engine output file (JSON Lines)")
+    imp.add_argument("file", metavar="FILE", help="rtlab-probe output, e.g. a file in runs/")
+    _store_arg(imp)
+    imp.set_defaults(func=cmd_import)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from rtlab.report.format import NA, seconds, us
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1: {args.limit}")
+    store = Store.open(args.store)
+    try:
+        rows = store.list(args.limit)
+    finally:
+        store.close()
+    console = make_console()
+    if not rows:
+        console.print(f"no runs stored in {store.display}", highlight=False)
+        return 0
+    table = Table(title=f"runs in {store.display}", title_justify="left")
+    for name in ("id", "created (UTC)", "host", "kernel", "preempt", "probe", "scenario",
+                 "status", "rt", "duration", "samples", "p99 µs", "p99.99 µs", "max µs"):
+        table.add_column(name, justify="right" if name.endswith(("µs", "samples")) else "left")
+    for r in rows:
+        rt = NA if r.rt_valid is None else ("yes" if r.rt_valid else "NO")
+        table.add_row(r.id, r.created.strftime("%Y-%m-%d %H:%M:%S"), r.host or NA,
+                      r.kernel_release or NA, r.preempt or NA, r.probe, r.scenario or NA,
+                      r.status, rt, seconds(r.duration_ns), f"{r.samples:,}", us(r.p99_ns),
+                      us(r.p9999_ns), us(r.worst_max_ns))
+    console.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from rtlab.report import render
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+
+    store = Store.open(args.store)
+    try:
+        result = store.get(args.run)
+    finally:
+        store.close()
+    console = make_console()
+    host = result.provenance.get("host", {})
+    system = result.system
+    console.print(
+        f"run {result.run_id}: {result.status}, probe {result.probe}, "
+        f"scenario {result.scenario.get('name') or 'n/a'}, started {host.get('start_wall')}, "
+        f"host {system.get('hostname') or host.get('hostname')}, "
+        f"kernel {system.get('release')} ({system.get('preempt')})",
+        highlight=False,
+    )
+    render(result, console)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rtlab.report import render
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+    from rtlab.runner import import_jsonl
+
+    store = Store.open(args.store)
+    try:
+        result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
+    finally:
+        store.close()
+    console = make_console()
+    render(result, console)
+    console.print(f"run {result.run_id} imported into {store.display}", highlight=False)
+    return 0

@@ -1,0 +1,244 @@
+# SPDX-License-Identifier: MIT
+"""Reader of the engine's JSON Lines (docs/engine-output.md, schema 1).
+
+`StreamCollector.feed()` takes the lines one by one as they arrive. It never
+raises on damaged input: a line that is not a JSON object with a string `type`
+and an integer `schema` is counted as corrupt, an unterminated last line is
+counted as truncated and dropped. The one thing it refuses is a record of a
+`schema` this rtlab does not know, because then every field could mean
+something else (`UnknownSchemaError`).
+
+The collector keeps the header, the latest cumulative channel state (last
+snapshot, then the result), the per-window maxima accumulated over all records,
+and the logs; `to_result()` turns that into a `RunResult`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rtlab import __version__
+from rtlab.errors import RtlabError
+from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.model import Channel, Phase, RunResult, Stream
+
+SUPPORTED_SCHEMAS: frozenset[int] = frozenset({1})
+RECORD_TYPES = ("header", "log", "snapshot", "result")
+_MAX_LOGS = 200
+
+
+class UnknownSchemaError(RtlabError):
+    def __init__(self, schema: object) -> None:
+        known = ", ".join(str(s) for s in sorted(SUPPORTED_SCHEMAS))
+        super().__init__(
+            f"engine output uses schema {schema!r}, which rtlab {__version__} does not know "
+            f"(it reads schema {known})",
+            hint="use an rtlab-probe built from the same release as rtlab",
+        )
+
+
+class CorruptLine(ValueError):
+    """A line that is not a valid record."""
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    """One complete line -> record dict. Raises CorruptLine or UnknownSchemaError."""
+    try:
+        rec = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CorruptLine(f"not JSON: {exc.msg if hasattr(exc, 'msg') else exc}") from exc
+    if not isinstance(rec, dict):
+        raise CorruptLine("not a JSON object")
+    rtype = rec.get("type")
+    schema = rec.get("schema")
+    if not isinstance(rtype, str):
+        raise CorruptLine("no string 'type'")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise CorruptLine("no integer 'schema'")
+    if schema not in SUPPORTED_SCHEMAS:
+        raise UnknownSchemaError(schema)
+    return rec
+
+
+class StreamCollector:
+    """Accumulates the records of one engine run."""
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] | None = None
+        self.state: dict[str, Any] | None = None  # last snapshot or result
+        self.result: dict[str, Any] | None = None
+        self.stream = Stream()
+        self.corrupt_examples: list[str] = []
+        self.line_no = 0
+        # channel name -> window index -> (max_ns, samples)
+        self._windows: dict[str, dict[int, tuple[int, int]]] = {}
+
+    # feeding --------------------------------------------------------------------
+    def feed(self, line: str | bytes) -> dict[str, Any] | None:
+        """Feed one line as read (with its newline if it had one). Returns the record or None."""
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        self.line_no += 1
+        if not line.endswith("\n"):
+            # The engine writes each line with one write(2): an unterminated line means it
+            # died inside that call (or the file was cut). Drop it.
+            if line.strip():
+                self.stream.truncated_tail = True
+            return None
+        if not line.strip():
+            return None
+        try:
+            rec = parse_line(line)
+        except CorruptLine as exc:
+            self.stream.corrupt_lines += 1
+            if len(self.corrupt_examples) < 5:
+                self.corrupt_examples.append(f"line {self.line_no}: {exc}")
+            return None
+        try:
+            self._accept(rec)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.stream.corrupt_lines += 1
+            if len(self.corrupt_examples) < 5:
+                self.corrupt_examples.append(f"line {self.line_no}: bad {rec['type']}: {exc}")
+            return None
+        self.stream.records += 1
+        return rec
+
+    def _accept(self, rec: dict[str, Any]) -> None:
+        rtype = rec["type"]
+        if rtype == "header":
+            if self.header is None:
+                self.header = rec
+            else:
+                raise ValueError("second header")
+        elif rtype in ("snapshot", "result"):
+            channels = rec["channels"]
+            if not isinstance(channels, list):
+                raise TypeError("channels is not a list")
+            parsed = [_channel_from_engine(c) for c in channels]  # validates before accepting
+            for ch, raw in zip(parsed, channels, strict=True):
+                acc = self._windows.setdefault(ch.name, {})
+                for w in raw.get("windows") or []:
+                    idx, mx, n = int(w[0]), int(w[1]), int(w[2])
+                    old = acc.get(idx)
+                    acc[idx] = (max(mx, old[0]), max(n, old[1])) if old else (mx, n)
+            self.state = rec
+            if rtype == "snapshot":
+                self.stream.snapshots += 1
+            else:
+                self.result = rec
+                self.stream.engine_status = rec.get("status")
+                self.stream.threshold_hit = rec.get("threshold_hit")
+        elif rtype == "log":
+            if len(self.stream.logs) < _MAX_LOGS:
+                self.stream.logs.append(
+                    {k: rec.get(k) for k in ("level", "code", "msg")}
+                )
+        else:
+            self.stream.ignored_records += 1
+
+    # views ------------------------------------------------------------------------
+    @property
+    def probe(self) -> str | None:
+        return self.header.get("probe") if self.header else None
+
+    def channels(self) -> list[Channel]:
+        """The latest cumulative channel states with all window maxima seen so far."""
+        if self.state is None:
+            return []
+        window_ns = None
+        if self.header:
+            window_ns = (self.header.get("config") or {}).get("window_ns")
+        out = []
+        for raw in self.state["channels"]:
+            ch = _channel_from_engine(raw)
+            ch.window_ns = window_ns
+            acc = self._windows.get(ch.name, {})
+            ch.windows = [(i, acc[i][0], acc[i][1]) for i in sorted(acc)]
+            out.append(ch)
+        return out
+
+    def elapsed_ns(self) -> int | None:
+        return self.state.get("elapsed_ns") if self.state else None
+
+    def loss_notes(self) -> list[str]:
+        """Human notes on what was lost or damaged."""
+        notes = []
+        if self.stream.corrupt_lines:
+            notes.append(
+                f"{self.stream.corrupt_lines} corrupt engine output line(s) skipped"
+                + (f" ({'; '.join(self.corrupt_examples[:3])})" if self.corrupt_examples else "")
+            )
+        if self.stream.truncated_tail:
+            notes.append("engine output ended inside a line (truncated last line dropped)")
+        if self.header is None:
+            notes.append("no engine header: configuration and system facts unknown")
+        if self.result is None:
+            if self.stream.snapshots:
+                notes.append(
+                    f"no final engine result: kept the last snapshot (#{self.stream.snapshots}, "
+                    f"{(self.elapsed_ns() or 0) / 1e9:.1f} s); the tail of the run is lost"
+                )
+            else:
+                notes.append("no final engine result and no snapshot: nothing was measured")
+        lost = sum(int(c.get("windows_lost") or 0) for c in (self.state or {}).get("channels", []))
+        if lost:
+            notes.append(f"{lost} window maxima not published by the engine (reporter fell behind)")
+        return notes
+
+    def to_result(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        partial: bool,
+        host: dict[str, Any],
+        scenario: dict[str, Any] | None = None,
+        phase: str = "main",
+        extra_notes: list[str] | None = None,
+    ) -> RunResult:
+        header = self.header or {}
+        engine = {k: v for k, v in header.items() if k not in ("type", "schema")}
+        engine["schema"] = header.get("schema")
+        effective = header.get("effective") or {}
+        rt_valid = effective.get("rt_valid")
+        return RunResult(
+            run_id=run_id,
+            status=status,
+            probe=str(header.get("probe") or "unknown"),
+            phases=[Phase(phase, self.channels(), self.elapsed_ns())],
+            partial=partial,
+            notes=[*self.loss_notes(), *(extra_notes or [])],
+            rt_valid=rt_valid if isinstance(rt_valid, bool) else None,
+            scenario=dict(scenario or {"name": None, "hash": None}),
+            stream=self.stream,
+            provenance={"engine": engine, "host": host},
+        )
+
+
+def _opt_int(v: object) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _channel_from_engine(raw: dict[str, Any]) -> Channel:
+    if not isinstance(raw, dict):
+        raise TypeError("channel is not an object")
+    return Channel(
+        name=str(raw["name"]),
+        cpu=_opt_int(raw.get("cpu")),
+        tid=_opt_int(raw.get("tid")),
+        samples=int(raw["samples"]),
+        missed=int(raw.get("missed") or 0),
+        min_ns=_opt_int(raw.get("min_ns")),
+        max_ns=_opt_int(raw.get("max_ns")),
+        sum_ns=int(raw.get("sum_ns") or 0),
+        max_at_ns=_opt_int(raw.get("max_at_ns")),
+        hist=LogLinHistogram.from_json(raw["hist"]),
+        windows_lost=int(raw.get("windows_lost") or 0),
+        ring_lost=int(raw.get("ring_lost") or 0),
+    )

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: MIT
+"""Python mirror of the engine's log-linear histogram (docs/engine-output.md).
+
+Values are non-negative integer nanoseconds. With S = sub_bits and B = 2**S:
+values below B get their own bucket (index = value); above that each power of
+two is split into B equal buckets, so a bucket is never wider than 2**-S of its
+lower edge. The index math is the contract's, bit for bit, so histograms read
+from the engine and built here merge exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+LAYOUT = "loglin"
+SUB_BITS = 7
+_MAX_VALUE = (1 << 64) - 1
+
+
+def bucket_count(sub_bits: int = SUB_BITS) -> int:
+    """Number of buckets covering the whole uint64 range."""
+    b = 1 << sub_bits
+    return b + (64 - sub_bits) * b
+
+
+def index_of(value: int, sub_bits: int = SUB_BITS) -> int:
+    """Bucket index holding `value` (ns)."""
+    if value < 0 or value > _MAX_VALUE:
+        raise ValueError(f"histogram value out of range: {value}")
+    b = 1 << sub_bits
+    if value < b:
+        return value
+    e = value.bit_length() - 1
+    shift = e - sub_bits
+    return b + shift * b + ((value >> shift) - b)
+
+
+def bucket_bounds(index: int, sub_bits: int = SUB_BITS) -> tuple[int, int]:
+    """(lo, width) of bucket `index`: it holds the integers lo .. lo + width - 1."""
+    if index < 0 or index >= bucket_count(sub_bits):
+        raise ValueError(f"histogram bucket index out of range: {index}")
+    b = 1 << sub_bits
+    if index < b:
+        return index, 1
+    g, m = divmod(index - b, b)
+    width = 1 << g
+    return (b + m) * width, width
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """One non-empty bucket: integers `lo` .. `hi` (inclusive) were counted `count` times."""
+
+    index: int
+    lo: int
+    hi: int
+    count: int
+
+    @property
+    def midpoint(self) -> int:
+        return self.lo + (self.hi - self.lo) // 2
+
+
+class LogLinHistogram:
+    """Sparse log-linear histogram with exact merge."""
+
+    __slots__ = ("_counts", "sub_bits")
+
+    def __init__(self, sub_bits: int = SUB_BITS, counts: dict[int, int] | None = None) -> None:
+        self.sub_bits = sub_bits
+        self._counts: dict[int, int] = {}
+        limit = bucket_count(sub_bits)
+        for index, count in (counts or {}).items():
+            if not 0 <= index < limit:
+                raise ValueError(f"histogram bucket index out of range: {index}")
+            if count < 0:
+                raise ValueError(f"negative histogram count in bucket {index}")
+            if count:
+                self._counts[index] = count
+
+    # construction -----------------------------------------------------------------
+    @classmethod
+    def from_values(cls, values: Iterable[int], sub_bits: int = SUB_BITS) -> LogLinHistogram:
+        hist = cls(sub_bits)
+        for v in values:
+            hist.add(v)
+        return hist
+
+    @classmethod
+    def from_json(cls, obj: dict) -> LogLinHistogram:
+        """Read the contract's `{"layout", "sub_bits", "buckets": [[index, count], ...]}`."""
+        if not isinstance(obj, dict) or obj.get("layout") != LAYOUT:
+            layout = obj.get("layout") if isinstance(obj, dict) else obj
+            raise ValueError(f"unsupported histogram layout: {layout!r}")
+        sub_bits = obj.get("sub_bits")
+        if not isinstance(sub_bits, int) or not 1 <= sub_bits <= 16:
+            raise ValueError(f"unsupported histogram sub_bits: {sub_bits!r}")
+        counts: dict[int, int] = {}
+        for pair in obj.get("buckets", []):
+            if not (isinstance(pair, list | tuple) and len(pair) == 2
+                    and all(isinstance(x, int) for x in pair)):
+                raise ValueError(f"malformed histogram bucket: {pair!r}")
+            counts[pair[0]] = counts.get(pair[0], 0) + pair[1]
+        return cls(sub_bits, counts)
+
+    def to_json(self) -> dict:
+        return {
+            "layout": LAYOUT,
+            "sub_bits": self.sub_bits,
+            "buckets": [[i, self._counts[i]] for i in sorted(self._counts)],
+        }
+
+    # mutation ---------------------------------------------------------------------
+    def add(self, value: int, count: int = 1) -> None:
+        i = index_of(value, self.sub_bits)
+        self._counts[i] = self._counts.get(i, 0) + count
+
+    def merge(self, other: LogLinHistogram) -> LogLinHistogram:
+        """A new histogram holding both (exact: counts add)."""
+        if other.sub_bits != self.sub_bits:
+            raise ValueError(
+                f"cannot merge histograms with sub_bits {self.sub_bits} and {other.sub_bits}"
+            )
+        merged = LogLinHistogram(self.sub_bits, self._counts)
+        for i, c in other._counts.items():
+            merged._counts[i] = merged._counts.get(i, 0) + c
+        return merged
+
+    # queries ------------------------------------------------------------------------
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def buckets(self) -> Iterator[Bucket]:
+        """Non-empty buckets in increasing value order."""
+        for i in sorted(self._counts):
+            lo, width = bucket_bounds(i, self.sub_bits)
+            yield Bucket(i, lo, lo + width - 1, self._counts[i])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogLinHistogram):
+            return NotImplemented
+        return self.sub_bits == other.sub_bits and self._counts == other._counts
+
+    def __repr__(self) -> str:
+        return (f"LogLinHistogram(sub_bits={self.sub_bits}, buckets={len(self._counts)}, "
+                f"total={self.total})")

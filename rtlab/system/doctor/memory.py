@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: MIT
+"""Memory: transparent huge pages and swap."""
+
+from __future__ import annotations
+
+import re
+
+from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+
+THP = "sys/kernel/mm/transparent_hugepage"
+
+
+def _bracketed(text: str | None) -> str | None:
+    if text is None:
+        return None
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.strip()
+
+
+class ThpCheck(Check):
+    id = "thp"
+    title = "Transparent huge pages"
+    why = (
+        "With THP 'always', page faults may compact memory synchronously and khugepaged "
+        "collapses pages in the background, both causing stalls of milliseconds."
+    )
+
+    def run(self, ctx: Context) -> Finding:
+        s = ctx.sys
+        enabled = _bracketed(s.read(f"{THP}/enabled"))
+        defrag = _bracketed(s.read(f"{THP}/defrag"))
+        facts = {"enabled": enabled, "defrag": defrag}
+        if enabled is None:
+            if s.exists("sys/kernel/mm") or s.exists("sys/kernel"):
+                return self.finding(Severity.OK, "THP not built in", facts=facts)
+            return self.unknown("sys/kernel/mm not readable", facts)
+        summary = f"enabled={enabled}, defrag={defrag}"
+        if enabled == "always" or defrag == "always":
+            return self.finding(
+                Severity.WARNING,
+                summary,
+                advice="echo madvise > /sys/kernel/mm/transparent_hugepage/enabled; echo "
+                "madvise > /sys/kernel/mm/transparent_hugepage/defrag (boot: "
+                "transparent_hugepage=madvise)",
+                facts=facts,
+                codes=(Code.THP_ALWAYS,),
+            )
+        return self.finding(Severity.OK, summary, facts=facts)
+
+
+class SwapCheck(Check):
+    id = "swap"
+    title = "Swap"
+    why = (
+        "A page that was swapped out costs a disk read to fault back in; mlockall protects "
+        "the probe, not the tasks it interacts with."
+    )
+
+    def run(self, ctx: Context) -> Finding:
+        s = ctx.sys
+        swaps = s.read("proc/swaps")
+        if swaps is None:
+            return self.unknown("proc/swaps not readable")
+        devices = [line.split()[0] for line in swaps.splitlines()[1:] if line.split()]
+        facts = {"devices": devices, "swappiness": s.read_int("proc/sys/vm/swappiness")}
+        if devices:
+            return self.finding(
+                Severity.WARNING,
+                f"swap on: {', '.join(devices)}",
+                advice="swapoff -a (or at least sysctl vm.swappiness=0) on a real-time system",
+                facts=facts,
+                codes=(Code.SWAP_ON,),
+            )
+        return self.finding(Severity.OK, "no swap", facts=facts)

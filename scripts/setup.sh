@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Set up rtlab on a fresh Debian/Ubuntu machine: system packages (apt, when root),
+# a local virtual environment (.venv) with the Python package and the engine
+# (rtlab-probe) built and installed into it. Safe to run again: it only does
+# what is missing or out of date.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+# Debian packages rtlab needs to build, to run its loads and peers, and to test.
+PKGS=(python3 python3-venv python3-dev gcc libc6-dev make meson ninja-build
+      rt-tests stress-ng sockperf iproute2 util-linux procps)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing system packages: ${missing[*]}" >&2
+    echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "setup: creating virtual environment $VENV"
+  python3 -m venv "$VENV"
+fi
+stamp="$VENV/.rtlab-installed"
+if [[ ! -f "$VENV/.rtlab-buildtools" ]]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      "meson-python>=0.15" "meson>=1.0.1" ninja
+  touch "$VENV/.rtlab-buildtools"
+fi
+# Reinstall when any source of the package or engine changed since the last install.
+if [[ ! -f "$stamp" ]] || [[ -n "$(find rtlab engine scenarios docs/schema meson.build \
+      meson_options.txt pyproject.toml -newer "$stamp" -type f -print -quit 2>/dev/null)" ]]; then
+  echo "setup: building and installing rtlab (engine + Python package) into $VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+      ".[dev]"
+  touch "$stamp"
+fi

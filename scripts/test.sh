@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Run every test: ruff, the engine's C unit tests in a sanitizer build, then pytest
+# (unit, host, engine end-to-end and real-system tests; root-only tests skip with a
+# reason when not root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+export PATH="$PWD/$VENV/bin:$PATH"
+
+echo "== ruff"
+ruff check rtlab tests bench
+
+echo "== engine C unit tests (ASan + UBSan build)"
+builddir=build/test-sanitize
+if [[ ! -f "$builddir/build.ninja" ]]; then
+  meson setup "$builddir" -Dpython=false -Db_sanitize=address,undefined \
+      -Dstatic=disabled -Dbuildtype=debug >/dev/null
+fi
+meson test -C "$builddir" --print-errorlogs
+
+echo "== pytest"
+export RTLAB_PROBE="$PWD/$VENV/bin/rtlab-probe"
+exec "$VENV/bin/python" -m pytest -q "$@"

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the end-to-end tests of rtlab-probe: run it, parse and validate its output."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = ROOT / "docs" / "schema" / "engine-v1.schema.json"
+
+SUB_BITS = 7
+B = 1 << SUB_BITS
+
+
+@lru_cache(maxsize=1)
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def parse_lines(text: str) -> list[dict[str, Any]]:
+    """Parse JSON Lines; an unterminated last line (killed writer) is dropped."""
+    lines = text.split("\n")
+    complete = lines[:-1]  # the part after the last '\n' is unterminated (or empty)
+    return [json.loads(line) for line in complete if line]
+
+
+def validate_all(records: list[dict[str, Any]]) -> None:
+    v = validator()
+    for rec in records:
+        errors = sorted(v.iter_errors(rec), key=lambda e: list(e.path))
+        assert not errors, f"{rec.get('type')}: {errors[0].message[:300]}"
+
+
+def check_order(records: list[dict[str, Any]], complete: bool = True) -> None:
+    """header first, result last (when complete), snapshot seq 1, 2, 3, ..."""
+    assert records and records[0]["type"] == "header"
+    assert sum(r["type"] == "header" for r in records) == 1
+    seqs = [r["seq"] for r in records if r["type"] == "snapshot"]
+    assert seqs == list(range(1, len(seqs) + 1))
+    results = [i for i, r in enumerate(records) if r["type"] == "result"]
+    if complete:
+        assert results == [len(records) - 1]
+    else:
+        assert results == []
+
+
+def run_probe(
+    probe: str, *args: str, timeout: float = 30, **kw: Any
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [probe, *args], capture_output=True, text=True, timeout=timeout, check=False, **kw
+    )
+
+
+def bucket_lo(index: int) -> int:
+    if index < B:
+        return index
+    g, m = divmod(index - B, B)
+    return (B + m) << g
+
+
+def hist_count(channel: dict[str, Any]) -> int:
+    return sum(c for _, c in channel["hist"]["buckets"])
+
+
+def count_at_least(channel: dict[str, Any], value_ns: int) -> int:
+    """Samples whose bucket lies wholly at or above value_ns."""
+    return sum(c for i, c in channel["hist"]["buckets"] if bucket_lo(i) >= value_ns)
+
+
+def percentile_ns(channel: dict[str, Any], q: float) -> int:
+    """Lower bound of the bucket holding the q-quantile."""
+    total = hist_count(channel)
+    rank = max(1, min(total, round(q * total)))
+    seen = 0
+    for i, c in channel["hist"]["buckets"]:
+        seen += c
+        if seen >= rank:
+            return bucket_lo(i)
+    raise AssertionError("empty histogram")
+
+
+def read_samples(path: Path) -> list[tuple[int, int, int]]:
+    """(channel_index, at_ns, value_ns) records of a --samples file."""
+    data = path.read_bytes()
+    magic, version, size = struct.unpack_from("<8sII", data, 0)
+    assert magic == b"RTLABSMP" and version == 1 and size == 24
+    body = data[16:]
+    assert len(body) % 24 == 0
+    return [(c, at, v) for c, _res, at, v in struct.iter_unpack("<IIQQ", body)]

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""rtlab-probe command line: version, list, help, usage errors (exit 2). No root needed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .helpers import run_probe
+
+
+def test_version(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "--version")
+    assert r.returncode == 0
+    assert r.stdout.startswith("rtlab-probe ")
+    assert r.stdout.split()[1][0].isdigit()
+
+
+def test_list(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "list")
+    assert r.returncode == 0
+    names = [line.split()[0] for line in r.stdout.splitlines()]
+    assert "timer" in names
+
+
+def test_timer_help_from_table(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "timer", "--help")
+    assert r.returncode == 0
+    for opt in ("--cpus", "--policy", "--priority", "--interval", "--duration", "--loops",
+                "--clock", "--mlock, --no-mlock", "--dma-latency", "--housekeeping",
+                "--snapshot-interval", "--window", "--threshold", "--samples", "--output",
+                "--allow-non-rt"):
+        assert opt in r.stdout, opt
+    assert "1us..10s; default 1ms" in r.stdout  # --interval: type, range, default
+    assert "fifo|rr|other|deadline; default fifo" in r.stdout
+
+
+def _last_cpu() -> int:
+    return max(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--interval", "5x"], "--interval: '5x' is not a duration"),
+        (["--interval", "100"], "--interval: '100' is not a duration"),
+        (["--interval", "20s"], "--interval: 20s is out of range; allowed range 1us..10s"),
+        (["--priority", "100"], "--priority: 100 is out of range; allowed range 0..99"),
+        (["--policy", "other", "--priority", "5"],
+         "--priority: 5 is out of range for --policy other; allowed range 0..0"),
+        (["--policy", "fifo", "--priority", "0"],
+         "--priority: 0 is out of range for --policy fifo; allowed range 1..99"),
+        (["--policy", "batch"], "--policy: 'batch' is not one of fifo|rr|other|deadline"),
+        (["--cpus", "4096"], "--cpus: '4096' is not a CPU list"),
+        (["--cpus", "999"], "--cpus: CPU 999 is not online"),
+        (["--cpus", "1-0"], "--cpus: '1-0' is not a CPU list"),
+        (["--housekeeping", "999"], "--housekeeping: CPU 999 is not online"),
+        (["--duration", "1s", "--loops", "5"], "--duration and --loops cannot be combined"),
+        (["--loops", "0"], "--loops: 0 is out of range"),
+        (["--clock", "boottime"], "--clock: 'boottime' is not one of monotonic|realtime"),
+        (["--mlock=yes"], "--mlock takes no value"),
+        (["--bogus"], "unknown option '--bogus'"),
+        (["--window"], "--window: missing value DUR"),
+        (["--duration", "1s", "--duration", "2s"], "--duration: given more than once"),
+    ],
+)
+def test_usage_errors(probe_bin: str, args: list[str], message: str) -> None:
+    r = run_probe(probe_bin, "timer", *args)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert message in lines[0], lines[0]
+
+
+def test_unknown_probe(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "nope")
+    assert r.returncode == 2
+    assert "unknown probe or command 'nope'" in r.stderr
+
+
+def test_no_arguments(probe_bin: str) -> None:
+    assert run_probe(probe_bin).returncode == 2
+
+
+def test_output_unwritable(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "timer", "--loops", "1", "--output", "/nonexistent-dir/x.jsonl")
+    assert r.returncode == 1
+    assert "--output: cannot open /nonexistent-dir/x.jsonl" in r.stderr
