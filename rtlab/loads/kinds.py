@@ -1,0 +1,495 @@
+# SPDX-License-Identifier: MIT
+"""The load kinds, each with its parameter table (declared once, see params.py).
+
+stress       stress-ng stressors (CPU, memory, I/O, scheduler and timer heavy)
+rt-competitor  extra rtlab-probe timer threads at a lower RT priority
+net          UDP traffic at a bounded rate between two private network namespaces
+osadl-mid    the OSADL QA farm "mid load", approximated (stress + net)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rtlab.errors import SkippedError, UsageError
+from rtlab.loads import net as netmod
+from rtlab.loads.base import (
+    RT_POLICIES,
+    Command,
+    Load,
+    Placement,
+    Proc,
+    SpawnRecorder,
+    check_placement,
+)
+from rtlab.loads.params import Param, check_params, format_cpulist, format_size
+from rtlab.loads.proc import group_members, require_tool
+
+MAX_WORKERS = 4096
+
+# --------------------------------------------------------------------------------------------
+# stress (stress-ng)
+
+STRESSORS = ("cpu", "vm", "io", "hdd", "sock", "switch", "sem", "pipe", "timer")
+
+STRESS_PRESETS: dict[str, dict[str, Any]] = {
+    # the seed talk's `stress --cpu 8 --vm 8 --vm-bytes 20M`, with stress-ng
+    "seed": {"cpu": 8, "vm": 8, "vm_bytes": 20 << 20},
+}
+
+
+def _workers(name: str, what: str) -> Param:
+    return Param(name, "int", 0, what, min=0, max=MAX_WORKERS)
+
+
+STRESS_PARAMS: tuple[Param, ...] = (
+    Param("preset", "choice", "none",
+          "start from a preset (its values are used for keys not given); "
+          "seed = --cpu 8 --vm 8 --vm-bytes 20M", choices=("none", *STRESS_PRESETS)),
+    _workers("cpu", "CPU hog workers (--cpu)"),
+    Param("cpu_load", "int", 100, "busy percentage of each CPU worker (--cpu-load)",
+          min=1, max=100),
+    _workers("vm", "memory workers that mmap, dirty and munmap (--vm)"),
+    Param("vm_bytes", "size", 64 << 20, "memory per vm worker (--vm-bytes)",
+          min=4 << 10, max=64 << 30),
+    Param("vm_hang", "int", 0, "seconds a vm worker sleeps before freeing its memory "
+          "(--vm-hang); with vm_bytes this bounds the allocation rate", min=0, max=3600),
+    _workers("io", "workers calling sync() (--io)"),
+    _workers("hdd", "workers writing and unlinking a file in a private temp dir (--hdd)"),
+    Param("hdd_bytes", "size", 64 << 20, "file size per hdd worker (--hdd-bytes)",
+          min=1 << 20, max=16 << 30),
+    Param("hdd_write_size", "size", 64 << 10, "size of each write (--hdd-write-size)",
+          min=1, max=4 << 20),
+    Param("hdd_sync", "bool", False, "fsync after each write (--hdd-opts fsync)"),
+    _workers("sock", "TCP socket workers over loopback, in a private network namespace "
+             "(--sock)"),
+    _workers("switch", "context-switch workers (--switch)"),
+    Param("switch_freq", "int", 0, "context switches per second per worker, 0 = unlimited "
+          "(--switch-freq)", min=0, max=1_000_000_000),
+    _workers("sem", "POSIX semaphore workers (--sem)"),
+    _workers("pipe", "pipe I/O workers (--pipe)"),
+    _workers("timer", "POSIX timer workers (--timer)"),
+    Param("timer_freq", "int", 1_000_000, "timer frequency in Hz (--timer-freq)",
+          min=1, max=100_000_000),
+    Param("ionice", "choice", "none", "I/O scheduling class of the workers (--ionice-class)",
+          choices=("none", "idle", "besteffort", "realtime")),
+    Param("timeout", "duration", 0, "stop by itself after this time (0: run until stopped)",
+          min=0, max=1000 * 3_600_000_000_000),
+    Param("temp_dir", "str", "", "parent directory of the private temp dir used by hdd/io "
+          "(default: the load's work directory)"),
+)
+
+
+def _check_stress(v: Mapping[str, Any]) -> list[str]:
+    if not any(v[s] for s in STRESSORS):
+        return ["stress: no stressor selected; set at least one of "
+                + ", ".join(STRESSORS) + " to a positive number, or preset = \"seed\""]
+    return []
+
+
+def _stress_values(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults, then the preset's values, then the given keys."""
+    values = {p.name: p.default for p in STRESS_PARAMS}
+    values.update(STRESS_PRESETS.get(params.get("preset", "none"), {}))
+    values.update(params)
+    return values
+
+
+class StressLoad(Load):
+    """stress-ng with the selected stressors, placed with --taskset and --sched."""
+
+    kind = "stress"
+    default_placement = Placement(None, "other", 0)
+
+    def check_tools(self) -> None:
+        require_tool("stress-ng")
+        if self.params["sock"]:
+            require_tool("unshare")
+            require_tool("ip")
+
+    def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
+        parent = Path(self.params["temp_dir"]) if self.params["temp_dir"] else workdir
+        self.temp_path = parent / f"rtlab-stress-{os.getpid()}-{id(self):x}"
+        self.temp_path.mkdir(parents=True, exist_ok=True)
+
+    def argv(self, temp_path: str = "TEMP") -> list[str]:
+        v, pl = self.params, self.placement
+        a = ["stress-ng"]
+        for s in STRESSORS:
+            if v[s]:
+                a += [f"--{s}", str(v[s])]
+        if v["cpu"] and v["cpu_load"] != 100:
+            a += ["--cpu-load", str(v["cpu_load"])]
+        if v["vm"]:
+            a += ["--vm-bytes", format_size(v["vm_bytes"])]
+            if v["vm_hang"]:
+                a += ["--vm-hang", str(v["vm_hang"])]
+        if v["hdd"]:
+            a += ["--hdd-bytes", format_size(v["hdd_bytes"]),
+                  "--hdd-write-size", str(v["hdd_write_size"])]
+            if v["hdd_sync"]:
+                a += ["--hdd-opts", "fsync"]
+        if v["switch"] and v["switch_freq"]:
+            a += ["--switch-freq", str(v["switch_freq"])]
+        if v["timer"]:
+            a += ["--timer-freq", str(v["timer_freq"])]
+        if v["ionice"] != "none":
+            a += ["--ionice-class", v["ionice"]]
+        if pl.cpus is not None:
+            a += ["--taskset", format_cpulist(pl.cpus)]
+        if pl.policy != "other":
+            a += ["--sched", pl.policy]
+            if pl.policy in RT_POLICIES:
+                a += ["--sched-prio", str(pl.priority)]
+        a += ["--timeout", f"{math.ceil(v['timeout'] / 1e9)}s" if v["timeout"] else "0",
+              "--temp-path", temp_path]
+        if v["sock"]:
+            # loopback traffic stays in an anonymous namespace that dies with stress-ng
+            a = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"',
+                 "sh", *a]
+        return a
+
+    def commands(self) -> list[Command]:
+        return [Command("stress-ng", self.argv(str(self.temp_path)), workers=True)]
+
+    def teardown(self) -> None:
+        temp = getattr(self, "temp_path", None)
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# rt-competitor (rtlab-probe timer at a lower RT priority)
+
+COMPETITOR_PARAMS: tuple[Param, ...] = (
+    Param("interval", "duration", 1_000_000, "wake-up period of the competing threads",
+          min=1_000, max=10_000_000_000),
+    Param("probe", "str", "", "path of rtlab-probe (default: $RTLAB_PROBE, beside the "
+          "running Python, or PATH)"),
+    Param("capture", "bool", True, "keep the competitor's JSON Lines in the work directory "
+          "and its last record in the load's description (false: --output /dev/null)"),
+)
+
+
+def _find_probe(explicit: str) -> str:
+    if explicit:
+        return explicit
+    from rtlab.engine.locate import find_probe
+
+    try:
+        return str(find_probe())
+    except Exception as e:  # RtlabError: not found
+        raise SkippedError("rtlab-probe not found for the rt-competitor load",
+                           hint="build it (make setup) or set RTLAB_PROBE") from e
+
+
+class RtCompetitorLoad(Load):
+    """Competing timer threads: `rtlab-probe timer --cpus X --priority 98 ...`."""
+
+    kind = "rt-competitor"
+    default_placement = Placement(None, "fifo", 98)
+
+    def check_tools(self) -> None:
+        self.probe = _find_probe(self.params["probe"])
+        if not (os.path.isfile(self.probe) and os.access(self.probe, os.X_OK)):
+            raise SkippedError(f"rtlab-probe {self.probe} is not an executable file",
+                               hint="build it (make setup) or set RTLAB_PROBE")
+
+    def argv(self, output: str) -> list[str]:
+        pl = self.placement
+        a = [getattr(self, "probe", "rtlab-probe"), "timer",
+             "--policy", pl.policy if pl.policy in ("fifo", "rr") else "other",
+             "--priority", str(pl.priority),
+             "--interval", f"{self.params['interval']}ns", "--output", output]
+        if pl.cpus is not None:
+            a += ["--cpus", format_cpulist(pl.cpus)]
+        return a
+
+    def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
+        self.output = workdir / "competitor.jsonl" if self.params["capture"] else None
+
+    def commands(self) -> list[Command]:
+        out = self.output
+        ready: Callable[[Proc], bool] | None = None
+        if out is not None:
+            def ready(p: Proc, out: Path = out) -> bool:
+                return out.exists() and out.stat().st_size > 0
+        return [Command("rtlab-probe", self.argv(str(out) if out else os.devnull), ready=ready)]
+
+    def collect(self) -> None:
+        if self.output is None:
+            return
+        self.extra["output"] = str(self.output)
+        self.last_record: dict[str, Any] | None = None
+        try:
+            lines = self.output.read_text().splitlines()
+        except OSError:
+            return
+        for line in reversed(lines):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of a killed probe
+            if isinstance(rec, dict) and rec.get("type") in ("result", "snapshot"):
+                self.last_record = rec
+                break
+        if self.last_record is not None:
+            chans = self.last_record.get("channels") or []
+            self.extra["competitor"] = {
+                "record": self.last_record["type"],
+                "channels": [{k: c.get(k) for k in ("name", "cpu", "samples", "missed",
+                                                     "min_ns", "max_ns", "sum_ns")}
+                             for c in chans if isinstance(c, dict)],
+            }
+
+
+# --------------------------------------------------------------------------------------------
+# net (sockperf between two namespaces)
+
+NET_PARAMS: tuple[Param, ...] = (
+    Param("rate_kbit", "int", 1000, "UDP payload rate from one namespace to the other, "
+          "kbit/s (sockperf --mps = rate / msg_bytes)", min=1, max=10_000_000),
+    Param("msg_bytes", "int", 1000, "UDP payload bytes per message (sockperf -m)",
+          min=14, max=65000),
+    Param("subnet", "str", "198.18.0.0/30",
+          "private IPv4 /30 for the veth pair, used only inside the two namespaces "
+          "(default from 198.18.0.0/15, reserved for benchmarks by RFC 2544)"),
+    Param("port", "int", 11111, "UDP port of the sockperf server", min=1024, max=65535),
+)
+
+
+def _check_net(v: Mapping[str, Any]) -> list[str]:
+    err = netmod.check_subnet(v["subnet"])
+    return [f"net.subnet: {err}"] if err else []
+
+
+class NetLoad(Load):
+    """sockperf server in namespace A, `sockperf throughput --mps N` from namespace B."""
+
+    kind = "net"
+    default_placement = Placement(None, "other", 0)
+
+    def check_tools(self) -> None:
+        for tool in ("ip", "sockperf", "taskset"):
+            require_tool(tool)
+        if self.placement.policy != "other":
+            require_tool("chrt")
+
+    @property
+    def mps(self) -> int:
+        return max(1, round(self.params["rate_kbit"] * 1000 / 8 / self.params["msg_bytes"]))
+
+    def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
+        self.pair = netmod.VethPair.create(self.params["subnet"], recorder)
+        self.extra["netns"] = list(self.pair.namespaces)
+        self.extra["addresses"] = [self.pair.addr_a, self.pair.addr_b]
+        self.extra["mps"] = self.mps
+
+    def commands(self) -> list[Command]:
+        pair, v = self.pair, self.params
+        pre = netmod.placement_prefix(self.placement)
+        server = ["ip", "netns", "exec", pair.ns_a, *pre, "sockperf", "server",
+                  "-i", pair.addr_a, "-p", str(v["port"])]
+        client = ["ip", "netns", "exec", pair.ns_b, *pre, "sockperf", "throughput",
+                  "-i", pair.addr_a, "-p", str(v["port"]), "-m", str(v["msg_bytes"]),
+                  f"--mps={self.mps}", "-t", str(netmod.SOCKPERF_MAX_TIME)]
+
+        def listening(p: Proc) -> bool:
+            return netmod.udp_listening(p.pid, v["port"])
+
+        return [Command("sockperf-server", server, ready=listening),
+                Command("sockperf-client", client)]
+
+    def counters(self) -> dict[str, int]:
+        pair = getattr(self, "pair", None)
+        return pair.counters() if pair is not None else {}
+
+    def before_signal(self) -> None:
+        self.extra["counters"] = self.counters()
+
+    def teardown(self) -> None:
+        pair = getattr(self, "pair", None)
+        if pair is not None:
+            pair.delete()
+
+
+# --------------------------------------------------------------------------------------------
+# osadl-mid (stress + net)
+
+OSADL_PARAMS: tuple[Param, ...] = (
+    Param("net_kbit", "int", 1000, "network rate between two private namespaces, kbit/s",
+          min=1, max=10_000_000),
+    Param("io_bytes", "size", 1 << 20, "file size of the one hdd worker (written, synced "
+          "and unlinked over and over at idle I/O priority)", min=1 << 20, max=1 << 30),
+    Param("alloc_bytes", "size", 1 << 20, "memory one vm worker maps, dirties and frees "
+          "every alloc_period seconds", min=4 << 10, max=1 << 30),
+    Param("alloc_period", "int", 1, "seconds between allocations of the vm worker",
+          min=1, max=3600),
+    Param("subnet", "str", "198.18.0.0/30", "private IPv4 /30 of the network part"),
+)
+
+
+class CompositeLoad(Load):
+    """Several loads started, watched and stopped as one (their processes are merged)."""
+
+    def __init__(self, parts: Sequence[Load], params: Mapping[str, Any],
+                 placement: Placement, name: str | None = None):
+        super().__init__(params, placement, name=name)
+        self.parts = list(parts)
+
+    def check_tools(self) -> None:
+        for part in self.parts:
+            part.check_tools()
+
+    def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
+        for part in self.parts:
+            part.workdir = workdir
+            part.setup(recorder, workdir)
+            self.extra.update(part.extra)
+
+    def commands(self) -> list[Command]:
+        return [c for part in self.parts for c in part.commands()]
+
+    def before_signal(self) -> None:
+        for part in self.parts:
+            part.before_signal()
+            self.extra.update(part.extra)
+
+    def teardown(self) -> None:
+        for part in reversed(self.parts):
+            part.teardown()
+
+    def collect(self) -> None:
+        for part in self.parts:
+            part.collect()
+            self.extra.update(part.extra)
+
+
+class OsadlMidLoad(CompositeLoad):
+    kind = "osadl-mid"
+    default_placement = Placement(None, "other", 0)
+
+    def __init__(self, params: Mapping[str, Any], placement: Placement):
+        v = params
+        stress = StressLoad(_stress_values({
+            "vm": 1, "vm_bytes": v["alloc_bytes"], "vm_hang": v["alloc_period"],
+            "hdd": 1, "hdd_bytes": v["io_bytes"], "hdd_write_size": 4096, "hdd_sync": True,
+            "ionice": "idle"}), placement)
+        net = NetLoad({"rate_kbit": v["net_kbit"], "msg_bytes": 1000,
+                       "subnet": v["subnet"], "port": 11111}, placement)
+        super().__init__([stress, net], params, placement)
+
+
+# --------------------------------------------------------------------------------------------
+# the table of kinds
+
+
+@dataclass(frozen=True)
+class LoadKind:
+    name: str
+    help: str
+    params: tuple[Param, ...]
+    load_class: Callable[..., Load]
+    default_placement: Placement
+    cross_check: Callable[[Mapping[str, Any]], list[str]] | None = None
+    values: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+    def resolve(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """All values (defaults filled in) and the errors, each naming its key."""
+        given, errors = check_params(self.name, self.params, params)
+        if self.values is not None:
+            full = self.values(given)
+        else:
+            full = {p.name: p.default for p in self.params}
+            full.update(given)
+        if not errors and self.cross_check is not None:
+            errors += self.cross_check(full)
+        return full, errors
+
+    def build(self, params: Mapping[str, Any] | None = None,
+              placement: Placement | None = None) -> Load:
+        full, errors = self.resolve(params or {})
+        if placement is None:
+            placement = self.default_placement
+        else:
+            given = {k: v for k, v in placement.to_dict().items() if v is not None}
+            errors += check_placement(self.name, given, self.default_placement)[1]
+        if errors:
+            raise UsageError("; ".join(errors))
+        return self.load_class(full, placement)
+
+
+def _check_subnet_only(v: Mapping[str, Any]) -> list[str]:
+    err = netmod.check_subnet(v["subnet"])
+    return [f"osadl-mid.subnet: {err}"] if err else []
+
+
+LOAD_KINDS: dict[str, LoadKind] = {
+    k.name: k for k in (
+        LoadKind("stress", "stress-ng stressors: CPU, memory, I/O, scheduler and timer load",
+                 STRESS_PARAMS, StressLoad, StressLoad.default_placement,
+                 _check_stress, _stress_values),
+        LoadKind("rt-competitor", "competing rtlab-probe timer threads at a lower RT "
+                 "priority (default SCHED_FIFO 98)", COMPETITOR_PARAMS, RtCompetitorLoad,
+                 RtCompetitorLoad.default_placement),
+        LoadKind("net", "UDP traffic at a bounded rate between two private network "
+                 "namespaces joined by a veth pair", NET_PARAMS, NetLoad,
+                 NetLoad.default_placement, _check_net),
+        LoadKind("osadl-mid", "approximation of the OSADL QA farm mid load: ~1 Mbit/s "
+                 "network, small synced file I/O, ~1 MB/s memory allocation", OSADL_PARAMS,
+                 OsadlMidLoad, OsadlMidLoad.default_placement, _check_subnet_only),
+    )
+}
+
+PLACEMENT_KEYS = ("cpus", "policy", "priority")
+
+
+def validate(kind: str, params: Mapping[str, Any]) -> list[str]:
+    """Errors of one load's parameters (empty if valid); each names the key and what is allowed."""
+    k = LOAD_KINDS.get(kind)
+    if k is None:
+        return [f"kind: unknown load kind {kind!r}; allowed: " + ", ".join(LOAD_KINDS)]
+    return k.resolve(params)[1]
+
+
+def validate_spec(spec: Mapping[str, Any], online: Sequence[int] | None = None) -> list[str]:
+    """Errors of a scenario's load table: `kind`, the kind's keys and cpus/policy/priority."""
+    return _from_spec(spec, online)[1]
+
+
+def from_spec(spec: Mapping[str, Any], online: Sequence[int] | None = None) -> Load:
+    """A Load from a scenario's load table, or UsageError with every problem."""
+    load, errors = _from_spec(spec, online)
+    if errors or load is None:
+        raise UsageError("; ".join(errors))
+    return load
+
+
+def _from_spec(spec: Mapping[str, Any], online: Sequence[int] | None
+               ) -> tuple[Load | None, list[str]]:
+    kind_name = spec.get("kind")
+    if not isinstance(kind_name, str):
+        return None, ["kind: missing; allowed: " + ", ".join(LOAD_KINDS)]
+    kind = LOAD_KINDS.get(kind_name)
+    if kind is None:
+        return None, validate(kind_name, {})
+    params = {k: v for k, v in spec.items() if k != "kind" and k not in PLACEMENT_KEYS}
+    placement_keys = {k: v for k, v in spec.items() if k in PLACEMENT_KEYS}
+    full, errors = kind.resolve(params)
+    placement, perr = check_placement(kind_name, placement_keys, kind.default_placement, online)
+    errors += perr
+    if errors:
+        return None, errors
+    return kind.load_class(full, placement), []
+
+
+def running_workers(load: Load) -> list[int]:
+    """PIDs of every live process of a load's groups (leaders and workers)."""
+    return [m.pid for p in load.procs for m in group_members(p.pgid)]
