@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: MIT
+"""A recorded trace: raw ring-buffer pages per CPU plus the format files to decode them.
+
+Pages are kept raw and decoded lazily, only around the time windows that are
+asked for, so a long flight recording costs little CPU. A capture saves to and
+loads from a directory (`meta.json`, `formats/`, `cpuN.pages`), which is also how
+the test fixtures were recorded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rtlab.trace.formats import (
+    EventFormat,
+    EventHeader,
+    PageHeader,
+    parse_format,
+    parse_header_event,
+    parse_header_page,
+)
+from rtlab.trace.ringbuf import Event, PageDecoder, page_info
+
+CAPTURE_VERSION = 1
+
+
+@dataclass
+class FormatSet:
+    """Everything needed to decode pages: header layouts and event formats (by id)."""
+
+    header_page_text: str
+    header_event_text: str
+    format_texts: dict[str, str]  # "system/name" -> format file text
+
+    def __post_init__(self) -> None:
+        self.page_header: PageHeader = parse_header_page(self.header_page_text)
+        self.event_header: EventHeader = parse_header_event(self.header_event_text)
+        self.by_id: dict[int, EventFormat] = {}
+        for key, text in self.format_texts.items():
+            system = key.split("/", 1)[0]
+            fmt = parse_format(text, system)
+            self.by_id[fmt.id] = fmt
+
+    def decoder(self) -> PageDecoder:
+        return PageDecoder(self.by_id, self.page_header, self.event_header)
+
+    @classmethod
+    def from_tracefs(cls, root: Path, events: Iterable[str]) -> FormatSet:
+        texts = {}
+        for ev in events:
+            p = root / "events" / ev / "format"
+            if p.exists():
+                texts[ev] = p.read_text()
+        return cls(
+            (root / "events" / "header_page").read_text(),
+            (root / "events" / "header_event").read_text(),
+            texts,
+        )
+
+    def save(self, d: Path) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "header_page").write_text(self.header_page_text)
+        (d / "header_event").write_text(self.header_event_text)
+        for key, text in self.format_texts.items():
+            (d / (key.replace("/", "__") + ".format")).write_text(text)
+
+    @classmethod
+    def load(cls, d: Path) -> FormatSet:
+        texts = {
+            p.name[: -len(".format")].replace("__", "/"): p.read_text()
+            for p in sorted(d.glob("*.format"))
+        }
+        return cls((d / "header_page").read_text(), (d / "header_event").read_text(), texts)
+
+
+@dataclass
+class TraceCapture:
+    """Raw pages per CPU, in ring-buffer order, with what is needed to decode them."""
+
+    formats: FormatSet
+    pages: dict[int, list[bytes]]
+    clock: str = "mono"
+    lost: dict[int, dict[str, int]] = field(default_factory=dict)  # per CPU counters
+    evicted: dict[int, int] = field(default_factory=dict)  # pages aged out of host memory
+    meta: dict[str, object] = field(default_factory=dict)
+    symbols: Mapping[int, str] | None = None  # optional kernel address -> symbol
+
+    def __post_init__(self) -> None:
+        self._decoder = self.formats.decoder()
+        self._page_ts: dict[int, list[int]] = {}
+        self._cache: dict[int, list[Event]] = {}
+
+    @property
+    def cpus(self) -> list[int]:
+        return sorted(self.pages)
+
+    def events(self, cpu: int) -> list[Event]:
+        """All events of one CPU, decoded (cached)."""
+        if cpu not in self._cache:
+            self._cache[cpu] = self._decoder.decode_pages(self.pages.get(cpu, []), cpu)
+        return self._cache[cpu]
+
+    def _starts(self, cpu: int) -> list[int]:
+        if cpu not in self._page_ts:
+            hdr = self.formats.page_header
+            self._page_ts[cpu] = [page_info(p, hdr).timestamp for p in self.pages.get(cpu, [])]
+        return self._page_ts[cpu]
+
+    def window(self, cpu: int, t0: int, t1: int) -> list[Event]:
+        """Events of `cpu` with t0 <= ts <= t1, decoding only the pages that may hold them."""
+        if cpu in self._cache:
+            evs = self._cache[cpu]
+            ts = [e.ts for e in evs]
+            return evs[bisect.bisect_left(ts, t0) : bisect.bisect_right(ts, t1)]
+        starts = self._starts(cpu)
+        pages = self.pages.get(cpu, [])
+        # The page holding t0 starts at or before t0.
+        i = max(0, bisect.bisect_right(starts, t0) - 1)
+        j = bisect.bisect_right(starts, t1)
+        out = []
+        for p in pages[i:j]:
+            out.extend(e for e in self._decoder.iter_page(p, cpu) if t0 <= e.ts <= t1)
+        return out
+
+    def first_ts(self, cpu: int) -> int | None:
+        starts = self._starts(cpu)
+        return starts[0] if starts else None
+
+    def last_ts(self, cpu: int) -> int | None:
+        pages = self.pages.get(cpu, [])
+        for p in reversed(pages):
+            evs = self._decoder.decode_page(p, cpu)
+            if evs:
+                return evs[-1].ts
+        return None
+
+    def lost_in_pages(self, cpu: int) -> int:
+        """Events the kernel reported as lost in page headers (-1 per page without a count)."""
+        n = 0
+        for p in self.pages.get(cpu, []):
+            info = page_info(p, self.formats.page_header)
+            if info.missed_events:
+                n += info.missed_count if info.missed_count is not None else 1
+        return n
+
+    def resolve(self, addr: int) -> str:
+        if self.symbols:
+            name = self.symbols.get(addr)
+            if name:
+                return name
+        return f"{addr:#x}"
+
+    def _used_symbols(self) -> dict[int, str]:
+        """Names of the kernel functions referenced by hrtimer events (kept on save)."""
+        if not self.symbols:
+            return {}
+        out: dict[int, str] = {}
+        for cpu in self.cpus:
+            for e in self.events(cpu):
+                fn = e.fields.get("function") if e.name.startswith("hrtimer") else None
+                if isinstance(fn, int) and fn not in out:
+                    name = self.symbols.get(fn)
+                    if name:
+                        out[fn] = name
+        return out
+
+    # -- persistence ---------------------------------------------------------------
+
+    def save(self, d: str | Path) -> Path:
+        d = Path(d)
+        d.mkdir(parents=True, exist_ok=True)
+        self.formats.save(d / "formats")
+        for cpu, pages in self.pages.items():
+            with open(d / f"cpu{cpu}.pages", "wb") as f:
+                for p in pages:  # each page framed by its length (pages may be trimmed)
+                    f.write(struct.pack("<I", len(p)))
+                    f.write(p)
+        meta = {
+            "version": CAPTURE_VERSION,
+            "clock": self.clock,
+            "cpus": self.cpus,
+            "lost": {str(k): v for k, v in self.lost.items()},
+            "evicted": {str(k): v for k, v in self.evicted.items()},
+            "meta": self.meta,
+            "symbols": {f"{k:x}": v for k, v in self._used_symbols().items()},
+        }
+        (d / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        return d
+
+    @classmethod
+    def load(cls, d: str | Path) -> TraceCapture:
+        d = Path(d)
+        meta = json.loads((d / "meta.json").read_text())
+        if meta.get("version") != CAPTURE_VERSION:
+            raise ValueError(f"{d}: unknown trace capture version {meta.get('version')!r}")
+        pages: dict[int, list[bytes]] = {}
+        for cpu in meta["cpus"]:
+            blob = (d / f"cpu{cpu}.pages").read_bytes()
+            lst, pos = [], 0
+            while pos + 4 <= len(blob):
+                (n,) = struct.unpack_from("<I", blob, pos)
+                lst.append(blob[pos + 4 : pos + 4 + n])
+                pos += 4 + n
+            pages[int(cpu)] = lst
+        return cls(
+            FormatSet.load(d / "formats"),
+            pages,
+            clock=meta.get("clock", "mono"),
+            lost={int(k): v for k, v in meta.get("lost", {}).items()},
+            evicted={int(k): v for k, v in meta.get("evicted", {}).items()},
+            meta=meta.get("meta", {}),
+            symbols={int(k, 16): v for k, v in meta.get("symbols", {}).items()} or None,
+        )
