@@ -240,6 +240,9 @@ class Recorder:
         self.reader_cpus = list(reader_cpus) if reader_cpus else None
         self.want_symbols = symbols
         self.tfs = tracefs
+        # Unmount on close only a tracefs this Recorder mounted itself; one handed in
+        # belongs to the caller.
+        self._owns_tfs = tracefs is None
         self.instance: Path | None = None
         self.enabled_events: list[str] = []
         self.missing_events: list[str] = []
@@ -438,7 +441,7 @@ class Recorder:
                     break
                 except OSError:
                     time.sleep(0.02)  # EBUSY while the kernel releases readers
-        if self.tfs is not None:
+        if self.tfs is not None and self._owns_tfs:
             self.tfs.unmount_if_ours()
         self._remove_cleanup()
 
