@@ -8,6 +8,7 @@
 #include "common.h"
 #include "opts.h"
 #include "probe.h"
+#include "sys.h"
 #include "sysinfo.h"
 
 static void usage(FILE *f)
@@ -15,6 +16,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rtlab-probe PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
 		"       rtlab-probe list              list the probes\n"
+		"       rtlab-probe sys facts|apply|restore|status  journaled system changes\n"
 		"       rtlab-probe --version         print the engine version\n"
 		"\n"
 		"Output: JSON Lines (schema 1) on stdout, see docs/engine-output.md.\n"
@@ -60,6 +62,8 @@ int main(int argc, char **argv)
 		list_probes();
 		return RL_EXIT_OK;
 	}
+	if (strcmp(cmd, "sys") == 0) /* journaled system changes: sys_main.c */
+		return sys_main(argc - 2, argv + 2);
 	const struct probe_ops *p = probe_find(cmd);
 	if (!p) {
 		fprintf(stderr, "rtlab-probe: unknown probe or command '%s' (see `rtlab-probe list`)\n",
@@ -78,7 +82,26 @@ int main(int argc, char **argv)
 		return RL_EXIT_ERROR;
 	}
 	char err[512] = "";
-	int r = opts_parse(p->opts, p->n_opts, argc - 2, argv + 2, &online, vals, err, sizeof(err));
+	/* `PROBE WORD ...` is `PROBE --<positional> WORD ...` for probes with a sub-mode */
+	char *const *pargv = argv + 2;
+	int pargc = argc - 2;
+	char **rewritten = NULL;
+	char posopt[64];
+	if (p->positional && pargc > 0 && pargv[0][0] != '-') {
+		rewritten = calloc((size_t)pargc + 2, sizeof(*rewritten));
+		if (!rewritten) {
+			free(vals);
+			return RL_EXIT_ERROR;
+		}
+		snprintf(posopt, sizeof(posopt), "--%s", p->positional);
+		rewritten[0] = posopt;
+		for (int i = 0; i < pargc; i++)
+			rewritten[i + 1] = pargv[i];
+		pargv = rewritten;
+		pargc++;
+	}
+	int r = opts_parse(p->opts, p->n_opts, pargc, pargv, &online, vals, err, sizeof(err));
+	free(rewritten); /* option values point into argv, not into this array */
 	if (r == OPTS_HELP) {
 		probe_help(p);
 		free(vals);

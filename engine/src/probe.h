@@ -29,6 +29,11 @@ struct probe_ops {
 	size_t n_opts;
 	/* NULL, or why this build/platform cannot run the probe (exit 4). */
 	const char *unavailable;
+	/*
+	 * NULL, or the name of an option that a first bare argument sets:
+	 * `rtlab-probe udp ping ...` is `rtlab-probe udp --mode ping ...`.
+	 */
+	const char *positional;
 
 	/*
 	 * Freeze the parsed values into the probe's const configuration and
@@ -51,5 +56,11 @@ const struct probe_ops *probe_find(const char *name);
 
 /* Probes. */
 extern const struct probe_ops timer_probe;
+extern const struct probe_ops switch_probe;
+extern const struct probe_ops overhead_probe;
+extern const struct probe_ops noise_probe;
+extern const struct probe_ops interfere_probe;
+extern const struct probe_ops udp_probe;
+extern const struct probe_ops event_probe;
 
 #endif

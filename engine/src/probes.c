@@ -6,6 +6,12 @@
 
 const struct probe_ops *const probe_table[] = {
 	&timer_probe,
+	&noise_probe,
+	&interfere_probe,
+	&udp_probe,
+	&event_probe,
+	&switch_probe,
+	&overhead_probe,
 	NULL,
 };
 

@@ -160,6 +160,8 @@ static void write_snapshot(struct reporter *r, uint64_t now)
 		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
 				       r->wins + c * WIN_BATCH, r->n_wins[c], false);
 	jw_arr_end(&r->w);
+	if (r->cfg.extra)
+		r->cfg.extra(r->cfg.extra_arg, &r->w, false);
 	jw_obj_end(&r->w);
 	note_err(r, jw_emit(&r->w, r->cfg.out_fd));
 }
@@ -185,6 +187,8 @@ static void write_result(struct reporter *r)
 		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
 				       r->wins + c * WIN_BATCH, r->n_wins[c], true);
 	jw_arr_end(&r->w);
+	if (r->cfg.extra)
+		r->cfg.extra(r->cfg.extra_arg, &r->w, true);
 	if (o->threshold_hit && o->thr_chan < r->cfg.n_chans) {
 		const struct channel *ch = r->cfg.chans[o->thr_chan];
 		jw_obj_begin(&r->w, "threshold_hit");

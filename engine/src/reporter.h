@@ -25,6 +25,13 @@ struct reporter_cfg {
 	uint64_t start_mono_ns;		/* run start on CLOCK_MONOTONIC */
 	struct channel *const *chans;
 	size_t n_chans;
+	/*
+	 * Optional (NULL: none): write probe-specific members into every
+	 * snapshot (final false) and into the result (final true), after
+	 * "channels". Runs on the reporter thread.
+	 */
+	void (*extra)(void *arg, struct jsonw *w, bool final);
+	void *extra_arg;
 };
 
 struct reporter_outcome {

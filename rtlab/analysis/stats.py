@@ -81,12 +81,21 @@ def mean(sum_ns: int, n: int) -> float | None:
 
 
 def mode(hist: HistogramLike) -> int | None:
-    """Midpoint of the bucket with the most samples (the lowest such bucket on ties)."""
+    """Midpoint of the bucket with the most samples per *relative* width (lowest on ties).
+
+    Raw counts would be biased: a log-linear bucket doubles in width at each power of
+    two, so the first bucket above 2^k collects twice the samples of its neighbour below.
+    Dividing by the relative width (width / value) removes that jump, and unlike a
+    per-ns density it does not let a lone sample in a 1-ns-wide bucket win.
+    """
     best = None
-    best_count = 0
+    best_score = (0, 1)  # count * midpoint / width, kept as a fraction
     for bucket in hist.buckets():
-        if bucket.count > best_count:
-            best, best_count = bucket, bucket.count
+        width = bucket.hi - bucket.lo + 1  # hi is inclusive
+        mid = max(bucket.lo + (bucket.hi - bucket.lo) // 2, 1)
+        num, den = bucket.count * mid, width
+        if num * best_score[1] > best_score[0] * den:
+            best, best_score = bucket, (num, den)
     if best is None:
         return None
     return best.lo + (best.hi - best.lo) // 2

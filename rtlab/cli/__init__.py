@@ -23,6 +23,14 @@ COMMANDS: tuple[str, ...] = (
     "results",
     "export",
     "doctor",
+    "shield",
+    "restore",
+    "scenarios",
+    "report",
+    "plot",
+    "compare",
+    "history",
+    "spikes",
 )
 
 

@@ -30,8 +30,15 @@ def register(sub: Any) -> None:
     _store_arg(show)
     show.set_defaults(func=cmd_show)
 
-    imp = rsub.add_parser("import", help="store a raw engine output file (JSON Lines)")
+    imp = rsub.add_parser(
+        "import", help="store a raw engine output file (JSON Lines) or a peer tool's output",
+        description="Exit codes: 0 ok, 1 malformed file (nothing stored), 2 usage.")
     imp.add_argument("file", metavar="FILE", help="rtlab-probe output, e.g. a file in runs/")
+    imp.add_argument("--format", default="rtlab", metavar="FMT",
+                     choices=("rtlab", "cyclictest-json", "cyclictest-hist", "jitterdebugger",
+                              "rtla-timerlat-hist", "sockperf"),
+                     help="rtlab (engine JSON Lines, default), cyclictest-json, cyclictest-hist, "
+                     "jitterdebugger, rtla-timerlat-hist or sockperf (see docs/report.md)")
     _store_arg(imp)
     imp.set_defaults(func=cmd_import)
 
@@ -102,7 +109,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     store = Store.open(args.store)
     try:
-        result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
+        if getattr(args, "format", "rtlab") != "rtlab":
+            from rtlab.results.importers import import_into_store
+
+            result = import_into_store(Path(args.file), args.format, store,
+                                       ["rtlab", *sys.argv[1:]])
+        else:
+            result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
     finally:
         store.close()
     console = make_console()

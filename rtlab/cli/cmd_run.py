@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab run`: measure (the built-in `quick` scenario for now), show and store the result."""
+"""`rtlab run`: run a scenario (built-in or FILE.toml), show and store each result."""
 
 from __future__ import annotations
 
@@ -13,50 +13,193 @@ from rtlab.exitcodes import ExitCode
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
-        help="measure wake-up latency (default: the quick scenario, 10 s on every CPU)",
-        description="Run the timer probe on every online CPU (or --cpus), show a summary "
-        "and store the result. Durations take a unit: ns, us, ms, s, m, h (e.g. 500us, 10s). "
-        "Exit codes: 0 ok, 1 error, 2 usage, 3 threshold exceeded, 4 skipped (no real-time "
-        "privileges), 130 interrupted (the partial result is stored).",
+        help="run a scenario (default: quick, about a minute: idle, then under load)",
+        description="Run a scenario: a built-in NAME (see `rtlab scenarios list`) or a "
+        "FILE.toml (docs/scenarios.md); default `quick`: the timer probe on every online CPU, "
+        "25 s idle then 25 s under a stress-ng CPU+memory load on the other CPUs. Each phase "
+        "is shown and stored with its own per-CPU statistics; each matrix variant is a "
+        "separate stored run in one comparison. Durations take a unit: ns, us, ms, s, m, h "
+        "(e.g. 500us, 10s). Exit codes: 0 ok, 1 error (or a load died early), 2 usage, "
+        "3 threshold exceeded, 4 skipped (no real-time privileges, tool or system layer "
+        "missing), 130 interrupted (the partial result is stored).",
     )
-    p.add_argument("--duration", default="10s", metavar="DUR", help="how long to measure (10s)")
-    p.add_argument("--cpus", metavar="LIST", help="CPUs to measure, e.g. 0,2-3 (all online)")
-    p.add_argument("--interval", default="1ms", metavar="DUR", help="wake-up period (1ms)")
+    p.add_argument("scenario", nargs="?", default=None, metavar="SCENARIO",
+                   help="built-in scenario name or FILE.toml (default: quick)")
+    p.add_argument("--probe", metavar="NAME",
+                   help="run one engine probe directly instead of a scenario (`rtlab-probe "
+                   "list`: timer, noise, switch, overhead, interfere, udp, event)")
+    p.add_argument("--probe-opt", metavar="KEY=VALUE", action="append", default=[],
+                   help="an option of the --probe (`rtlab-probe NAME --help`), e.g. "
+                   "mechanism=pipe or window=100ms (repeatable)")
+    p.add_argument("--peer", metavar="ADDR:PORT",
+                   help="udp: ping a reflector the user started on another machine (with "
+                   "--probe-opt session=TOKEN) instead of two local network namespaces")
+    p.add_argument("--duration", metavar="DUR",
+                   help="total measuring time: the phases are scaled to add up to DUR, keeping "
+                   "their proportions (default: the scenario's durations)")
+    p.add_argument("--variant", metavar="NAME", action="append",
+                   help="run only this matrix variant (repeatable; default: all)")
+    p.add_argument("--cpus", metavar="LIST",
+                   help="CPUs of the measured probe, e.g. 0,2-3 (default: the scenario's)")
+    p.add_argument("--interval", metavar="DUR",
+                   help="wake-up period of the measured probe (default: the scenario's)")
     p.add_argument("--priority", type=int, metavar="N",
-                   help="scheduling priority (99 for fifo/rr, 0 for other)")
-    p.add_argument("--policy", default="fifo", choices=("fifo", "rr", "other"),
-                   help="scheduling policy of the measuring threads (fifo)")
+                   help="priority of the measured probe (1-99 for fifo/rr, 0 for other)")
+    p.add_argument("--policy", choices=("fifo", "rr", "other"),
+                   help="scheduling policy of the measured probe (default: the scenario's)")
     p.add_argument("--store", metavar="PATH",
                    help="result store: SQLite file or SQLAlchemy URL "
                    "(default $RTLAB_STORE or ~/.local/share/rtlab/rtlab.db)")
     p.add_argument("--allow-non-rt", action="store_true",
                    help="measure even without real-time scheduling / locked memory "
                    "(result marked NOT real-time valid)")
-    p.add_argument("--samples", metavar="FILE", help="also write every sample to FILE (binary)")
+    p.add_argument("--samples", metavar="FILE",
+                   help="also write every sample to FILE (binary; FILE.PHASE with several "
+                   "phases)")
     p.add_argument("--threshold", metavar="DUR",
                    help="stop with exit code 3 as soon as one latency exceeds DUR")
+    p.add_argument("--no-shield", action="store_true",
+                   help="run without the scenario's CPU shield (recorded in the result)")
+    p.add_argument("--restore-first", action="store_true",
+                   help="if a previous run left a stale journal, restore it before starting "
+                   "(default: refuse and ask for `rtlab restore`)")
+    p.add_argument("--trace", action="store_true",
+                   help="record scheduler/IRQ/timer tracepoints of the measured CPUs and "
+                   "explain every sample above the trace threshold (stored per phase; "
+                   "`rtlab spikes RUN`); needs root and tracefs (exit 4 otherwise)")
+    p.add_argument("--trace-threshold", metavar="DUR",
+                   help="latency above which a sample is attributed (default 100us, or "
+                   "the scenario's [trace] threshold; implies --trace)")
+    p.add_argument("--trace-buffer-kb", type=int, metavar="N",
+                   help="kernel trace buffer per traced CPU in KiB, 16-262144 (default 4096; "
+                   "implies --trace)")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.add_argument("--report", metavar="FILE",
+                   help="write the HTML report here (default: reports/<run id>.html beside the "
+                   "store; with several variants, one report of all of them)")
+    p.add_argument("--no-report", action="store_true", help="do not write an HTML report")
+    p.add_argument("--slo", metavar="EXPR",
+                   help='service-level gate checked on every run, e.g. "max < 50us and '
+                   'p99.99 < 20us"; exit code 3 when violated')
+    p.add_argument("--junit", metavar="FILE", help="write the SLO verdict as JUnit XML")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _prepare(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """Everything validated and resolved before anything starts: (file, variants)."""
     from pathlib import Path
 
-    from rtlab.report import render
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.runner import RunOptions, run_scenario
-    from rtlab.scenario import online_cpus, parse_cpu_list, parse_duration, quick
+    from rtlab.errors import UsageError
+    from rtlab.scenario import (
+        find,
+        load_file,
+        online_cpus,
+        override_probes,
+        parse_cpu_list,
+        parse_duration,
+        scale_durations,
+    )
+    from rtlab.scenario.loader import validate_probes
 
-    # Validate everything before anything starts.
-    duration = parse_duration(args.duration, "--duration")
-    interval = parse_duration(args.interval, "--interval")
+    duration = parse_duration(args.duration, "--duration") if args.duration else None
+    interval = parse_duration(args.interval, "--interval") if args.interval else None
     threshold = parse_duration(args.threshold, "--threshold") if args.threshold else None
     cpus = parse_cpu_list(args.cpus, online_cpus()) if args.cpus is not None else None
-    samples = str(Path(args.samples).resolve()) if args.samples else None
-    scenario = quick(duration_ns=duration, cpus=cpus, interval_ns=interval,
-                     priority=args.priority, policy=args.policy, threshold_ns=threshold,
-                     samples_file=samples, allow_non_rt=args.allow_non_rt)
+    if args.priority is not None and args.policy is None and not 0 <= args.priority <= 99:
+        raise UsageError(f"--priority {args.priority} out of range (1-99 for fifo/rr, 0 for "
+                         "other)")
+    priority = args.priority
+    if args.policy is not None and priority is None:
+        priority = 99 if args.policy in ("fifo", "rr") else 0
+    trace = _trace_overrides(args)
+    if args.probe is not None:
+        return _prepare_probe(args, cpus, interval, duration, threshold, trace)
+    if args.probe_opt:
+        raise UsageError("--probe-opt needs --probe NAME (scenario files set probe options "
+                         "in [[probe]] options)")
+    sfile = load_file(find(args.scenario or "quick"))
+    variants = list(sfile.variants)
+    if args.variant:
+        known = [v.variant for v in variants]
+        for name in args.variant:
+            if name not in known:
+                allowed = ", ".join(str(k) for k in known if k) or "none (no [matrix])"
+                raise UsageError(f"--variant {name}: no such variant in {sfile.source}; "
+                                 f"allowed: {allowed}")
+        variants = [v for v in variants if v.variant in args.variant]
+    out = []
+    for sc in variants:
+        if duration is not None:
+            sc = scale_durations(sc, duration)
+        sc = override_probes(sc, cpus=cpus, interval_ns=interval, priority=priority,
+                             policy=args.policy, threshold_ns=threshold,
+                             allow_non_rt=True if args.allow_non_rt else None)
+        if trace is not None:
+            sc = _with_trace(sc, trace)
+        if args.samples:
+            base = str(Path(args.samples).resolve())
+            sc = _samples(sc, base)
+        validate_probes(sc)
+        out.append(sc)
+    return sfile, out
+
+
+def _trace_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--trace* flags -> TraceSpec fields to set (None: keep the scenario's)."""
+    from rtlab.errors import UsageError
+    from rtlab.scenario import parse_duration
+    from rtlab.scenario.loader import TRACE_MAX_BUFFER_KB, TRACE_MIN_BUFFER_KB
+
+    if not (args.trace or args.trace_threshold or args.trace_buffer_kb is not None):
+        return None
+    out: dict[str, Any] = {"enabled": True}
+    if args.trace_threshold:
+        ns = parse_duration(args.trace_threshold, "--trace-threshold")
+        if not 1_000 <= ns <= 3_600_000_000_000:
+            raise UsageError(f"--trace-threshold {args.trace_threshold} out of range (1us..1h)")
+        out["threshold_ns"] = ns
+    if args.trace_buffer_kb is not None:
+        if not TRACE_MIN_BUFFER_KB <= args.trace_buffer_kb <= TRACE_MAX_BUFFER_KB:
+            raise UsageError(f"--trace-buffer-kb {args.trace_buffer_kb} out of range "
+                             f"({TRACE_MIN_BUFFER_KB}-{TRACE_MAX_BUFFER_KB})")
+        out["buffer_kb"] = args.trace_buffer_kb
+    return out
+
+
+def _with_trace(sc: Any, fields: dict[str, Any]) -> Any:
+    from dataclasses import replace
+
+    from rtlab.scenario.model import TraceSpec
+
+    return replace(sc, trace=replace(sc.trace or TraceSpec(), **fields))
+
+
+def _samples(sc: Any, base: str) -> Any:
+    from dataclasses import replace
+
+    from rtlab.scenario.loader import with_options
+
+    many = len(sc.phases) > 1
+    phases = tuple(replace(p, probe=with_options(p.probe, samples_file=f"{base}.{p.name}" if many
+                                          else base)) for p in sc.phases)
+    return replace(sc, phases=phases)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.report import render
+    from rtlab.report.spikes import spike_lines
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+    from rtlab.runner import RunOptions, run_variants
+
+    # Validate everything before anything starts.
+    slo = None
+    if args.slo is not None:
+        from rtlab.analysis.slo import parse_slo
+
+        slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
+    sfile, variants = _prepare(args)
+    peer = _udp_peer(args, variants)  # validated; nothing is created before run_variants
 
     console = make_console()
     err = make_console(stderr=True)
@@ -68,18 +211,95 @@ def run(args: argparse.Namespace) -> int:
         allow_non_rt=args.allow_non_rt,
         on_progress=progress.update if progress else None,
         command_line=["rtlab", *sys.argv[1:]],
+        restore_first=args.restore_first,
+        no_shield=args.no_shield,
     )
+
+    def shown(outcome: Any) -> None:
+        if progress:
+            progress.clear()
+        result = outcome.result
+        if result.scenario.get("variant"):
+            console.print(f"variant {result.scenario['variant']}", style="bold",
+                          highlight=False)
+        render(result, console)
+        for line in spike_lines(result):
+            console.print(line, highlight=False, markup=False)
+        for line in _doctor_lines(result):
+            console.print(line, highlight=False, markup=False)
+        console.print(f"run {result.run_id} stored in {store.display}", highlight=False)
+
     try:
-        outcome = run_scenario(scenario, opts)
+        if peer is not None:  # namespaces + reflector (or the remote one): removed below
+            variants = _start_peer(peer, variants, opts)
+        outcomes = run_variants(variants, opts, on_outcome=shown)
     finally:
+        if peer is not None:
+            peer.close()
         if progress:
             progress.stop()
         store.close()
-    render(outcome.result, console)
-    console.print(f"run {outcome.result.run_id} stored in {store.display}", highlight=False)
-    if outcome.exit_code == ExitCode.INTERRUPTED:
+    if len(variants) > 1 or sfile.has_matrix:
+        ids = ", ".join(o.result.run_id for o in outcomes)
+        console.print(f"comparison {opts.comparison}: runs {ids}", highlight=False)
+    codes = [o.exit_code for o in outcomes]
+    codes += _report_and_gate(args, slo, [o.result for o in outcomes], store.display, console)
+    if ExitCode.INTERRUPTED in codes:
         err.print("rtlab: interrupted: partial result stored", highlight=False)
-    return int(outcome.exit_code)
+        return int(ExitCode.INTERRUPTED)
+    for o in outcomes:
+        if any("died early" in n for n in o.result.notes):
+            err.print("rtlab: a load died early: the run did not have the load it asked for "
+                      "(see the notes)", highlight=False)
+            break
+    rank = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2}
+    return int(max(codes, key=lambda c: rank.get(c, 3)))
+
+
+def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
+                     store_display: str, console: Any) -> list[ExitCode]:
+    """Write the HTML report (unless --no-report) and check the SLO; extra exit codes."""
+    from pathlib import Path
+
+    if not results:
+        return []
+    reports = None
+    codes: list[ExitCode] = []
+    if slo is not None:
+        from rtlab.analysis.slo import evaluate_slo
+
+        reports = [evaluate_slo(slo, r) for r in results]
+        for r, rep in zip(results, reports, strict=True):
+            console.print(f"run {r.run_id}: {rep.summary()}", highlight=False, markup=False)
+            if not rep.passed:
+                codes.append(ExitCode.THRESHOLD)
+        if args.junit:
+            from rtlab.report.junit import junit_xml
+
+            Path(args.junit).write_bytes(junit_xml(results, slo, evaluate_slo(slo, results)))
+            console.print(f"JUnit: {args.junit}", highlight=False)
+    if not args.no_report:
+        from rtlab.report.html import default_report_path, write_run_report
+
+        target = args.report or default_report_path(store_display, results[-1].run_id)
+        single = reports[0] if reports and len(results) == 1 else None
+        path = write_run_report(results, target, slo=slo, slo_report=single)
+        console.print(f"report: {path}", highlight=False)
+    return codes
+
+
+def _doctor_lines(result: Any) -> list[str]:
+    """The doctor's top findings that may explain what was measured."""
+    doctor = result.provenance.get("doctor") or {}
+    top = doctor.get("top") or []
+    lines = []
+    for f in top:
+        advice = f" -> {f['advice']}" if f.get("advice") else ""
+        lines.append(f"doctor [{f.get('severity')}] {f.get('title')}: {f.get('summary')}"
+                     f"{advice}")
+    if lines:
+        lines.insert(0, "what may explain these numbers (rtlab doctor):")
+    return lines
 
 
 class _LiveProgress:
@@ -100,7 +320,8 @@ class _LiveProgress:
         remaining = ""
         if p.duration_ns:
             remaining = f", {seconds(max(0, p.duration_ns - p.elapsed_ns))} left"
-        table = Table(title=f"measuring: {seconds(p.elapsed_ns)} elapsed{remaining}",
+        phase = f"phase {p.phase} ({p.phase_index + 1}/{p.phases}) " if p.phases > 1 else ""
+        table = Table(title=f"{phase}measuring: {seconds(p.elapsed_ns)} elapsed{remaining}",
                       title_justify="left")
         for name in ("channel", "samples", "max µs", "missed"):
             table.add_column(name, justify="left" if name == "channel" else "right")
@@ -108,5 +329,52 @@ class _LiveProgress:
             table.add_row(channel_label(ch), f"{ch.samples:,}", us(ch.max_ns), f"{ch.missed:,}")
         self._live.update(table, refresh=True)
 
+    def clear(self) -> None:
+        from rich.text import Text
+
+        self._live.update(Text(""), refresh=True)
+
     def stop(self) -> None:
         self._live.stop()
+
+
+def _prepare_probe(args: argparse.Namespace, cpus: list[int] | None, interval: int | None,
+                   duration: int | None, threshold: int | None,
+                   trace: dict[str, Any] | None) -> tuple[Any, list[Any]]:
+    """`--probe NAME`: a one-phase scenario of that probe (everything validated)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from rtlab.errors import UsageError
+    from rtlab.runner.direct import DirectRequest, probe_scenario
+
+    if args.scenario is not None:
+        raise UsageError(f"give either a SCENARIO ({args.scenario}) or --probe, not both")
+    if args.variant:
+        raise UsageError("--variant is for scenario files with a [matrix], not --probe")
+    sc = probe_scenario(DirectRequest(
+        probe=args.probe, probe_opts=tuple(args.probe_opt), cpus=cpus, interval_ns=interval,
+        priority=args.priority, policy=args.policy, duration_ns=duration,
+        threshold_ns=threshold, peer=args.peer))
+    if trace is not None:
+        sc = _with_trace(sc, trace)
+    if args.samples:
+        sc = _samples(sc, str(Path(args.samples).resolve()))
+    return SimpleNamespace(has_matrix=False, source=f"--probe {args.probe}"), [sc]
+
+
+def _udp_peer(args: argparse.Namespace, variants: list[Any]) -> Any:
+    from rtlab.runner.direct import make_peer
+    from rtlab.scenario import online_cpus
+
+    return make_peer(variants, args.peer, online_cpus())
+
+
+def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:
+    """Start the reflector (or take the remote one); aim every pinger at it."""
+    from rtlab.runner.direct import with_peer
+
+    total = sum(v.duration_ns or 0 for v in variants) or None
+    addr = peer.start(total)
+    opts.transport = peer.pinger_transport()
+    return [with_peer(v, addr, peer.session) for v in variants]

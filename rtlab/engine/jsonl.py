@@ -61,6 +61,12 @@ def parse_line(line: str) -> dict[str, Any]:
     return rec
 
 
+# keys every snapshot/result has; everything else in it belongs to the probe
+_COMMON_RECORD_KEYS = frozenset((
+    "type", "schema", "seq", "status", "exit_code", "elapsed_ns", "end_realtime_ns",
+    "realtime_ns", "monotonic_ns", "channels", "threshold_hit", "samples_file", "error"))
+
+
 class StreamCollector:
     """Accumulates the records of one engine run."""
 
@@ -187,6 +193,13 @@ class StreamCollector:
             notes.append(f"{lost} window maxima not published by the engine (reporter fell behind)")
         return notes
 
+    def extras(self) -> dict[str, Any] | None:
+        """The probe's own objects of the last snapshot/result (None if it has none)."""
+        if self.state is None:
+            return None
+        out = {k: v for k, v in self.state.items() if k not in _COMMON_RECORD_KEYS}
+        return out or None
+
     def to_result(
         self,
         run_id: str,
@@ -207,7 +220,7 @@ class StreamCollector:
             run_id=run_id,
             status=status,
             probe=str(header.get("probe") or "unknown"),
-            phases=[Phase(phase, self.channels(), self.elapsed_ns())],
+            phases=[Phase(phase, self.channels(), self.elapsed_ns(), extras=self.extras())],
             partial=partial,
             notes=[*self.loss_notes(), *(extra_notes or [])],
             rt_valid=rt_valid if isinstance(rt_valid, bool) else None,

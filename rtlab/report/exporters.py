@@ -7,6 +7,13 @@
 * `csv-hist`  - one row per non-empty histogram bucket per channel:
                 lo_ns and hi_ns (inclusive) and count
 * `markdown`  - the summary table (µs) and the verdict
+* `junit`     - JUnit XML for CI systems: one testcase per channel per SLO clause
+                (`JunitExporter(slo)`); without an SLO one "valid measurement"
+                testcase per channel (samples measured, nothing missed or lost)
+* `cyclictest-hist` - the text histogram of `cyclictest -h` (1-µs rows, one
+                column per channel, `# Min/Avg/Max Latencies` and
+                `# Histogram Overflows` trailers), so OSADL-style scripts keep
+                working; see `CyclictestHistExporter` for the re-binning
 """
 
 from __future__ import annotations
@@ -114,6 +121,10 @@ class MarkdownExporter(Exporter):
                          *(us(s.p(q)) for q in DEFAULT_PERCENTILES), us(s.max_ns), str(s.missed)]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
+        from rtlab.probes.extras import extra_lines
+
+        extra = extra_lines(result)
+        out += [f"- {line}" for line in extra] + ([""] if extra else [])
         for note in result.notes:
             out.append(f"- note: {note}")
         if result.notes:
@@ -122,8 +133,12 @@ class MarkdownExporter(Exporter):
         return "\n".join(out).encode()
 
 
+from rtlab.report.cyclictest_hist import CyclictestHistExporter  # noqa: E402
+from rtlab.report.junit import JunitExporter  # noqa: E402
+
 EXPORTERS: dict[str, Exporter] = {
-    e.name: e for e in (JsonExporter(), CsvExporter(), CsvHistExporter(), MarkdownExporter())
+    e.name: e for e in (JsonExporter(), CsvExporter(), CsvHistExporter(), MarkdownExporter(),
+                        JunitExporter(), CyclictestHistExporter())
 }
 
 

@@ -11,7 +11,9 @@ from rtlab.report.format import human, seconds, us
 from rtlab.results.model import Channel, RunResult
 
 # What a probe's value means, for the verdict line.
-_MEASURES = {"timer": "wake-up latency"}
+_MEASURES = {"timer": "wake-up latency", "switch": "wake-up latency",
+             "noise": "noise gap", "udp": "round trip", "event": "event latency",
+             "overhead": "cost", "interfere": "run time"}
 TABLE_PERCENTILES = DEFAULT_PERCENTILES  # p50 p99 p99.9 p99.99 p99.9999
 
 
@@ -95,8 +97,12 @@ def verdict(result: RunResult) -> str:
 
 
 def render(result: RunResult, console: Console) -> None:
+    from rtlab.probes.extras import extra_lines
+
     for table in build_tables(result):
         console.print(table)
+    for line in extra_lines(result):  # the probe's own verdicts and counters
+        console.print(line, highlight=False, markup=False)
     for note in result.notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     console.print(verdict(result), highlight=False, markup=False)

@@ -9,6 +9,8 @@ old version in `_LOADERS`):
   scenario (name, hash), phases -> channels (stats, sparse log-linear
   histogram, window maxima), stream accounting, provenance (engine header,
   host facts).
+  Added without a bump: per phase `spikes`, `spike_summary`, `trace` (spike
+  attribution, absent when the run was not traced).
 """
 
 from __future__ import annotations
@@ -104,18 +106,31 @@ class Phase:
     name: str
     channels: list[Channel] = field(default_factory=list)
     elapsed_ns: int | None = None
+    # spike attribution (`rtlab run --trace`; absent without tracing, docs/results.md)
+    spikes: list[dict[str, Any]] | None = None
+    spike_summary: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = None
+    # the probe's own result objects beside its channels (switch `checks`, noise `noise`,
+    # udp `udp`, ...: the engine's final record minus the common keys; docs/results.md)
+    extras: dict[str, Any] | None = None
 
     def merged(self) -> Channel:
         return Channel.merged("all", self.channels)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "elapsed_ns": self.elapsed_ns,
-                "channels": [c.to_dict() for c in self.channels]}
+        d: dict[str, Any] = {"name": self.name, "elapsed_ns": self.elapsed_ns,
+                             "channels": [c.to_dict() for c in self.channels]}
+        for key in ("spikes", "spike_summary", "trace", "extras"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Phase:
         return cls(name=str(d["name"]), elapsed_ns=d.get("elapsed_ns"),
-                   channels=[Channel.from_dict(c) for c in d.get("channels", [])])
+                   channels=[Channel.from_dict(c) for c in d.get("channels", [])],
+                   spikes=d.get("spikes"), spike_summary=d.get("spike_summary"),
+                   trace=d.get("trace"), extras=d.get("extras"))
 
 
 @dataclass

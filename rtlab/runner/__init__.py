@@ -1,9 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""The run lifecycle (pre-flight, probes, signals, storing) and importing raw runs."""
+"""The run lifecycle (pre-flight, shield, loads, phases, signals, storing) and importing
+raw runs."""
 
 from rtlab.runner.importer import import_jsonl
 from rtlab.runner.preflight import Privileges, check_privileges
-from rtlab.runner.run import Progress, RunOptions, RunOutcome, classify, run_scenario
+from rtlab.runner.run import (
+    Progress,
+    RunOptions,
+    RunOutcome,
+    classify,
+    new_comparison_id,
+    run_scenario,
+    run_variants,
+)
 
 __all__ = [
     "Privileges",
@@ -13,5 +22,7 @@ __all__ = [
     "check_privileges",
     "classify",
     "import_jsonl",
+    "new_comparison_id",
     "run_scenario",
+    "run_variants",
 ]

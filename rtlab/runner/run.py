@@ -1,7 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""The run lifecycle: pre-flight -> spawn probe -> collect -> classify -> store.
+"""The run lifecycle: pre-flight -> doctor -> shield -> per phase (loads -> probes ->
+collect) -> release -> classify -> store.
 
-(Doctor, shielding and loads slot in before the probe phase in later issues.)
+One engine run per phase (and per probe of the phase): the engine's statistics are
+cumulative per run, so separate runs give each phase its own exact histograms
+without any reset protocol, a phase's partial result is the last snapshot of its
+own run, and the loads are started and verified between phases, outside any
+measurement. The phases' channels are stored as the result's `phases` list.
+A matrix (several variants of one file) is one stored run per variant, all with
+the same `comparison` id in `scenario` (run_file).
+
+Every exit path stops the loads and releases the shield (normal end, errors,
+SIGINT/SIGTERM: the engine is asked to stop, what was measured is kept).
 
 Outcome -> status -> exit code:
 
@@ -14,10 +24,17 @@ Outcome -> status -> exit code:
 | engine result `error`                          | failed    | -       | 1    |
 | engine exit 4 (privilege/feature missing)      | not stored: SkippedError, exit 4 |
 | engine exit 2 (usage), or nothing measured     | not stored: error                |
+
+Over phases: the run's status is the worst phase status (failed > partial >
+threshold > completed); a phase that does not complete ends the run (later
+phases are not started, the result is partial). A load that died early is a
+note in the result and makes the exit code 1 (the conditions asked for were
+not met), unless a worse code applies.
 """
 
 from __future__ import annotations
 
+import secrets
 import signal
 import socket
 import sys
@@ -31,14 +48,17 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.engine.argv import probe_args
+from rtlab.engine.options import adapt_for
 from rtlab.engine.session import EngineSession, SessionOutcome
 from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.model import Channel, RunResult
+from rtlab.results.model import Phase as ResultPhase
 from rtlab.results.store import Store
 from rtlab.runner.preflight import Privileges, check_privileges
-from rtlab.scenario.model import Scenario
+from rtlab.runner.shield import ShieldBackend, check_stale, default_backend
+from rtlab.scenario.model import LoadSpec, Phase, ProbeSpec, Scenario, ShieldSpec
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,9 @@ class Progress:
     elapsed_ns: int
     duration_ns: int | None
     channels: list[Channel]
+    phase: str = "main"
+    phase_index: int = 0
+    phases: int = 1
 
 
 @dataclass
@@ -56,12 +79,21 @@ class RunOptions:
     transport: Transport | None = None
     allow_non_rt: bool = False
     on_progress: Callable[[Progress], None] | None = None
-    on_start: Callable[[str, Path], None] | None = None  # (run id, raw file)
+    on_start: Callable[[str, Path], None] | None = None  # (run id, raw file of phase 1)
+    on_event: Callable[[str], None] | None = None  # one line of what the runner does
     watchdog_s: float | None = None  # default: 3 x snapshot interval + 5 s
     stop_grace_s: float = 5.0
     preflight: Callable[[str, int], Privileges] = check_privileges
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
     handle_signals: bool = True
+    comparison: str | None = None  # shared by the variants of a matrix
+    restore_first: bool = False  # restore a stale journal instead of refusing
+    no_shield: bool = False  # run without the scenario's shield (recorded)
+    doctor: bool = True  # doctor findings into the provenance (local runs)
+    shield_backend: Callable[[ShieldSpec], ShieldBackend] = default_backend
+    load_factory: Callable[[LoadSpec], Any] | None = None  # default rtlab.loads.from_spec
+    load_settle_s: float = 0.5
+    journal_dir: Path | None = None
 
 
 @dataclass
@@ -75,15 +107,42 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+class _Control:
+    """Signals of the whole run: SIGINT/SIGTERM stop the running engines and the run."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.sessions: list[EngineSession] = []
+        self._lock = threading.Lock()
+
+    def request(self, signum: int) -> None:
+        with self._lock:
+            if self.signal is None:
+                self.signal = signum
+            sessions = list(self.sessions)
+        for s in sessions:
+            s.request_stop(signum)
+
+    def add(self, session: EngineSession) -> None:
+        with self._lock:
+            self.sessions.append(session)
+            sig = self.signal
+        if sig is not None:
+            session.request_stop(sig)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.sessions = []
+
+
 @contextmanager
-def _forward_signals(session: EngineSession, enabled: bool) -> Iterator[None]:
-    """SIGINT/SIGTERM to rtlab ask the engine to stop (and are remembered)."""
+def _handle_signals(control: _Control, enabled: bool) -> Iterator[None]:
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, _frame: object) -> None:
-        session.request_stop(signum)
+        control.request(signum)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -93,39 +152,86 @@ def _forward_signals(session: EngineSession, enabled: bool) -> Iterator[None]:
             signal.signal(s, h)
 
 
+_STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3}
+_EXIT_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2,
+              ExitCode.INTERRUPTED: 3}
+
+
+def _preflight(scenario: Scenario, opts: RunOptions) -> None:
+    seen: set[tuple[str, int]] = set()
+    for phase in scenario.phases:
+        for probe in phase.probes:
+            allow = opts.allow_non_rt or bool(probe.options.get("allow_non_rt"))
+            if not probe.needs_rt or allow:
+                continue
+            key = (str(probe.options.get("policy", "fifo")),
+                   int(probe.options.get("priority", 99)))
+            if key in seen:
+                continue
+            seen.add(key)
+            priv = opts.preflight(*key)
+            if not priv.ok:
+                raise SkippedError(f"not starting: {priv.reason()}", hint=priv.fix())
+
+
+def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
+    """Load objects by name (tools checked: SkippedError before anything starts)."""
+    if not scenario.loads:
+        return {}
+    factory = opts.load_factory
+    if factory is None:
+        from rtlab.loads import from_spec
+
+        def factory(spec: LoadSpec) -> Any:
+            return from_spec(spec.to_spec())
+    out: dict[str, Any] = {}
+    for spec in scenario.loads:
+        load = factory(spec)
+        load.name = spec.name
+        load.check_tools()
+        out[spec.name] = load
+    return out
+
+
+def _doctor(scenario: Scenario, transport: Transport) -> dict[str, Any] | None:
+    if transport.name != "local":
+        return None
+    try:
+        from rtlab.system.doctor import run_checks, summarize, top_findings
+
+        cpus = scenario.measured_cpus or None
+        findings = run_checks("/", cpus=cpus)
+    except Exception as exc:  # the doctor informs; it never stops a measurement
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"cpus": cpus, "summary": summarize(findings),
+            "top": [f.to_dict() for f in top_findings(findings, 3)],
+            "findings": [f.to_dict() for f in findings]}
+
+
 def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
-    if len(scenario.phases) != 1:
-        raise UsageError("scenarios with several phases are not supported yet")
-    phase = scenario.phases[0]
-    probe = phase.probe
-    allow_non_rt = opts.allow_non_rt or bool(probe.options.get("allow_non_rt"))
+    """Run every phase of one scenario (one variant) and store one result."""
+    transport = opts.transport or LocalTransport()
+    notes: list[str] = []
+    if isinstance(transport, LocalTransport):
+        transport.describe()  # the engine must exist before anything starts
 
-    # 1. pre-flight: stop before measuring if real-time is impossible here
-    if probe.needs_rt:
-        priv = opts.preflight(str(probe.options.get("policy", "fifo")),
-                              int(probe.options.get("priority", 99)))
-        if not priv.ok and not allow_non_rt:
-            raise SkippedError(f"not starting: {priv.reason()}", hint=priv.fix())
+    # 1. before anything changes: tracing support, stale journal, privileges, load tools
+    if scenario.trace is not None and scenario.trace.enabled:
+        if transport.name != "local":
+            raise UsageError("--trace needs a local run (tracefs of this machine)")
+        from rtlab.runner.tracing import check_available
 
-    # 2. spawn and collect
-    options = dict(probe.options)
-    if allow_non_rt:
-        options["allow_non_rt"] = True
-    args = probe_args(probe.name, options)
+        check_available()
+    if scenario.shield is not None and not opts.no_shield:
+        notes += check_stale(opts.restore_first, opts.journal_dir)
+    _preflight(scenario, opts)
+    loads = _build_loads(scenario, opts)
+    backend = (opts.shield_backend(scenario.shield)
+               if scenario.shield is not None and not opts.no_shield else None)
+
     store = opts.store
     run_id = store.new_id()
-    raw_path = store.raw_path(run_id)
-    watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
-    transport = opts.transport or LocalTransport()
-    duration_ns = phase.duration_ns
-
-    def on_record(rec: dict[str, Any]) -> None:
-        if opts.on_progress is not None and rec["type"] in ("snapshot", "result"):
-            opts.on_progress(Progress(int(rec.get("elapsed_ns") or 0), duration_ns,
-                                      session.collector.channels()))
-
-    session = EngineSession(transport, args, raw_path, watchdog_s=watchdog,
-                            stop_grace_s=opts.stop_grace_s, on_record=on_record)
+    first_raw = store.raw_path(run_id)
     host: dict[str, Any] = {
         "rtlab_version": __version__,
         "hostname": socket.gethostname(),
@@ -133,23 +239,361 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         "end_wall": None,
         "command_line": opts.command_line,
         "transport": transport.name,
-        "engine_args": args,
+        "engine_args": None,
+        "phases": [],
     }
+    if opts.doctor:
+        doctor = _doctor(scenario, transport)
+        if doctor is not None:
+            host["doctor"] = doctor
+    shield_info: dict[str, Any] = {
+        "requested": scenario.shield.to_dict() if scenario.shield is not None else None,
+        "in_effect": None}
+    if scenario.shield is not None and opts.no_shield:
+        shield_info["skipped"] = "--no-shield"
+        notes.append("measured WITHOUT the scenario's shield (--no-shield)")
+    host["shield"] = shield_info
+    ref = scenario.ref()
+    if opts.comparison is not None:
+        ref["comparison"] = opts.comparison
+
+    control = _Control()
+    done: list[tuple[RunResult, ExitCode]] = []
+    loads_died: list[str] = []
+    error: RtlabError | None = None
     if opts.on_start is not None:
-        opts.on_start(run_id, raw_path)
-    with _forward_signals(session, opts.handle_signals):
-        outcome = session.run()
+        opts.on_start(run_id, first_raw)
+    with _handle_signals(control, opts.handle_signals):
+        try:
+            if backend is not None:
+                _event(opts, "applying the shield")
+                shield_info["in_effect"] = backend.apply()
+            for index, phase in enumerate(scenario.phases):
+                if control.signal is not None:
+                    break
+                outcome = _run_phase(scenario, index, phase, loads, backend, control, opts,
+                                     run_id, first_raw, transport, host, ref, loads_died)
+                if outcome is None:
+                    break
+                done.append(outcome)
+                if outcome[0].status != "completed" or control.signal is not None:
+                    break
+        except RtlabError as exc:
+            error = exc
+        finally:
+            if backend is not None:
+                try:
+                    _event(opts, "releasing the shield")
+                    shield_info["released"] = backend.release()
+                except Exception as exc:  # report, never hide a failed restore
+                    shield_info["release_error"] = str(exc)
+                    notes.append(f"releasing the shield failed: {exc} (run `rtlab restore`)")
     host["end_wall"] = _now()
 
-    # 3. classify, build, store
-    try:
-        result, code = classify(outcome, run_id, host, scenario.ref(), phase.name)
-    except RtlabError:
-        if raw_path.exists() and raw_path.stat().st_size == 0:
-            raw_path.unlink()  # nothing was measured: leave no empty file behind
-        raise
+    interrupted = control.signal is not None
+    if not done:
+        if error is not None:
+            raise error
+        if interrupted:
+            raise RtlabError("interrupted before anything was measured",
+                             code=ExitCode.INTERRUPTED)
+        raise RtlabError("nothing was measured")  # pragma: no cover
+    result, code = _merge(done, scenario, interrupted, control.signal)
+    if error is not None:
+        result.notes.append(f"stopped: {error.one_line()}")
+        result.partial = True
+        if _STATUS_RANK[result.status] < _STATUS_RANK["partial"]:
+            result.status = "partial"
+        code = max(code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+    elif len(done) < len(scenario.phases) and result.status == "completed":
+        result.status, result.partial = "partial", True
+    if len(done) < len(scenario.phases):
+        missing = [p.name for p in scenario.phases[len(done):]]
+        result.notes.append("phases not run: " + ", ".join(missing))
+    if loads_died:
+        result.notes += loads_died
+        code = max(code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+    result.notes = notes + result.notes
+    result.scenario = ref
+    result.provenance["host"] = {**host, **result.provenance.get("host", {}),
+                                 "phases": host["phases"]}
+    result.provenance["host"]["shield"] = shield_info
+    if "doctor" in host:
+        result.provenance["doctor"] = host["doctor"]
+        result.provenance["host"].pop("doctor", None)
+    result.provenance["host"]["end_wall"] = host["end_wall"]
     store.add(result)
-    return RunOutcome(result, code, raw_path)
+    return RunOutcome(result, code, first_raw)
+
+
+def _event(opts: RunOptions, text: str) -> None:
+    if opts.on_event is not None:
+        opts.on_event(text)
+
+
+def _raw_for(first: Path, run_id: str, scenario: Scenario, index: int, phase: Phase,
+             probe: ProbeSpec) -> Path:
+    if index == 0 and probe is phase.probe:
+        return first  # the run's raw file (store.raw_path) is its first phase's
+    suffix = f"-{probe.label or probe.name}" if phase.more_probes else ""
+    return first.with_name(f"{run_id}.{index + 1}-{phase.name}{suffix}.jsonl")
+
+
+def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, Any],
+               backend: ShieldBackend | None, control: _Control, opts: RunOptions,
+               run_id: str, first_raw: Path, transport: Transport, host: dict[str, Any],
+               ref: dict[str, Any], loads_died: list[str]
+               ) -> tuple[RunResult, ExitCode] | None:
+    """One phase: its loads, its probes in parallel, collected into one result phase."""
+    from contextlib import ExitStack
+
+    info: dict[str, Any] = {"name": phase.name, "duration_ns": phase.duration_ns,
+                            "loads": [], "raw": [], "engine_args": [],
+                            "start_wall": _now()}
+    host["phases"].append(info)
+    active = [loads[n] for n in phase.loads]
+    tracer = None
+    traced: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]] | None = None
+    if scenario.trace is not None and scenario.trace.enabled:
+        phase, tracer = _traced_phase(scenario, index, phase, run_id, first_raw)
+    with ExitStack() as stack:
+        loadset = None
+        if active:
+            from rtlab.loads import LoadSet
+
+            _event(opts, f"phase {phase.name}: starting loads " + ", ".join(phase.loads))
+            recorder = backend.recorder if backend is not None else None
+            loadset = LoadSet(active, recorder, settle_s=opts.load_settle_s,
+                              on_death=lambda ld: _event(opts, f"load {ld.name} died early"))
+            stack.callback(lambda: info.__setitem__("loads", loadset.describe()))
+            stack.callback(loadset.stop)
+            loadset.start()
+        if control.signal is not None:
+            return None
+        if tracer is not None:
+            _event(opts, f"phase {phase.name}: tracing CPUs "
+                   + ",".join(map(str, tracer.cpus)))
+            stack.callback(tracer.close)
+            tracer.start()
+        _event(opts, f"phase {phase.name}: measuring")
+        outcomes = _run_probes(scenario, index, phase, control, opts, run_id, first_raw,
+                               transport, info)
+        if tracer is not None:
+            _event(opts, f"phase {phase.name}: attributing spikes")
+            traced = _finish_trace(tracer, outcomes, phase.name)
+        if loadset is not None:
+            for ld in loadset.died():
+                why = next((p.describe()["stderr_tail"].splitlines()[-1:]
+                            for p in ld.procs if p.died_early), [])
+                loads_died.append(f"phase {phase.name}: load {ld.name} died early"
+                                  + (f": {why[0]}" if why else ""))
+    info["end_wall"] = _now()
+    host["engine_args"] = host["engine_args"] or (info["engine_args"] or [None])[0]
+    results: list[tuple[RunResult, ExitCode]] = []
+    error: RtlabError | None = None
+    for probe, outcome in outcomes:
+        try:
+            res, code = classify(outcome, run_id, host, ref, phase.name)
+        except RtlabError as exc:
+            error = error or exc
+            continue
+        if phase.more_probes:
+            for ch in res.phases[0].channels:
+                ch.name = f"{probe.label or probe.name}.{ch.name}"
+        results.append((res, code))
+    if not results:
+        if error is not None and error.code == ExitCode.INTERRUPTED:
+            return None
+        if error is not None:
+            raise error
+        return None
+    base, code = results[0]
+    if traced is not None:
+        spikes, summary, tinfo, tnotes = traced
+        ph = base.phases[0]
+        ph.spikes, ph.spike_summary, ph.trace = spikes, summary, tinfo
+        base.notes += tnotes
+    for res, c in results[1:]:
+        base.phases[0].channels += res.phases[0].channels
+        base.notes += res.notes
+        code = max(code, c, key=lambda x: _EXIT_RANK[x])
+        if _STATUS_RANK[res.status] > _STATUS_RANK[base.status]:
+            base.status, base.partial = res.status, res.partial
+    return base, code
+
+
+def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
+                  first_raw: Path) -> tuple[Phase, Any]:
+    """The phase with its measured probe writing samples, and its PhaseTrace."""
+    from dataclasses import replace
+
+    from rtlab.runner.tracing import phase_trace
+    from rtlab.scenario.loader import with_options
+    from rtlab.scenario.units import online_cpus
+
+    assert scenario.trace is not None
+    online = online_cpus()
+    tracer = phase_trace(scenario.trace, phase.probe.cpus or online, online, first_raw.parent,
+                         run_id, index, phase.name)
+    given = phase.probe.options.get("samples_file")
+    if given:
+        tracer.samples_path = Path(str(given))
+    else:
+        phase = replace(phase, probe=with_options(phase.probe,
+                                                  samples_file=str(tracer.samples_path)))
+    return phase, tracer
+
+
+def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]], phase: str
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
+    """Attribution never loses the measurement: a failure becomes a note."""
+    header = outcomes[0][1].collector.header if outcomes else None
+    try:
+        result: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]] = (
+            tracer.finish(header, phase))
+        return result
+    except Exception as exc:
+        tracer.close()
+        return [], {"threshold_ns": tracer.threshold_ns, "spikes": 0, "attributed": 0,
+                    "stored": 0, "by_class": {}, "top_causes": {},
+                    "error": f"{type(exc).__name__}: {exc}"}, {
+            "threshold_ns": tracer.threshold_ns}, [
+            f"tracing failed: {type(exc).__name__}: {exc}"]
+
+
+def _run_probes(scenario: Scenario, index: int, phase: Phase, control: _Control,
+                opts: RunOptions, run_id: str, first_raw: Path, transport: Transport,
+                info: dict[str, Any]) -> list[tuple[ProbeSpec, SessionOutcome]]:
+    sessions: list[tuple[ProbeSpec, EngineSession]] = []
+    for probe in phase.probes:
+        options = dict(probe.options)
+        if opts.allow_non_rt:
+            options["allow_non_rt"] = True
+        options = adapt_for(transport, probe.name, options)  # cpus->cpu etc. per probe
+        args = probe_args(probe.name, options)
+        raw = _raw_for(first_raw, run_id, scenario, index, phase, probe)
+        watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
+        session = EngineSession(transport, args, raw, watchdog_s=watchdog,
+                                stop_grace_s=opts.stop_grace_s,
+                                on_record=_progress_cb(opts, phase, index, len(scenario.phases)))
+        info["engine_args"].append(args)
+        info["raw"].append(raw.name)
+        sessions.append((probe, session))
+    for _, session in sessions:
+        session.on_record = _bind(session.on_record, session)
+        control.add(session)
+    outcomes: list[SessionOutcome | BaseException | None] = [None] * len(sessions)
+
+    def work(i: int, session: EngineSession) -> None:
+        try:
+            outcomes[i] = session.run()
+        except BaseException as exc:  # re-raised in the main thread
+            outcomes[i] = exc
+
+    if len(sessions) == 1:
+        work(0, sessions[0][1])
+    else:
+        threads = [threading.Thread(target=work, args=(i, s), daemon=True)
+                   for i, (_, s) in enumerate(sessions)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)
+    control.clear()
+    out: list[tuple[ProbeSpec, SessionOutcome]] = []
+    for (probe, _), oc in zip(sessions, outcomes, strict=True):
+        if isinstance(oc, BaseException):
+            raise oc
+        assert oc is not None
+        out.append((probe, oc))
+    return out
+
+
+def _progress_cb(opts: RunOptions, phase: Phase, index: int, phases: int
+                 ) -> Callable[[dict[str, Any]], None] | None:
+    if opts.on_progress is None:
+        return None
+    cb = opts.on_progress
+
+    def on_record(rec: dict[str, Any], session: EngineSession | None = None) -> None:
+        if session is not None and rec["type"] in ("snapshot", "result"):
+            cb(Progress(int(rec.get("elapsed_ns") or 0), phase.duration_ns,
+                        session.collector.channels(), phase.name, index, phases))
+    return on_record  # type: ignore[return-value]
+
+
+def _bind(cb: Any, session: EngineSession) -> Callable[[dict[str, Any]], None] | None:
+    if cb is None:
+        return None
+    return lambda rec: cb(rec, session)
+
+
+def _merge(done: list[tuple[RunResult, ExitCode]], scenario: Scenario, interrupted: bool,
+           sig: int | None) -> tuple[RunResult, ExitCode]:
+    """The phases' results as one run: phases in order, worst status, notes per phase."""
+    first = done[0][0]
+    phases: list[ResultPhase] = []
+    notes: list[str] = []
+    status, code = "completed", ExitCode.OK
+    rt_valid: bool | None = True
+    for res, c in done:
+        phases += res.phases
+        prefix = f"phase {res.phases[0].name}: " if len(scenario.phases) > 1 else ""
+        notes += [prefix + n for n in res.notes]
+        if _STATUS_RANK[res.status] > _STATUS_RANK[status]:
+            status = res.status
+        code = max(code, c, key=lambda x: _EXIT_RANK[x])
+        if res.rt_valid is False:
+            rt_valid = False
+        elif res.rt_valid is None and rt_valid is True:
+            rt_valid = None
+    stream = first.stream
+    for res, _ in done[1:]:
+        stream.records += res.stream.records
+        stream.snapshots += res.stream.snapshots
+        stream.corrupt_lines += res.stream.corrupt_lines
+        stream.ignored_records += res.stream.ignored_records
+        stream.truncated_tail = stream.truncated_tail or res.stream.truncated_tail
+        stream.logs += res.stream.logs
+        if res.stream.threshold_hit:
+            stream.threshold_hit = res.stream.threshold_hit
+        stream.engine_status = res.stream.engine_status
+        stream.engine_exit_code = res.stream.engine_exit_code
+    if interrupted:
+        code = ExitCode.INTERRUPTED
+        if status == "completed":
+            status = "partial"
+        name = signal.Signals(sig or signal.SIGINT).name
+        if not any(name in n for n in notes):
+            notes.append(f"interrupted by {name}")
+    partial = status in ("partial", "failed") or any(r.partial for r, _ in done)
+    result = RunResult(run_id=first.run_id, status=status, probe=first.probe, phases=phases,
+                       partial=partial, notes=notes, rt_valid=rt_valid,
+                       scenario=first.scenario, stream=stream, provenance=first.provenance)
+    return result, code
+
+
+def new_comparison_id() -> str:
+    return "cmp-" + secrets.token_hex(4)
+
+
+def run_variants(variants: list[Scenario], opts: RunOptions,
+                 on_outcome: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
+    """Each variant a separate stored run, all with one comparison id (a matrix).
+    Stops after an interrupted variant."""
+    if len(variants) > 1 and opts.comparison is None:
+        opts.comparison = new_comparison_id()
+    out: list[RunOutcome] = []
+    for sc in variants:
+        _event(opts, f"variant {sc.variant}" if sc.variant else f"scenario {sc.name}")
+        outcome = run_scenario(sc, opts)
+        out.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+        if outcome.exit_code == ExitCode.INTERRUPTED:
+            break
+    return out
 
 
 def _signal_name(code: int) -> str:

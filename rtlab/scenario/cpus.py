@@ -10,7 +10,7 @@ A CPU value in a scenario is either a list of integers, a CPU list string
 | `first`   | the lowest-numbered online CPU                                        |
 | `last`    | the highest-numbered online CPU                                       |
 | `user`    | the shield's user (isolated) CPUs; without a shield: `last`            |
-| `system`  | the shield's system CPUs; without a shield: every CPU but `last`       |
+| `system`  | the shield's system CPUs; without a shield: every online CPU            |
 | `others`  | every online CPU not in `user`; on a one-CPU machine: that CPU         |
 
 `isolated` is a synonym of `user`. The words cannot be combined with numbers.
@@ -62,10 +62,7 @@ def expand(value: object, online: Sequence[int], user: Sequence[int] | None = No
     if not online:
         raise CpuExprError("no online CPUs")
     user_set = sorted(user) if user is not None else default_user(online)
-    if system is not None:
-        system_set = sorted(system)
-    else:
-        system_set = [c for c in online if c not in user_set] or list(online)
+    system_set = sorted(system) if system is not None else list(online)
     if isinstance(value, bool):
         raise CpuExprError(f"{value!r} is not a CPU expression; allowed: {ALLOWED}")
     if isinstance(value, int):

@@ -33,7 +33,9 @@ def test_run_store_list_show_export(
 ) -> None:
     argv_file = tmp_path / "argv.json"
     fake_probe("normal", argv_out=argv_file)
-    code, out, err = run_cli(capsys, "run", "--duration", "3s", "--cpus", "0-1",
+    # the default scenario (quick): two phases, idle then under load; --duration is the
+    # total, split in the scenario's proportions (25 s + 25 s -> 2 s + 2 s)
+    code, out, err = run_cli(capsys, "run", "--duration", "4s", "--cpus", "0-1",
                              "--interval", "500us", "--no-progress")
     assert code == 0, err
     assert "CPU0" in out and "CPU1" in out and "p99.9999" in out
@@ -44,21 +46,21 @@ def test_run_store_list_show_export(
     assert args[0] == "timer"
     assert args[args.index("--cpus") + 1] == "0-1"
     assert args[args.index("--interval") + 1] == "500us"
-    assert args[args.index("--duration") + 1] == "3s"
+    assert args[args.index("--duration") + 1] == "2s"
 
     store = Store.open(str(store_path))
     rows = store.list()
     assert len(rows) == 1
     row = rows[0]
-    assert row.status == "completed" and row.samples == 2 * 3 * 500
+    assert row.status == "completed" and row.samples == 2 * 2 * 2 * 500
     assert row.host == "fakehost" and row.kernel_release == "6.1.0-fake"
     assert row.p99_ns is not None and row.worst_max_ns is not None
     raw = store.raw_path(row.id)
     assert raw.exists() and raw.read_text().count("\n") >= 5  # tee'd while running
     result = store.get(row.id)
     assert result.scenario["name"] == "quick" and len(result.scenario["hash"]) == 64
-    assert [p.name for p in result.phases] == ["main"]
-    assert len(result.phases[0].channels[0].windows) == 3  # window maxima from every record
+    assert [p.name for p in result.phases] == ["idle", "load"]
+    assert len(result.phases[0].channels[0].windows) == 2  # window maxima from every record
     store.close()
 
     code, out, _ = run_cli(capsys, "results", "list")
@@ -75,9 +77,9 @@ def test_run_store_list_show_export(
 
     code, out, _ = run_cli(capsys, "export", row.id, "--format", "csv")
     rows_csv = list(csv.DictReader(io.StringIO(out)))
-    assert [r["channel"] for r in rows_csv] == ["cpu0", "cpu1", "all"]
-    assert int(rows_csv[2]["samples"]) == row.samples
-    assert int(rows_csv[2]["p99_ns"]) == row.p99_ns
+    # one row per phase and channel, and an "all" row per phase
+    assert [r["channel"] for r in rows_csv] == ["cpu0", "cpu1", "all"] * 2
+    assert sum(int(r["samples"]) for r in rows_csv if r["channel"] == "all") == row.samples
 
     code, out, _ = run_cli(capsys, "export", row.id, "--format", "csv-hist")
     hist_rows = list(csv.DictReader(io.StringIO(out)))
@@ -95,7 +97,7 @@ def test_threshold_run_exits_3(
     fake_probe: Callable[..., Path], store_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake_probe("normal")
-    code, out, _ = run_cli(capsys, "run", "--duration", "3s", "--cpus", "0",
+    code, out, _ = run_cli(capsys, "run", "--duration", "6s", "--cpus", "0",
                            "--threshold", "50us", "--no-progress")
     assert code == 3
     assert "THRESHOLD EXCEEDED" in out
@@ -143,7 +145,7 @@ def test_missing_probe_says_make_setup(
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     code, _, err = run_cli(capsys, "run", "--duration", "1s", "--no-progress")
-    assert code == 1
+    assert code == 1, err
     assert "rtlab-probe not found" in err and "make setup" in err
 
 

@@ -97,4 +97,10 @@ def test_mode_is_midpoint_of_fullest_bucket() -> None:
     lo, width = bucket_bounds(index_of(13_000))
     assert mode(hist) == lo + (width - 1) // 2
     assert mode(LogLinHistogram()) is None
+    # Regression: buckets double in width at 2^14 ns; the mode is the densest bucket, not
+    # the one with the most counts (which a 2x wider bucket just above 16384 ns would win).
+    below = [16_000] * 10  # width-128 bucket
+    above = [16_500] * 15  # width-256 bucket: more counts, lower density
+    lo, width = bucket_bounds(index_of(16_000))
+    assert mode(LogLinHistogram.from_values(below + above)) == lo + (width - 1) // 2
     assert mean(0, 0) is None

@@ -107,7 +107,7 @@ def test_verdict_flags() -> None:
 
 def test_exporters_share_one_interface() -> None:
     r = make_result()
-    assert set(EXPORTERS) == {"json", "csv", "csv-hist", "markdown"}
+    assert set(EXPORTERS) == {"json", "csv", "csv-hist", "markdown", "junit", "cyclictest-hist"}
     for exporter in EXPORTERS.values():
         data = exporter.serialize(r)
         assert isinstance(data, bytes) and data

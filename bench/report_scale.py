@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Scale benchmark of the HTML report (issue 7).
+
+Generates a 24-CPU, 7-day, 1 kHz timer result in memory: per CPU a log-linear
+histogram of 604.8 million samples (a lognormal body plus rare spikes) and
+604,800 one-second window maxima, then renders the HTML report and measures:
+
+* the time and memory to build the result (the model itself),
+* the render time of `render_html` (plots, statistics, extreme-value fit),
+* the memory the render needs on top of the loaded result (RSS high-water mark
+  during the render, sampled every 5 ms, minus the RSS before it).
+
+Usage: python3 bench/report_scale.py [--cpus 24] [--days 7] [--out report.html]
+Targets: render < 5 s, render memory < 500 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from rtlab.results.histogram import LogLinHistogram, bucket_bounds, index_of
+from rtlab.results.model import Channel, Phase, RunResult
+
+WINDOW_NS = 1_000_000_000
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def make_channel(cpu: int, windows: int, rate: int, rng: np.random.Generator) -> Channel:
+    n = windows * rate
+    lo_i, hi_i = index_of(2_000), index_of(20_000_000)
+    idx = np.arange(lo_i, hi_i + 1)
+    bounds = np.array([bucket_bounds(int(i)) for i in idx], dtype=np.float64)
+    lo, hi = bounds[:, 0], bounds[:, 0] + bounds[:, 1]
+    mu, sigma = math.log(12_000 + 300 * cpu), 0.22
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        return 0.5 * (1 + np.vectorize(math.erf)((np.log(x) - mu) / (sigma * math.sqrt(2))))
+
+    counts = np.floor(n * (cdf(hi) - cdf(lo))).astype(np.int64)
+    # rare spikes (host stalls): ~2 per hour, 0.2 .. 5 ms
+    spikes = rng.uniform(200_000, 5_000_000, int(windows / 1800))
+    hist = LogLinHistogram(7, {int(i): int(c) for i, c in zip(idx, counts, strict=True) if c})
+    for s in spikes:
+        hist.add(int(s))
+    total = hist.total
+    wmax = rng.gumbel(60_000 + 300 * cpu, 4_000, windows)
+    spike_at = rng.integers(0, windows, len(spikes))
+    wmax[spike_at] = spikes
+    wmax = wmax.astype(np.int64)
+    idxs = range(windows)
+    windows_list = list(zip(idxs, wmax.tolist(), [rate] * windows, strict=True))
+    top = int(np.argmax(wmax))
+    return Channel(name=f"cpu{cpu}", cpu=cpu, samples=total, min_ns=2_000,
+                   max_ns=int(wmax[top]), sum_ns=int(total * 12_500), max_at_ns=top * WINDOW_NS,
+                   hist=hist, windows=windows_list, window_ns=WINDOW_NS)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cpus", type=int, default=24)
+    ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument("--rate", type=int, default=1000, help="samples per second per CPU")
+    ap.add_argument("--out", default="report_scale.html")
+    args = ap.parse_args()
+
+    windows = int(args.days * 86400)
+    rng = np.random.default_rng(7)
+    base = rss_mb()
+    t0 = time.perf_counter()
+    chans = [make_channel(c, windows, args.rate, rng) for c in range(args.cpus)]
+    result = RunResult(
+        run_id="bench001", status="completed", probe="timer",
+        phases=[Phase("main", chans, windows * WINDOW_NS)], rt_valid=True,
+        scenario={"name": "bench", "hash": None},
+        provenance={"engine": {"system": {"hostname": "bench", "release": "6.12.0-rt"}},
+                    "host": {"hostname": "bench"}})
+    build_s = time.perf_counter() - t0
+    model_mb = rss_mb() - base
+    print(f"result: {args.cpus} CPUs x {windows:,} windows, "
+          f"{result.merged().samples:,} samples; built in {build_s:.1f} s, "
+          f"model RSS {model_mb:.0f} MB")
+
+    # Render in this process; a sampler thread records the RSS high-water mark of the
+    # render (forking a child would copy the model's pages on write and distort both).
+    from rtlab.report.html import write_run_report
+
+    at_start = rss_mb()
+    peak = [at_start]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t = time.perf_counter()
+    path = write_run_report([result], args.out)
+    dt = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    peak[0] = max(peak[0], rss_mb())
+    print(f"render: {dt:.2f} s (target < 5 s, includes importing matplotlib); memory for "
+          f"rendering {peak[0] - at_start:.0f} MB above the loaded result (target < 500 MB); "
+          f"process peak {peak[0]:.0f} MB; HTML {path.stat().st_size / 1e6:.2f} MB -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""rtlab `udp` ping-pong against `sockperf ping-pong`, side by side (root).
+
+Both tools run over the same paths, created here and deleted afterwards:
+  veth      two network namespaces joined by a veth pair (10.231.0.1 <-> 10.231.0.2)
+  loopback  127.0.0.1 inside one namespace
+with the same placement (taskset), message size and duration, in interleaved A/B
+rounds. sockperf's round trips come from its --full-log CSV (never its human text),
+rtlab's from its JSON Lines histogram. Prints median, p99, p99.9 and max per tool and
+the ratio rtlab/sockperf (< 1: rtlab is faster).
+
+  sudo bench/udp_vs_sockperf.py --probe build/engine/rtlab-probe --duration 5 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SUB_BITS = 7
+B = 1 << SUB_BITS
+QS = (0.5, 0.99, 0.999)
+PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@contextmanager
+def namespaces(kind: str) -> Iterator[tuple[str, str, str]]:
+    """Yield (server_ns, client_ns, server_addr)."""
+    tag = os.getpid() % 100000
+    a, b = f"rtlb-{tag}-a", f"rtlb-{tag}-b"
+    made = [a] if kind == "loopback" else [a, b]
+    try:
+        for ns in made:
+            _ip("netns", "add", ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        if kind == "loopback":
+            yield a, a, "127.0.0.1"
+            return
+        _ip("link", "add", "rtlb-a", "netns", a, "type", "veth", "peer", "name", "rtlb-b",
+            "netns", b)
+        for ns, dev, addr in ((a, "rtlb-a", "10.231.0.1"), (b, "rtlb-b", "10.231.0.2")):
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+        yield a, b, "10.231.0.1"
+    finally:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+    out = {f"p{q * 100:g}": v[min(len(v) - 1, int(q * len(v)))] for q in QS}
+    out["max"] = v[-1]
+    out["n"] = len(v)
+    return out
+
+
+def hist_quantiles(ch: dict) -> dict[str, float]:
+    """Quantiles (µs) from a loglin histogram: bucket midpoints, exact max."""
+    buckets = ch["hist"]["buckets"]
+    total = sum(c for _, c in buckets)
+
+    def mid(i: int) -> float:
+        if i < B:
+            return float(i)
+        g, m = divmod(i - B, B)
+        return ((B + m) << g) + ((1 << g) - 1) / 2
+
+    out: dict[str, float] = {}
+    for q in QS:
+        rank, seen = max(1, int(q * total) + 1), 0
+        for i, c in buckets:
+            seen += c
+            if seen >= rank:
+                out[f"p{q * 100:g}"] = mid(i) / 1000
+                break
+    out["max"] = ch["max_ns"] / 1000
+    out["n"] = total
+    return out
+
+
+def in_ns(ns: str, cpu: int, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, "taskset", "-c", str(cpu), *cmd]
+
+
+def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
+    sched = [] if a.rtlab_rt else ["--policy", "other", "--priority", "0", "--no-mlock"]
+    refl = subprocess.Popen(in_ns(srv, a.server_cpu, probe, "udp", "reflect", "--bind",
+                                  f"{addr}:{PORT_RTLAB}", "--session", "bench", "--duration",
+                                  f"{a.duration + 3}s", *sched),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.3)
+    try:
+        r = subprocess.run(in_ns(cli, a.client_cpu, probe, "udp", "ping", "--peer",
+                                 f"{addr}:{PORT_RTLAB}", "--session", "bench", "--rate", "0",
+                                 "--size", str(a.size), "--duration", f"{a.duration}s",
+                                 *sched),
+                           capture_output=True, text=True, timeout=a.duration + 30, check=True)
+    finally:
+        refl.terminate()
+        refl.wait(timeout=10)
+    res = [json.loads(x) for x in r.stdout.splitlines() if x][-1]
+    rtt = next(c for c in res["channels"] if c["name"] == "rtt")
+    return hist_quantiles(rtt)
+
+
+def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
+    server = subprocess.Popen(in_ns(srv, a.server_cpu, "sockperf", "server", "-i", addr, "-p",
+                                    str(PORT_SOCKPERF)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    with tempfile.TemporaryDirectory() as td:
+        log = Path(td) / "full.csv"
+        try:
+            subprocess.run(in_ns(cli, a.client_cpu, "sockperf", "ping-pong", "-i", addr, "-p",
+                                 str(PORT_SOCKPERF), "-m", str(a.size), "--time",
+                                 str(a.duration), "--full-rtt", "--full-log", str(log)),
+                           capture_output=True, timeout=a.duration + 30, check=True)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        rtts: list[float] = []
+        with log.open() as f:
+            for row in csv.reader(f):
+                if len(row) == 4 and row[0].strip().isdigit():
+                    rtts.append(float(row[3]))
+    return quantiles(rtts)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--probe", default=shutil.which("rtlab-probe") or "rtlab-probe")
+    ap.add_argument("--duration", type=int, default=5, help="seconds per run")
+    ap.add_argument("--rounds", type=int, default=3, help="A/B rounds per path")
+    ap.add_argument("--size", type=int, default=64, help="message bytes (>= 64)")
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--paths", default="veth,loopback")
+    ap.add_argument("--rtlab-rt", action="store_true",
+                    help="rtlab with its default SCHED_FIFO 98 + mlock (sockperf: SCHED_OTHER)")
+    ap.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 4
+    if not shutil.which("sockperf"):
+        print("sockperf is not installed", file=sys.stderr)
+        return 4
+    allres: dict[str, dict[str, list[dict]]] = {}
+    for path in a.paths.split(","):
+        res: dict[str, list[dict]] = {"rtlab": [], "sockperf": []}
+        with namespaces(path) as (srv, cli, addr):
+            for rnd in range(a.rounds):
+                order = ("rtlab", "sockperf") if rnd % 2 == 0 else ("sockperf", "rtlab")
+                for tool in order:
+                    if tool == "rtlab":
+                        res[tool].append(run_rtlab(a.probe, srv, cli, addr, a))
+                    else:
+                        res[tool].append(run_sockperf(srv, cli, addr, a))
+        allres[path] = res
+        print(f"\n{path}: {a.rounds} interleaved rounds x {a.duration} s, {a.size} B, "
+              f"server CPU {a.server_cpu}, client CPU {a.client_cpu} (RTT in µs, "
+              f"median over rounds)")
+        print(f"{'':10} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'round trips':>12}")
+        med: dict[str, dict[str, float]] = {}
+        for tool in ("rtlab", "sockperf"):
+            runs = res[tool]
+            med[tool] = {k: sorted(r[k] for r in runs)[len(runs) // 2]
+                         for k in ("p50", "p99", "p99.9", "max", "n")}
+            m = med[tool]
+            print(f"{tool:10} {m['p50']:9.2f} {m['p99']:9.2f} {m['p99.9']:9.2f} "
+                  f"{m['max']:10.1f} {int(m['n']):12d}")
+        ratio = {k: med["rtlab"][k] / med["sockperf"][k] for k in ("p50", "p99", "p99.9", "max")}
+        print(f"{'ratio':10} {ratio['p50']:9.3f} {ratio['p99']:9.3f} {ratio['p99.9']:9.3f} "
+              f"{ratio['max']:10.3f}   (rtlab / sockperf; < 1: rtlab faster)")
+    if a.json:
+        print(json.dumps(allres))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

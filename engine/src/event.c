@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `event` probe: latency of handling an external event, measured against
+ * the event's capture time (the "timer capture" method, generalised).
+ *
+ * A source (event.h: soft, net, gpio, ptp, pps) delivers events with the time
+ * they were captured in its clock domain. One pinned RT thread waits for the
+ * events; on each it reads CLOCK_MONOTONIC and records
+ * latency = handling time - (capture time converted to CLOCK_MONOTONIC).
+ * The conversion offset is measured (bracketed readings) at the start and
+ * again at the end; both and the uncertainty are reported.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "event.h"
+#include "jsonw.h"
+#include "opts.h"
+#include "probe.h"
+#include "reporter.h"
+#include "rt.h"
+#include "sysinfo.h"
+
+#define THREAD_STACK (256 * 1024)
+#define PREFAULT_STACK (64 * 1024)
+#define START_LEAD_NS (20 * NS_PER_MS)
+#define POLL_NS (50 * NS_PER_MS)
+
+static const char *const src_names[] = { "soft", "net", "gpio", "ptp", "pps", NULL };
+static const struct evsrc_ops *const src_ops[] = { &evsrc_soft, &evsrc_net, &evsrc_gpio,
+						   &evsrc_ptp, &evsrc_pps };
+static const char *const edge_names[] = { "rising", "falling", "both", NULL };
+static const char *const gclk_names[] = { "monotonic", "realtime", "hte", NULL };
+
+enum {
+	O_SOURCE, O_DEVICE, O_LINE, O_EDGE, O_GPIO_CLOCK, O_BIND, O_RATE, O_GEN_CPU, O_CPU,
+	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT,
+	O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_N
+};
+
+static const struct opt_def ev_opts[O_N] = {
+	[O_SOURCE] = { "source", OPT_ENUM, "SRC", "event source", 0, 0, src_names, "soft", NULL },
+	[O_DEVICE] = { "device", OPT_STRING, "PATH", "gpio/ptp/pps: the device node", 0, 0, NULL,
+		       NULL, "none" },
+	[O_LINE] = { "line", OPT_INT, "N", "gpio: line offset; ptp: external timestamp channel",
+		     0, 65535, NULL, "0", NULL },
+	[O_EDGE] = { "edge", OPT_ENUM, "EDGE", "gpio: edges that are events", 0, 0, edge_names,
+		     "rising", NULL },
+	[O_GPIO_CLOCK] = { "gpio-clock", OPT_ENUM, "CLOCK", "gpio: event timestamp clock", 0, 0,
+			   gclk_names, "monotonic", NULL },
+	[O_BIND] = { "bind", OPT_STRING, "ADDR:PORT", "net: UDP address whose datagrams are events",
+		     0, 0, NULL, NULL, "none" },
+	[O_RATE] = { "rate", OPT_INT, "HZ", "soft: events per second of the generator", 1,
+		     100000, NULL, "1000", NULL },
+	[O_GEN_CPU] = { "gen-cpu", OPT_INT, "CPU", "soft: CPU of the generator thread", 0,
+			CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
+	[O_CPU] = { "cpu", OPT_INT, "CPU", "pin the handling thread to this CPU", 0,
+		    CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
+	[O_POLICY] = { "policy", OPT_ENUM, "POLICY", "scheduling policy of the handling thread", 0,
+		       0, rt_policy_names, "fifo", NULL },
+	[O_PRIORITY] = { "priority", OPT_INT, NULL, "priority (fifo/rr: 1..99; other: 0)", 0, 99,
+			 NULL, NULL, "98 for fifo/rr" },
+	[O_DURATION] = { "duration", OPT_DURATION, NULL, "stop after this run time",
+			 (int64_t)NS_PER_MS, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, NULL,
+			 "until SIGINT/SIGTERM (or --count)" },
+	[O_COUNT_EV] = { "count", OPT_INT, "N", "stop after N events", 1, INT64_MAX / 2, NULL,
+			 NULL, "until --duration or SIGINT/SIGTERM" },
+	[O_MLOCK] = { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, "true",
+		      NULL },
+	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
+			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpu" },
+	[O_SNAPSHOT] = { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records",
+			 (int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_WINDOW] = { "window", OPT_DURATION, NULL, "length of a per-window maximum",
+		       (int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_OUTPUT] = { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL,
+		       NULL, "stdout" },
+	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
+			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
+			     NULL, "false", NULL },
+};
+
+struct ev_cfg {
+	int source;
+	struct evsrc_cfg src;
+	int cpu;
+	enum rt_policy policy;
+	int priority;
+	uint64_t duration_ns, count;
+	bool mlock;
+	int housekeeping;
+	uint64_t snapshot_ns, window_ns;
+	const char *output;
+	bool allow_non_rt;
+};
+
+struct ev_ctx {
+	const struct ev_cfg *cfg;
+	struct ev_cfg cfg_store;
+	_Alignas(RL_CACHELINE) atomic_uint_least64_t events, lost;
+	_Alignas(RL_CACHELINE) struct channel *ch;
+	struct evsrc src;
+	bool src_open;
+	/* conversion capture domain -> CLOCK_MONOTONIC: mono = capture - offset */
+	int64_t offset_ns;
+	uint64_t unc_ns;
+	const char *method;
+	int64_t rt_off_start, rt_off_end;
+	uint64_t rt_unc;
+	bool rt_end_valid;
+	uint64_t start_mono;
+	pthread_t thread;
+	pthread_barrier_t ready, go;
+	atomic_bool stop, abort, done;
+	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
+	cpu_set_t affinity;
+};
+
+static int ev_bad(struct ev_ctx *ctx, char *err, size_t len, const char *msg)
+{
+	snprintf(err, len, "%s", msg);
+	free(ctx);
+	return -EINVAL;
+}
+
+static int ev_init(void **out, const struct opt_value *v, const struct probe_env *env, char *err,
+		   size_t errlen)
+{
+	struct ev_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
+							      ~(size_t)(RL_CACHELINE - 1));
+	if (!ctx)
+		return -ENOMEM;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->src.fd = -1;
+	struct ev_cfg *c = &ctx->cfg_store;
+	c->source = (int)v[O_SOURCE].i;
+	c->src.device = v[O_DEVICE].set ? v[O_DEVICE].s : NULL;
+	c->src.line = (int)v[O_LINE].i;
+	c->src.edge = (int)v[O_EDGE].i;
+	c->src.gpio_clock = (int)v[O_GPIO_CLOCK].i;
+	c->src.bind = v[O_BIND].set ? v[O_BIND].s : NULL;
+	c->src.interval_ns = NS_PER_SEC / (uint64_t)v[O_RATE].i;
+	c->src.gen_cpu = v[O_GEN_CPU].set ? (int)v[O_GEN_CPU].i : -1;
+	bool needs_dev = c->source >= 2;
+	if (needs_dev && !c->src.device)
+		return ev_bad(ctx, err, errlen, "--device: required for --source gpio|ptp|pps");
+	if (!needs_dev && c->src.device)
+		return ev_bad(ctx, err, errlen, "--device: only for --source gpio|ptp|pps");
+	if (c->source == 1 && !c->src.bind)
+		return ev_bad(ctx, err, errlen, "--bind: required for --source net");
+	if (c->source != 1 && c->src.bind)
+		return ev_bad(ctx, err, errlen, "--bind: only for --source net");
+	c->cpu = v[O_CPU].set ? (int)v[O_CPU].i : -1;
+	if ((c->cpu >= 0 && !CPU_ISSET(c->cpu, env->online)) ||
+	    (c->src.gen_cpu >= 0 && !CPU_ISSET(c->src.gen_cpu, env->online)))
+		return ev_bad(ctx, err, errlen, "--cpu/--gen-cpu: the CPU is not online");
+	c->policy = (enum rt_policy)v[O_POLICY].i;
+	if (c->policy == RT_DEADLINE)
+		return ev_bad(ctx, err, errlen, "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other");
+	int pmin, pmax;
+	rt_priority_range(c->policy, &pmin, &pmax);
+	if (v[O_PRIORITY].given) {
+		if (v[O_PRIORITY].i < pmin || v[O_PRIORITY].i > pmax) {
+			snprintf(err, errlen,
+				 "--priority: %lld is out of range for --policy %s; allowed range %d..%d",
+				 (long long)v[O_PRIORITY].i, rt_policy_names[c->policy], pmin, pmax);
+			free(ctx);
+			return -EINVAL;
+		}
+		c->priority = (int)v[O_PRIORITY].i;
+	} else {
+		c->priority = pmax >= 98 ? 98 : pmax;
+	}
+	/* the soft generator runs just below the handler */
+	c->src.gen_policy = c->policy;
+	c->src.gen_priority = c->priority > 1 ? c->priority - 1 : c->priority;
+	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
+	c->count = v[O_COUNT_EV].set ? (uint64_t)v[O_COUNT_EV].i : 0;
+	c->mlock = v[O_MLOCK].i != 0;
+	c->housekeeping = -1;
+	if (v[O_HOUSEKEEPING].set)
+		c->housekeeping = (int)v[O_HOUSEKEEPING].i;
+	else if (c->cpu >= 0)
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, env->online) && i != c->cpu) {
+				c->housekeeping = i;
+				break;
+			}
+	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->window_ns = (uint64_t)v[O_WINDOW].i;
+	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	ctx->cfg = c;
+	*out = ctx;
+	return 0;
+}
+
+static void ev_report_config(const void *p, struct jsonw *w, const char *key)
+{
+	const struct ev_cfg *c = ((const struct ev_ctx *)p)->cfg;
+	jw_obj_begin(w, key);
+	jw_str(w, "source", src_names[c->source]);
+	jw_str_or_null(w, "device", c->src.device);
+	jw_int(w, "line", c->src.line);
+	jw_str(w, "edge", edge_names[c->src.edge]);
+	jw_str(w, "gpio_clock", gclk_names[c->src.gpio_clock]);
+	jw_str_or_null(w, "bind", c->src.bind);
+	jw_uint(w, "rate_hz", NS_PER_SEC / c->src.interval_ns);
+	if (c->src.gen_cpu >= 0)
+		jw_int(w, "gen_cpu", c->src.gen_cpu);
+	else
+		jw_null(w, "gen_cpu");
+	if (c->cpu >= 0)
+		jw_int(w, "cpu", c->cpu);
+	else
+		jw_null(w, "cpu");
+	jw_str(w, "policy", rt_policy_names[c->policy]);
+	jw_int(w, "priority", c->priority);
+	if (c->duration_ns)
+		jw_uint(w, "duration_ns", c->duration_ns);
+	else
+		jw_null(w, "duration_ns");
+	if (c->count)
+		jw_uint(w, "count", c->count);
+	else
+		jw_null(w, "count");
+	jw_bool(w, "mlock", c->mlock);
+	if (c->housekeeping >= 0)
+		jw_int(w, "housekeeping_cpu", c->housekeeping);
+	else
+		jw_null(w, "housekeeping_cpu");
+	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_uint(w, "window_ns", c->window_ns);
+	jw_bool(w, "allow_non_rt", c->allow_non_rt);
+	jw_obj_end(w);
+}
+
+static void write_clock(struct jsonw *w, const struct ev_ctx *ctx, bool final)
+{
+	jw_obj_begin(w, "clock");
+	jw_str(w, "source_domain", ev_domain_names[ctx->src.domain]);
+	jw_str(w, "handling_clock", "monotonic");
+	jw_str(w, "method", ctx->method);
+	jw_int(w, "offset_ns", ctx->offset_ns);
+	jw_uint(w, "uncertainty_ns", ctx->unc_ns);
+	if (ctx->src.domain == EV_REALTIME || ctx->src.domain == EV_PHC) {
+		jw_int(w, "realtime_minus_monotonic_start_ns", ctx->rt_off_start);
+		if (final && ctx->rt_end_valid)
+			jw_int(w, "realtime_minus_monotonic_end_ns", ctx->rt_off_end);
+		else
+			jw_null(w, "realtime_minus_monotonic_end_ns");
+	}
+	if (ctx->src.domain == EV_PHC) {
+		jw_int(w, "phc_minus_realtime_ns", ctx->src.phc_minus_rt_ns);
+		jw_uint(w, "phc_uncertainty_ns", ctx->src.phc_unc_ns);
+	}
+	jw_obj_end(w);
+}
+
+static void write_extra(void *arg, struct jsonw *w, bool final)
+{
+	struct ev_ctx *ctx = arg;
+	jw_obj_begin(w, "event");
+	jw_str(w, "source", src_names[ctx->cfg->source]);
+	jw_uint(w, "events", atomic_load_explicit(&ctx->events, memory_order_relaxed));
+	jw_uint(w, "source_lost", atomic_load_explicit(&ctx->lost, memory_order_relaxed));
+	write_clock(w, ctx, final);
+	jw_obj_end(w);
+}
+
+static void handle_loop(struct ev_ctx *ctx)
+{
+	const struct ev_cfg *c = ctx->cfg;
+	const uint64_t start = ctx->start_mono;
+	const uint64_t end = c->duration_ns ? start + c->duration_ns : UINT64_MAX;
+	const uint64_t count = c->count ? c->count : UINT64_MAX;
+	const int64_t off = ctx->offset_ns;
+	struct channel *ch = ctx->ch;
+	uint64_t n = 0;
+	while (n < count && !atomic_load_explicit(&ctx->stop, memory_order_relaxed)) {
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		if (now >= end)
+			break;
+		struct ev_event ev;
+		int r = ctx->src.ops->wait(&ctx->src, now + POLL_NS < end ? now + POLL_NS : end, &ev);
+		uint64_t handled = rl_now_ns(CLOCK_MONOTONIC);
+		if (r < 0) {
+			ctx->run_err = -r;
+			break;
+		}
+		if (r == 0)
+			continue;
+		uint64_t cap = clk_to_mono(ev.capture_ns, off);
+		uint64_t at = handled > start ? handled - start : 0;
+		bool neg = handled < cap;
+		channel_record(ch, at, neg ? 0 : handled - cap, 0, neg);
+		atomic_store_explicit(&ctx->events,
+				      atomic_load_explicit(&ctx->events, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		if (ev.lost)
+			atomic_store_explicit(&ctx->lost,
+					      atomic_load_explicit(&ctx->lost, memory_order_relaxed) +
+						      ev.lost,
+					      memory_order_relaxed);
+		n++;
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	struct ev_ctx *ctx = arg;
+	const struct ev_cfg *c = ctx->cfg;
+	atomic_store(&ctx->ch->tid, (int)syscall(SYS_gettid));
+	if (c->cpu >= 0)
+		ctx->pin_err = rt_pin_self(c->cpu);
+	struct rt_sched_req req = { .policy = c->policy, .priority = c->priority };
+	ctx->sched_err = rt_set_sched_self(&req);
+	ctx->get_err = rt_get_sched_self(&ctx->kpolicy, &ctx->prio);
+	if (rt_get_affinity_self(&ctx->affinity) != 0)
+		CPU_ZERO(&ctx->affinity);
+	rt_prefault_stack(PREFAULT_STACK);
+	pthread_barrier_wait(&ctx->ready);
+	pthread_barrier_wait(&ctx->go);
+	if (!atomic_load(&ctx->abort))
+		handle_loop(ctx);
+	atomic_store(&ctx->done, true);
+	kill(getpid(), SIGUSR1);
+	return NULL;
+}
+
+static bool rt_ok(const struct ev_ctx *ctx)
+{
+	const struct ev_cfg *c = ctx->cfg;
+	if (ctx->pin_err || ctx->sched_err || ctx->get_err)
+		return false;
+	if ((ctx->kpolicy & ~0x40000000) != rt_policy_to_kernel(c->policy) ||
+	    ctx->prio != c->priority)
+		return false;
+	return c->cpu < 0 || (CPU_COUNT(&ctx->affinity) == 1 && CPU_ISSET(c->cpu, &ctx->affinity));
+}
+
+static void write_effective(struct jsonw *w, const struct ev_ctx *ctx, int mlock_err,
+			    const cpu_set_t *rep_aff, bool rep_pinned, bool rt_valid)
+{
+	const struct ev_cfg *c = ctx->cfg;
+	jw_obj_begin(w, "effective");
+	jw_obj_begin(w, "mlock");
+	jw_bool(w, "requested", c->mlock);
+	jw_bool(w, "locked", c->mlock && !mlock_err);
+	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
+	jw_obj_end(w);
+	jw_obj_begin(w, "dma_latency");
+	jw_null(w, "requested_us");
+	jw_bool(w, "held", false);
+	jw_null(w, "error");
+	jw_obj_end(w);
+	jw_arr_begin(w, "threads");
+	jw_obj_begin(w, NULL);
+	jw_str(w, "channel", ctx->ch->name);
+	if (c->cpu >= 0)
+		jw_int(w, "cpu", c->cpu);
+	else
+		jw_null(w, "cpu");
+	jw_int(w, "tid", atomic_load(&ctx->ch->tid));
+	if (ctx->get_err) {
+		jw_null(w, "policy");
+		jw_null(w, "priority");
+	} else {
+		jw_str(w, "policy", rt_kernel_policy_name(ctx->kpolicy));
+		jw_int(w, "priority", ctx->prio);
+	}
+	sysinfo_write_cpuset(w, "affinity", &ctx->affinity);
+	jw_arr_begin(w, "errors");
+	if (ctx->pin_err)
+		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-ctx->pin_err));
+	if (ctx->sched_err)
+		jw_strf(w, NULL, "sched_setattr: %s", strerror(-ctx->sched_err));
+	jw_arr_end(w);
+	jw_obj_end(w);
+	jw_arr_end(w);
+	jw_obj_begin(w, "reporter");
+	sysinfo_write_cpuset(w, "affinity", rep_aff);
+	jw_bool(w, "pinned", rep_pinned);
+	jw_obj_end(w);
+	jw_bool(w, "rt_valid", rt_valid);
+	jw_obj_begin(w, "tracing");
+	jw_null(w, "tracefs");
+	jw_bool(w, "marker", false);
+	jw_obj_end(w);
+	write_clock(w, ctx, false);
+	jw_str_or_null(w, "source_note", ctx->src.note[0] ? ctx->src.note : NULL);
+	jw_obj_end(w);
+}
+
+/* The capture -> CLOCK_MONOTONIC conversion of the source's domain. */
+static int measure_conversion(struct ev_ctx *ctx)
+{
+	int e = clk_realtime_minus_mono(16, &ctx->rt_off_start, &ctx->rt_unc);
+	if (e)
+		return e;
+	switch (ctx->src.domain) {
+	case EV_MONOTONIC:
+	case EV_HTE:
+		ctx->method = "none (captured on CLOCK_MONOTONIC)";
+		ctx->offset_ns = 0;
+		ctx->unc_ns = 0;
+		break;
+	case EV_REALTIME:
+		ctx->method = "CLOCK_REALTIME - CLOCK_MONOTONIC, bracketed clock_gettime";
+		ctx->offset_ns = ctx->rt_off_start;
+		ctx->unc_ns = ctx->rt_unc;
+		break;
+	case EV_PHC:
+		ctx->method = ctx->src.phc_method;
+		ctx->offset_ns = ctx->src.phc_minus_rt_ns + ctx->rt_off_start;
+		ctx->unc_ns = ctx->src.phc_unc_ns + ctx->rt_unc;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int ev_run(void *p, const struct probe_env *env)
+{
+	struct ev_ctx *ctx = p;
+	const struct ev_cfg *c = ctx->cfg;
+	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR;
+	bool barriers = false, started = false;
+	struct jsonw w;
+	jw_init(&w);
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (c->output) {
+		out_fd = open(c->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			fprintf(stderr, "rtlab-probe event: --output: cannot open %s: %s\n",
+				c->output, strerror(errno));
+			return RL_EXIT_ERROR;
+		}
+	}
+	char msg[256] = "";
+	ctx->src.ops = src_ops[c->source];
+	int e = ctx->src.ops->open(&ctx->src, &c->src, msg, sizeof(msg));
+	if (e) {
+		bool missing = e == -ENOENT || e == -ENODEV || e == -EOPNOTSUPP || e == -ENOTTY ||
+			       e == -ENXIO;
+		fprintf(stderr, "rtlab-probe event: %s%s\n", missing ? "skipped: " : "", msg);
+		code = missing ? RL_EXIT_SKIPPED : e == -EINVAL ? RL_EXIT_USAGE : RL_EXIT_ERROR;
+		ctx->src.ops->close(&ctx->src);
+		goto out;
+	}
+	ctx->src_open = true;
+	e = measure_conversion(ctx);
+	if (!e)
+		e = channel_create(&ctx->ch, "latency", c->cpu, c->window_ns, 0);
+	if (e) {
+		fprintf(stderr, "rtlab-probe event: set-up failed: %s\n", strerror(-e));
+		goto out;
+	}
+	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
+	cpu_set_t rep_aff;
+	if (rt_get_affinity_self(&rep_aff) != 0)
+		CPU_ZERO(&rep_aff);
+	if (c->mlock)
+		mlock_err = rt_mlockall();
+	pthread_barrier_init(&ctx->ready, NULL, 2);
+	pthread_barrier_init(&ctx->go, NULL, 2);
+	barriers = true;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	e = pthread_create(&ctx->thread, &attr, thread_main, ctx);
+	pthread_attr_destroy(&attr);
+	if (e) {
+		fprintf(stderr, "rtlab-probe event: cannot create a thread: %s\n", strerror(e));
+		goto out;
+	}
+	started = true;
+	pthread_barrier_wait(&ctx->ready);
+	bool rt_valid = rt_ok(ctx) && !(c->mlock && mlock_err);
+	char why[320] = "";
+	if (!rt_ok(ctx))
+		snprintf(why, sizeof(why),
+			 "cannot run the handling thread as %s priority %d%s: run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
+			 rt_policy_names[c->policy], c->priority, ctx->pin_err ? " on its CPU" : "");
+	else if (c->mlock && mlock_err)
+		snprintf(why, sizeof(why),
+			 "cannot lock memory with mlockall (%s): run as root, or pass --no-mlock or --allow-non-rt",
+			 strerror(-mlock_err));
+	if (why[0] && !c->allow_non_rt) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		pthread_join(ctx->thread, NULL);
+		started = false;
+		fprintf(stderr, "rtlab-probe event: skipped: %s\n", why);
+		code = RL_EXIT_SKIPPED;
+		goto out;
+	}
+	e = ctx->src.ops->arm(&ctx->src);
+	if (e) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		pthread_join(ctx->thread, NULL);
+		started = false;
+		fprintf(stderr, "rtlab-probe event: cannot arm the %s source: %s\n",
+			ctx->src.ops->name, strerror(-e));
+		code = e == -EOPNOTSUPP || e == -ENOTTY ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
+		goto out;
+	}
+
+	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
+	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
+	ctx->start_mono = start_mono;
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "header");
+	jw_int(&w, "schema", 1);
+	jw_str(&w, "engine_version", RTLAB_VERSION);
+	jw_str(&w, "probe", "event");
+	jw_arr_begin(&w, "argv");
+	for (int i = 0; i < env->argc; i++)
+		jw_str(&w, NULL, env->argv[i]);
+	jw_arr_end(&w);
+	jw_uint(&w, "start_realtime_ns", start_real);
+	jw_uint(&w, "start_monotonic_ns", start_mono);
+	ev_report_config(ctx, &w, "config");
+	write_effective(&w, ctx, mlock_err, &rep_aff, rep_pinned, rt_valid);
+	sysinfo_write(&w, "system");
+	jw_obj_end(&w);
+	int out_err = jw_emit(&w, out_fd);
+	if (why[0]) {
+		jw_obj_begin(&w, NULL);
+		jw_str(&w, "type", "log");
+		jw_int(&w, "schema", 1);
+		jw_str(&w, "level", "warning");
+		jw_str(&w, "code", "no_rt");
+		jw_str(&w, "msg", why);
+		jw_obj_end(&w);
+		if (jw_emit(&w, out_fd) != 0) {
+			/* reported by the reporter's writes */
+		}
+	}
+
+	struct reporter *rep = NULL;
+	struct reporter_cfg rc = {
+		.out_fd = out_fd,
+		.samples_fd = -1,
+		.snapshot_ns = c->snapshot_ns,
+		.start_mono_ns = start_mono,
+		.chans = &ctx->ch,
+		.n_chans = 1,
+		.extra = write_extra,
+		.extra_arg = ctx,
+	};
+	e = reporter_start(&rep, &rc);
+	if (e) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		pthread_join(ctx->thread, NULL);
+		started = false;
+		fprintf(stderr, "rtlab-probe event: cannot start the reporter: %s\n", strerror(-e));
+		goto out;
+	}
+	pthread_barrier_wait(&ctx->go);
+	sigset_t wait;
+	sigemptyset(&wait);
+	sigaddset(&wait, SIGINT);
+	sigaddset(&wait, SIGTERM);
+	sigaddset(&wait, SIGUSR1);
+	bool interrupted = false;
+	for (;;) {
+		int sig = sigwaitinfo(&wait, NULL);
+		if (sig == SIGINT || sig == SIGTERM) {
+			interrupted = true;
+			atomic_store(&ctx->stop, true);
+			break;
+		}
+		if (sig == SIGUSR1 && atomic_load(&ctx->done))
+			break;
+	}
+	pthread_join(ctx->thread, NULL);
+	started = false;
+	uint64_t unc_end;
+	ctx->rt_end_valid = clk_realtime_minus_mono(16, &ctx->rt_off_end, &unc_end) == 0;
+
+	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
+	char errmsg[128] = "";
+	if (ctx->run_err)
+		snprintf(errmsg, sizeof(errmsg), "%s source: %s", ctx->src.ops->name,
+			 strerror(ctx->run_err));
+	if (interrupted) {
+		o.status = "interrupted";
+		o.exit_code = RL_EXIT_INTERRUPTED;
+	} else if (errmsg[0]) {
+		o.status = "error";
+		o.exit_code = RL_EXIT_ERROR;
+		o.error = errmsg;
+	}
+	e = reporter_finish(rep, &o);
+	if (e || out_err) {
+		fprintf(stderr, "rtlab-probe event: writing the output failed: %s\n",
+			strerror(-(e ? e : out_err)));
+		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
+	} else {
+		code = o.exit_code;
+	}
+out:
+	if (started) {
+		atomic_store(&ctx->abort, true);
+		pthread_join(ctx->thread, NULL);
+	}
+	if (ctx->src_open) {
+		ctx->src.ops->close(&ctx->src);
+		ctx->src_open = false;
+	}
+	jw_free(&w);
+	if (barriers) {
+		pthread_barrier_destroy(&ctx->ready);
+		pthread_barrier_destroy(&ctx->go);
+	}
+	if (out_fd != STDOUT_FILENO)
+		close(out_fd);
+	return code;
+}
+
+static void ev_fini(void *p)
+{
+	struct ev_ctx *ctx = p;
+	if (!ctx)
+		return;
+	if (ctx->ch)
+		channel_destroy(ctx->ch);
+	free(ctx);
+}
+
+const struct probe_ops event_probe = {
+	.name = "event",
+	.summary = "external event latency against its capture timestamp (soft|net|gpio|ptp|pps)",
+	.usage = "An event source delivers events with the time they were captured (by hardware\n"
+		 "or by the kernel at interrupt time); a pinned RT thread handles each one and\n"
+		 "records latency = handling time - capture time (converted to CLOCK_MONOTONIC\n"
+		 "with a measured offset, reported with its uncertainty). See docs/probes/event.md.",
+	.opts = ev_opts,
+	.n_opts = O_N,
+	.unavailable = NULL,
+	.init = ev_init,
+	.report_config = ev_report_config,
+	.run = ev_run,
+	.fini = ev_fini,
+};

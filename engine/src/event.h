@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `event` probe's sources and clock domains.
+ *
+ * An event source delivers events with the time they were captured (by
+ * hardware, or by the kernel at interrupt time) in the source's own clock
+ * domain. The probe converts a capture time into CLOCK_MONOTONIC with a
+ * measured offset (and its uncertainty) and records
+ * latency = handling time - capture time.
+ *
+ * One small interface per source (evsrc_*.c): open -> arm -> wait* -> close.
+ * The decoding and clock arithmetic are pure functions, declared here, that
+ * the unit tests drive with recorded/synthetic binary event streams.
+ */
+#ifndef RTLAB_EVENT_H
+#define RTLAB_EVENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common.h"
+
+enum ev_domain { EV_MONOTONIC, EV_REALTIME, EV_PHC, EV_HTE, EV_DOMAIN_COUNT };
+extern const char *const ev_domain_names[]; /* "monotonic", "realtime", "phc", "hte" */
+
+struct ev_event {
+	uint64_t capture_ns;	/* in the source's domain */
+	uint64_t lost;		/* events the source says were lost before this one */
+};
+
+/* Everything a source may need; each uses its part. */
+struct evsrc_cfg {
+	const char *device;	/* gpio: /dev/gpiochipN, ptp: /dev/ptpN, pps: /dev/ppsN */
+	int line;		/* gpio line offset, ptp extts channel */
+	int edge;		/* 0 rising, 1 falling, 2 both */
+	int gpio_clock;		/* 0 monotonic, 1 realtime, 2 hte */
+	const char *bind;	/* net: ADDR:PORT */
+	uint64_t interval_ns;	/* soft: generator period */
+	int gen_cpu;		/* soft: generator CPU, -1: unpinned */
+	int gen_policy, gen_priority; /* soft: generator scheduling (enum rt_policy) */
+};
+
+struct evsrc;
+
+struct evsrc_ops {
+	const char *name;
+	/* Open the device/socket; err gets a one-line reason. 0 or -errno
+	 * (-ENOENT/-ENODEV/-EOPNOTSUPP: the hardware or feature is missing). */
+	int (*open)(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len);
+	/* Start delivering events (from now on). */
+	int (*arm)(struct evsrc *s);
+	/* Wait for one event until deadline (CLOCK_MONOTONIC ns): 1 event,
+	 * 0 deadline, -errno. Called only by the measuring thread. */
+	int (*wait)(struct evsrc *s, uint64_t deadline, struct ev_event *ev);
+	void (*close)(struct evsrc *s);
+};
+
+struct evsrc {
+	const struct evsrc_ops *ops;
+	enum ev_domain domain;	/* set by open */
+	int fd;
+	void *priv;
+	/* PHC sources: the PHC <-> CLOCK_REALTIME offset, measured by open */
+	int64_t phc_minus_rt_ns;
+	uint64_t phc_unc_ns;
+	const char *phc_method;	/* "PTP_SYS_OFFSET_EXTENDED" | "PTP_SYS_OFFSET" */
+	char note[160];		/* anything the header should say */
+};
+
+extern const struct evsrc_ops evsrc_soft, evsrc_net, evsrc_gpio, evsrc_ptp, evsrc_pps;
+
+/* ---- clock arithmetic (event_clock.c) --------------------------------- */
+
+/* One bracketed reading: before/after on clock A, ref on clock B. */
+struct clk_sample {
+	uint64_t before, ref, after;
+};
+
+/*
+ * From n bracketed readings pick the narrowest bracket; offset = ref - mid
+ * (B - A), uncertainty = half its width. 0, or -EINVAL (n == 0 or a bracket
+ * with after < before).
+ */
+int clk_offset_best(const struct clk_sample *s, size_t n, int64_t *offset,
+		    uint64_t *uncertainty) RL_WUR;
+
+/* Measure CLOCK_REALTIME - CLOCK_MONOTONIC (best of n brackets). */
+int clk_realtime_minus_mono(size_t n, int64_t *offset, uint64_t *uncertainty) RL_WUR;
+
+/* Convert a capture time with domain - monotonic = offset; clamps at 0. */
+static inline uint64_t clk_to_mono(uint64_t t, int64_t offset)
+{
+	if (offset >= 0)
+		return t >= (uint64_t)offset ? t - (uint64_t)offset : 0;
+	return t + (uint64_t)(-offset);
+}
+
+/* ---- decoders (pure) -------------------------------------------------- */
+
+/* GPIO v2: n whole struct gpio_v2_line_event in buf; tracks line_seqno gaps. */
+struct gpio_state {
+	uint32_t last_line_seqno; /* 0: none yet */
+};
+/* Decode up to max events from len bytes; returns events decoded, or
+ * -EINVAL if len is not a multiple of the event size. */
+int gpio_decode(struct gpio_state *st, const void *buf, size_t len, struct ev_event *out,
+		size_t max);
+size_t gpio_event_size(void);
+
+/* PTP EXTTS: struct ptp_extts_event records; only those of channel index. */
+struct ptp_state {
+	unsigned index;
+	uint64_t other;	/* events of other channels, ignored */
+};
+int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_event *out,
+	       size_t max);
+size_t ptp_event_size(void);
+/* Offset PHC - system from a PTP_SYS_OFFSET_EXTENDED result (raw struct). */
+int ptp_offset_from_extended(const void *sysoff_ext, int64_t *offset, uint64_t *unc) RL_WUR;
+/* Offset PHC - system from a PTP_SYS_OFFSET result (raw struct): ts[2k]
+ * system, ts[2k+1] PHC, ts[2k+2] system. */
+int ptp_offset_from_basic(const void *sysoff, int64_t *offset, uint64_t *unc) RL_WUR;
+
+/* PPS: a PPS_FETCH result (struct pps_fdata); 1 new assert event, 0 none. */
+struct pps_state {
+	uint32_t last_seq;
+	bool have;
+};
+int pps_decode(struct pps_state *st, const void *fdata, struct ev_event *out);
+size_t pps_fdata_size(void);
+
+#endif

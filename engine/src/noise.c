@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `noise` probe: OS noise seen by a polling core. One pinned thread per
+ * measured CPU spins reading a fast counter (counter.h) and records every gap
+ * between two consecutive reads above --gap-threshold into its channel
+ * (histogram, exact max/sum, per-window maxima). Per channel the probe also
+ * publishes loops, measured time, noise per second, "% CPU available", gaps
+ * that look like RT throttling, and the CLOCK_MONOTONIC start/end of gaps
+ * above --record-gaps-above (for attribution from a mono-clocked trace).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "counter.h"
+#include "noise.h"
+#include "noise_common.h"
+#include "opts.h"
+#include "probe.h"
+#include "reporter.h"
+#include "rt.h"
+#include "sysinfo.h"
+
+#define NOISE_STACK (128 * 1024)
+#define NOISE_GAP_RING 4096u /* power of two */
+#define NOISE_START_LEAD_NS (20 * NS_PER_MS)
+#define NOISE_CHECK_MASK 1023u /* publish and check the end every 1024 loops */
+
+static const char *const counter_names[] = { "auto", "counter", "monotonic", NULL };
+
+enum {
+	O_CPUS, O_POLICY, O_PRIORITY, O_DURATION, O_GAP, O_RECORD, O_MAX_GAPS, O_THRESHOLD,
+	O_CLOCKSRC, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT,
+	O_COUNT
+};
+
+static const struct opt_def noise_opts[O_COUNT] = {
+	[O_CPUS] = { "cpus", OPT_CPULIST, NULL, "CPUs to measure, one polling thread each", 0, 0,
+		     NULL, NULL, "all online CPUs but the first (the housekeeping CPU)" },
+	[O_POLICY] = { "policy", OPT_ENUM, "POLICY",
+		       "scheduling policy of the polling threads (fifo/rr: RT throttling shows up as gaps)",
+		       0, 0, rt_policy_names, "other", NULL },
+	[O_PRIORITY] = { "priority", OPT_INT, NULL, "priority (fifo/rr: 1..99; other: 0)", 0, 99,
+			 NULL, NULL, "1 for fifo/rr, 0 otherwise" },
+	[O_DURATION] = { "duration", OPT_DURATION, NULL, "stop after this run time",
+			 (int64_t)NS_PER_MS, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, NULL,
+			 "until SIGINT/SIGTERM" },
+	[O_GAP] = { "gap-threshold", OPT_DURATION, NULL,
+		    "record every gap between two counter reads above this",
+		    (int64_t)(100), (int64_t)(10 * NS_PER_SEC), NULL, "1us", NULL },
+	[O_RECORD] = { "record-gaps-above", OPT_DURATION, NULL,
+		       "list start/end (CLOCK_MONOTONIC) of gaps at or above this", 100,
+		       (int64_t)(3600 * NS_PER_SEC), NULL, "10us", NULL },
+	[O_MAX_GAPS] = { "max-gaps", OPT_INT, "N",
+			 "at most N listed gaps per channel per snapshot (the rest are counted)", 0,
+			 100000, NULL, "1000", NULL },
+	[O_THRESHOLD] = { "threshold", OPT_DURATION, NULL,
+			  "stop with exit 3 when a gap exceeds this", 1,
+			  (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "none" },
+	[O_CLOCKSRC] = { "counter", OPT_ENUM, "SRC",
+			 "what the loop reads: counter (TSC/cntvct), monotonic (vDSO clock_gettime)",
+			 0, 0, counter_names, "auto", NULL },
+	[O_MLOCK] = { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, "true",
+		      NULL },
+	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
+			     CPU_SETSIZE - 1, NULL, NULL,
+			     "first online CPU not measured, else unpinned" },
+	[O_SNAPSHOT] = { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records",
+			 (int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_WINDOW] = { "window", OPT_DURATION, NULL, "length of a per-window maximum",
+		       (int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_OUTPUT] = { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL,
+		       NULL, "stdout" },
+	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
+			     "measure even if the policy/pinning/mlock did not take effect", 0, 0,
+			     NULL, "false", NULL },
+};
+
+struct noise_cfg {
+	int cpus[CPU_SETSIZE];
+	size_t n_cpus;
+	enum rt_policy policy;
+	int priority;
+	uint64_t duration_ns;	/* 0: none */
+	uint64_t gap_ns;
+	uint64_t record_ns;
+	uint64_t max_gaps;
+	uint64_t threshold_ns;	/* 0: none */
+	int counter_idx;
+	bool mlock;
+	int housekeeping;
+	uint64_t snapshot_ns;
+	uint64_t window_ns;
+	const char *output;
+	bool allow_non_rt;
+	int64_t rt_runtime_us, rt_period_us; /* -2: unknown */
+	uint64_t throttle_ns;	/* expected throttling gap (fifo/rr only), 0: none */
+};
+
+struct gap_rec {
+	uint64_t start_mono_ns;
+	uint64_t end_mono_ns;
+};
+
+struct noise_ctx;
+
+struct noise_thread {
+	/* read-mostly, set before start */
+	_Alignas(RL_CACHELINE) struct noise_ctx *ctx;
+	struct channel *ch;
+	size_t idx;
+	pthread_t thread;
+	struct pc_setup setup;
+
+	/* published by the thread (relaxed), read by the reporter */
+	_Alignas(RL_CACHELINE) atomic_uint_least64_t loops;
+	atomic_uint_least64_t measured_ns;
+	atomic_uint_least64_t noise_ns;
+	atomic_uint_least64_t throttle_gaps;
+	atomic_uint_least64_t gaps_lost;	/* ring full */
+	atomic_size_t gap_head;
+
+	/* consumer side (reporter) */
+	_Alignas(RL_CACHELINE) atomic_size_t gap_tail;
+	uint64_t dropped;			/* over --max-gaps, reporter only */
+
+	_Alignas(RL_CACHELINE) struct gap_rec ring[NOISE_GAP_RING];
+};
+
+struct noise_ctx {
+	const struct noise_cfg *cfg;
+	struct noise_cfg cfg_store;
+	struct counter cnt;
+	struct noise_thread *threads;
+	struct channel **chans;
+	pthread_barrier_t ready, go;
+	atomic_bool stop;
+	atomic_bool abort;
+	atomic_int running;
+	atomic_int thr_taken;
+	size_t thr_chan;
+	uint64_t thr_gap, thr_at;
+	uint64_t start_mono;
+	uint64_t start_ticks;
+	uint64_t end_ticks;	/* UINT64_MAX: none */
+	struct gap_rec *scratch;
+};
+
+static int64_t read_proc_int(const char *path)
+{
+	char buf[64];
+	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0)
+		return -2;
+	return strtoll(buf, NULL, 10);
+}
+
+static int noise_init(void **out, const struct opt_value *v, const struct probe_env *env,
+		      char *err, size_t errlen)
+{
+	struct noise_ctx *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	struct noise_cfg *c = &ctx->cfg_store;
+	int first = -1, online = CPU_COUNT(env->online);
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		bool take;
+		if (v[O_CPUS].set) {
+			take = CPU_ISSET(i, &v[O_CPUS].cpus);
+		} else {
+			take = CPU_ISSET(i, env->online);
+			if (take && first < 0 && online > 1) {
+				first = i;
+				take = false;
+			}
+		}
+		if (take)
+			c->cpus[c->n_cpus++] = i;
+	}
+	c->policy = (enum rt_policy)v[O_POLICY].i;
+	if (c->policy == RT_DEADLINE) {
+		snprintf(err, errlen,
+			 "--policy: deadline cannot run a polling loop (it is throttled every period); use other, fifo or rr");
+		free(ctx);
+		return -EINVAL;
+	}
+	int e = pc_priority(c->policy, v[O_PRIORITY].given, v[O_PRIORITY].i, &c->priority, err,
+			    errlen);
+	if (e) {
+		free(ctx);
+		return e;
+	}
+	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
+	c->gap_ns = (uint64_t)v[O_GAP].i;
+	c->record_ns = (uint64_t)v[O_RECORD].i;
+	if (c->record_ns < c->gap_ns) {
+		snprintf(err, errlen,
+			 "--record-gaps-above: must be at least --gap-threshold (%llu ns)",
+			 (unsigned long long)c->gap_ns);
+		free(ctx);
+		return -EINVAL;
+	}
+	c->max_gaps = (uint64_t)v[O_MAX_GAPS].i;
+	c->threshold_ns = v[O_THRESHOLD].set ? (uint64_t)v[O_THRESHOLD].i : 0;
+	c->counter_idx = (int)v[O_CLOCKSRC].i;
+	c->mlock = v[O_MLOCK].i != 0;
+	c->housekeeping = -1;
+	if (v[O_HOUSEKEEPING].set) {
+		int hk = (int)v[O_HOUSEKEEPING].i;
+		if (!CPU_ISSET(hk, env->online)) {
+			snprintf(err, errlen, "--housekeeping: CPU %d is not online", hk);
+			free(ctx);
+			return -EINVAL;
+		}
+		c->housekeeping = hk;
+	} else {
+		for (int i = 0; i < CPU_SETSIZE && c->housekeeping < 0; i++) {
+			bool measured = false;
+			for (size_t k = 0; k < c->n_cpus; k++)
+				measured = measured || c->cpus[k] == i;
+			if (CPU_ISSET(i, env->online) && !measured)
+				c->housekeeping = i;
+		}
+	}
+	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->window_ns = (uint64_t)v[O_WINDOW].i;
+	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->rt_runtime_us = read_proc_int("/proc/sys/kernel/sched_rt_runtime_us");
+	c->rt_period_us = read_proc_int("/proc/sys/kernel/sched_rt_period_us");
+	if (c->policy == RT_FIFO || c->policy == RT_RR)
+		c->throttle_ns = noise_throttle_gap_ns(c->rt_runtime_us, c->rt_period_us);
+	ctx->cfg = c;
+	*out = ctx;
+	return 0;
+}
+
+static void noise_report_config(const void *p, struct jsonw *w, const char *key)
+{
+	const struct noise_cfg *c = ((const struct noise_ctx *)p)->cfg;
+	jw_obj_begin(w, key);
+	jw_arr_begin(w, "cpus");
+	for (size_t i = 0; i < c->n_cpus; i++)
+		jw_int(w, NULL, c->cpus[i]);
+	jw_arr_end(w);
+	jw_str(w, "policy", rt_policy_names[c->policy]);
+	jw_int(w, "priority", c->priority);
+	if (c->duration_ns)
+		jw_uint(w, "duration_ns", c->duration_ns);
+	else
+		jw_null(w, "duration_ns");
+	jw_uint(w, "gap_threshold_ns", c->gap_ns);
+	jw_uint(w, "record_gaps_above_ns", c->record_ns);
+	jw_uint(w, "max_gaps", c->max_gaps);
+	if (c->threshold_ns)
+		jw_uint(w, "threshold_ns", c->threshold_ns);
+	else
+		jw_null(w, "threshold_ns");
+	jw_str(w, "counter", counter_names[c->counter_idx]);
+	jw_bool(w, "mlock", c->mlock);
+	if (c->housekeeping >= 0)
+		jw_int(w, "housekeeping_cpu", c->housekeeping);
+	else
+		jw_null(w, "housekeeping_cpu");
+	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_uint(w, "window_ns", c->window_ns);
+	jw_str_or_null(w, "output", c->output);
+	jw_bool(w, "allow_non_rt", c->allow_non_rt);
+	jw_obj_end(w);
+}
+
+/* The rare path: a gap above --gap-threshold (kept out of the loop body). */
+static __attribute__((noinline)) bool on_gap(struct noise_thread *t, uint64_t now,
+					      uint64_t ticks)
+{
+	struct noise_ctx *ctx = t->ctx;
+	const struct noise_cfg *c = ctx->cfg;
+	const struct counter *cnt = &ctx->cnt;
+	uint64_t gap = counter_ticks_to_ns(cnt, ticks);
+	uint64_t at = now > ctx->start_ticks ? counter_ticks_to_ns(cnt, now - ctx->start_ticks) : 0;
+	channel_record(t->ch, at, gap, 0, false);
+	atomic_store_explicit(&t->noise_ns,
+			      atomic_load_explicit(&t->noise_ns, memory_order_relaxed) + gap,
+			      memory_order_relaxed);
+	if (noise_is_throttle_gap(gap, c->throttle_ns))
+		atomic_store_explicit(
+			&t->throttle_gaps,
+			atomic_load_explicit(&t->throttle_gaps, memory_order_relaxed) + 1,
+			memory_order_relaxed);
+	if (gap >= c->record_ns) {
+		/* the end on CLOCK_MONOTONIC: read it now, minus what passed since */
+		uint64_t mono = rl_now_ns(CLOCK_MONOTONIC);
+		uint64_t c2 = counter_read(cnt);
+		uint64_t since = c2 > now ? counter_ticks_to_ns(cnt, c2 - now) : 0;
+		uint64_t end = mono - since;
+		size_t h = atomic_load_explicit(&t->gap_head, memory_order_relaxed);
+		size_t tl = atomic_load_explicit(&t->gap_tail, memory_order_acquire);
+		if (h - tl < NOISE_GAP_RING) {
+			t->ring[h & (NOISE_GAP_RING - 1)] = (struct gap_rec){ end - gap, end };
+			atomic_store_explicit(&t->gap_head, h + 1, memory_order_release);
+		} else {
+			atomic_store_explicit(
+				&t->gaps_lost,
+				atomic_load_explicit(&t->gaps_lost, memory_order_relaxed) + 1,
+				memory_order_relaxed);
+		}
+	}
+	if (c->threshold_ns && gap > c->threshold_ns) {
+		int expected = 0;
+		if (atomic_compare_exchange_strong(&ctx->thr_taken, &expected, 1)) {
+			ctx->thr_chan = t->idx;
+			ctx->thr_gap = gap;
+			ctx->thr_at = at;
+		}
+		atomic_store(&ctx->stop, true);
+		return true;
+	}
+	return false;
+}
+
+static void poll_loop(struct noise_thread *t)
+{
+	struct noise_ctx *ctx = t->ctx;
+	const struct counter *cnt = &ctx->cnt;
+	const uint64_t thr = counter_ns_to_ticks(cnt, ctx->cfg->gap_ns);
+	const uint64_t end = ctx->end_ticks;
+	uint64_t loops = 0;
+	/* wait for the common start so every channel covers the same time */
+	uint64_t prev = counter_read(cnt);
+	while (prev < ctx->start_ticks)
+		prev = counter_read(cnt);
+	const uint64_t first = prev;
+
+	for (;;) {
+		uint64_t now = counter_read(cnt);
+		uint64_t d = now - prev;
+		prev = now;
+		loops++;
+		if (__builtin_expect(d > thr, 0) && on_gap(t, now, d))
+			break;
+		if (__builtin_expect((loops & NOISE_CHECK_MASK) == 0, 0)) {
+			atomic_store_explicit(&t->loops, loops, memory_order_relaxed);
+			atomic_store_explicit(&t->measured_ns, counter_ticks_to_ns(cnt, now - first),
+					      memory_order_relaxed);
+			if (now >= end || atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+				break;
+		}
+	}
+	atomic_store_explicit(&t->loops, loops, memory_order_relaxed);
+	atomic_store_explicit(&t->measured_ns, counter_ticks_to_ns(cnt, prev - first),
+			      memory_order_relaxed);
+}
+
+static void *noise_thread_main(void *arg)
+{
+	struct noise_thread *t = arg;
+	struct noise_ctx *ctx = t->ctx;
+	atomic_store(&t->ch->tid, (int)syscall(SYS_gettid));
+	pc_setup_self(&t->setup, t->ch->cpu, ctx->cfg->policy, ctx->cfg->priority);
+	pthread_barrier_wait(&ctx->ready);
+	pthread_barrier_wait(&ctx->go);
+	if (!atomic_load(&ctx->abort))
+		poll_loop(t);
+	if (atomic_fetch_sub(&ctx->running, 1) == 1)
+		kill(getpid(), SIGUSR1);
+	return NULL;
+}
+
+/* Reporter hook: per-channel noise figures and the listed gaps. */
+static void noise_extra(void *arg, struct jsonw *w, bool final)
+{
+	struct noise_ctx *ctx = arg;
+	const struct noise_cfg *c = ctx->cfg;
+	jw_obj_begin(w, "noise");
+	jw_str(w, "counter", counter_kind_name(ctx->cnt.kind));
+	if (c->throttle_ns)
+		jw_uint(w, "throttle_gap_ns", c->throttle_ns);
+	else
+		jw_null(w, "throttle_gap_ns");
+	jw_arr_begin(w, "channels");
+	for (size_t i = 0; i < c->n_cpus; i++) {
+		struct noise_thread *t = &ctx->threads[i];
+		uint64_t loops = atomic_load_explicit(&t->loops, memory_order_relaxed);
+		uint64_t meas = atomic_load_explicit(&t->measured_ns, memory_order_relaxed);
+		uint64_t noise = atomic_load_explicit(&t->noise_ns, memory_order_relaxed);
+		size_t tl = atomic_load_explicit(&t->gap_tail, memory_order_relaxed);
+		size_t h = atomic_load_explicit(&t->gap_head, memory_order_acquire);
+		size_t n = 0;
+		while (tl != h) {
+			if (n < c->max_gaps)
+				ctx->scratch[n++] = t->ring[tl & (NOISE_GAP_RING - 1)];
+			else
+				t->dropped++;
+			tl++;
+		}
+		atomic_store_explicit(&t->gap_tail, tl, memory_order_release);
+		jw_obj_begin(w, NULL);
+		jw_str(w, "channel", t->ch->name);
+		jw_int(w, "cpu", t->ch->cpu);
+		jw_uint(w, "loops", loops);
+		jw_uint(w, "measured_ns", meas);
+		jw_uint(w, "noise_ns", noise);
+		jw_uint(w, "noise_ns_per_s", noise_per_second(noise, meas));
+		jw_uint(w, "available_ppm", noise_available_ppm(meas, noise));
+		jw_uint(w, "loops_per_s", noise_per_second(loops, meas));
+		jw_uint(w, "throttle_gaps", atomic_load_explicit(&t->throttle_gaps,
+								  memory_order_relaxed));
+		jw_arr_begin(w, "gaps");
+		for (size_t k = 0; k < n; k++) {
+			jw_arr_begin(w, NULL);
+			jw_uint(w, NULL, ctx->scratch[k].start_mono_ns);
+			jw_uint(w, NULL, ctx->scratch[k].end_mono_ns);
+			jw_arr_end(w);
+		}
+		jw_arr_end(w);
+		jw_uint(w, "gaps_dropped",
+			t->dropped + atomic_load_explicit(&t->gaps_lost, memory_order_relaxed));
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	(void)final;
+	jw_obj_end(w);
+}
+
+static void join_all(struct noise_ctx *ctx, size_t created)
+{
+	for (size_t i = 0; i < created; i++)
+		pthread_join(ctx->threads[i].thread, NULL);
+}
+
+static int noise_run(void *p, const struct probe_env *env)
+{
+	struct noise_ctx *ctx = p;
+	const struct noise_cfg *c = ctx->cfg;
+	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR, e;
+	size_t created = 0;
+	bool barriers = false;
+	struct jsonw w;
+	jw_init(&w);
+
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
+		fprintf(stderr, "rtlab-probe noise: --output: cannot open %s: %s\n", c->output,
+			strerror(-e));
+		return RL_EXIT_ERROR;
+	}
+	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
+	cpu_set_t rep_aff;
+	if (rt_get_affinity_self(&rep_aff) != 0)
+		CPU_ZERO(&rep_aff);
+
+	const char *why_hw = NULL;
+	bool hw = c->counter_idx != 2 && counter_hw_safe(&why_hw);
+	if (c->counter_idx == 1 && !hw) {
+		fprintf(stderr, "rtlab-probe noise: skipped: --counter counter: %s\n", why_hw);
+		code = RL_EXIT_SKIPPED;
+		goto out;
+	}
+	if (counter_calibrate(&ctx->cnt, hw, 50 * NS_PER_MS) != 0)
+		goto out;
+	if (!why_hw)
+		why_hw = ctx->cnt.why;
+	if (c->mlock)
+		mlock_err = rt_mlockall();
+
+	size_t tsz = (c->n_cpus * sizeof(*ctx->threads) + RL_CACHELINE - 1) &
+		     ~(size_t)(RL_CACHELINE - 1);
+	ctx->threads = aligned_alloc(RL_CACHELINE, tsz);
+	ctx->chans = calloc(c->n_cpus, sizeof(*ctx->chans));
+	ctx->scratch = calloc(NOISE_GAP_RING, sizeof(*ctx->scratch));
+	if (!ctx->threads || !ctx->chans || !ctx->scratch) {
+		fprintf(stderr, "rtlab-probe noise: out of memory\n");
+		goto out;
+	}
+	memset(ctx->threads, 0, tsz);
+	for (size_t i = 0; i < c->n_cpus; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "cpu%d", c->cpus[i]);
+		e = channel_create(&ctx->chans[i], name, c->cpus[i], c->window_ns, 0);
+		if (e) {
+			fprintf(stderr, "rtlab-probe noise: cannot allocate a channel: %s\n",
+				strerror(-e));
+			goto out;
+		}
+		ctx->threads[i].ctx = ctx;
+		ctx->threads[i].ch = ctx->chans[i];
+		ctx->threads[i].idx = i;
+	}
+
+	pthread_barrier_init(&ctx->ready, NULL, (unsigned)c->n_cpus + 1);
+	pthread_barrier_init(&ctx->go, NULL, (unsigned)c->n_cpus + 1);
+	barriers = true;
+	atomic_init(&ctx->running, (int)c->n_cpus);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, NOISE_STACK);
+	for (; created < c->n_cpus; created++) {
+		e = pthread_create(&ctx->threads[created].thread, &attr, noise_thread_main,
+				   &ctx->threads[created]);
+		if (e)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	if (created < c->n_cpus) {
+		fprintf(stderr, "rtlab-probe noise: cannot create a thread: %s\n", strerror(e));
+		_exit(RL_EXIT_ERROR);
+	}
+	pthread_barrier_wait(&ctx->ready);
+
+	bool rt_valid = !(c->mlock && mlock_err);
+	char why[512] = "";
+	for (size_t i = 0; i < c->n_cpus; i++) {
+		const struct pc_setup *s = &ctx->threads[i].setup;
+		if (!pc_setup_ok(s, c->policy, c->priority)) {
+			if (rt_valid)
+				pc_setup_why(s, c->policy, c->priority, why, sizeof(why));
+			rt_valid = false;
+		}
+	}
+	if (!rt_valid && !why[0])
+		snprintf(why, sizeof(why),
+			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, pass --no-mlock or --allow-non-rt",
+			 strerror(-mlock_err));
+	if (!rt_valid && !c->allow_non_rt) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		join_all(ctx, created);
+		fprintf(stderr, "rtlab-probe noise: skipped: %s\n", why);
+		code = RL_EXIT_SKIPPED;
+		goto out;
+	}
+
+	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + NOISE_START_LEAD_NS;
+	uint64_t now_mono = rl_now_ns(CLOCK_MONOTONIC);
+	uint64_t now_ticks = counter_read_ordered(&ctx->cnt);
+	ctx->start_mono = now_mono + NOISE_START_LEAD_NS;
+	ctx->start_ticks = now_ticks + counter_ns_to_ticks(&ctx->cnt, NOISE_START_LEAD_NS);
+	ctx->end_ticks = c->duration_ns
+				 ? ctx->start_ticks + counter_ns_to_ticks(&ctx->cnt, c->duration_ns)
+				 : UINT64_MAX;
+
+	pc_header_begin(&w, "noise", env, start_real, ctx->start_mono);
+	noise_report_config(ctx, &w, "config");
+	pc_effective_begin(&w, c->mlock, mlock_err);
+	for (size_t i = 0; i < c->n_cpus; i++)
+		pc_effective_thread(&w, ctx->chans[i]->name, atomic_load(&ctx->chans[i]->tid),
+				    &ctx->threads[i].setup);
+	jw_arr_end(&w);
+	jw_obj_begin(&w, "counter");
+	jw_str(&w, "kind", counter_kind_name(ctx->cnt.kind));
+	jw_str(&w, "why", why_hw ? why_hw : "");
+	jw_uint(&w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
+	jw_uint(&w, "calibration_ns", ctx->cnt.cal_span_ns);
+	jw_obj_end(&w);
+	if (c->rt_runtime_us > -2 && c->rt_period_us > -2) {
+		jw_int(&w, "sched_rt_runtime_us", c->rt_runtime_us);
+		jw_int(&w, "sched_rt_period_us", c->rt_period_us);
+	}
+	if (c->throttle_ns)
+		jw_uint(&w, "throttle_gap_ns", c->throttle_ns);
+	else
+		jw_null(&w, "throttle_gap_ns");
+	pc_effective_end(&w, &rep_aff, rep_pinned, rt_valid);
+	sysinfo_write(&w, "system");
+	jw_obj_end(&w);
+	int out_err = jw_emit(&w, out_fd);
+	if (!rt_valid)
+		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+	if (c->throttle_ns)
+		pc_write_log(&w, out_fd, "info", "rt_throttling",
+			     "a busy RT loop is throttled by sched_rt_runtime_us: expect one gap of about sched_rt_period_us - sched_rt_runtime_us per period (counted as throttle_gaps); use --policy other to measure OS noise without it");
+
+	struct reporter *rep = NULL;
+	struct reporter_cfg rc = {
+		.out_fd = out_fd,
+		.samples_fd = -1,
+		.snapshot_ns = c->snapshot_ns,
+		.start_mono_ns = ctx->start_mono,
+		.chans = ctx->chans,
+		.n_chans = c->n_cpus,
+		.extra = noise_extra,
+		.extra_arg = ctx,
+	};
+	e = reporter_start(&rep, &rc);
+	if (e) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		join_all(ctx, created);
+		fprintf(stderr, "rtlab-probe noise: cannot start the reporter: %s\n", strerror(-e));
+		goto out;
+	}
+	pthread_barrier_wait(&ctx->go);
+
+	sigset_t wait;
+	sigemptyset(&wait);
+	sigaddset(&wait, SIGINT);
+	sigaddset(&wait, SIGTERM);
+	sigaddset(&wait, SIGUSR1);
+	bool interrupted = false;
+	for (;;) {
+		int sig = sigwaitinfo(&wait, NULL);
+		if (sig == SIGINT || sig == SIGTERM) {
+			interrupted = true;
+			atomic_store(&ctx->stop, true);
+			break;
+		}
+		if (sig == SIGUSR1 && atomic_load(&ctx->running) == 0)
+			break;
+	}
+	join_all(ctx, created);
+
+	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
+	if (atomic_load(&ctx->thr_taken)) {
+		o.status = "threshold";
+		o.exit_code = RL_EXIT_THRESHOLD;
+		o.threshold_hit = true;
+		o.thr_chan = ctx->thr_chan;
+		o.thr_latency_ns = ctx->thr_gap;
+		o.thr_at_ns = ctx->thr_at;
+	} else if (interrupted) {
+		o.status = "interrupted";
+		o.exit_code = RL_EXIT_INTERRUPTED;
+	}
+	e = reporter_finish(rep, &o);
+	if (e || out_err) {
+		fprintf(stderr, "rtlab-probe noise: writing the output failed: %s\n",
+			strerror(-(e ? e : out_err)));
+		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
+	} else {
+		code = o.exit_code;
+	}
+out:
+	jw_free(&w);
+	if (barriers) {
+		pthread_barrier_destroy(&ctx->ready);
+		pthread_barrier_destroy(&ctx->go);
+	}
+	if (out_fd != STDOUT_FILENO)
+		close(out_fd);
+	return code;
+}
+
+static void noise_fini(void *p)
+{
+	struct noise_ctx *ctx = p;
+	if (!ctx)
+		return;
+	if (ctx->chans)
+		for (size_t i = 0; i < ctx->cfg->n_cpus; i++)
+			channel_destroy(ctx->chans[i]);
+	free(ctx->chans);
+	free(ctx->threads);
+	free(ctx->scratch);
+	free(ctx);
+}
+
+const struct probe_ops noise_probe = {
+	.name = "noise",
+	.summary = "OS noise on polling cores: gaps in a busy loop per CPU (oslat/osnoise class)",
+	.usage = "Each measured CPU gets one pinned thread that spins reading a fast counter\n"
+		 "(TSC/cntvct when invariant and calibrated, else the vDSO CLOCK_MONOTONIC)\n"
+		 "and records every gap above --gap-threshold. Default policy is other: a\n"
+		 "busy fifo/rr loop is throttled (sched_rt_runtime_us) into ~50 ms gaps.",
+	.opts = noise_opts,
+	.n_opts = O_COUNT,
+	.unavailable = NULL,
+	.init = noise_init,
+	.report_config = noise_report_config,
+	.run = noise_run,
+	.fini = noise_fini,
+};

@@ -1,0 +1,1199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `udp` probe: UDP ping-pong round trips, and where the time goes.
+ *
+ *   rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN
+ *   rtlab-probe udp ping --peer ADDR:PORT --session TOKEN [--rate HZ] [--size B]
+ *
+ * One pinned RT thread per end owns the socket. The pinger sends on absolute
+ * deadlines (missed sends counted), waits for the reply up to --timeout and
+ * records the round trip; with kernel software RX timestamps (SO_TIMESTAMPING)
+ * both ends split their receive path into "kernel RX timestamp -> application
+ * running" (wakeup), and the pinger derives the time spent in the stacks and
+ * on the wire. The reflector reports its own split in the reply. Wire format
+ * and the pure parts: udp_proto.h. Safety: docs/probes/udp.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <linux/errqueue.h>
+#include <linux/ethtool.h>
+#include <linux/net_tstamp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "jsonw.h"
+#include "opts.h"
+#include "period.h"
+#include "probe.h"
+#include "reporter.h"
+#include "rt.h"
+#include "sysinfo.h"
+#include "udp_proto.h"
+
+#ifndef SO_BUSY_POLL
+#define SO_BUSY_POLL 46
+#endif
+
+#define THREAD_STACK (256 * 1024)
+#define PREFAULT_STACK (64 * 1024)
+#define START_LEAD_NS (20 * NS_PER_MS)
+#define BATCH 8
+#define REFLECT_POLL_NS (50 * NS_PER_MS) /* reflector checks its stop flag this often */
+
+static const char *const mode_names[] = { "reflect", "ping", NULL };
+static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
+static const char *const wait_names[] = { "block", "epoll", "busy", NULL };
+static const char *const ts_names[] = { "software", "none", NULL };
+
+enum { MODE_REFLECT, MODE_PING };
+enum { RECV_RECV, RECV_MMSG };
+enum { WAIT_BLOCK, WAIT_EPOLL, WAIT_BUSY };
+enum { TS_SOFTWARE, TS_NONE };
+
+enum {
+	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
+	O_CPU, O_POLICY, O_PRIORITY, O_BUSY_POLL, O_RECV, O_WAIT, O_TIMESTAMPS, O_SHARED_CLOCK,
+	O_MAX_RATE, O_BURST, O_MLOCK, O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT,
+	O_ALLOW_NON_RT, O_N
+};
+
+static const struct opt_def udp_opts[O_N] = {
+	[O_MODE] = { "mode", OPT_ENUM, "MODE",
+		     "reflect (answer pings) or ping (measure); also the first bare argument", 0,
+		     0, mode_names, NULL, "required" },
+	[O_BIND] = { "bind", OPT_STRING, "ADDR:PORT",
+		     "local address (reflect: required, a specific address, never a wildcard)", 0,
+		     0, NULL, NULL, "reflect: required; ping: any" },
+	[O_PEER] = { "peer", OPT_STRING, "ADDR:PORT", "the reflector to ping (ping only)", 0, 0,
+		     NULL, NULL, "required for ping" },
+	[O_SESSION] = { "session", OPT_STRING, "TOKEN",
+			"session token both ends share; other packets are ignored", 0, 0, NULL,
+			NULL, "required" },
+	[O_RATE] = { "rate", OPT_INT, "HZ",
+		     "pings per second on absolute deadlines (0: back to back)", 0, 1000000,
+		     NULL, "1000", NULL },
+	[O_SIZE] = { "size", OPT_INT, "BYTES", "UDP payload size of a ping", UDP_HDR_LEN,
+		     UDP_MAX_SIZE, NULL, "64", NULL },
+	[O_DURATION] = { "duration", OPT_DURATION, NULL, "stop after this run time",
+			 (int64_t)NS_PER_MS, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, NULL,
+			 "until SIGINT/SIGTERM (or --count)" },
+	[O_COUNT_PKTS] = { "count", OPT_INT, "N", "ping: stop after N pings", 1, INT64_MAX / 2,
+			   NULL, NULL, "until --duration or SIGINT/SIGTERM" },
+	[O_TIMEOUT] = { "timeout", OPT_DURATION, NULL,
+			"ping: a reply later than this is lost (counted late if it comes)",
+			(int64_t)NS_PER_US, (int64_t)(10 * NS_PER_SEC), NULL, "100ms", NULL },
+	[O_CPU] = { "cpu", OPT_INT, "CPU", "pin the socket thread to this CPU", 0,
+		    CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
+	[O_POLICY] = { "policy", OPT_ENUM, "POLICY", "scheduling policy of the socket thread", 0,
+		       0, rt_policy_names, "fifo", NULL },
+	[O_PRIORITY] = { "priority", OPT_INT, NULL, "priority (fifo/rr: 1..99; other: 0)", 0, 99,
+			 NULL, NULL, "98 for fifo/rr (seed: NIC IRQ 99, ping-pong 98)" },
+	[O_BUSY_POLL] = { "busy-poll", OPT_INT, "USEC",
+			  "SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) on the socket", 0, 1000000, NULL,
+			  NULL, "not set" },
+	[O_RECV] = { "recv", OPT_ENUM, "CALL", "receive with recvmsg or recvmmsg", 0, 0,
+		     recv_names, "recv", NULL },
+	[O_WAIT] = { "wait", OPT_ENUM, "HOW",
+		     "wait in a blocking receive, in epoll_wait, or spin (non-blocking)", 0, 0,
+		     wait_names, "block", NULL },
+	[O_TIMESTAMPS] = { "timestamps", OPT_ENUM, "KIND",
+			   "kernel RX timestamps for the stack/wakeup split", 0, 0, ts_names,
+			   "software", NULL },
+	[O_SHARED_CLOCK] = { "shared-clock", OPT_BOOL, NULL,
+			     "ping: both ends read the same CLOCK_REALTIME (same host, or PTP-synced): split the stack time per direction",
+			     0, 0, NULL, "false", NULL },
+	[O_MAX_RATE] = { "max-rate", OPT_INT, "PPS", "reflect: answer at most this many per second",
+			 1, 10000000, NULL, "100000", NULL },
+	[O_BURST] = { "burst", OPT_INT, "N", "reflect: token bucket size", 1, 1000000, NULL, "64",
+		      NULL },
+	[O_MLOCK] = { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, "true",
+		      NULL },
+	[O_DMA] = { "dma-latency", OPT_INT, "US",
+		    "hold /dev/cpu_dma_latency at US microseconds during the run", 0, INT32_MAX,
+		    NULL, NULL, "not touched" },
+	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
+			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpu" },
+	[O_SNAPSHOT] = { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records",
+			 (int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_WINDOW] = { "window", OPT_DURATION, NULL, "length of a per-window maximum",
+		       (int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[O_OUTPUT] = { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL,
+		       NULL, "stdout" },
+	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
+			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
+			     NULL, "false", NULL },
+};
+
+struct udp_cfg {
+	int mode;
+	struct sockaddr_storage bind, peer;
+	socklen_t bind_len, peer_len;
+	bool has_bind;
+	const char *bind_s, *peer_s;
+	uint64_t session;
+	uint64_t rate;
+	uint64_t interval_ns;	/* 0: back to back */
+	size_t size;
+	uint64_t duration_ns;	/* 0: none */
+	uint64_t count;		/* 0: none */
+	uint64_t timeout_ns;
+	int cpu;		/* -1: not pinned */
+	enum rt_policy policy;
+	int priority;
+	int busy_poll;		/* -1: not set */
+	int recv_call, wait_how, ts;
+	bool shared_clock;
+	uint64_t max_rate, burst;
+	bool mlock;
+	int64_t dma_us;
+	int housekeeping;
+	uint64_t snapshot_ns, window_ns;
+	const char *output;
+	bool allow_non_rt;
+};
+
+/* Counters: written only by the socket thread (relaxed), read by the reporter. */
+enum {
+	C_SENT, C_REPLIES, C_LOST, C_LATE, C_REORDERED, C_DUPLICATE, C_INVALID, C_MISSED_SENDS,
+	C_SEND_ERRORS, C_NO_TIMESTAMP, /* ping */
+	C_RECEIVED, C_REPLIED, C_SHORT, C_BAD_MAGIC, C_BAD_VERSION, C_BAD_SESSION, C_BAD_TYPE,
+	C_OVERSIZE, C_RATE_LIMITED, /* reflect */
+	C_N
+};
+
+static const char *const counter_names[C_N] = {
+	"sent", "replies", "lost", "late", "reordered", "duplicate", "invalid", "missed_sends",
+	"send_errors", "no_timestamp", "received", "replied", "short", "bad_magic",
+	"bad_version", "bad_session", "bad_type", "oversize", "rate_limited",
+};
+
+enum { CH_RTT, CH_STACK, CH_WAKEUP, CH_PEER_WAKEUP, CH_PEER_TURN, CH_STACK_OUT, CH_STACK_BACK };
+enum { RCH_WAKEUP, RCH_TURN };
+
+struct rxmsg {
+	unsigned char buf[UDP_MAX_SIZE + 1];
+	struct sockaddr_storage from;
+	char ctrl[256];
+	struct iovec iov;
+	size_t len;
+	int flags;
+	uint64_t rx_ts;		/* kernel software RX timestamp, REALTIME ns; 0: none */
+};
+
+struct udp_ctx {
+	const struct udp_cfg *cfg;
+	struct udp_cfg cfg_store;
+	/* the socket thread's state: one cache line group, written only by it */
+	_Alignas(RL_CACHELINE) atomic_uint_least64_t cnt[C_N];
+	_Alignas(RL_CACHELINE) struct channel *chans[8];
+	size_t n_chans;
+	int fd, ep;
+	struct rxmsg *rx;	/* BATCH entries */
+	struct mmsghdr *mm;
+	unsigned char *txbuf;
+	struct udp_seq *seq;
+	uint64_t start_mono;
+	pthread_t thread;
+	pthread_barrier_t ready, go;
+	atomic_bool stop, abort, done;
+	/* set-up results */
+	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
+	cpu_set_t affinity;
+	/* socket facts */
+	int ts_err, busy_err, prefer_err, busy_eff;
+	bool prefer_eff;
+	char local_s[80];
+	char ifname[IF_NAMESIZE];
+	char hw_reason[320];
+	bool hw_rx_capable, hw_tx_capable;
+};
+
+static inline void inc(struct udp_ctx *c, int i)
+{
+	atomic_store_explicit(&c->cnt[i], atomic_load_explicit(&c->cnt[i], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static int bad(char *err, size_t errlen, const char *msg, struct udp_ctx *ctx)
+{
+	snprintf(err, errlen, "%s", msg);
+	free(ctx);
+	return -EINVAL;
+}
+
+static bool is_wildcard(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
+}
+
+static int udp_init(void **out, const struct opt_value *v, const struct probe_env *env,
+		    char *err, size_t errlen)
+{
+	struct udp_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
+							       ~(size_t)(RL_CACHELINE - 1));
+	if (!ctx)
+		return -ENOMEM;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->fd = ctx->ep = -1;
+	struct udp_cfg *c = &ctx->cfg_store;
+	if (!v[O_MODE].set)
+		return bad(err, errlen, "give the mode: `udp reflect ...` or `udp ping ...` (--mode reflect|ping)", ctx);
+	c->mode = (int)v[O_MODE].i;
+	if (!v[O_SESSION].set)
+		return bad(err, errlen, "--session: required (a token both ends share)", ctx);
+	c->session = udp_session_token(v[O_SESSION].s);
+	if (v[O_BIND].set) {
+		c->bind_s = v[O_BIND].s;
+		if (udp_parse_addr(c->bind_s, &c->bind, &c->bind_len) != 0)
+			return bad(err, errlen, "--bind: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)", ctx);
+		c->has_bind = true;
+	}
+	if (c->mode == MODE_REFLECT) {
+		if (!c->has_bind)
+			return bad(err, errlen, "--bind: required for reflect", ctx);
+		if (is_wildcard(&c->bind))
+			return bad(err, errlen, "--bind: give a specific address; the reflector never binds a wildcard address", ctx);
+		if (v[O_PEER].set)
+			return bad(err, errlen, "--peer: only for ping", ctx);
+		if (v[O_COUNT_PKTS].set)
+			return bad(err, errlen, "--count: only for ping", ctx);
+	} else {
+		if (!v[O_PEER].set)
+			return bad(err, errlen, "--peer: required for ping", ctx);
+		c->peer_s = v[O_PEER].s;
+		if (udp_parse_addr(c->peer_s, &c->peer, &c->peer_len) != 0)
+			return bad(err, errlen, "--peer: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)", ctx);
+		if (c->has_bind && c->bind.ss_family != c->peer.ss_family)
+			return bad(err, errlen, "--bind and --peer: must be the same address family", ctx);
+	}
+	c->rate = (uint64_t)v[O_RATE].i;
+	c->interval_ns = c->rate ? NS_PER_SEC / c->rate : 0;
+	c->size = (size_t)v[O_SIZE].i;
+	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
+	c->count = v[O_COUNT_PKTS].set ? (uint64_t)v[O_COUNT_PKTS].i : 0;
+	c->timeout_ns = (uint64_t)v[O_TIMEOUT].i;
+	c->cpu = -1;
+	if (v[O_CPU].set) {
+		c->cpu = (int)v[O_CPU].i;
+		if (!CPU_ISSET(c->cpu, env->online)) {
+			snprintf(err, errlen, "--cpu: CPU %d is not online", c->cpu);
+			free(ctx);
+			return -EINVAL;
+		}
+	}
+	c->policy = (enum rt_policy)v[O_POLICY].i;
+	if (c->policy == RT_DEADLINE)
+		return bad(err, errlen, "--policy: deadline is not supported by udp (the socket thread is event-driven); use fifo, rr or other", ctx);
+	int pmin, pmax;
+	rt_priority_range(c->policy, &pmin, &pmax);
+	if (v[O_PRIORITY].given) {
+		if (v[O_PRIORITY].i < pmin || v[O_PRIORITY].i > pmax) {
+			snprintf(err, errlen,
+				 "--priority: %lld is out of range for --policy %s; allowed range %d..%d",
+				 (long long)v[O_PRIORITY].i, rt_policy_names[c->policy], pmin, pmax);
+			free(ctx);
+			return -EINVAL;
+		}
+		c->priority = (int)v[O_PRIORITY].i;
+	} else {
+		c->priority = pmax >= 98 ? 98 : pmax;
+	}
+	c->busy_poll = v[O_BUSY_POLL].set ? (int)v[O_BUSY_POLL].i : -1;
+	c->recv_call = (int)v[O_RECV].i;
+	c->wait_how = (int)v[O_WAIT].i;
+	c->ts = (int)v[O_TIMESTAMPS].i;
+	c->shared_clock = v[O_SHARED_CLOCK].i != 0;
+	if (c->shared_clock && c->mode != MODE_PING)
+		return bad(err, errlen, "--shared-clock: only for ping", ctx);
+	c->max_rate = (uint64_t)v[O_MAX_RATE].i;
+	c->burst = (uint64_t)v[O_BURST].i;
+	c->mlock = v[O_MLOCK].i != 0;
+	c->dma_us = v[O_DMA].set ? v[O_DMA].i : -1;
+	c->housekeeping = -1;
+	if (v[O_HOUSEKEEPING].set) {
+		c->housekeeping = (int)v[O_HOUSEKEEPING].i;
+		if (!CPU_ISSET(c->housekeeping, env->online)) {
+			snprintf(err, errlen, "--housekeeping: CPU %d is not online", c->housekeeping);
+			free(ctx);
+			return -EINVAL;
+		}
+	} else if (c->cpu >= 0) {
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, env->online) && i != c->cpu) {
+				c->housekeeping = i;
+				break;
+			}
+	}
+	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->window_ns = (uint64_t)v[O_WINDOW].i;
+	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	ctx->cfg = c;
+	*out = ctx;
+	return 0;
+}
+
+static void udp_report_config(const void *p, struct jsonw *w, const char *key)
+{
+	const struct udp_cfg *c = ((const struct udp_ctx *)p)->cfg;
+	jw_obj_begin(w, key);
+	jw_str(w, "mode", mode_names[c->mode]);
+	jw_str_or_null(w, "bind", c->bind_s);
+	jw_str_or_null(w, "peer", c->peer_s);
+	jw_strf(w, "session_token", "%016llx", (unsigned long long)c->session);
+	jw_uint(w, "rate_hz", c->rate);
+	jw_uint(w, "size", c->size);
+	if (c->duration_ns)
+		jw_uint(w, "duration_ns", c->duration_ns);
+	else
+		jw_null(w, "duration_ns");
+	if (c->count)
+		jw_uint(w, "count", c->count);
+	else
+		jw_null(w, "count");
+	jw_uint(w, "timeout_ns", c->timeout_ns);
+	if (c->cpu >= 0)
+		jw_int(w, "cpu", c->cpu);
+	else
+		jw_null(w, "cpu");
+	jw_str(w, "policy", rt_policy_names[c->policy]);
+	jw_int(w, "priority", c->priority);
+	if (c->busy_poll >= 0)
+		jw_int(w, "busy_poll_us", c->busy_poll);
+	else
+		jw_null(w, "busy_poll_us");
+	jw_str(w, "recv", recv_names[c->recv_call]);
+	jw_str(w, "wait", wait_names[c->wait_how]);
+	jw_str(w, "timestamps", ts_names[c->ts]);
+	jw_bool(w, "shared_clock", c->shared_clock);
+	jw_uint(w, "max_rate_pps", c->max_rate);
+	jw_uint(w, "burst", c->burst);
+	jw_bool(w, "mlock", c->mlock);
+	if (c->dma_us >= 0)
+		jw_int(w, "dma_latency_us", c->dma_us);
+	else
+		jw_null(w, "dma_latency_us");
+	if (c->housekeeping >= 0)
+		jw_int(w, "housekeeping_cpu", c->housekeeping);
+	else
+		jw_null(w, "housekeeping_cpu");
+	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_uint(w, "window_ns", c->window_ns);
+	jw_bool(w, "allow_non_rt", c->allow_non_rt);
+	jw_obj_end(w);
+}
+
+/* ---- socket set-up ---------------------------------------------------- */
+
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+/* Hardware timestamping: is the interface of the local address capable? */
+static void probe_hw(struct udp_ctx *ctx, const struct sockaddr *local)
+{
+	struct ifaddrs *ifa = NULL;
+	if (getifaddrs(&ifa) != 0) {
+		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason), "getifaddrs: %s", strerror(errno));
+		return;
+	}
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && same_ip(i->ifa_addr, local)) {
+			snprintf(ctx->ifname, sizeof(ctx->ifname), "%s", i->ifa_name);
+			break;
+		}
+	freeifaddrs(ifa);
+	if (!ctx->ifname[0]) {
+		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
+			 "no interface carries the local address");
+		return;
+	}
+	struct ethtool_ts_info info = { .cmd = ETHTOOL_GET_TS_INFO };
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ctx->ifname);
+	ifr.ifr_data = (char *)&info;
+	if (ioctl(ctx->fd, SIOCETHTOOL, &ifr) != 0) {
+		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason), "%s: ETHTOOL_GET_TS_INFO: %s",
+			 ctx->ifname, strerror(errno));
+		return;
+	}
+	ctx->hw_rx_capable = info.so_timestamping & SOF_TIMESTAMPING_RX_HARDWARE;
+	ctx->hw_tx_capable = info.so_timestamping & SOF_TIMESTAMPING_TX_HARDWARE;
+	if (!ctx->hw_rx_capable)
+		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
+			 "%s has no hardware RX timestamping (ETHTOOL_GET_TS_INFO); using software RX timestamps",
+			 ctx->ifname);
+	else
+		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
+			 "%s can timestamp in hardware (PHC %d), but this version uses software RX timestamps only (enabling the device filter, SIOCSHWTSTAMP, changes device state)",
+			 ctx->ifname, info.phc_index);
+}
+
+static int setup_socket(struct udp_ctx *ctx, char *msg, size_t len)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	int fam = c->mode == MODE_REFLECT ? c->bind.ss_family : c->peer.ss_family;
+	ctx->fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (ctx->fd < 0) {
+		snprintf(msg, len, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	if (c->has_bind && bind(ctx->fd, (const struct sockaddr *)&c->bind, c->bind_len) != 0) {
+		int e = errno;
+		snprintf(msg, len, "--bind %s: %s", c->bind_s, strerror(e));
+		return -e;
+	}
+	if (c->mode == MODE_PING &&
+	    connect(ctx->fd, (const struct sockaddr *)&c->peer, c->peer_len) != 0) {
+		int e = errno;
+		snprintf(msg, len, "--peer %s: connect: %s", c->peer_s, strerror(e));
+		return -e;
+	}
+	if (c->ts == TS_SOFTWARE) {
+		int f = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+		if (setsockopt(ctx->fd, SOL_SOCKET, SO_TIMESTAMPING, &f, sizeof(f)) != 0)
+			ctx->ts_err = -errno;
+	}
+	if (c->busy_poll >= 0) {
+		int us = c->busy_poll;
+		if (setsockopt(ctx->fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) != 0)
+			ctx->busy_err = -errno;
+		socklen_t l = sizeof(ctx->busy_eff);
+		if (getsockopt(ctx->fd, SOL_SOCKET, SO_BUSY_POLL, &ctx->busy_eff, &l) != 0)
+			ctx->busy_eff = -1;
+#ifdef SO_PREFER_BUSY_POLL
+		int one = c->busy_poll > 0;
+		if (setsockopt(ctx->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) != 0)
+			ctx->prefer_err = -errno;
+		else
+			ctx->prefer_eff = one;
+#else
+		ctx->prefer_err = -ENOPROTOOPT;
+#endif
+	}
+	int nb = c->wait_how != WAIT_BLOCK;
+	if (nb) {
+		int fl = fcntl(ctx->fd, F_GETFL);
+		if (fl < 0 || fcntl(ctx->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+			snprintf(msg, len, "fcntl O_NONBLOCK: %s", strerror(errno));
+			return -errno;
+		}
+	} else {
+		/* a blocking receive returns at least this often to check deadlines */
+		uint64_t to = c->mode == MODE_PING ? c->timeout_ns : REFLECT_POLL_NS;
+		struct timeval tv = { .tv_sec = (time_t)(to / NS_PER_SEC),
+				      .tv_usec = (suseconds_t)((to % NS_PER_SEC) / 1000) };
+		if (!tv.tv_sec && !tv.tv_usec)
+			tv.tv_usec = 1;
+		if (setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+			snprintf(msg, len, "SO_RCVTIMEO: %s", strerror(errno));
+			return -errno;
+		}
+	}
+	if (c->wait_how == WAIT_EPOLL) {
+		ctx->ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event ev = { .events = EPOLLIN };
+		if (ctx->ep < 0 || epoll_ctl(ctx->ep, EPOLL_CTL_ADD, ctx->fd, &ev) != 0) {
+			snprintf(msg, len, "epoll: %s", strerror(errno));
+			return -errno;
+		}
+	}
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
+	if (getsockname(ctx->fd, (struct sockaddr *)&local, &ll) == 0) {
+		udp_format_addr((const struct sockaddr *)&local, ctx->local_s, sizeof(ctx->local_s));
+		probe_hw(ctx, (const struct sockaddr *)&local);
+	}
+	return 0;
+}
+
+/* ---- the hot path ----------------------------------------------------- */
+
+static uint64_t rx_timestamp(struct msghdr *mh)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+			struct timespec ts;
+			memcpy(&ts, CMSG_DATA(cm), sizeof(ts)); /* [0]: software */
+			return rl_ts_to_ns(&ts);
+		}
+	}
+	return 0;
+}
+
+static void prep_rx(struct udp_ctx *ctx, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct rxmsg *m = &ctx->rx[i];
+		struct msghdr *mh = &ctx->mm[i].msg_hdr;
+		m->iov.iov_base = m->buf;
+		m->iov.iov_len = sizeof(m->buf);
+		mh->msg_name = &m->from;
+		mh->msg_namelen = sizeof(m->from);
+		mh->msg_iov = &m->iov;
+		mh->msg_iovlen = 1;
+		mh->msg_control = m->ctrl;
+		mh->msg_controllen = sizeof(m->ctrl);
+		mh->msg_flags = 0;
+	}
+}
+
+/*
+ * Wait for and receive up to BATCH datagrams until deadline (CLOCK_MONOTONIC).
+ * Returns how many (0: deadline passed or stop), or -errno on a hard error.
+ */
+static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	const unsigned vlen = c->recv_call == RECV_MMSG ? BATCH : 1;
+	for (;;) {
+		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			return 0;
+		if (c->wait_how == WAIT_EPOLL) {
+			uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+			if (now >= deadline)
+				return 0;
+			struct epoll_event ev;
+			int ms = (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS);
+			int r = epoll_wait(ctx->ep, &ev, 1, ms);
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			if (r <= 0)
+				continue;
+		}
+		prep_rx(ctx, vlen);
+		int n;
+		if (c->recv_call == RECV_MMSG) {
+			n = recvmmsg(ctx->fd, ctx->mm, vlen,
+				     c->wait_how == WAIT_BLOCK ? MSG_WAITFORONE : MSG_DONTWAIT, NULL);
+		} else {
+			ssize_t r = recvmsg(ctx->fd, &ctx->mm[0].msg_hdr, 0);
+			if (r >= 0)
+				ctx->mm[0].msg_len = (unsigned)r;
+			n = r < 0 ? -1 : 1;
+		}
+		if (n > 0) {
+			for (int i = 0; i < n; i++) {
+				ctx->rx[i].len = ctx->mm[i].msg_len;
+				ctx->rx[i].flags = ctx->mm[i].msg_hdr.msg_flags;
+				ctx->rx[i].rx_ts = rx_timestamp(&ctx->mm[i].msg_hdr);
+			}
+			return n;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+		    errno != ECONNREFUSED)
+			return -errno;
+		if (rl_now_ns(CLOCK_MONOTONIC) >= deadline)
+			return 0;
+	}
+}
+
+static void record(struct udp_ctx *ctx, int ch, uint64_t at, uint64_t later, uint64_t earlier)
+{
+	bool neg = later < earlier;
+	channel_record(ctx->chans[ch], at, neg ? 0 : later - earlier, 0, neg);
+}
+
+static void reflect_loop(struct udp_ctx *ctx)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	const uint64_t end = c->duration_ns ? ctx->start_mono + c->duration_ns : UINT64_MAX;
+	struct udp_bucket tb;
+	udp_bucket_init(&tb, c->max_rate, c->burst, rl_now_ns(CLOCK_MONOTONIC));
+	for (;;) {
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		if (now >= end || atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			break;
+		uint64_t dl = now + REFLECT_POLL_NS < end ? now + REFLECT_POLL_NS : end;
+		int n = rx_wait(ctx, dl);
+		uint64_t app_mono = rl_now_ns(CLOCK_MONOTONIC);
+		uint64_t app_rt = rl_now_ns(CLOCK_REALTIME);
+		if (n < 0) {
+			ctx->run_err = -n;
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct rxmsg *m = &ctx->rx[i];
+			struct udp_pkt p;
+			inc(ctx, C_RECEIVED);
+			if (m->flags & MSG_TRUNC || m->len > UDP_MAX_SIZE) {
+				inc(ctx, C_OVERSIZE);
+				continue;
+			}
+			enum udp_verdict vd = udp_pkt_decode(m->buf, m->len, c->session,
+							     UDP_TYPE_PING, &p);
+			if (vd != UDP_OK) {
+				inc(ctx, vd == UDP_SHORT ? C_SHORT : vd == UDP_BAD_MAGIC ? C_BAD_MAGIC
+					 : vd == UDP_BAD_VERSION ? C_BAD_VERSION
+					 : vd == UDP_BAD_SESSION ? C_BAD_SESSION : C_BAD_TYPE);
+				continue;
+			}
+			if (!udp_bucket_take(&tb, app_mono)) {
+				inc(ctx, C_RATE_LIMITED);
+				continue;
+			}
+			p.type = UDP_TYPE_REPLY;
+			p.flags = m->rx_ts ? UDP_FLAG_RX_TS : 0;
+			p.r_rx_ts = m->rx_ts;
+			p.r_app = app_rt;
+			p.r_send = rl_now_ns(CLOCK_REALTIME);
+			udp_pkt_encode(m->buf, &p);
+			/* the reply is exactly as long as the ping: never an amplifier */
+			ssize_t s = sendto(ctx->fd, m->buf, m->len, 0, (struct sockaddr *)&m->from,
+					   ctx->mm[i].msg_hdr.msg_namelen);
+			if (s != (ssize_t)m->len) {
+				inc(ctx, C_SEND_ERRORS);
+				continue;
+			}
+			inc(ctx, C_REPLIED);
+			uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
+			if (m->rx_ts)
+				record(ctx, RCH_WAKEUP, at, app_rt, m->rx_ts);
+			record(ctx, RCH_TURN, at, p.r_send, app_rt);
+		}
+	}
+}
+
+static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struct rxmsg *m,
+		       uint64_t app_mono, uint64_t app_rt)
+{
+	uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
+	uint64_t rtt = app_mono - p->send_mono;
+	record(ctx, CH_RTT, at, app_mono, p->send_mono);
+	if (!m->rx_ts || !(p->flags & UDP_FLAG_RX_TS)) {
+		inc(ctx, C_NO_TIMESTAMP);
+		return;
+	}
+	uint64_t w_near = app_rt > m->rx_ts ? app_rt - m->rx_ts : 0;
+	uint64_t w_far = p->r_app > p->r_rx_ts ? p->r_app - p->r_rx_ts : 0;
+	uint64_t turn = p->r_send > p->r_app ? p->r_send - p->r_app : 0;
+	record(ctx, CH_WAKEUP, at, app_rt, m->rx_ts);
+	record(ctx, CH_PEER_WAKEUP, at, p->r_app, p->r_rx_ts);
+	record(ctx, CH_PEER_TURN, at, p->r_send, p->r_app);
+	/* both directions: send() call -> kernel RX timestamp of the other end */
+	uint64_t rest = w_near + w_far + turn;
+	record(ctx, CH_STACK, at, rtt, rest < rtt ? rest : rtt);
+	if (ctx->cfg->shared_clock) {
+		record(ctx, CH_STACK_OUT, at, p->r_rx_ts, p->send_rt);
+		record(ctx, CH_STACK_BACK, at, m->rx_ts, p->r_send);
+	}
+}
+
+static void ping_loop(struct udp_ctx *ctx)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	const uint64_t start = ctx->start_mono;
+	const uint64_t end = c->duration_ns ? start + c->duration_ns : UINT64_MAX;
+	const uint64_t count = c->count ? c->count : UINT64_MAX;
+	uint64_t next = start;
+	for (uint64_t seq = 0; seq < count; seq++) {
+		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			break;
+		if (c->interval_ns) {
+			if (next >= end)
+				break;
+			struct timespec ts = rl_ns_to_ts(next);
+			int r;
+			while ((r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) ==
+			       EINTR)
+				;
+			if (r) {
+				ctx->run_err = r;
+				break;
+			}
+			struct period_step s = period_advance(next, rl_now_ns(CLOCK_MONOTONIC),
+							      c->interval_ns);
+			for (uint64_t k = 0; k < s.missed; k++)
+				inc(ctx, C_MISSED_SENDS);
+			next = s.next_ns;
+		}
+		struct udp_pkt p = { .type = UDP_TYPE_PING, .session = c->session, .seq = seq };
+		p.send_rt = rl_now_ns(CLOCK_REALTIME);
+		p.send_mono = rl_now_ns(CLOCK_MONOTONIC);
+		if (p.send_mono >= end)
+			break;
+		udp_pkt_encode(ctx->txbuf, &p);
+		if (send(ctx->fd, ctx->txbuf, c->size, 0) != (ssize_t)c->size) {
+			inc(ctx, C_SEND_ERRORS);
+			inc(ctx, C_SENT);
+			inc(ctx, C_LOST);
+			continue;
+		}
+		inc(ctx, C_SENT);
+		const uint64_t dl = p.send_mono + c->timeout_ns;
+		bool got = false;
+		while (!got) {
+			int n = rx_wait(ctx, dl);
+			uint64_t app_mono = rl_now_ns(CLOCK_MONOTONIC);
+			uint64_t app_rt = rl_now_ns(CLOCK_REALTIME);
+			if (n < 0) {
+				ctx->run_err = -n;
+				return;
+			}
+			if (n == 0)
+				break;
+			for (int i = 0; i < n; i++) {
+				struct rxmsg *m = &ctx->rx[i];
+				struct udp_pkt r;
+				if (m->flags & MSG_TRUNC ||
+				    udp_pkt_decode(m->buf, m->len, c->session, UDP_TYPE_REPLY, &r) !=
+					    UDP_OK) {
+					inc(ctx, C_INVALID);
+					continue;
+				}
+				bool reo;
+				enum udp_seq_kind k = udp_seq_note(ctx->seq, r.seq, seq, &reo);
+				if (reo)
+					inc(ctx, C_REORDERED);
+				switch (k) {
+				case SEQ_CURRENT:
+					inc(ctx, C_REPLIES);
+					ping_reply(ctx, &r, m, app_mono, app_rt);
+					got = true;
+					break;
+				case SEQ_LATE:
+				case SEQ_TOO_OLD:
+					inc(ctx, C_LATE);
+					break;
+				case SEQ_DUPLICATE:
+					inc(ctx, C_DUPLICATE);
+					break;
+				case SEQ_BOGUS:
+					inc(ctx, C_INVALID);
+					break;
+				}
+			}
+		}
+		if (!got && !atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			inc(ctx, C_LOST);
+		else if (!got)
+			inc(ctx, C_LOST); /* stopped while waiting: the ping had no reply */
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	struct udp_ctx *ctx = arg;
+	const struct udp_cfg *c = ctx->cfg;
+	for (size_t i = 0; i < ctx->n_chans; i++)
+		atomic_store(&ctx->chans[i]->tid, (int)syscall(SYS_gettid));
+	if (c->cpu >= 0)
+		ctx->pin_err = rt_pin_self(c->cpu);
+	struct rt_sched_req req = { .policy = c->policy, .priority = c->priority };
+	ctx->sched_err = rt_set_sched_self(&req);
+	ctx->get_err = rt_get_sched_self(&ctx->kpolicy, &ctx->prio);
+	if (rt_get_affinity_self(&ctx->affinity) != 0)
+		CPU_ZERO(&ctx->affinity);
+	rt_prefault_stack(PREFAULT_STACK);
+	pthread_barrier_wait(&ctx->ready);
+	pthread_barrier_wait(&ctx->go);
+	if (!atomic_load(&ctx->abort)) {
+		if (c->mode == MODE_PING)
+			ping_loop(ctx);
+		else
+			reflect_loop(ctx);
+	}
+	atomic_store(&ctx->done, true);
+	kill(getpid(), SIGUSR1);
+	return NULL;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+static void write_counters(void *arg, struct jsonw *w, bool final)
+{
+	(void)final;
+	struct udp_ctx *ctx = arg;
+	bool ping = ctx->cfg->mode == MODE_PING;
+	jw_obj_begin(w, "udp");
+	jw_str(w, "mode", mode_names[ctx->cfg->mode]);
+	for (int i = ping ? 0 : C_RECEIVED; i < (ping ? C_RECEIVED : C_N); i++)
+		jw_uint(w, counter_names[i], atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed));
+	jw_obj_end(w);
+}
+
+static bool rt_ok(const struct udp_ctx *ctx)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	if (ctx->pin_err || ctx->sched_err || ctx->get_err)
+		return false;
+	if ((ctx->kpolicy & ~0x40000000) != rt_policy_to_kernel(c->policy) ||
+	    ctx->prio != c->priority)
+		return false;
+	return c->cpu < 0 || (CPU_COUNT(&ctx->affinity) == 1 && CPU_ISSET(c->cpu, &ctx->affinity));
+}
+
+static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mlock_err, int dma_fd,
+			    int dma_err, const cpu_set_t *rep_aff, bool rep_pinned, bool rt_valid)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	jw_obj_begin(w, "effective");
+	jw_obj_begin(w, "mlock");
+	jw_bool(w, "requested", c->mlock);
+	jw_bool(w, "locked", c->mlock && !mlock_err);
+	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
+	jw_obj_end(w);
+	jw_obj_begin(w, "dma_latency");
+	if (c->dma_us >= 0)
+		jw_int(w, "requested_us", c->dma_us);
+	else
+		jw_null(w, "requested_us");
+	jw_bool(w, "held", dma_fd >= 0);
+	jw_str_or_null(w, "error", dma_err ? strerror(-dma_err) : NULL);
+	jw_obj_end(w);
+	jw_arr_begin(w, "threads");
+	jw_obj_begin(w, NULL);
+	jw_str(w, "channel", ctx->chans[0]->name);
+	if (c->cpu >= 0)
+		jw_int(w, "cpu", c->cpu);
+	else
+		jw_null(w, "cpu");
+	jw_int(w, "tid", atomic_load(&ctx->chans[0]->tid));
+	if (ctx->get_err) {
+		jw_null(w, "policy");
+		jw_null(w, "priority");
+	} else {
+		jw_str(w, "policy", rt_kernel_policy_name(ctx->kpolicy));
+		jw_int(w, "priority", ctx->prio);
+	}
+	sysinfo_write_cpuset(w, "affinity", &ctx->affinity);
+	jw_arr_begin(w, "errors");
+	if (ctx->pin_err)
+		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-ctx->pin_err));
+	if (ctx->sched_err)
+		jw_strf(w, NULL, "sched_setattr: %s", strerror(-ctx->sched_err));
+	if (ctx->get_err)
+		jw_strf(w, NULL, "sched_getattr: %s", strerror(-ctx->get_err));
+	jw_arr_end(w);
+	jw_obj_end(w);
+	jw_arr_end(w);
+	jw_obj_begin(w, "reporter");
+	sysinfo_write_cpuset(w, "affinity", rep_aff);
+	jw_bool(w, "pinned", rep_pinned);
+	jw_obj_end(w);
+	jw_bool(w, "rt_valid", rt_valid);
+	jw_obj_begin(w, "tracing");
+	jw_null(w, "tracefs");
+	jw_bool(w, "marker", false);
+	jw_obj_end(w);
+	jw_obj_begin(w, "socket");
+	jw_str(w, "local", ctx->local_s);
+	jw_str_or_null(w, "interface", ctx->ifname[0] ? ctx->ifname : NULL);
+	jw_str(w, "rx_timestamps",
+	       c->ts == TS_SOFTWARE && !ctx->ts_err ? "software" : "none");
+	jw_str_or_null(w, "timestamp_error", ctx->ts_err ? strerror(-ctx->ts_err) : NULL);
+	jw_bool(w, "hw_rx_capable", ctx->hw_rx_capable);
+	jw_bool(w, "hw_tx_capable", ctx->hw_tx_capable);
+	jw_str_or_null(w, "hw_reason", ctx->hw_reason[0] ? ctx->hw_reason : NULL);
+	if (c->busy_poll >= 0) {
+		jw_int(w, "busy_poll_us", ctx->busy_eff);
+		jw_bool(w, "prefer_busy_poll", ctx->prefer_eff);
+	} else {
+		jw_null(w, "busy_poll_us");
+		jw_null(w, "prefer_busy_poll");
+	}
+	jw_arr_begin(w, "errors");
+	if (ctx->busy_err)
+		jw_strf(w, NULL, "SO_BUSY_POLL: %s", strerror(-ctx->busy_err));
+	if (ctx->prefer_err)
+		jw_strf(w, NULL, "SO_PREFER_BUSY_POLL: %s", strerror(-ctx->prefer_err));
+	jw_arr_end(w);
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+static void write_log(struct jsonw *w, int fd, const char *level, const char *code,
+		      const char *msg)
+{
+	jw_obj_begin(w, NULL);
+	jw_str(w, "type", "log");
+	jw_int(w, "schema", 1);
+	jw_str(w, "level", level);
+	jw_str(w, "code", code);
+	jw_str(w, "msg", msg);
+	jw_obj_end(w);
+	if (jw_emit(w, fd) != 0) {
+		/* the reporter's writes report output errors */
+	}
+}
+
+static int make_channels(struct udp_ctx *ctx)
+{
+	static const char *const ping_names[] = { "rtt", "stack", "wakeup", "peer.wakeup",
+						  "peer.turn", "stack.out", "stack.back" };
+	static const char *const refl_names[] = { "wakeup", "turn" };
+	const struct udp_cfg *c = ctx->cfg;
+	const char *const *names = c->mode == MODE_PING ? ping_names : refl_names;
+	size_t n = c->mode == MODE_PING ? (c->shared_clock ? 7 : 5) : 2;
+	for (size_t i = 0; i < n; i++) {
+		int e = channel_create(&ctx->chans[i], names[i], c->cpu, c->window_ns, 0);
+		if (e)
+			return e;
+		ctx->n_chans = i + 1;
+	}
+	return 0;
+}
+
+static int udp_run(void *p, const struct probe_env *env)
+{
+	struct udp_ctx *ctx = p;
+	const struct udp_cfg *c = ctx->cfg;
+	int out_fd = STDOUT_FILENO, dma_fd = -1, mlock_err = 0, dma_err = 0, code = RL_EXIT_ERROR;
+	bool barriers = false, started = false;
+	struct jsonw w;
+	jw_init(&w);
+
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	if (c->output) {
+		out_fd = open(c->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			fprintf(stderr, "rtlab-probe udp: --output: cannot open %s: %s\n", c->output,
+				strerror(errno));
+			return RL_EXIT_ERROR;
+		}
+	}
+	char msg[256];
+	int e = setup_socket(ctx, msg, sizeof(msg));
+	if (e) {
+		fprintf(stderr, "rtlab-probe udp: %s\n", msg);
+		code = e == -EADDRNOTAVAIL || e == -EACCES ? RL_EXIT_USAGE : RL_EXIT_ERROR;
+		goto out;
+	}
+	ctx->rx = calloc(BATCH, sizeof(*ctx->rx));
+	ctx->mm = calloc(BATCH, sizeof(*ctx->mm));
+	ctx->txbuf = calloc(1, UDP_MAX_SIZE);
+	ctx->seq = calloc(1, sizeof(*ctx->seq));
+	if (!ctx->rx || !ctx->mm || !ctx->txbuf || !ctx->seq || make_channels(ctx) != 0) {
+		fprintf(stderr, "rtlab-probe udp: out of memory\n");
+		goto out;
+	}
+
+	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
+	cpu_set_t rep_aff;
+	if (rt_get_affinity_self(&rep_aff) != 0)
+		CPU_ZERO(&rep_aff);
+	if (c->mlock)
+		mlock_err = rt_mlockall();
+	if (c->dma_us >= 0)
+		dma_err = rt_dma_latency_hold((int32_t)c->dma_us, &dma_fd);
+
+	pthread_barrier_init(&ctx->ready, NULL, 2);
+	pthread_barrier_init(&ctx->go, NULL, 2);
+	barriers = true;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	e = pthread_create(&ctx->thread, &attr, thread_main, ctx);
+	pthread_attr_destroy(&attr);
+	if (e) {
+		fprintf(stderr, "rtlab-probe udp: cannot create a thread: %s\n", strerror(e));
+		goto out;
+	}
+	started = true;
+	pthread_barrier_wait(&ctx->ready);
+
+	bool rt_valid = rt_ok(ctx) && !(c->mlock && mlock_err);
+	char why[384] = "";
+	if (ctx->pin_err)
+		snprintf(why, sizeof(why),
+			 "cannot pin the socket thread to CPU %d (%s): run in a cpuset that contains it, or pass --allow-non-rt",
+			 c->cpu, strerror(-ctx->pin_err));
+	else if (!rt_ok(ctx))
+		snprintf(why, sizeof(why),
+			 "cannot set %s priority %d on the socket thread (%s): run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
+			 rt_policy_names[c->policy], c->priority,
+			 ctx->sched_err ? strerror(-ctx->sched_err) : "not in effect after setting");
+	else if (c->mlock && mlock_err)
+		snprintf(why, sizeof(why),
+			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, or pass --no-mlock or --allow-non-rt",
+			 strerror(-mlock_err));
+	else if (dma_err)
+		snprintf(why, sizeof(why),
+			 "cannot hold /dev/cpu_dma_latency (%s): run as root, drop --dma-latency, or pass --allow-non-rt",
+			 strerror(-dma_err));
+	if (why[0] && !c->allow_non_rt) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		pthread_join(ctx->thread, NULL);
+		started = false;
+		fprintf(stderr, "rtlab-probe udp: skipped: %s\n", why);
+		code = RL_EXIT_SKIPPED;
+		goto out;
+	}
+
+	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
+	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
+	ctx->start_mono = start_mono;
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "header");
+	jw_int(&w, "schema", 1);
+	jw_str(&w, "engine_version", RTLAB_VERSION);
+	jw_str(&w, "probe", "udp");
+	jw_arr_begin(&w, "argv");
+	for (int i = 0; i < env->argc; i++)
+		jw_str(&w, NULL, env->argv[i]);
+	jw_arr_end(&w);
+	jw_uint(&w, "start_realtime_ns", start_real);
+	jw_uint(&w, "start_monotonic_ns", start_mono);
+	udp_report_config(ctx, &w, "config");
+	write_effective(&w, ctx, mlock_err, dma_fd, dma_err, &rep_aff, rep_pinned, rt_valid);
+	sysinfo_write(&w, "system");
+	jw_obj_end(&w);
+	int out_err = jw_emit(&w, out_fd);
+	if (why[0])
+		write_log(&w, out_fd, "warning", "no_rt", why);
+	if (c->ts == TS_SOFTWARE && ctx->ts_err)
+		write_log(&w, out_fd, "warning", "no_rx_timestamps",
+			  "SO_TIMESTAMPING software RX timestamps are not available: no stack/wakeup split");
+	if (ctx->hw_reason[0])
+		write_log(&w, out_fd, "info", "hw_timestamps", ctx->hw_reason);
+	if (ctx->busy_err || ctx->prefer_err)
+		write_log(&w, out_fd, "warning", "busy_poll",
+			  "SO_BUSY_POLL/SO_PREFER_BUSY_POLL could not be set as requested (see effective.socket.errors; raising it needs CAP_NET_ADMIN)");
+
+	struct reporter *rep = NULL;
+	struct reporter_cfg rc = {
+		.out_fd = out_fd,
+		.samples_fd = -1,
+		.snapshot_ns = c->snapshot_ns,
+		.start_mono_ns = start_mono,
+		.chans = ctx->chans,
+		.n_chans = ctx->n_chans,
+		.extra = write_counters,
+		.extra_arg = ctx,
+	};
+	e = reporter_start(&rep, &rc);
+	if (e) {
+		atomic_store(&ctx->abort, true);
+		pthread_barrier_wait(&ctx->go);
+		pthread_join(ctx->thread, NULL);
+		started = false;
+		fprintf(stderr, "rtlab-probe udp: cannot start the reporter: %s\n", strerror(-e));
+		goto out;
+	}
+	pthread_barrier_wait(&ctx->go);
+
+	sigset_t wait;
+	sigemptyset(&wait);
+	sigaddset(&wait, SIGINT);
+	sigaddset(&wait, SIGTERM);
+	sigaddset(&wait, SIGUSR1);
+	bool interrupted = false;
+	for (;;) {
+		int sig = sigwaitinfo(&wait, NULL);
+		if (sig == SIGINT || sig == SIGTERM) {
+			interrupted = true;
+			atomic_store(&ctx->stop, true);
+			break;
+		}
+		if (sig == SIGUSR1 && atomic_load(&ctx->done))
+			break;
+	}
+	pthread_join(ctx->thread, NULL);
+	started = false;
+
+	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
+	char errmsg[128] = "";
+	if (ctx->run_err)
+		snprintf(errmsg, sizeof(errmsg), "socket thread: %s", strerror(ctx->run_err));
+	if (interrupted) {
+		o.status = "interrupted";
+		o.exit_code = RL_EXIT_INTERRUPTED;
+	} else if (errmsg[0]) {
+		o.status = "error";
+		o.exit_code = RL_EXIT_ERROR;
+		o.error = errmsg;
+	}
+	e = reporter_finish(rep, &o);
+	if (e || out_err) {
+		fprintf(stderr, "rtlab-probe udp: writing the output failed: %s\n",
+			strerror(-(e ? e : out_err)));
+		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
+	} else {
+		code = o.exit_code;
+	}
+out:
+	if (started) {
+		atomic_store(&ctx->abort, true);
+		pthread_join(ctx->thread, NULL);
+	}
+	jw_free(&w);
+	if (barriers) {
+		pthread_barrier_destroy(&ctx->ready);
+		pthread_barrier_destroy(&ctx->go);
+	}
+	if (dma_fd >= 0)
+		close(dma_fd);
+	if (out_fd != STDOUT_FILENO)
+		close(out_fd);
+	return code;
+}
+
+static void udp_fini(void *p)
+{
+	struct udp_ctx *ctx = p;
+	if (!ctx)
+		return;
+	for (size_t i = 0; i < ctx->n_chans; i++)
+		channel_destroy(ctx->chans[i]);
+	if (ctx->ep >= 0)
+		close(ctx->ep);
+	if (ctx->fd >= 0)
+		close(ctx->fd);
+	free(ctx->rx);
+	free(ctx->mm);
+	free(ctx->txbuf);
+	free(ctx->seq);
+	free(ctx);
+}
+
+const struct probe_ops udp_probe = {
+	.name = "udp",
+	.summary = "UDP ping-pong round trips with the stack/wakeup split (reflect | ping)",
+	.usage = "rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN [options]\n"
+		 "rtlab-probe udp ping --peer ADDR:PORT --session TOKEN [--rate HZ] [--size B]\n"
+		 "\n"
+		 "The pinger sends on absolute deadlines and histograms the round trip (rtt)\n"
+		 "and, with kernel RX timestamps, the split: wakeup (RX timestamp -> thread\n"
+		 "running) on both ends, and the stack/wire time. The reflector answers only\n"
+		 "well-formed pings of its session, never with more bytes than received, and\n"
+		 "at most --max-rate per second. Counters are in the `udp` object of snapshots\n"
+		 "and the result. See docs/probes/udp.md.",
+	.opts = udp_opts,
+	.n_opts = O_N,
+	.unavailable = NULL,
+	.positional = "mode",
+	.init = udp_init,
+	.report_config = udp_report_config,
+	.run = udp_run,
+	.fini = udp_fini,
+};

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab compare RUN RUN... [--by kernel|scenario|variant] [--html FILE] [--slo EXPR]`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rtlab.cli.cmd_report import SLO_HELP, STORE_HELP
+from rtlab.exitcodes import ExitCode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare", help="compare runs or configurations, with statistical significance",
+        description="A table of min, avg, mode, p99, p99.9, p99.99 and max per configuration, "
+        "and for each configuration the change of its tails against the first (baseline), "
+        "with significance (\"not significant\" when it is not). Maxima of runs of different "
+        "length are compared through their per-window maxima. Exit codes: 0 ok, 1 error, "
+        "2 usage, 3 SLO violated.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")
+    p.add_argument("--by", choices=("run", "kernel", "scenario", "variant"), default="run",
+                   help="group runs into configurations (run: each run is one)")
+    p.add_argument("--html", metavar="FILE", help="also write an HTML report with overlaid "
+                   "CCDFs")
+    p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
+    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs
+    from rtlab.analysis.slo import evaluate_slo, parse_slo
+    from rtlab.analysis.stats import percentile_label
+    from rtlab.cli.cmd_report import load_runs, write_junit
+    from rtlab.errors import UsageError
+    from rtlab.report.format import seconds, us
+    from rtlab.report.terminal import make_console
+
+    slo = parse_slo(args.slo) if args.slo is not None else None
+    results = load_runs(args.store, args.runs)
+    configs = build_configs(results, args.by)
+    if len(configs) < 2:
+        raise UsageError(f"nothing to compare: the runs form {len(configs)} configuration(s) "
+                         f"by {args.by}", hint="give runs of different configurations")
+    pairs = compare_configs(configs)
+    console = make_console()
+    table = Table(title=f"latency in µs by {args.by}", title_justify="left")
+    for name in ("configuration", "runs", "samples", "duration", "min", "avg", "mode",
+                 *(percentile_label(q) for q in TABLE_LEVELS), "max"):
+        table.add_column(name, justify="left" if name == "configuration" else "right")
+    for c in configs:
+        table.add_row(c.label, str(len(c.runs)), f"{c.channel.samples:,}",
+                      seconds(c.duration_ns), us(c.value("min")), us(c.value("avg")),
+                      us(c.value("mode")), *(us(c.value(q)) for q in TABLE_LEVELS),
+                      us(c.value("max")))
+    console.print(table)
+    for pc in pairs:
+        console.print(f"{pc.b.label} vs {pc.a.label} (baseline):", highlight=False)
+        for ch in pc.changes:
+            console.print(f"  {ch.describe()}", highlight=False, markup=False)
+    report = evaluate_slo(slo, results) if slo is not None else None
+    if args.html:
+        from rtlab.report.html import write_run_report
+
+        path = write_run_report(results, args.html, slo=slo, slo_report=report,
+                                compare_by=args.by)
+        console.print(f"report written to {path}", highlight=False)
+    if args.junit:
+        write_junit(args.junit, results, slo, report)
+    if report is not None:
+        console.print(report.summary(), highlight=False, markup=False)
+        if not report.passed:
+            return int(ExitCode.THRESHOLD)
+    return int(ExitCode.OK)

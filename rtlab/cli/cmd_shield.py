@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab shield`: apply, show or remove a persistent CPU shield."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rtlab.exitcodes import ExitCode
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "shield",
+        help="shield CPUs from tasks and IRQs (journaled; undo with --reset)",
+        description="Move tasks, unbound kthreads and IRQs off CPUS with a cpuset shield "
+        "(cgroup v2 partition or v1 cpusets, chosen automatically). Every change is "
+        "journaled in /run/rtlab/shield.journal and undone by `rtlab shield --reset` "
+        "or `rtlab restore`.",
+    )
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--cpus", metavar="LIST", help="CPUs to shield, e.g. 1 or 2-3")
+    g.add_argument("--reset", action="store_true", help="undo the shield")
+    g.add_argument("--status", action="store_true", help="show the shield requested vs in effect")
+    p.add_argument("--irqs", action="store_true", help="also move IRQs and default_smp_affinity")
+    p.add_argument("--kthreads", action="store_true", help="also move unbound kernel threads")
+    p.add_argument(
+        "--exclude",
+        metavar="PIDS",
+        default="",
+        help="comma-separated processes to leave where they are",
+    )
+    p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.engine.locate import find_probe
+    from rtlab.errors import UsageError
+    from rtlab.system import journal as jr
+    from rtlab.system.shield import ShieldRequest, apply_shield, reset_shield, shield_status
+
+    directory = args.journal_dir or jr.DEFAULT_DIR
+    if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude):
+        raise UsageError("--irqs, --kthreads and --exclude go with --cpus")
+    probe = [str(find_probe())]
+    if args.reset:
+        rep = reset_shield(probe, directory)
+        if rep is None:
+            print("no shield is applied: nothing to reset")
+            return int(ExitCode.OK)
+        print(f"shield removed: {rep.summary()}")
+        return int(ExitCode.OK if rep.ok else ExitCode.ERROR)
+    if args.status:
+        st = shield_status(probe, directory)
+        if args.json:
+            print(json.dumps(st, indent=1))
+        elif st is None:
+            print("no shield is applied")
+        else:
+            _print_status(st)
+        return int(ExitCode.OK)
+    try:
+        exclude = frozenset(int(x) for x in args.exclude.split(",") if x.strip())
+    except ValueError as exc:
+        raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
+    from rtlab.system.facts import parse_cpus_arg, read_facts
+
+    facts = read_facts(probe)
+    cpus = parse_cpus_arg(args.cpus, facts.cpus_online)
+    req = ShieldRequest(cpus=cpus, irqs=args.irqs, kthreads=args.kthreads, exclude_pids=exclude)
+    out = apply_shield(probe, req, directory, facts=facts)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return int(ExitCode.OK)
+    s = out["summary"]
+    print(
+        f"shielded CPU {s['shield_cpus']} ({s['backend']} cpuset {s['shield_cgroup']}); "
+        f"system on CPU {s['housekeeping_cpus']}"
+    )
+    print(
+        f"  moved {out['tasks_moved']} user task(s), {out['kthreads_moved']} kthread(s); "
+        f"{s['kthreads_not_movable']} per-CPU kthread(s) cannot move"
+    )
+    if args.irqs:
+        print(f"  IRQs moved: {_ints(out['irqs_moved']) or 'none'}")
+        for r in out["irqs_refused"]:
+            print(f"  IRQ {r['irq']} refused: {r['error']} (kernel-managed)")
+    for f in out["failed"]:
+        print(f"  not applied: {f}")
+    _print_status(out["verify"])
+    print("undo with: rtlab shield --reset")
+    return int(ExitCode.OK)
+
+
+def _ints(v: list[int]) -> str:
+    return ",".join(str(i) for i in v)
+
+
+def _print_status(st: dict) -> None:
+    print(f"  requested: CPU {st['requested']['cpus']}")
+    eff = st["in_effect"]
+    for cpu, c in eff["cpus"].items():
+        print(
+            f"  in effect on CPU {cpu}: {len(c['user_tasks'])} user task(s), "
+            f"{len(c['kthreads_movable'])} unbound kthread(s), {c['kthreads_per_cpu']} per-CPU "
+            f"kthread(s), IRQ affinity {_ints(c['irqs_affinity']) or 'none'}, "
+            f"effective {_ints(c['irqs_effective']) or 'none'}"
+        )
+    for p in st["problems"]:
+        print(f"  ! {p}")

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab spikes RUN`: the cause of each spike of a traced run (`rtlab run --trace`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rtlab.exitcodes import ExitCode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "spikes",
+        help="list the explained spikes of a run recorded with --trace",
+        description="List the spike cause records of a stored run recorded with "
+        "`rtlab run --trace`: time into the phase (s), CPU, latency, dominant cause class "
+        "and a one-line summary, with the counts by cause class. --threshold attributes "
+        "again from the trace capture and samples saved beside the run. Exit codes: 0 ok, "
+        "1 the run was not traced or its capture is gone, 2 usage (unknown run or phase).",
+    )
+    p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
+    p.add_argument("--phase", metavar="NAME", help="only this phase (default: all traced)")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="show the N worst spikes of each phase, in time order (default 20; "
+                   "0: all stored)")
+    p.add_argument("--threshold", metavar="DUR",
+                   help="attribute again from the saved capture with this threshold, e.g. 50us")
+    p.add_argument("--json", action="store_true",
+                   help="JSON: per phase its spike_summary and spikes (cause records)")
+    p.add_argument("--store", metavar="PATH",
+                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
+                   "or ~/.local/share/rtlab/rtlab.db)")
+    p.set_defaults(func=run)
+
+
+def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, Any]]]:
+    from rtlab.errors import RtlabError, UsageError
+    from rtlab.scenario import parse_duration
+
+    threshold = parse_duration(args.threshold, "--threshold") if args.threshold else None
+    if args.limit < 0:
+        raise UsageError(f"--limit {args.limit} out of range (0 or more)")
+    result = store.get(args.run)
+    phases = list(result.phases)
+    if args.phase is not None:
+        phases = [p for p in phases if p.name == args.phase]
+        if not phases:
+            known = ", ".join(p.name for p in result.phases)
+            raise UsageError(f"--phase {args.phase}: no such phase in run {result.run_id}; "
+                             f"allowed: {known}")
+    traced = [p for p in phases if p.trace is not None]
+    if not traced:
+        raise RtlabError(f"run {result.run_id} was not recorded with tracing: no spike causes",
+                         hint="run it with `rtlab run --trace`")
+    out = []
+    for p in traced:
+        spikes, summary = p.spikes or [], dict(p.spike_summary or {})
+        if threshold is not None:
+            spikes, summary = _again(store.runs_dir, p, threshold)
+        out.append({"phase": p.name, "spike_summary": summary, "trace": p.trace,
+                    "spikes": _worst(spikes, args.limit)})
+    return result.run_id, out
+
+
+def _again(runs_dir: Any, phase: Any, threshold_ns: int
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from rtlab.errors import RtlabError
+    from rtlab.runner.tracing import attribute
+    from rtlab.trace.capture import TraceCapture
+
+    info = phase.trace
+    cap_dir = runs_dir / str(info.get("capture", ""))
+    samples = runs_dir / str(info.get("samples", ""))
+    if not info.get("capture") or not cap_dir.is_dir() or not samples.is_file():
+        raise RtlabError(f"phase {phase.name}: the saved trace capture or samples file is "
+                         f"missing in {runs_dir}", hint="without --threshold the stored "
+                         "records are shown")
+    cap = TraceCapture.load(cap_dir)
+    return attribute(cap, samples, info, threshold_ns, phase.name)
+
+
+def _worst(spikes: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    if limit == 0 or len(spikes) <= limit:
+        return spikes
+    keep = sorted(spikes, key=lambda s: -int(s.get("latency_ns") or 0))[:limit]
+    return sorted(keep, key=lambda s: int(s.get("at_ns") or 0))
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.report.spikes import class_counts, spike_row, summary_line
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+
+    store = Store.open(args.store)
+    try:
+        run_id, phases = _phases(args, store)
+    finally:
+        store.close()
+    if args.json:
+        json.dump({"run_id": run_id, "phases": phases}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return int(ExitCode.OK)
+    from rich.table import Table
+
+    console = make_console()
+    for ph in phases:
+        summary = ph["spike_summary"]
+        console.print(summary_line(summary, ph["trace"], f"run {run_id} phase {ph['phase']}: "),
+                      highlight=False, markup=False)
+        console.print(f"dominant cause by class: {class_counts(summary)}", highlight=False,
+                      markup=False)
+        if not ph["spikes"]:
+            continue
+        shown = len(ph["spikes"])
+        table = Table(title=f"{shown} worst of {summary.get('spikes', shown)} spikes, "
+                      "in time order", title_justify="left")
+        for name in ("at s", "CPU", "latency", "class", "cause"):
+            table.add_column(name, justify="right" if name in ("at s", "CPU", "latency")
+                             else "left", overflow="fold")
+        for s in ph["spikes"]:
+            table.add_row(*spike_row(s))
+        console.print(table)
+    return int(ExitCode.OK)

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""Host arithmetic of `rtlab-probe interfere`: the Amdahl fit, pair ratios, sharing costs.
+
+Amdahl's law: S(N) = 1 / ((1 - p) + p / N). The probe reports raw execution
+times per CPU count; the speed-up of N CPUs is median(T1) / median(TN) (medians
+because a noisy machine adds one-sided outliers), and p is fitted to the
+speed-ups by least squares on S (a bounded 1-D minimisation started from the
+exact linear solution of 1/S = 1 - p (1 - 1/N)).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rtlab.probes.noise import bucket_lo
+
+
+def amdahl_speedup(p: float, n: float) -> float:
+    return 1.0 / ((1.0 - p) + p / n)
+
+
+def _sse(p: float, points: Sequence[tuple[int, float]]) -> float:
+    return sum((s - amdahl_speedup(p, n)) ** 2 for n, s in points)
+
+
+def fit_amdahl(points: Sequence[tuple[int, float]]) -> float:
+    """Parallel fraction p minimising sum (S_i - S(N_i; p))^2 over (N_i, S_i) points.
+
+    Needs at least one point with N > 1. p is searched in [-1, 1] (p < 0 means
+    adding CPUs slows the job down, which a noisy or oversubscribed machine can show).
+    """
+    pts = [(int(n), float(s)) for n, s in points if n >= 1 and s > 0]
+    xs = [(1.0 - 1.0 / n, 1.0 - 1.0 / s) for n, s in pts if n > 1]
+    if not xs:
+        raise ValueError("the Amdahl fit needs a speed-up for at least one N > 1")
+    den = sum(x * x for x, _ in xs)
+    p0 = max(-1.0, min(1.0, sum(x * y for x, y in xs) / den))
+    # golden-section search around the linear solution, on the S residuals
+    lo, hi = max(-1.0, p0 - 0.5), min(1.0, p0 + 0.5)
+    g = (5 ** 0.5 - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = _sse(a, pts), _sse(b, pts)
+    for _ in range(200):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = _sse(a, pts)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = _sse(b, pts)
+        if hi - lo < 1e-12:
+            break
+    p = (lo + hi) / 2
+    return p if _sse(p, pts) <= _sse(p0, pts) else p0
+
+
+@dataclass(frozen=True)
+class AmdahlRow:
+    n: int
+    runs: int
+    median_ns: float
+    min_ns: int
+    max_ns: int
+    jitter_ns: int  # max - min of the runs
+    speedup: float
+
+
+@dataclass(frozen=True)
+class AmdahlSummary:
+    rows: list[AmdahlRow]
+    p_fit: float
+    serial_injected: float | None  # from the probe's config
+
+    @property
+    def serial_fit(self) -> float:
+        return 1.0 - self.p_fit
+
+
+def _result(records: Sequence[Mapping[str, Any]], mode: str) -> Mapping[str, Any]:
+    res = next((r for r in reversed(records) if r.get("type") == "result"), None)
+    if res is None or res.get("interfere", {}).get("mode") != mode:
+        raise ValueError(f"no result record of interfere --mode {mode}")
+    return res["interfere"]
+
+
+def amdahl_from_times(times: Mapping[int, Sequence[int]]) -> tuple[list[AmdahlRow], float]:
+    t1 = statistics.median(times[1])
+    rows = []
+    for n in sorted(times):
+        v = times[n]
+        if not v:
+            continue
+        med = statistics.median(v)
+        rows.append(AmdahlRow(n=n, runs=len(v), median_ns=med, min_ns=min(v), max_ns=max(v),
+                              jitter_ns=max(v) - min(v), speedup=t1 / med))
+    return rows, fit_amdahl([(r.n, r.speedup) for r in rows])
+
+
+def summarize_amdahl(records: Sequence[Mapping[str, Any]]) -> AmdahlSummary:
+    x = _result(records, "amdahl")
+    times = {int(r["n"]): [int(v) for v in r["ns"]] for r in x["runs"]}
+    rows, p = amdahl_from_times(times)
+    return AmdahlSummary(rows=rows, p_fit=p, serial_injected=x["serial_permille"] / 1000)
+
+
+@dataclass(frozen=True)
+class PairRow:
+    workload: str
+    pair_class: str
+    cpu_b: int | None
+    median_ns: float
+    ratio: float  # median paired / median solo (1.0 for solo)
+
+
+def summarize_pairs(records: Sequence[Mapping[str, Any]]) -> tuple[list[PairRow], list[str]]:
+    """Interference ratio per workload and pair class; also the classes missing here."""
+    x = _result(records, "pairs")
+    solo = {r["workload"]: statistics.median(r["ns"]) for r in x["runs"]
+            if r["class"] == "solo" and r["ns"]}
+    rows = []
+    for r in x["runs"]:
+        if not r["ns"] or r["workload"] not in solo:
+            continue
+        med = statistics.median(r["ns"])
+        rows.append(PairRow(workload=r["workload"], pair_class=r["class"], cpu_b=r["cpu_b"],
+                            median_ns=med, ratio=med / solo[r["workload"]]))
+    return rows, list(x.get("classes_missing", []))
+
+
+def _hist_quantile(ch: Mapping[str, Any], q: float) -> int:
+    buckets = ch["hist"]["buckets"]
+    total = sum(c for _, c in buckets)
+    rank = max(1, min(total, round(q * total)))
+    seen = 0
+    for i, c in buckets:
+        seen += c
+        if seen >= rank:
+            return bucket_lo(i)
+    raise ValueError("empty histogram")
+
+
+@dataclass(frozen=True)
+class SharingRow:
+    variant: str  # shared | percpu | false
+    threads: int
+    median_ns_per_op: float
+    p99_ns_per_op: float
+    max_ns_per_op: float
+
+
+def summarize_sharing(records: Sequence[Mapping[str, Any]]) -> list[SharingRow]:
+    """Cost per operation (median, p99, max over batches and threads) per variant and N."""
+    x = _result(records, "sharing")
+    batch = int(x["batch"])
+    res = next(r for r in reversed(records) if r.get("type") == "result")
+    chans = {c["name"]: c for c in res["channels"]}
+    rows = []
+    for r in x["runs"]:
+        cs = [chans[n] for n in r["channels"] if chans[n]["samples"]]
+        if not cs:
+            continue
+        merged: dict[int, int] = {}
+        for c in cs:
+            for i, k in c["hist"]["buckets"]:
+                merged[i] = merged.get(i, 0) + k
+        m = {"hist": {"buckets": sorted([i, k] for i, k in merged.items())}}
+        rows.append(SharingRow(
+            variant=r["variant"], threads=int(r["threads"]),
+            median_ns_per_op=_hist_quantile(m, 0.5) / batch,
+            p99_ns_per_op=_hist_quantile(m, 0.99) / batch,
+            max_ns_per_op=max(c["max_ns"] for c in cs) / batch,
+        ))
+    return rows

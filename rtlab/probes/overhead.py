@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: MIT
+"""Summary of a `rtlab-probe overhead` run: one line per test (median and tail)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rtlab.report.format import human
+from rtlab.results.model import Channel
+
+
+def lines(channels: Sequence[Channel]) -> list[str]:
+    parts = []
+    for ch in channels:
+        s = ch.summary((50.0, 99.0))
+        if not s.samples:
+            continue
+        parts.append(f"{ch.name} {human(s.p(50.0))} (p99 {human(s.p(99.0))})")
+    return ["cost per test (median): " + "; ".join(parts)] if parts else []

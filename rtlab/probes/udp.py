@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: MIT
+"""Summary of a `rtlab-probe udp` run: packet counters and where the round trip goes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rtlab.report.format import human
+from rtlab.results.model import Channel
+
+# the counters people look at first, in this order; any others follow
+_FIRST = ("sent", "received", "lost", "late", "reordered", "duplicates", "invalid")
+
+
+def lines(extras: Mapping[str, Any], channels: Sequence[Channel]) -> list[str]:
+    udp = dict(extras.get("udp") or {})
+    out: list[str] = []
+    mode = udp.pop("mode", None)
+    counters = {k: v for k, v in udp.items() if isinstance(v, int)}
+    if counters:
+        keys = [k for k in _FIRST if k in counters] + sorted(k for k in counters
+                                                              if k not in _FIRST)
+        out.append(f"udp {mode or ''} packets: ".replace("  ", " ")
+                   + ", ".join(f"{k} {counters[k]:,}" for k in keys))
+    split = []
+    for ch in channels:
+        if ch.name == "rtt" or not ch.samples:
+            continue
+        s = ch.summary((50.0, 99.0))
+        split.append(f"{ch.name} {human(s.p(50.0))} (p99 {human(s.p(99.0))})")
+    if split:
+        out.append("where the round trip goes (median): " + "; ".join(split))
+    return out

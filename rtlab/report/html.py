@@ -1,0 +1,536 @@
+# SPDX-License-Identifier: MIT
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no network).
+
+`write_run_report(results, path)` is what `rtlab run` and `rtlab report` call;
+`render_html(results, ...)` returns the text. See docs/report.md for what each
+section shows and how to read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rtlab import __version__
+from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.errors import RtlabError
+from rtlab.report.format import NA, human, seconds, us
+from rtlab.report.terminal import channel_label, verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rtlab.analysis.compare import Config, PairComparison
+    from rtlab.analysis.slo import Slo, SloReport
+    from rtlab.results.model import Channel, Phase, RunResult
+
+HOUR_NS = 3_600 * 1_000_000_000
+DAY_NS = 24 * HOUR_NS
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
+ margin:0 auto;max-width:1180px;padding:16px 24px 48px;color:#1d2329;background:#fff;
+ line-height:1.45}
+h1{font-size:1.55em;margin:.2em 0 .1em}h2{font-size:1.25em;margin-top:1.8em;
+ border-bottom:2px solid #e3e7ea;padding-bottom:.2em}h3{font-size:1.05em;margin-top:1.4em}
+.sub{color:#5b6670;font-size:.9em}
+.verdict{border-radius:6px;padding:12px 16px;margin:14px 0;font-size:1.08em;font-weight:600}
+.ok{background:#e7f6ea;border-left:6px solid #2e9d48}
+.warn{background:#fff5dc;border-left:6px solid #d99a00}
+.bad{background:#fde8e8;border-left:6px solid #c62828}
+.info{background:#eef3f8;border-left:6px solid #5b7fa6}
+table{border-collapse:collapse;margin:8px 0 14px;font-size:.88em}
+th,td{border:1px solid #d9dee2;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f2f4f6}td.l,th.l{text-align:left}tr.all td{font-weight:700;background:#f8f9fa}
+td.pass{color:#2e7d32;font-weight:600}td.fail{color:#c62828;font-weight:700}
+.fig svg{max-width:100%;height:auto}.fig{margin:6px 0 18px}
+details{margin:10px 0;background:#f8f9fa;border-radius:6px;padding:8px 14px}
+summary{cursor:pointer;font-weight:600}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
+pre{white-space:pre-wrap;word-break:break-all;background:#f5f7f8;padding:6px 8px;margin:4px 0}
+ul.warn-list li{color:#8a5a00}.muted{color:#6b757d}
+td.kv{text-align:left;max-width:820px;word-break:break-word}
+"""
+
+_HOWTO = """
+<p><b>Latency</b> here is how late a real-time thread ran after the moment it should have
+run (for the timer probe: the wake-up latency of a periodic thread). Lower is better; what
+matters for real-time work is the <b>worst case</b>, not the average.</p>
+<ul>
+<li><b>Verdict</b>: the worst value seen, where and when, and whether the run is valid
+(real-time scheduling and locked memory really in effect, nothing lost).</li>
+<li><b>Table</b>: min, average, mode (most frequent value), percentiles and max per CPU in µs.
+p99.99 = 99.99 % of the samples were at or below this value. A percentile shows “n/a” when
+the run has too few samples to support it (you need at least 10 000 samples for p99.99).</li>
+<li><b>Histograms</b> (one panel per CPU): how often each latency occurred. The y-axis is
+logarithmic so that single rare samples (count 1) stay visible next to millions of normal
+ones. The dashed line is the mode, the red line the maximum. A tight peak with nothing far
+to the right is what you want; isolated bars far to the right are spikes to explain.</li>
+<li><b>Complementary CDF</b>: for each latency x, the fraction of samples that were later
+than x (log-log). Read it like this: where a line crosses the “p99.99” guide, 1 sample in
+10 000 was later. A line that falls steeply is a short tail; a flat shelf is a separate
+population of slow events (interrupts, host stalls).</li>
+<li><b>Maxima over time</b>: the maximum of every window (e.g. each second) and the running
+maximum. If the red running maximum still steps up near the end, the run was too short to
+have seen the worst case.</li>
+<li><b>Worst-case statistics</b>: an extreme-value model fitted to the window maxima
+estimates how likely a budget is exceeded within a day, and how long a run must be to support
+a claimed maximum. Read its assumptions and warnings before quoting a number.</li>
+</ul>
+"""
+
+
+def _e(v: object) -> str:
+    return escape(str(v), quote=True)
+
+
+def _class_for(result: RunResult, slo: SloReport | None) -> str:
+    """Red: failed, threshold hit or SLO violated; amber: the measurement is incomplete or
+    not valid (partial, not real-time, missed periods); green: SLO met; else neutral (a
+    run without an SLO is a measurement, not a judgement)."""
+    if (slo is not None and not slo.passed) or result.status in ("threshold", "failed"):
+        return "bad"
+    if (result.partial or result.rt_valid is False or result.status != "completed"
+            or any(ch.missed for _, ch in result.channels())):
+        return "warn"
+    return "ok" if slo is not None else "info"
+
+
+def _summary_row(s: ChannelSummary, label: str, css: str = "") -> str:
+    cells = [f"<td class='l'>{_e(label)}</td>", f"<td>{s.samples:,}</td>",
+             f"<td>{us(s.min_ns)}</td>", f"<td>{us(s.mean_ns)}</td>", f"<td>{us(s.mode_ns)}</td>",
+             *(f"<td>{us(s.p(q))}</td>" for q in DEFAULT_PERCENTILES),
+             f"<td>{us(s.max_ns)}</td>", f"<td>{seconds(s.max_at_ns)}</td>",
+             f"<td>{s.missed:,}</td>"]
+    cls = f" class='{css}'" if css else ""
+    return f"<tr{cls}>{''.join(cells)}</tr>"
+
+
+def _summary_table(phase: Phase) -> str:
+    heads = ["channel", "samples", "min", "avg", "mode",
+             *(percentile_label(q) for q in DEFAULT_PERCENTILES), "max", "max at", "missed"]
+    out = ["<table><tr>", *(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>"
+                            for i, h in enumerate(heads)), "</tr>"]
+    for ch in phase.channels:
+        out.append(_summary_row(ch.summary(), channel_label(ch)))
+    if len(phase.channels) > 1:
+        out.append(_summary_row(phase.merged().summary(), "all", "all"))
+    out.append("</table><p class='sub'>latency in µs; n/a = too few samples to support the "
+               "percentile; “max at” = run time of the maximum</p>")
+    return "".join(out)
+
+
+def _fig(fig: Any) -> str:
+    from rtlab.report.plots import figure_svg
+
+    svg = figure_svg(fig)
+    fig.clear()
+    return f"<div class='fig'>{svg}</div>"
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _value_html(v: Any, key: str = "") -> str:
+    if isinstance(v, list) and all(_scalar(x) for x in v):
+        if key in ("argv", "command", "command_line"):
+            return f"<code>{_e(' '.join(map(str, v)))}</code>"
+        return _e(", ".join(map(str, v))) if v else "none"
+    if isinstance(v, dict | list):
+        return f"<pre>{_e(json.dumps(v, indent=1, default=str))}</pre>"
+    if v is None:
+        return f"<span class='muted'>{NA}</span>"
+    return _e(v)
+
+
+def _kv_table(pairs: Sequence[tuple[str, Any]]) -> str:
+    rows = [f"<tr><th class='l'>{_e(k)}</th><td class='kv'>{_value_html(v, k)}</td></tr>"
+            for k, v in pairs if v not in (None, "", [], {})]
+    return "<table>" + "".join(rows) + "</table>" if rows else ""
+
+
+def _records_table(records: Sequence[Any], prefer: Sequence[str] = ()) -> str:
+    dicts = [r for r in records if isinstance(r, dict)]
+    if not dicts:
+        return "<ul>" + "".join(f"<li>{_e(r)}</li>" for r in records) + "</ul>"
+    keys: list[str] = [k for k in prefer if any(k in d for d in dicts)]
+    for d in dicts:
+        keys += [k for k in d if k not in keys]
+    keys = keys[:9]
+    head = "".join(f"<th class='l'>{_e(k)}</th>" for k in keys)
+    body = "".join("<tr>" + "".join(f"<td class='kv'>{_cell(d.get(k), k)}</td>" for k in keys)
+                   + "</tr>" for d in dicts)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cell(v: Any, key: str) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and key.endswith("_ns"):
+        return _e(human(v) if not key.startswith("at") else seconds(v))
+    return _value_html(v, key)
+
+
+def _provenance(result: RunResult) -> str:
+    prov = result.provenance or {}
+    eng = prov.get("engine") or {}
+    host = prov.get("host") or {}
+    system = result.system
+    eff = eng.get("effective") or {}
+    parts = ["<h3>Configuration and provenance</h3>"]
+    parts.append(_kv_table([
+        ("host", system.get("hostname") or host.get("hostname")),
+        ("kernel", " ".join(str(x) for x in (system.get("release"), system.get("version"))
+                            if x)),
+        ("preemption model", system.get("preempt")),
+        ("kernel command line", system.get("cmdline")),
+        ("CPU model", system.get("cpu_model")),
+        ("CPUs online / isolated / nohz_full",
+         " / ".join(str(system.get(k)) for k in ("cpus_online", "cpus_isolated", "nohz_full"))
+         if system else None),
+        ("clocksource", system.get("clocksource")),
+        ("sched_rt_runtime_us", system.get("sched_rt_runtime_us")),
+        ("probe", result.probe),
+        ("scenario", f"{result.scenario.get('name') or NA} (hash "
+                     f"{str(result.scenario.get('hash') or NA)[:12]})"),
+        ("real-time valid", result.rt_valid),
+        ("engine", f"{eng.get('engine_version') or NA}: {' '.join(map(str, eng.get('argv') or []))}"
+         if eng else None),
+        ("requested configuration", eng.get("config")),
+        ("memory locking (requested / effect)", eff.get("mlock")),
+        ("cpu_dma_latency", eff.get("dma_latency")),
+        ("started / ended (UTC)", f"{host.get('start_wall') or NA} / {host.get('end_wall') or NA}"
+         if host else None),
+        ("rtlab command", " ".join(map(str, host.get("command_line") or [])) or None),
+        ("transport", host.get("transport")),
+        ("imported", prov.get("imported")),
+    ]))
+    threads = eff.get("threads")
+    if threads:
+        parts.append("<p><b>Measuring threads as read back from the kernel</b></p>")
+        parts.append(_records_table(threads, ("channel", "cpu", "tid", "policy", "priority",
+                                              "affinity", "errors")))
+    shield = prov.get("shield") or host.get("shield")
+    if shield:
+        parts.append("<p><b>Shield: requested vs in effect</b></p>")
+        if isinstance(shield, dict):
+            parts.append(_kv_table(list(shield.items())))
+        else:
+            parts.append(_value_html(shield))
+    doctor = prov.get("doctor")
+    if doctor:
+        parts.append("<p><b>Doctor findings before the run</b></p>")
+        if isinstance(doctor, dict) and doctor.get("summary"):
+            parts.append(f"<p>{_value_html(doctor['summary'])}</p>")
+        if isinstance(doctor, dict) and doctor.get("error"):
+            parts.append(f"<p>doctor failed: {_e(doctor['error'])}</p>")
+        items = doctor.get("findings") if isinstance(doctor, dict) else doctor
+        if isinstance(items, list) and items:
+            shown = [{k: d.get(k) for k in ("check", "severity", "status", "title", "summary",
+                                            "message", "advice") if k in d}
+                     if isinstance(d, dict) else d for d in items]
+            parts.append(_records_table(shown, ("check", "severity", "status", "title")))
+    loads = prov.get("loads")
+    if not loads:
+        loads = [{"phase": ph.get("name"), **ld} for ph in host.get("phases") or []
+                 if isinstance(ph, dict) for ld in ph.get("loads") or [] if isinstance(ld, dict)]
+        loads = [{k: ld.get(k) for k in ("phase", "name", "kind", "argv", "cpus", "status",
+                                         "exit_status", "died_early") if k in ld}
+                 for ld in loads]
+    if loads:
+        parts.append("<p><b>Loads</b></p>")
+        if isinstance(loads, list):
+            parts.append(_records_table(loads, ("phase", "kind", "name", "argv", "command",
+                                                "cpus")))
+        else:
+            parts.append(_value_html(loads))
+    return "".join(parts)
+
+
+def _spike_table(spikes: Sequence[Any], limit: int = 50) -> str:
+    from rtlab.report.spikes import spike_row
+
+    dicts = [s for s in spikes if isinstance(s, dict)]
+    worst = sorted(dicts, key=lambda s: -int(s.get("latency_ns") or 0))[:limit]
+    worst.sort(key=lambda s: int(s.get("at_ns") or 0))
+    rows = "".join("<tr>" + "".join(f"<td{' class=kv' if i == 4 else ''}>{_e(c)}</td>"
+                                    for i, c in enumerate(spike_row(s))) + "</tr>"
+                   for s in worst)
+    more = (f"<p class='sub'>the {limit} worst of {len(dicts)} shown</p>"
+            if len(dicts) > limit else "")
+    return ("<table><tr><th>at (s)</th><th>CPU</th><th>latency</th><th class='l'>class</th>"
+            f"<th class='l'>attribution</th></tr>{rows}</table>{more}")
+
+
+def _phase_spikes(phase: Phase) -> str:
+    summary = getattr(phase, "spike_summary", None)
+    spikes = getattr(phase, "spikes", None)
+    if summary is None and not spikes:
+        return ""
+    from rtlab.report.spikes import summary_line
+
+    out = [f"<h4>Spike attributions (phase {_e(phase.name)})</h4>"]
+    if summary is not None:
+        out.append(f"<p>{_e(summary_line(summary, getattr(phase, 'trace', None)))}</p>")
+    if spikes:
+        out.append("<p class='sub'>what the kernel trace shows was running or pending on the "
+                   "CPU while the latency built up</p>")
+        out.append(_spike_table(spikes))
+    return "".join(out)
+
+
+def _spikes(result: RunResult) -> str:
+    """Spikes recorded at the result level (`result.spikes` or provenance `spikes`)."""
+    spikes = getattr(result, "spikes", None) or result.provenance.get("spikes")
+    if not spikes:
+        return ""
+    return "<h3>Spike attributions</h3>" + _spike_table(spikes)
+
+
+def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str) -> str:
+    from rtlab.analysis.evt import fit_window_maxima, merged_window_maxima, required_run_ns
+    from rtlab.report.plots import evt_figure
+
+    maxima, window_ns = merged_window_maxima(channels)
+    est = fit_window_maxima(maxima, window_ns)
+    out = ["<h3>Worst-case statistics (extreme-value estimate)</h3>"]
+    out.append(
+        "<p class='sub'>Assumptions: the maxima of the windows (worst channel per window) are "
+        "independent and come from one stationary mechanism; the generalised extreme-value "
+        "(GEV) and Gumbel models are fitted by probability-weighted moments and the more "
+        "pessimistic of the two is quoted. Extrapolating far beyond the run length multiplies "
+        "any misfit.</p>")
+    if est.warnings:
+        out.append("<ul class='warn-list'>" + "".join(f"<li>⚠ {_e(w)}</li>"
+                                                      for w in est.warnings) + "</ul>")
+    if not est.usable:
+        return "".join(out)
+    run_ns = est.n_windows * est.window_ns
+    levels = sorted({*budgets, est.observed_max_ns, int(est.observed_max_ns * 1.5),
+                     est.observed_max_ns * 2})
+    rows = []
+    for lv in levels:
+        p1, p24 = est.p_exceed(lv, HOUR_NS), est.p_exceed(lv, DAY_NS)
+        rp = est.return_period_ns(lv)
+        need = required_run_ns(DAY_NS, 0.95)
+        seen = int((maxima > lv).sum())
+        tag = " (observed max)" if lv == est.observed_max_ns else (
+            " (SLO budget)" if lv in budgets else "")
+        rows.append(
+            f"<tr><td class='l'>{_e(human(lv))}{tag}</td><td>{_pct(p1)}</td><td>{_pct(p24)}</td>"
+            f"<td>{_dur(rp)}</td><td>{seen:,}</td><td>{_dur(need)}"
+            f"{' ✓' if seen == 0 and run_ns >= need else ''}</td></tr>")
+    fit_state = "acceptable" if est.fit_ok else "POOR: do not trust the model columns"
+    typical = _e(human(est.typical_worst_ns(DAY_NS)))
+    out.append(
+        f"<p>{est.n_windows:,} windows of {est.window_ns / 1e9:g} s ({_dur(run_ns)}); fit "
+        f"{fit_state} (KS distance {est.ks_distance:.3f}, limit {est.ks_critical:.3f}); "
+        + (f"typical (median) worst case within 24 h: <b>{typical}</b></p>" if est.fit_ok
+           else f"<s>typical worst case within 24 h: {typical}</s> (model rejected)</p>"))
+    out.append(
+        "<table><tr><th class='l'>budget</th><th>P(exceeded within 1 h)</th>"
+        "<th>P(exceeded within 24 h)</th><th>mean time between exceedances</th>"
+        "<th>windows above it in this run</th><th>run needed to support it for 24 h (95 %)"
+        "</th></tr>" + "".join(rows) + "</table>")
+    out.append(
+        "<p class='sub'>“Run needed” is model-free: a run of that length with no window above "
+        "the budget shows, at 95 % confidence, that the budget is exceeded less than once per "
+        "24 h (zero-failure Poisson bound, 3 × the operating time). ✓ = this run already "
+        "supports it.</p>")
+    out.append(_fig(evt_figure(est, maxima, f"{title}: window maxima vs fitted models")))
+    return "".join(out)
+
+
+def _pct(p: float | None) -> str:
+    if p is None:
+        return NA
+    if p >= 0.9995:
+        return "≈ 100 %"
+    if p < 1e-9:
+        return "< 1e-9"
+    return f"{p * 100:.3g} %" if p >= 1e-4 else f"{p:.1e}"
+
+
+def _dur(ns: float | None) -> str:
+    if ns is None:
+        return NA
+    if ns == float("inf"):
+        return "never (beyond the model's bound)"
+    s = ns / 1e9
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s:.3g} s"
+
+
+def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
+                   several: bool) -> str:
+    from rtlab.report.plots import ccdf_figure, hist_figure, timeline_figure
+
+    out = []
+    label = f"phase {phase.name}" + (f" ({seconds(phase.elapsed_ns)})"
+                                     if phase.elapsed_ns is not None else "")
+    if several:
+        out.append(f"<h3>{_e(label)}</h3>")
+    out.append(_summary_table(phase))
+    chans = [c for c in phase.channels]
+    if not any(c.samples for c in chans):
+        out.append("<p>No samples in this phase.</p>")
+        return "".join(out)
+    out.append(f"<h4>Histograms per CPU ({_e(label)})</h4>")
+    out.append(_fig(hist_figure(chans)))
+    series = [(channel_label(c), c) for c in chans]
+    if len(chans) > 1:
+        series.append(("all", phase.merged()))
+    out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
+    out.append(_fig(ccdf_figure(series)))
+    out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
+    out.append(_fig(timeline_figure(chans)))
+    out.append(_evt_section(chans, budgets, f"run {result.run_id} {phase.name}"))
+    out.append(_phase_spikes(phase))
+    return "".join(out)
+
+
+def _slo_section(report: SloReport) -> str:
+    cls = "ok" if report.passed else "bad"
+    out = [f"<h2>Service-level objective</h2><div class='verdict {cls}'>"
+           f"{_e(report.summary())}</div>"]
+    rows = sorted(report.outcomes, key=lambda o: o.passed)
+    body = "".join(
+        f"<tr><td class='{'pass' if o.passed else 'fail'}'>{'pass' if o.passed else 'FAIL'}"
+        f"</td><td class='l'>{_e(o.run_id)}</td><td class='l'>{_e(o.phase)}</td>"
+        f"<td class='l'>{_e(o.channel)}</td><td class='l'>{_e(o.reason)}</td></tr>"
+        for o in rows[:500])
+    out.append("<table><tr><th>result</th><th class='l'>run</th><th class='l'>phase</th>"
+               f"<th class='l'>channel</th><th class='l'>check</th></tr>{body}</table>")
+    return "".join(out)
+
+
+def comparison_table(configs: Sequence[Config]) -> str:
+    from rtlab.analysis.compare import TABLE_LEVELS
+
+    heads = ["configuration", "runs", "samples", "duration", "min", "avg", "mode",
+             *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"]
+    rows = []
+    for c in configs:
+        import numpy as np
+
+        wm = float(np.median(c.window_maxima)) if len(c.window_maxima) else None
+        rows.append(
+            f"<tr><td class='l'>{_e(c.label)}</td><td>{len(c.runs)}</td>"
+            f"<td>{c.channel.samples:,}</td><td>{seconds(c.duration_ns)}</td>"
+            f"<td>{us(c.value('min'))}</td><td>{us(c.value('avg'))}</td>"
+            f"<td>{us(c.value('mode'))}</td>"
+            + "".join(f"<td>{us(c.value(q))}</td>" for q in TABLE_LEVELS)
+            + f"<td>{us(c.value('max'))}</td><td>{us(wm)}</td></tr>")
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(heads))
+    return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p class='sub'>latency in µs, all "
+            "channels of a configuration merged</p>")
+
+
+def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison]) -> str:
+    from rtlab.report.plots import ccdf_figure
+
+    out = ["<h2>Comparison</h2>", comparison_table(configs)]
+    out.append(_fig(ccdf_figure([(c.label, c.channel) for c in configs],
+                                "P(latency > x), configurations overlaid")))
+    if pairs:
+        out.append("<h3>Changes against the baseline (first configuration)</h3>")
+        out.append(
+            "<p class='sub'>Tail percentiles: two-proportion test of the fraction of samples "
+            "above the pooled percentile (significant: p &lt; 0.01, a change of at least "
+            "5 % and, with several runs per configuration, runs that do not overlap; it "
+            "assumes independent samples, which clustered spikes are not, so treat "
+            "borderline results with care). Maxima: runs of different length are not "
+            "comparable directly, so the distributions of per-window maxima are compared "
+            "(Mann-Whitney U).</p>")
+        for pc in pairs:
+            items = "".join(f"<li>{_e(ch.describe())}</li>" for ch in pc.changes)
+            out.append(f"<p><b>{_e(pc.b.label)}</b> vs <b>{_e(pc.a.label)}</b></p>"
+                       f"<ul>{items}</ul>")
+    return "".join(out)
+
+
+def _budgets(slo: Slo | None) -> list[int]:
+    if slo is None:
+        return []
+    return [c.bound for c in slo.clauses if c.metric == "max" and c.op in ("<", "<=")]
+
+
+def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
+                slo_report: SloReport | None = None, title: str | None = None,
+                compare_by: str = "run") -> str:
+    """The whole report as HTML text."""
+    from rtlab.analysis.slo import evaluate_slo
+
+    if not results:
+        raise RtlabError("no runs to report")
+    if slo is not None and slo_report is None:
+        slo_report = evaluate_slo(slo, results)
+    ids = ", ".join(r.run_id for r in results)
+    title = title or f"rtlab report: run{'s' if len(results) > 1 else ''} {ids}"
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+           "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{_e(title)}</h1><p class='sub'>generated by rtlab {_e(__version__)} on {now}"
+           "</p>"]
+    for r in results:
+        host = r.system.get("hostname") or (r.provenance.get("host") or {}).get("hostname")
+        head = (f"run {r.run_id} · {r.probe} · host {host or NA} · kernel "
+                f"{r.system.get('release') or NA} ({r.system.get('preempt') or NA})")
+        out.append(f"<div class='verdict {_class_for(r, slo_report)}'><div class='sub'>"
+                   f"{_e(head)}</div>{_e(verdict(r))}</div>")
+    if slo_report is not None:
+        out.append(_slo_section(slo_report))
+    out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")
+    if len(results) > 1:
+        from rtlab.analysis.compare import build_configs, compare_configs
+
+        configs = build_configs(results, compare_by)
+        out.append(comparison_section(configs, compare_configs(configs)))
+    budgets = _budgets(slo)
+    for r in results:
+        out.append(f"<h2>Run {_e(r.run_id)}</h2>")
+        if r.notes:
+            out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(n)}</li>" for n in r.notes)
+                       + "</ul>")
+        several = len(r.phases) > 1
+        for phase in r.phases:
+            out.append(_phase_section(r, phase, budgets, several))
+        out.append(_spikes(r))
+        out.append(_provenance(r))
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def write_run_report(results: RunResult | Sequence[RunResult], path: str | Path, *,
+                     slo: Slo | None = None, slo_report: SloReport | None = None,
+                     compare_by: str = "run") -> Path:
+    """Write the self-contained HTML report of one or several runs; returns the path.
+
+    This is what `rtlab run` calls after storing a run (one result) and what
+    `rtlab report` calls. Raises RtlabError (one line) when the file cannot be written.
+    """
+    from rtlab.results.model import RunResult
+
+    items = [results] if isinstance(results, RunResult) else list(results)
+    text = render_html(items, slo=slo, slo_report=slo_report, compare_by=compare_by)
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise RtlabError(f"cannot write the report {target}: {exc.strerror or exc}") from exc
+    return target
+
+
+def default_report_path(store_display: str, run_id: str) -> Path:
+    """Where `rtlab run` puts the report by default: `reports/<id>.html` beside an SQLite
+    store (for a server URL: the current directory)."""
+    if "://" in store_display:
+        return Path(f"rtlab-report-{run_id}.html")
+    return Path(store_display).expanduser().resolve().parent / "reports" / f"{run_id}.html"

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""JUnit XML for CI systems (Jenkins, GitLab, GitHub test reporters).
+
+One `<testsuite>` per run; with an SLO one `<testcase>` per channel per clause
+(classname `rtlab.<run>.<phase>.<channel>`, name = the clause), failed ones
+carry a `<failure>` with the measured value. Without an SLO, one testcase per
+channel checks that the measurement is valid: samples were measured, no period
+was missed, the run completed with real-time scheduling in effect.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rtlab.report.exporters import Exporter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rtlab.analysis.slo import Slo, SloReport
+    from rtlab.results.model import RunResult
+
+
+def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
+    tests = failures = 0
+    for phase, ch in result.channels():
+        tests += 1
+        case = ET.SubElement(suite, "testcase", classname=f"rtlab.{result.run_id}.{phase.name}",
+                             name=f"{ch.name}: valid measurement", time="0")
+        problems = []
+        if ch.samples == 0:
+            problems.append("no samples")
+        if ch.missed:
+            problems.append(f"{ch.missed} missed periods")
+        if result.status != "completed":
+            problems.append(f"run status {result.status}")
+        if result.rt_valid is False:
+            problems.append("not real-time valid")
+        if problems:
+            failures += 1
+            msg = "; ".join(problems)
+            ET.SubElement(case, "failure", message=msg, type="invalid").text = msg
+    return tests, failures
+
+
+def junit_xml(results: Sequence[RunResult], slo: Slo | None = None,
+              report: SloReport | None = None) -> bytes:
+    """JUnit XML of one or several runs, checked against `slo` (or its evaluated `report`)."""
+    from rtlab.analysis.slo import evaluate_slo
+
+    if slo is not None and report is None:
+        report = evaluate_slo(slo, results)
+    root = ET.Element("testsuites", name="rtlab")
+    total = total_fail = 0
+    for result in results:
+        suite = ET.SubElement(root, "testsuite", name=f"rtlab run {result.run_id}",
+                              hostname=str(result.system.get("hostname") or ""))
+        if report is None:
+            tests, failures = _validity_cases(result, suite)
+        else:
+            tests = failures = 0
+            for o in report.outcomes:
+                if o.run_id != result.run_id:
+                    continue
+                tests += 1
+                case = ET.SubElement(suite, "testcase",
+                                     classname=f"rtlab.{o.run_id}.{o.phase}.{o.channel}",
+                                     name=o.clause.text, time="0")
+                if not o.passed:
+                    failures += 1
+                    ET.SubElement(case, "failure", message=o.reason, type="slo").text = o.reason
+                else:
+                    ET.SubElement(case, "system-out").text = o.reason
+        suite.set("tests", str(tests))
+        suite.set("failures", str(failures))
+        suite.set("errors", "0")
+        suite.set("skipped", "0")
+        total += tests
+        total_fail += failures
+    root.set("tests", str(total))
+    root.set("failures", str(total_fail))
+    ET.indent(root)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
+
+
+class JunitExporter(Exporter):
+    name, extension, media_type = "junit", "xml", "application/xml"
+
+    def __init__(self, slo: Slo | None = None) -> None:
+        self.slo = slo
+
+    def serialize(self, result: RunResult) -> bytes:
+        return junit_xml([result], self.slo)

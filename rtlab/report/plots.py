@@ -1,0 +1,457 @@
+# SPDX-License-Identifier: MIT
+"""Static plots (matplotlib, imported lazily; no pyplot, no display needed).
+
+* `hist_figure`     - one panel per channel (CPU): samples per histogram bucket on
+                      a log y-axis over latency in µs, mode and max marked (the
+                      OSADL/AMSC picture). The x-axis is logarithmic because the
+                      buckets are log-linear (each octave split into 128 buckets),
+                      so every bucket has the same width on the page.
+* `ccdf_figure`     - complementary CDF, P(latency > x), log-log: the tails at a glance.
+* `timeline_figure` - maxima per window over run time, with the running maximum:
+                      does the maximum still grow? Long series are downsampled to
+                      at most `MAX_POINTS` columns keeping the maximum of each.
+* `evt_figure`      - window maxima against the fitted extreme-value models.
+
+`figure_svg(fig)` returns inline SVG text; `save_figure(fig, path)` writes
+.png or .svg.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rtlab.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from rtlab.analysis.evt import EvtEstimate
+    from rtlab.results.histogram import LogLinHistogram
+    from rtlab.results.model import Channel
+
+MAX_POINTS = 1500
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#d62728")
+_RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10,
+       "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5}
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    """A figure with fixed margins (constrained layout costs seconds with many panels)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    top = 1 - 0.45 / height
+    fig.subplots_adjust(left=0.08, right=0.985, bottom=0.55 / height + 0.02, top=top,
+                        hspace=0.9 / max(height, 1) * 2.2, wspace=0.12)
+    return fig
+
+
+def _no_minor(ax: Any) -> None:
+    """Log axes get dozens of minor ticks per panel; they dominate drawing time."""
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def color(i: int) -> str:
+    return _COLORS[i % len(_COLORS)]
+
+
+def _plain(axis: Any) -> None:
+    """Plain numbers (0.5, 10, 2000) instead of 10^x on a logarithmic µs axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
+_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _pow10(axis: Any) -> None:
+    """10⁴-style labels on a logarithmic count axis, without mathtext (slow)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(v: float, _pos: int) -> str:
+        if v <= 0:
+            return ""
+        e = math.log10(v)
+        if abs(e - round(e)) > 1e-6:
+            return ""
+        e = round(e)
+        return f"{v:g}" if -1 <= e <= 2 else "10" + str(e).translate(_SUP)
+
+    axis.set_major_formatter(FuncFormatter(fmt))
+
+
+def _us_text(ns: float) -> str:
+    from rtlab.report.format import human
+
+    return human(ns)
+
+
+def hist_steps(hist: LogLinHistogram) -> tuple[list[float], list[float]]:
+    """Contiguous stair edges (µs) and values (samples per µs) of the non-empty buckets,
+    with zeros filling gaps (zeros are invisible on a log axis).
+
+    Samples per µs, not per bucket: the log-linear buckets double their width at every
+    power of two, so raw counts per bucket would jump by 2x there. Per µs is also what
+    a cyclictest histogram (1-µs buckets) shows, so the pictures compare directly."""
+    edges: list[float] = []
+    values: list[float] = []
+    prev_end: int | None = None
+    for b in hist.buckets():
+        lo, end = max(b.lo, 1), b.hi + 1
+        if prev_end is None:
+            edges.append(lo / 1000)
+        elif lo > prev_end:
+            values.append(0.0)
+            edges.append(lo / 1000)
+        values.append(b.count * 1000.0 / (b.hi + 1 - b.lo))
+        edges.append(end / 1000)
+        prev_end = end
+    return edges, values
+
+
+OVERLAY_ABOVE = 8
+
+
+def hist_overlay_figure(channels: Sequence[Channel], title: str = "") -> Figure:
+    """All channels' histograms in one panel (OSADL style, for many CPUs): each channel's max
+    is a triangle of its colour on top; the worst max and the mode of all are labelled."""
+    from matplotlib import rc_context
+
+    from rtlab.analysis.stats import mode
+    from rtlab.results.model import Channel as _Channel
+
+    with rc_context(_RC):
+        fig = _new_figure(11, 5.0)
+        ax = fig.subplots()
+        ymin = 1.0
+        for i, ch in enumerate(channels):
+            edges, values = hist_steps(ch.hist)
+            if values:
+                ymin = min(ymin, *(v for v in values if v > 0))
+                ax.plot(edges, [*values, values[-1]], drawstyle="steps-post", color=color(i),
+                        linewidth=0.7, label=_label(ch))
+            if ch.max_ns is not None:
+                ax.plot([ch.max_ns / 1000], [1], marker="v", color=color(i), markersize=6,
+                        transform=ax.get_xaxis_transform(), clip_on=False)
+        merged = _Channel.merged("all", list(channels))
+        m = mode(merged.hist)
+        if m is not None:
+            ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
+            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, 1),
+                        xycoords=("data", "axes fraction"), xytext=(3, -12),
+                        textcoords="offset points", fontsize=8, color="#444")
+        if merged.max_ns is not None:
+            worst = max(channels, key=lambda c: c.max_ns or 0)
+            ax.axvline(merged.max_ns / 1000, color="#d62728", linewidth=1.2)
+            ax.annotate(f"max {_us_text(merged.max_ns)} ({_label(worst)})",
+                        (merged.max_ns / 1000, 1), xycoords=("data", "axes fraction"),
+                        xytext=(-3, -24), textcoords="offset points", ha="right", fontsize=8,
+                        color="#d62728", fontweight="bold")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=ymin / 1.5)
+        ax.set_xscale("log")
+        _plain(ax.xaxis)
+        _pow10(ax.yaxis)
+        _no_minor(ax)
+        ax.set_xlabel("latency (µs, log scale); ▼ = maximum of each CPU")
+        ax.set_ylabel("samples per µs")
+        ax.legend(loc="upper right", fontsize=7, ncol=6, bbox_to_anchor=(1, 0.9))
+        if title:
+            ax.set_title(title, loc="left")
+    return fig
+
+
+def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
+    """Per-channel histograms (small multiples up to 8 channels, else one overlay panel),
+    log y, mode and max marked."""
+    from matplotlib import rc_context
+
+    from rtlab.analysis.stats import mode
+
+    if len(channels) > OVERLAY_ABOVE:
+        return hist_overlay_figure(channels, title)
+    with rc_context(_RC):
+        n = max(1, len(channels))
+        ncols = 1 if n == 1 else 2 if n <= 4 else 3 if n <= 9 else 4
+        nrows = math.ceil(n / ncols)
+        fig = _new_figure(11, 0.6 + 2.3 * nrows)
+        axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+        xmin, xmax = math.inf, 0.0
+        ymin = 1.0
+        for i, ch in enumerate(channels):
+            ax = axes[i // ncols][i % ncols]
+            edges, values = hist_steps(ch.hist)
+            if values:
+                ymin = min(ymin, *(v for v in values if v > 0))
+                ax.plot(edges, [*values, values[-1]], drawstyle="steps-post", color=color(i),
+                        linewidth=1.0)
+                xmin, xmax = min(xmin, edges[0]), max(xmax, edges[-1])
+            m = mode(ch.hist)
+            if m is not None:
+                ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
+                ax.annotate(f"mode {_us_text(m)}", (m / 1000, 1),
+                            xycoords=("data", "axes fraction"), xytext=(3, -12),
+                            textcoords="offset points", fontsize=8, color="#444")
+            if ch.max_ns is not None:
+                ax.axvline(ch.max_ns / 1000, color="#d62728", linewidth=1.2)
+                ax.annotate(f"max {_us_text(ch.max_ns)}", (ch.max_ns / 1000, 1),
+                            xycoords=("data", "axes fraction"), xytext=(-3, -24),
+                            textcoords="offset points", ha="right", fontsize=8, color="#d62728",
+                            fontweight="bold")
+            label = f"CPU{ch.cpu}" if ch.cpu is not None and ch.name == f"cpu{ch.cpu}" else ch.name
+            ax.set_title(f"{label}: {ch.samples:,} samples", loc="left")
+        for j in range(len(channels), nrows * ncols):
+            axes[j // ncols][j % ncols].set_visible(False)
+        ax0 = axes[0][0]
+        ax0.set_yscale("log")
+        ax0.set_ylim(bottom=ymin / 1.5)
+        _pow10(ax0.yaxis)
+        if xmax > 0:
+            ax0.set_xscale("log")
+            ax0.set_xlim(xmin / 1.15, xmax * 1.5)
+            _plain(ax0.xaxis)
+        for row in axes:
+            for ax in row:
+                _no_minor(ax)
+        for row in axes:
+            row[0].set_ylabel("samples per µs")
+        for ax in axes[-1]:
+            ax.set_xlabel("latency (µs, log scale)")
+        if title:
+            fig.suptitle(title, x=0.01, ha="left", fontsize=11)
+    return fig
+
+
+def ccdf_points(hist: LogLinHistogram, min_ns: int | None, max_ns: int | None
+                ) -> tuple[list[float], list[float]]:
+    """x (µs) and P(latency > x) at each non-empty bucket's upper edge (clamped to max)."""
+    n = hist.total
+    xs: list[float] = []
+    ys: list[float] = []
+    if n == 0:
+        return xs, ys
+    start = (min_ns if min_ns is not None else next(iter(hist.buckets())).lo)
+    xs.append(max(start, 1) / 1000)
+    ys.append(1.0)
+    seen = 0
+    for b in hist.buckets():
+        seen += b.count
+        hi = b.hi if max_ns is None else min(b.hi, max_ns)
+        xs.append(max(hi, 1) / 1000)
+        ys.append((n - seen) / n)
+    return xs, ys
+
+
+def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
+                width: float = 11, height: float = 4.6) -> Figure:
+    """P(latency > x) on log-log axes, one line per (label, channel)."""
+    from matplotlib import rc_context
+
+    with rc_context(_RC):
+        fig = _new_figure(width, height)
+        ax = fig.subplots()
+        floor = 1.0
+        for i, (label, ch) in enumerate(series):
+            xs, ys = ccdf_points(ch.hist, ch.min_ns, ch.max_ns)
+            if not xs:
+                continue
+            n = ch.hist.total
+            floor = min(floor, 1 / n)
+            # draw as steps; the last point (0) is invisible on log y, so end the line
+            # at 1/N at the max to show where the data stop
+            ys_plot = [y if y > 0 else 1 / n for y in ys]
+            ax.step(xs, ys_plot, where="post", color=color(i), linewidth=1.2,
+                    label=f"{label} (max {_us_text(ch.max_ns or 0)})")
+            ax.plot([xs[-1]], [1 / n], marker="o", color=color(i), markersize=4)
+        for q, lab in ((1e-2, "p99"), (1e-3, "p99.9"), (1e-4, "p99.99"), (1e-6, "p99.9999")):
+            if q >= floor:
+                ax.axhline(q, color="#999", linewidth=0.6, linestyle=":")
+                ax.annotate(lab, (0.995, q), xycoords=("axes fraction", "data"), ha="right",
+                            va="bottom", fontsize=7, color="#777")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=floor / 2, top=1.5)
+        _plain(ax.xaxis)
+        _pow10(ax.yaxis)
+        _no_minor(ax)
+        ax.set_xlabel("latency x (µs, log scale)")
+        ax.set_ylabel("fraction of samples > x")
+        if len(series) <= 12:
+            ax.legend(loc="lower left", fontsize=8)
+        if title:
+            ax.set_title(title, loc="left")
+    return fig
+
+
+def downsample_max(x: np.ndarray, y: np.ndarray, points: int = MAX_POINTS
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """At most `points` (x, y) pairs: the series is cut into equal runs and each keeps its
+    largest y (at the x where it occurred), so no spike disappears from the plot."""
+    import numpy as np
+
+    n = len(y)
+    if n <= points:
+        return x, y
+    size = math.ceil(n / points)
+    pad = (-n) % size
+    yy = np.concatenate([y, np.full(pad, np.iinfo(np.int64).min, dtype=y.dtype)])
+    blocks = yy.reshape(-1, size)
+    arg = blocks.argmax(axis=1) + np.arange(blocks.shape[0]) * size
+    return x[arg], y[arg]
+
+
+def _time_unit(total_s: float) -> tuple[str, float]:
+    if total_s >= 3 * 86400:
+        return "days", 86400.0
+    if total_s >= 3 * 3600:
+        return "h", 3600.0
+    if total_s >= 180:
+        return "min", 60.0
+    return "s", 1.0
+
+
+def timeline_figure(channels: Sequence[Channel], title: str = "") -> Figure:
+    """Window maxima over run time: the worst channel per window, the running maximum and
+    (up to 8 channels) each channel faintly."""
+    import numpy as np
+    from matplotlib import rc_context
+
+    from rtlab.analysis.evt import merged_window_series, window_series
+
+    with rc_context(_RC):
+        fig = _new_figure(11, 3.8)
+        ax = fig.subplots()
+        idx, vals, window_ns = merged_window_series(channels)
+        if not window_ns or not len(idx):
+            ax.text(0.5, 0.5, "no window maxima recorded", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set_axis_off()
+            return fig
+        arrays = [(ch, window_series(ch)) for ch in channels
+                  if ch.window_ns == window_ns and ch.windows]
+        t = idx * (window_ns / 1e9)  # start of each window, s
+        unit, scale = _time_unit(float(t[-1]) if len(t) else 0.0)
+        if len(arrays) > 1 and len(arrays) <= 8:
+            for i, (ch, (ci, cv)) in enumerate(arrays):
+                x, y = downsample_max(ci * (window_ns / 1e9), cv)
+                ax.step(x / scale, y / 1000, where="post", color=color(i), linewidth=0.5,
+                        alpha=0.45,
+                        label=f"CPU{ch.cpu}" if ch.cpu is not None else ch.name)
+        end_s = float(t[-1]) + window_ns / 1e9
+
+        def extend(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # steps-post draws a value from its x to the next x: close the last window
+            return np.append(x, end_s), np.append(y, y[-1])
+
+        x, y = extend(*downsample_max(t, vals))
+        ax.step(x / scale, y / 1000, where="post", color="#333", linewidth=0.8,
+                label="worst channel per window" if len(arrays) > 1 else "window maximum")
+        running = np.maximum.accumulate(vals)
+        rx, ry = extend(*downsample_max(t, running))
+        ax.step(rx / scale, ry / 1000, where="post", color="#d62728", linewidth=1.4,
+                label="running maximum")
+        ax.set_yscale("log")
+        _plain(ax.yaxis)
+        _no_minor(ax)
+        ax.set_xlim(float(t[0]) / scale, end_s / scale)
+        ax.set_xlabel(f"run time ({unit}); one point per {window_ns / 1e9:g} s window"
+                      + (" (downsampled, maxima kept)" if len(vals) > MAX_POINTS else ""))
+        ax.set_ylabel("window maximum (µs, log)")
+        ax.legend(loc="upper left", fontsize=8, ncol=4)
+        if title:
+            ax.set_title(title, loc="left")
+    return fig
+
+
+def evt_figure(est: EvtEstimate, maxima_ns: np.ndarray, title: str = "") -> Figure:
+    """Empirical exceedance probability of the window maxima and the fitted models."""
+    import numpy as np
+    from matplotlib import rc_context
+
+    with rc_context(_RC):
+        fig = _new_figure(11, 3.6)
+        ax = fig.subplots()
+        x = np.sort(maxima_ns.astype(np.float64) / 1000)
+        n = len(x)
+        if n == 0 or est.gev is None or est.gumbel is None:
+            ax.text(0.5, 0.5, "no extreme-value fit", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set_axis_off()
+            return fig
+        surv = 1 - (np.arange(1, n + 1) - 0.5) / n
+        keep = np.unique(np.concatenate([np.linspace(0, n - 1, min(n, 1500)).astype(int),
+                                         np.arange(max(0, n - 300), n)]))
+        ax.plot(x[keep], surv[keep], ".", markersize=3, color="#333",
+                label=f"observed window maxima (n = {n:,})")
+        grid = np.geomspace(max(x[0], 1e-3), x[-1] * 4, 300)
+        for fit, name, c in ((est.gev, f"GEV (k = {est.gev.k:.2f})", "#1f77b4"),
+                             (est.gumbel, "Gumbel", "#ff7f0e")):
+            ys = np.array([1 - fit.cdf(float(g)) for g in grid])
+            ax.plot(grid, np.clip(ys, 1e-300, None), color=c, linewidth=1.2, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.3 / n, top=1.5)
+        _plain(ax.xaxis)
+        _pow10(ax.yaxis)
+        _no_minor(ax)
+        ax.set_xlabel("window maximum (µs, log)")
+        ax.set_ylabel("P(window maximum > x)")
+        ax.legend(loc="lower left", fontsize=8)
+        if title:
+            ax.set_title(title, loc="left")
+    return fig
+
+
+def figure_svg(fig: Figure) -> str:
+    """Inline SVG (no XML prolog) of a figure."""
+    from matplotlib import rc_context
+
+    buf = io.StringIO()
+    with rc_context(_RC):
+        fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise UsageError(f"plot file must end in .png or .svg: {path}")
+    from matplotlib import rc_context
+
+    try:
+        with rc_context(_RC):
+            fig.savefig(path, format=fmt, dpi=110)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def plot_kinds() -> tuple[str, ...]:
+    return ("hist", "ccdf", "timeline")
+
+
+def figure_for(kind: str, channels: Sequence[Channel], title: str) -> Any:
+    if kind == "hist":
+        return hist_figure(channels, title)
+    if kind == "ccdf":
+        return ccdf_figure([(_label(c), c) for c in channels], title)
+    if kind == "timeline":
+        return timeline_figure(channels, title)
+    raise UsageError(f"unknown plot kind {kind!r}", hint="hist, ccdf or timeline")
+
+
+def _label(ch: Channel) -> str:
+    return f"CPU{ch.cpu}" if ch.cpu is not None and ch.name == f"cpu{ch.cpu}" else ch.name

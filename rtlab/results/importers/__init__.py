@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Importers of peer tools' output into the rtlab result model.
+
+`import_file(path, fmt)` parses a whole file into a `RunResult` (nothing is
+stored until it parsed completely); `rtlab results import --format FMT FILE`
+stores it. Every imported result is marked in `provenance["imported"]`
+(format, file name, tool version, resolution) and in its notes.
+
+Formats (see docs/report.md#importers):
+
+* `cyclictest-json`     - `cyclictest --json=FILE`
+* `cyclictest-hist`     - the text output of `cyclictest -h N` (stdout, with or without -q)
+* `jitterdebugger`      - `results.json` of `jitterdebugger -o DIR` (or the file of -f)
+* `rtla-timerlat-hist`  - the text output of `rtla timerlat hist`
+* `sockperf`            - the `--full-log FILE` CSV of `sockperf ping-pong` (per-message
+                          times; the printed percentile summary alone is not a histogram)
+
+Resolution: peers count whole-µs buckets (cyclictest truncates a latency to
+`floor(µs)`); each count is placed at its bucket's lower edge (k µs = k·1000 ns)
+in rtlab's log-linear histogram, so imported values carry the peer's ±1 µs
+truncation (the log-linear bucket itself adds < 0.8 %). Samples beyond the
+peer's histogram range (cyclictest overflows, jitterdebugger's silently dropped
+samples > 1 ms: count minus the histogram's sum) are placed at the reported max,
+so percentiles beyond the range are upper bounds; the number is in the notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rtlab.errors import RtlabError, UsageError
+from rtlab.results.importers.common import ImportFormatError
+from rtlab.results.model import RunResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rtlab.results.store import Store
+
+FORMATS: tuple[str, ...] = ("cyclictest-json", "cyclictest-hist", "jitterdebugger",
+                            "rtla-timerlat-hist", "sockperf")
+
+
+def _parser(fmt: str) -> Callable[[str, str], RunResult]:
+    if fmt == "cyclictest-json":
+        from rtlab.results.importers.cyclictest import parse_json
+        return parse_json
+    if fmt == "cyclictest-hist":
+        from rtlab.results.importers.cyclictest import parse_hist
+        return parse_hist
+    if fmt == "jitterdebugger":
+        from rtlab.results.importers.jitterdebugger import parse
+        return parse
+    if fmt == "rtla-timerlat-hist":
+        from rtlab.results.importers.rtla import parse
+        return parse
+    if fmt == "sockperf":
+        from rtlab.results.importers.sockperf import parse
+        return parse
+    raise UsageError(f"unknown import format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}")
+
+
+def import_file(path: str | Path, fmt: str, run_id: str) -> RunResult:
+    """Parse `path` as `fmt` into a result with id `run_id`. Raises RtlabError (one line)."""
+    parse = _parser(fmt)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    try:
+        result = parse(text, run_id)
+    except ImportFormatError as exc:
+        raise RtlabError(f"{p.name} is not a valid {fmt} file: {exc}",
+                         hint=exc.hint) from exc
+    result.provenance.setdefault("imported", {})["file"] = p.name
+    result.provenance.setdefault("host", {})["imported_from"] = str(p)
+    return result
+
+
+
+
+def import_into_store(path: str | Path, fmt: str, store: Store,
+                      command_line: list[str] | None = None) -> RunResult:
+    """Parse a peer tool's file completely, then store it under a new run id."""
+    result = import_file(path, fmt, store.new_id())
+    if command_line is not None:
+        result.provenance["host"]["command_line"] = command_line
+    store.add(result)
+    return result
+
+
+__all__ = ["FORMATS", "ImportFormatError", "import_file", "import_into_store"]

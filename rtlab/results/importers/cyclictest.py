@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+"""cyclictest: `--json=FILE` and the text histogram of `-h N` (see docs/report.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from rtlab.results.importers.common import (
+    ImportFormatError,
+    as_float,
+    as_int,
+    channel_from_buckets,
+    imported_result,
+)
+from rtlab.results.model import RunResult
+
+
+def _rfc2822(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_json(text: str, run_id: str) -> RunResult:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ImportFormatError(f"invalid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("thread"), dict):
+        raise ImportFormatError("no `thread` object: not a cyclictest --json file")
+    version = doc.get("file_version")
+    if version != 1:
+        raise ImportFormatError(f"unsupported file_version {version!r} (this rtlab reads 1)")
+    # rt-tests writes two keys with a stray colon; accept both spellings.
+    cmdline = doc.get("cmdline:", doc.get("cmdline"))
+    tool_version = doc.get("rt_test_version:", doc.get("rt_test_version"))
+    sysinfo = doc.get("sysinfo") if isinstance(doc.get("sysinfo"), dict) else {}
+    unit_ns = 1 if doc.get("resolution_in_ns") else 1000
+    channels, notes = [], []
+    for key in sorted(doc["thread"], key=lambda k: as_int(k, "thread index")):
+        t = doc["thread"][key]
+        if not isinstance(t, dict) or not isinstance(t.get("histogram"), dict):
+            raise ImportFormatError(f"thread {key} has no histogram")
+        buckets = {as_int(k, f"thread {key} bucket"): as_int(v, f"thread {key} count")
+                   for k, v in t["histogram"].items()}
+        cycles = as_int(t.get("cycles"), f"thread {key} cycles")
+        cpu = as_int(t["cpu"], f"thread {key} cpu") if t.get("cpu") is not None else None
+        avg = t.get("avg")
+        ch, overflow = channel_from_buckets(
+            f"cpu{cpu}" if cpu is not None else f"thread{key}", cpu, buckets, unit_ns=unit_ns,
+            samples=cycles, min_v=as_int(t["min"], "min") if cycles else None,
+            max_v=as_int(t["max"], "max") if cycles else None,
+            avg_v=as_float(avg, "avg") if cycles and avg is not None else None)
+        if overflow:
+            notes.append(f"{ch.name}: {overflow} sample(s) beyond the -h range placed at the max "
+                         "(cyclictest's JSON has no overflow field: cycles minus histogram sum)")
+        channels.append(ch)
+    if not channels:
+        raise ImportFormatError("no threads")
+    start, end = _rfc2822(doc.get("start_time")), _rfc2822(doc.get("end_time"))
+    elapsed = int((end - start).total_seconds() * 1e9) if start and end else None
+    system = {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
+              "release": sysinfo.get("release"), "version": sysinfo.get("version"),
+              "machine": sysinfo.get("machine"),
+              "realtime": bool(sysinfo["realtime"]) if "realtime" in sysinfo else None}
+    rc = doc.get("return_code")
+    return imported_result(
+        run_id, probe="timer", tool="cyclictest", fmt="cyclictest-json", channels=channels,
+        system=system, elapsed_ns=elapsed, notes=notes, tool_version=str(tool_version),
+        argv=str(cmdline).split() if cmdline else [], resolution_ns=unit_ns,
+        start_wall=start.isoformat() if start else None,
+        end_wall=end.isoformat() if end else None,
+        status="completed" if rc in (0, None) else "failed",
+        extra={"return_code": rc})
+
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ROW_RE = re.compile(r"^(\d+)[ \t]+(\d+(?:\t\d+)*)\s*$")
+_TRAILER_RE = re.compile(r"^#\s*(Min Latencies|Avg Latencies|Max Latencies|Histogram Overflows"
+                         r"|Total):\s*(.*)$")
+
+
+def parse_hist(text: str, run_id: str) -> RunResult:
+    rows: dict[int, list[int]] = {}
+    trailer: dict[str, list[int]] = {}
+    width = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = _ANSI_RE.sub("", raw.split("\r")[-1]).strip()
+        if not line:
+            continue
+        m = _TRAILER_RE.match(line)
+        if m:
+            try:
+                trailer[m.group(1)] = [int(x) for x in m.group(2).split()]
+            except ValueError:
+                raise ImportFormatError(f"line {lineno}: bad numbers in '# {m.group(1)}'") from None
+            continue
+        if line.startswith("#") or line.startswith("T:") or line.startswith("policy:"):
+            continue
+        m = _ROW_RE.match(line)
+        if not m:
+            raise ImportFormatError(f"line {lineno}: unexpected text {line[:40]!r}")
+        counts = [int(x) for x in m.group(2).split("\t")]
+        if width is None:
+            width = len(counts)
+        elif len(counts) != width:
+            raise ImportFormatError(f"line {lineno}: {len(counts)} columns, expected {width}")
+        rows[int(m.group(1))] = counts
+    if "Max Latencies" not in trailer or not rows or width is None:
+        raise ImportFormatError("no histogram rows or no '# Max Latencies:' trailer: not a "
+                                "complete `cyclictest -h` output",
+                                hint="use the whole stdout of cyclictest -h N")
+    nthreads = len(trailer["Max Latencies"])
+    if width not in (nthreads, nthreads + 1):  # -H adds a summary column
+        raise ImportFormatError(f"{width} histogram columns but {nthreads} threads in the trailer")
+    for key in ("Min Latencies", "Avg Latencies", "Histogram Overflows"):
+        if key in trailer and len(trailer[key]) != nthreads:
+            raise ImportFormatError(f"'# {key}' has {len(trailer[key])} values, expected "
+                                    f"{nthreads}")
+    channels, notes = [], []
+    for t in range(nthreads):
+        buckets = {k: v[t] for k, v in rows.items()}
+        overflow = trailer.get("Histogram Overflows", [0] * nthreads)[t]
+        samples = sum(buckets.values()) + overflow
+        ch, extra = channel_from_buckets(
+            f"thread{t}", None, buckets, unit_ns=1000, samples=samples,
+            min_v=trailer["Min Latencies"][t] if "Min Latencies" in trailer and samples else None,
+            max_v=trailer["Max Latencies"][t] if samples else None,
+            avg_v=float(trailer["Avg Latencies"][t]) if "Avg Latencies" in trailer else None)
+        if extra:
+            notes.append(f"{ch.name}: {extra} histogram overflow(s) placed at the max")
+        channels.append(ch)
+    notes.append("the text histogram does not say which CPU a thread ran on (with -S / "
+                 "-a, thread N is usually CPU N); the average is cyclictest's integer µs")
+    return imported_result(
+        run_id, probe="timer", tool="cyclictest", fmt="cyclictest-hist", channels=channels,
+        system={}, notes=notes, resolution_ns=1000,
+        extra={"rows": len(rows)})

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+"""jitterdebugger `results.json` (version 3)."""
+
+from __future__ import annotations
+
+import json
+
+from rtlab.results.importers.common import (
+    ImportFormatError,
+    as_float,
+    as_int,
+    channel_from_buckets,
+    imported_result,
+)
+from rtlab.results.model import RunResult
+
+
+def parse(text: str, run_id: str) -> RunResult:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ImportFormatError(f"invalid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cpu"), dict):
+        raise ImportFormatError("no `cpu` object: not a jitterdebugger results.json")
+    if doc.get("version") != 3:
+        raise ImportFormatError(f"unsupported version {doc.get('version')!r} (this rtlab reads 3)")
+    sysinfo = doc.get("sysinfo") if isinstance(doc.get("sysinfo"), dict) else {}
+    res = sysinfo.get("resolution_in_ns", 1000)
+    unit_ns = as_int(res, "resolution_in_ns") if res else 1000
+    channels, notes = [], []
+    for key in sorted(doc["cpu"], key=lambda k: as_int(k, "cpu")):
+        c = doc["cpu"][key]
+        if not isinstance(c, dict) or not isinstance(c.get("histogram"), dict):
+            raise ImportFormatError(f"cpu {key} has no histogram")
+        cpu = as_int(key, "cpu")
+        count = as_int(c.get("count"), f"cpu {key} count")
+        buckets = {as_int(k, f"cpu {key} bucket"): as_int(v, f"cpu {key} count")
+                   for k, v in c["histogram"].items()}
+        ch, overflow = channel_from_buckets(
+            f"cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count,
+            min_v=as_int(c["min"], "min") if count else None,
+            max_v=as_int(c["max"], "max") if count else None,
+            avg_v=as_float(c["avg"], "avg") if count and c.get("avg") is not None else None)
+        if overflow:
+            notes.append(f"{ch.name}: {overflow} sample(s) missing from jitterdebugger's "
+                         "histogram (it drops values beyond its range) placed at the max")
+        channels.append(ch)
+    if not channels:
+        raise ImportFormatError("no CPUs")
+    system = {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
+              "release": sysinfo.get("release"), "version": sysinfo.get("version"),
+              "machine": sysinfo.get("machine")}
+    return imported_result(
+        run_id, probe="timer", tool="jitterdebugger", fmt="jitterdebugger", channels=channels,
+        system=system, notes=notes, tool_version="results.json v3", resolution_ns=unit_ns)

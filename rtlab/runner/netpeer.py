@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""The far end of a network probe (`udp`): where the reflector runs, and where the pinger.
+
+`UdpPeer` is the interface the run uses; two implementations exist:
+
+* `NetnsPeer` (the default: "two boards" on one machine): two private network
+  namespaces joined by a veth pair (`rtlab.loads.net.VethPair`), journaled
+  before they are created, with `rtlab-probe udp reflect` started in namespace A
+  (pinned, SCHED_FIFO 98) and the pinger run in namespace B through a
+  `NetnsTransport`. `close()` stops the reflector and deletes the namespaces on
+  every exit path; after a `kill -9` of rtlab, `rtlab restore` does it from the
+  journal (and the reflector ends by itself: it runs for the run's duration plus
+  a margin).
+* `RemotePeer` (`rtlab run --peer ADDR:PORT`): the user started the reflector on
+  another machine (`rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN`);
+  the pinger runs here, nothing is created.
+
+Remote execution (a later issue) adds a peer whose `start` spawns the reflector
+through an SSH `Transport` of the other board; nothing above this module changes.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import ipaddress
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from rtlab.engine.transport import EngineProcess, LocalTransport, Transport, _LocalProcess
+from rtlab.errors import RtlabError, SkippedError, UsageError
+
+DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/30
+REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97
+REFLECT_MARGIN_S = 30  # the reflector outlives the run by this much, then ends itself
+LISTEN_TIMEOUT_S = 5.0
+
+
+def parse_peer(text: str) -> tuple[str, int]:
+    """`ADDR:PORT` (IPv4, or [IPv6]:PORT) -> (addr, port); UsageError with one line."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+        p = int(port)
+    except ValueError:
+        p = -1
+    if not sep or not 1 <= p <= 65535:
+        raise UsageError(f"--peer {text}: expected ADDR:PORT, e.g. 192.0.2.7:7400")
+    return host, p
+
+
+class NetnsTransport(LocalTransport):
+    """Run the probe on this machine inside network namespace `netns`."""
+
+    def __init__(self, netns: str, probe: Path | str | None = None) -> None:
+        super().__init__(probe)
+        self.netns = netns
+
+    def describe(self) -> str:
+        return f"local, network namespace {self.netns} ({self.probe})"
+
+    def spawn(self, args: list[str]) -> EngineProcess:
+        try:
+            popen = subprocess.Popen(
+                ["ip", "netns", "exec", self.netns, str(self.probe), *args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                process_group=0)
+        except OSError as exc:
+            raise RtlabError(f"cannot start {self.probe} in {self.netns}: "
+                             f"{exc.strerror or exc}") from exc
+        return _LocalProcess(popen)
+
+
+class UdpPeer(abc.ABC):
+    """Where the reflector is, and the transport that runs the pinger."""
+
+    session: str
+
+    @abc.abstractmethod
+    def start(self, duration_ns: int | None) -> str:
+        """Make the reflector answer; return its ADDR:PORT."""
+
+    @abc.abstractmethod
+    def pinger_transport(self) -> Transport: ...
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop and remove whatever `start` created (idempotent, never raises)."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]: ...
+
+    def __enter__(self) -> UdpPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RemotePeer(UdpPeer):
+    """A reflector the user started elsewhere (`--peer ADDR:PORT`, `session=TOKEN`)."""
+
+    def __init__(self, peer: str, session: str, transport: Transport | None = None) -> None:
+        parse_peer(peer)
+        self.peer, self.session = peer, session
+        self._transport = transport or LocalTransport()
+
+    def start(self, duration_ns: int | None) -> str:
+        return self.peer
+
+    def pinger_transport(self) -> Transport:
+        return self._transport
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "remote", "peer": self.peer}
+
+
+class NetnsPeer(UdpPeer):
+    """Two namespaces joined by a veth pair; the reflector in A, the pinger in B."""
+
+    def __init__(self, reflector_cpu: int | None, *, subnet: str = DEFAULT_SUBNET,
+                 priority: int = REFLECT_PRIORITY, probe: str | None = None,
+                 journal_dir: Path | None = None) -> None:
+        self.reflector_cpu, self.subnet, self.priority = reflector_cpu, subnet, priority
+        self.session = secrets.token_hex(8)
+        self.port = 20000 + secrets.randbelow(40000)
+        self._probe = probe
+        self._journal_dir = journal_dir
+        self.pair: Any = None
+        self._session: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def check_available() -> None:
+        """SkippedError (exit 4) before anything starts when namespaces cannot be made."""
+        if os.geteuid() != 0:
+            raise SkippedError("network namespaces need root (run as root, or give a remote "
+                               "reflector with --peer ADDR:PORT)")
+        from shutil import which
+
+        if which("ip") is None:
+            raise SkippedError("`ip` (iproute2) is missing: install iproute2, or use --peer")
+
+    def _probe_path(self) -> str:
+        if self._probe is None:
+            from rtlab.engine.locate import find_probe
+
+            self._probe = str(find_probe())
+        return self._probe
+
+    def start(self, duration_ns: int | None) -> str:
+        from rtlab.loads.net import VethPair, udp_listening
+        from rtlab.runner.shield import journal_dir
+        from rtlab.system.journal import SystemSession
+
+        probe = self._probe_path()
+        d = self._journal_dir or journal_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        self._session = SystemSession([probe], d, name=f"udp-{os.getpid()}").__enter__()
+        self.pair = VethPair.create(self.subnet, self._session)
+        addr = f"{self.pair.addr_a}:{self.port}"
+        secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
+        argv = ["ip", "netns", "exec", self.pair.ns_a, probe, "udp", "reflect", "--bind", addr,
+                "--session", self.session, "--duration", f"{secs}s",
+                "--policy", "fifo", "--priority", str(self.priority), "--allow-non-rt"]
+        if self.reflector_cpu is not None:
+            argv += ["--cpu", str(self.reflector_cpu)]
+        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, process_group=0)
+        self._session.record_spawn(self._proc.pid)
+        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        while not udp_listening(self._proc.pid, self.port):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                err = self._proc.stderr.read().decode(errors="replace") if (
+                    self._proc.poll() is not None and self._proc.stderr) else ""
+                line = (err.strip().splitlines() or ["did not bind in time"])[-1]
+                raise RtlabError(f"the udp reflector did not start: {line}")
+            time.sleep(0.02)
+        return addr
+
+    def pinger_transport(self) -> Transport:
+        if self.pair is None:
+            raise RtlabError("the peer is not started")
+        return NetnsTransport(self.pair.ns_b, self._probe_path())
+
+    def close(self) -> None:
+        p, self._proc = self._proc, None
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=3)
+            except (OSError, subprocess.TimeoutExpired):
+                with contextlib.suppress(OSError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=3)
+        if self.pair is not None:
+            self.pair.delete()
+        s, self._session = self._session, None
+        if s is not None:
+            # nothing left to undo but the records: closes the journal; a cleanup error
+            # never hides the measurement
+            with contextlib.suppress(Exception):
+                s.release()
+
+    def describe(self) -> dict[str, Any]:
+        if self.pair is None:
+            return {"kind": "netns"}
+        return {"kind": "netns", "namespaces": list(self.pair.namespaces),
+                "reflector": f"{self.pair.addr_a}:{self.port}", "pinger": self.pair.addr_b,
+                "reflector_cpu": self.reflector_cpu, "reflector_priority": self.priority}

@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: MIT
+"""The runner's side of system control: stale journals and the shield backend.
+
+The system layer (`rtlab.system`: journaled cpuset shield, IRQ affinity, sched
+params through `rtlab-probe sys`) does the work; this module only adapts it to
+the run lifecycle, so the runner never imports it when a scenario has no
+shield, and tests can inject a backend.
+
+Stale journals: a journal under the journal directory (`$RTLAB_JOURNAL_DIR`,
+default `/run/rtlab`) whose `flock` is free belongs to no live applier: a
+previous run was killed. `rtlab run` refuses to start then (`rtlab restore`),
+or restores first with `--restore-first`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Protocol
+
+from rtlab.errors import RtlabError, SkippedError
+from rtlab.scenario.model import ShieldSpec
+
+DEFAULT_JOURNAL_DIR = "/run/rtlab"
+
+
+def journal_dir() -> Path:
+    return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_JOURNAL_DIR)
+
+
+def stale_journals(directory: Path | None = None) -> list[Path]:
+    """Journal files nobody holds (their flock can be taken)."""
+    d = directory or journal_dir()
+    if not d.is_dir():
+        return []
+    try:
+        from rtlab.system import journal
+    except ImportError:  # pragma: no cover - the system layer is part of rtlab
+        pass
+    else:  # the system layer knows its journals (a persistent `rtlab shield` is not stale)
+        return [j.path for j in journal.stale_journals(d, include_shield=False)]
+    stale: list[Path] = []
+    for path in sorted(d.glob("*.journal")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held by a live applier (another run is going)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            stale.append(path)
+        finally:
+            os.close(fd)
+    return stale
+
+
+def restore_journals(paths: list[Path], probe: str | None = None) -> None:
+    """`rtlab-probe sys restore --journal FILE` for each; RtlabError if one fails."""
+    if not paths:
+        return
+    if probe is None:
+        from rtlab.engine.locate import find_probe
+
+        probe = str(find_probe())
+    for path in paths:
+        proc = subprocess.run([probe, "sys", "restore", "--journal", str(path)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            raise RtlabError(f"restoring the stale journal {path} failed: {line}",
+                             hint="run `rtlab restore` and check its output")
+
+
+def check_stale(restore_first: bool, directory: Path | None = None) -> list[str]:
+    """Refuse (or restore first) when a previous run left a journal. Returns notes."""
+    stale = stale_journals(directory)
+    if not stale:
+        return []
+    names = ", ".join(str(p) for p in stale)
+    if not restore_first:
+        raise RtlabError(
+            f"a previous run left system changes behind (stale journal {names})",
+            hint="run `rtlab restore` first, or pass --restore-first")
+    restore_journals(stale)
+    return [f"restored the stale journal {names} before starting"]
+
+
+class ShieldBackend(Protocol):
+    """What the runner needs from the system layer for one run."""
+
+    def apply(self) -> dict[str, Any]:
+        """Apply the shield (journaled); return what is in effect (verified)."""
+
+    def release(self) -> dict[str, Any]:
+        """Undo everything (idempotent); return what was restored."""
+
+    @property
+    def recorder(self) -> Any:
+        """A SpawnRecorder (journal) for loads, or None."""
+
+
+class SystemShield:
+    """The scenario's shield through rtlab.system: facts -> plan -> journaled apply ->
+    verify; `release` restores everything (the journal guarantees it even after a crash).
+
+    With `cpuset = true` the system layer's cpuset shield is planned (cgroup v1 or v2);
+    without it (the MBDA steps "tasks to CPU 0", "+ IRQs") only affinities are written:
+    every movable task's affinity, IRQ affinity and default_smp_affinity to the system
+    CPUs, as asked.
+    """
+
+    def __init__(self, spec: ShieldSpec, probe: str | None = None,
+                 directory: Path | None = None) -> None:
+        self.spec = spec
+        self._probe = probe
+        self._dir = directory or journal_dir()
+        self._session: Any = None
+        self.plan_summary: dict[str, Any] = {}
+
+    def _probe_cmd(self) -> list[str]:
+        if self._probe is None:
+            from rtlab.engine.locate import find_probe
+
+            self._probe = str(find_probe())
+        return [self._probe]
+
+    def apply(self) -> dict[str, Any]:
+        from rtlab.system import journal
+        from rtlab.system.facts import read_facts
+        from rtlab.system.verify import verify_shield
+
+        spec = self.spec
+        cmd = self._probe_cmd()
+        before = read_facts(cmd)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        ops, required, backend, cgroup = self._plan(before)
+        self._session = journal.SystemSession(cmd, self._dir,
+                                              name=f"run-{os.getpid()}").__enter__()
+        answers = self._session.apply(ops, required=required)
+        refused = [{"op": o, "error": a.get("error")} for o, a in zip(ops, answers, strict=False)
+                   if not a.get("ok")]
+        after = read_facts(cmd)
+        effect = verify_shield(after, spec.user, backend=backend, shield_cgroup=cgroup,
+                               requested=spec.to_dict(), allowed_tids=[os.getpid()],
+                               before=before)
+        effect["refused"] = refused[:50]
+        effect["plan"] = self.plan_summary
+        return effect
+
+    def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
+        from rtlab.system.facts import cpumask_hex, cpumask_parse, format_cpulist
+        from rtlab.system.shield import ShieldRequest, move_ops, plan_shield
+
+        spec = self.spec
+        user, system = frozenset(spec.user), frozenset(spec.system)
+        if spec.cpuset:
+            req = ShieldRequest(cpus=user, irqs=spec.irqs or spec.default_smp_affinity,
+                                kthreads=spec.kthreads,
+                                rt_runtime_us=spec.sched_rt_runtime_us,
+                                dma_latency_us=spec.dma_latency,
+                                exclude_pids=frozenset({os.getpid()}))
+            plan = plan_shield(facts, req)
+            ops = list(plan.ops) + move_ops(plan, facts)
+            self.plan_summary = plan.summary()
+            return ops, list(plan.required), plan.backend, plan.shield_cgroup
+        ops: list[dict[str, Any]] = []
+        required: list[int] = []
+        moved = 0
+        if spec.tasks:
+            for t in facts.tasks:
+                if t.per_cpu or (t.kthread and not spec.kthreads) or t.pid == os.getpid():
+                    continue
+                if t.affinity & user:
+                    ops.append({"op": "affinity", "tid": t.tid, "cpus": sorted(system)})
+                    moved += 1
+        irqs = 0
+        if spec.irqs:
+            for irq in facts.irqs:
+                if irq.affinity is not None and irq.affinity & user and not irq.managed:
+                    ops.append({"op": "write", "path": f"/proc/irq/{irq.irq}/smp_affinity_list",
+                                "value": format_cpulist(system)})
+                    irqs += 1
+        dsa = facts.default_smp_affinity
+        if spec.default_smp_affinity and dsa is not None and cpumask_parse(dsa) & user:
+            ops.append({"op": "write", "path": "/proc/irq/default_smp_affinity",
+                        "value": cpumask_hex(system)})
+        if spec.sched_rt_runtime_us is not None:
+            required.append(len(ops))
+            ops.append({"op": "write", "path": "/proc/sys/kernel/sched_rt_runtime_us",
+                        "value": str(spec.sched_rt_runtime_us)})
+        if spec.dma_latency is not None:
+            required.append(len(ops))
+            ops.append({"op": "hold", "path": "/dev/cpu_dma_latency",
+                        "value": spec.dma_latency})
+        self.plan_summary = {"backend": "affinity", "tasks_moved": moved, "irqs_moved": irqs,
+                             "ops": len(ops)}
+        return ops, required, "none", None
+
+    def release(self) -> dict[str, Any]:
+        if self._session is None:
+            return {}
+        session, self._session = self._session, None
+        report = session.release()
+        if report is None:
+            return {"released": True}
+        out = {k: getattr(report, k) for k in ("restored", "gone", "failed", "error")}
+        out["ok"] = report.ok
+        if not report.ok:
+            raise RtlabError(f"restoring the shield was incomplete: {report.summary()}",
+                             hint="run `rtlab restore`")
+        return out
+
+    @property
+    def recorder(self) -> Any:
+        return self._session
+
+
+def default_backend(spec: ShieldSpec) -> ShieldBackend:
+    """The system layer's shield, or SkippedError when this build has none."""
+    try:
+        import rtlab.system.journal
+        import rtlab.system.shield
+        import rtlab.system.verify  # noqa: F401
+    except ImportError as exc:
+        raise SkippedError("this scenario asks for a CPU shield, but the system layer "
+                           f"is not available in this build ({exc})",
+                           hint="run it with --no-shield to measure without the shield"
+                           ) from None
+    if os.geteuid() != 0:
+        raise SkippedError("this scenario's CPU shield needs root (cpusets, IRQ affinity)",
+                           hint="run as root, or with --no-shield")
+    return SystemShield(spec)

@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: MIT
+"""Facts about a target read by `rtlab-probe sys facts` (docs/sys-protocol.md).
+
+The planner (`shield.py`) and the verifier (`verify.py`) work on these, never on
+the local /proc directly, so the same code plans a shield for a remote board.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rtlab.errors import RtlabError, UsageError
+from rtlab.system.sysroot import parse_cpulist
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Task:
+    pid: int
+    tid: int
+    comm: str
+    kthread: bool
+    per_cpu: bool  # PF_NO_SETAFFINITY: cannot be moved
+    starttime: int
+    affinity: frozenset[int]
+    policy: str
+    priority: int
+    cgroups: dict[str, str] = field(hash=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.comm}[{self.tid}]"
+
+
+@dataclass(frozen=True)
+class Irq:
+    irq: int
+    name: str | None
+    affinity: frozenset[int] | None
+    effective: frozenset[int] | None
+    managed: bool | None
+    threaded_pid: int | None
+    counts: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class CgroupFacts:
+    v1_cpuset: str | None
+    v2: str | None
+    v2_cpuset: bool
+    v2_partition: bool
+    v1_mems: str | None = None
+    v2_subtree_control: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    cpus_online: frozenset[int]
+    cpus_possible: frozenset[int]
+    cpus_isolated: frozenset[int]
+    tasks: tuple[Task, ...]
+    irqs: tuple[Irq, ...]
+    default_smp_affinity: str | None
+    workqueue_cpumask: str | None
+    cgroup: CgroupFacts
+    sysctl: dict[str, int | None]
+
+    def task(self, tid: int) -> Task | None:
+        for t in self.tasks:
+            if t.tid == tid:
+                return t
+        return None
+
+
+def _cpus(v: Any) -> frozenset[int] | None:
+    return None if v is None else frozenset(int(c) for c in v)
+
+
+def parse_facts(obj: dict[str, Any]) -> Facts:
+    """Build Facts from the decoded JSON object; refuse other types or schemas."""
+    if obj.get("type") != "facts" or obj.get("schema") != SCHEMA:
+        raise RtlabError(
+            f"unexpected facts record (type={obj.get('type')!r}, schema={obj.get('schema')!r})",
+            hint="rtlab and rtlab-probe versions differ; reinstall both",
+        )
+    tasks = tuple(
+        Task(
+            pid=int(t["pid"]),
+            tid=int(t["tid"]),
+            comm=str(t["comm"]),
+            kthread=bool(t["kthread"]),
+            per_cpu=bool(t["per_cpu"]),
+            starttime=int(t.get("starttime") or 0),
+            affinity=_cpus(t.get("affinity")) or frozenset(),
+            policy=str(t.get("policy", "other")),
+            priority=int(t.get("priority") or 0),
+            cgroups=dict(t.get("cgroups") or {}),
+        )
+        for t in obj.get("tasks", [])
+    )
+    irqs = tuple(
+        Irq(
+            irq=int(i["irq"]),
+            name=i.get("name"),
+            affinity=_cpus(i.get("affinity")),
+            effective=_cpus(i.get("effective")),
+            managed=i.get("managed"),
+            threaded_pid=i.get("threaded_pid"),
+            counts=None if i.get("counts") is None else tuple(int(c) for c in i["counts"]),
+        )
+        for i in obj.get("irqs", [])
+    )
+    cg = obj.get("cgroup") or {}
+    return Facts(
+        cpus_online=_cpus(obj.get("cpus_online")) or frozenset(),
+        cpus_possible=_cpus(obj.get("cpus_possible")) or frozenset(),
+        cpus_isolated=_cpus(obj.get("cpus_isolated")) or frozenset(),
+        tasks=tasks,
+        irqs=irqs,
+        default_smp_affinity=obj.get("default_smp_affinity"),
+        workqueue_cpumask=obj.get("workqueue_cpumask"),
+        cgroup=CgroupFacts(
+            v1_cpuset=cg.get("v1_cpuset"),
+            v2=cg.get("v2"),
+            v2_cpuset=bool(cg.get("v2_cpuset")),
+            v2_partition=bool(cg.get("v2_partition")),
+            v1_mems=cg.get("v1_mems"),
+            v2_subtree_control=cg.get("v2_subtree_control"),
+        ),
+        sysctl=dict(obj.get("sysctl") or {}),
+    )
+
+
+def read_facts(probe_cmd: Sequence[str], timeout_s: float = 30.0) -> Facts:
+    """Run `<probe_cmd> sys facts` (probe_cmd: [path] locally, or an SSH prefix)."""
+    try:
+        proc = subprocess.run(
+            [*probe_cmd, "sys", "facts"], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RtlabError(f"cannot read system facts: {exc}") from exc
+    if proc.returncode != 0:
+        raise RtlabError(f"`sys facts` failed: {proc.stderr.strip() or proc.returncode}")
+    try:
+        return parse_facts(json.loads(proc.stdout))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RtlabError(
+            f"`sys facts` printed something that is not a facts record: {exc}"
+        ) from exc
+
+
+def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> frozenset[int]:
+    """A user CPU list, validated against the online CPUs (UsageError, exit 2)."""
+    try:
+        cpus = frozenset(parse_cpulist(text))
+    except ValueError as exc:
+        raise UsageError(f"{what}: {exc}") from exc
+    if not cpus:
+        raise UsageError(f"{what}: empty CPU list")
+    missing = sorted(cpus - online)
+    if missing:
+        raise UsageError(
+            f"{what}: CPU {format_cpulist(frozenset(missing))} is not online "
+            f"(online: {format_cpulist(online)})"
+        )
+    return cpus
+
+
+def format_cpulist(cpus: frozenset[int] | set[int] | Sequence[int]) -> str:
+    """Kernel style "0-3,6"."""
+    out: list[str] = []
+    s = sorted(set(cpus))
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def cpumask_hex(cpus: frozenset[int] | set[int]) -> str:
+    """Kernel cpumask text ("3", "00000001,00000000") for default_smp_affinity & co."""
+    mask = 0
+    for c in cpus:
+        mask |= 1 << c
+    words: list[str] = []
+    while True:
+        words.append(f"{mask & 0xFFFFFFFF:08x}")
+        mask >>= 32
+        if not mask:
+            break
+    text = ",".join(reversed(words))
+    # the kernel accepts a short first word; keep the usual format for one word
+    if len(words) == 1:
+        return text.lstrip("0") or "0"
+    return text
+
+
+def cpumask_parse(text: str) -> frozenset[int]:
+    """Inverse of cpumask_hex."""
+    value = int(text.replace(",", "").strip() or "0", 16)
+    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)

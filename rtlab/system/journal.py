@@ -1,0 +1,385 @@
+# SPDX-License-Identifier: MIT
+"""Host side of `rtlab-probe sys apply|restore|status` (docs/sys-protocol.md).
+
+`Applier` spawns the applying process and talks to it; `SystemSession` is the
+context manager the runner uses: leaving it (normally, by an exception, or
+after the runner turned SIGINT/SIGTERM into an exception) releases, which
+restores everything. If this Python process is killed, the applier sees EOF on
+its stdin and restores by itself. Journals left by a crash of both are found by
+`stale_journals()` and undone by `restore_all()` (`rtlab restore`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rtlab.errors import RtlabError
+
+SCHEMA = 1
+DEFAULT_DIR = Path("/run/rtlab")
+SHIELD_JOURNAL = "shield.journal"
+ANSWER_TIMEOUT_S = 30.0
+RESTORE_TIMEOUT_S = 120.0
+
+
+class ApplyError(RtlabError):
+    """An operation that the plan marked as required failed (the session restores)."""
+
+
+@dataclass
+class RestoreReport:
+    journal: str
+    restored: int = 0
+    gone: int = 0
+    skipped: int = 0
+    failed: int = 0
+    journal_kept: bool = False
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.failed == 0
+
+    def summary(self) -> str:
+        if self.error:
+            return f"{self.journal}: {self.error}"
+        text = f"{self.journal}: {self.restored} change(s) undone"
+        if self.gone:
+            text += f", {self.gone} object(s) gone meanwhile"
+        if self.skipped:
+            text += f", {self.skipped} removed with their cgroup"
+        if self.failed:
+            bad = ", ".join(
+                f"#{e.get('seq')} {e.get('op')}: {e.get('error')}"
+                for e in self.entries
+                if e.get("result") == "failed"
+            )
+            text += f", {self.failed} FAILED ({bad}); journal kept, retry with `rtlab restore`"
+        return text
+
+
+@dataclass
+class JournalInfo:
+    path: Path
+    held: bool  # a live applier holds the lock
+    detached: bool  # written by `rtlab shield` (persistent on purpose)
+    pid: int | None
+    entries: list[dict[str, Any]]
+
+    @property
+    def stale(self) -> bool:
+        return not self.held
+
+
+def _parse_lines(text: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line: its change was never applied
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def read_journal(path: Path) -> JournalInfo:
+    """Read a local journal and tell whether a live applier holds it (flock)."""
+    with open(path, "rb") as f:
+        held = False
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        except BlockingIOError:
+            held = True
+        text = f.read().decode("utf-8", "replace")
+    recs = _parse_lines(text)
+    header = recs[0] if recs and recs[0].get("type") == "journal" else {}
+    entries = [r for r in recs[1:] if r.get("op") != "cancel"]
+    cancelled = {r.get("seq") for r in recs if r.get("op") == "cancel"}
+    entries = [r for r in entries if r.get("seq") not in cancelled]
+    return JournalInfo(
+        path=path,
+        held=held,
+        detached=bool(header.get("detached")),
+        pid=header.get("pid"),
+        entries=entries,
+    )
+
+
+def journals(directory: Path = DEFAULT_DIR) -> list[JournalInfo]:
+    if not directory.is_dir():
+        return []
+    out: list[JournalInfo] = []
+    for p in sorted(directory.glob("*.journal")):
+        try:
+            out.append(read_journal(p))
+        except FileNotFoundError:
+            continue  # restored meanwhile
+    return out
+
+
+def stale_journals(
+    directory: Path = DEFAULT_DIR, *, include_shield: bool = True
+) -> list[JournalInfo]:
+    """Journals no live applier holds: changes left by a crash (or a persistent
+    `rtlab shield`, which has `detached` set; leave it out with include_shield=False)."""
+    return [j for j in journals(directory) if j.stale and (include_shield or not j.detached)]
+
+
+def restore_journal(probe_cmd: Sequence[str], path: Path | str) -> RestoreReport:
+    """`sys restore --journal PATH`: undo it in reverse order (idempotent)."""
+    rep = RestoreReport(journal=str(path))
+    try:
+        proc = subprocess.run(
+            [*probe_cmd, "sys", "restore", "--journal", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=RESTORE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        rep.error = f"cannot run restore: {exc}"
+        return rep
+    _fill_report(rep, _parse_lines(proc.stdout))
+    if proc.returncode != 0 and not rep.failed:
+        rep.error = proc.stderr.strip() or f"restore exited with {proc.returncode}"
+    return rep
+
+
+def _fill_report(rep: RestoreReport, recs: Iterable[dict[str, Any]]) -> None:
+    for r in recs:
+        if r.get("type") == "restored":
+            rep.entries.append(r)
+        elif r.get("type") in ("restore_done", "released"):
+            rep.restored = int(r.get("restored", 0))
+            rep.gone = int(r.get("gone", 0))
+            rep.skipped = int(r.get("skipped", 0))
+            rep.failed = int(r.get("failed", 0))
+            rep.journal_kept = bool(r.get("journal_kept"))
+
+
+def restore_all(probe_cmd: Sequence[str], directory: Path = DEFAULT_DIR) -> list[RestoreReport]:
+    """Restore every stale journal in directory (held ones belong to live sessions)."""
+    return [restore_journal(probe_cmd, j.path) for j in stale_journals(directory)]
+
+
+class Applier:
+    """One `sys apply` process. Ops go one JSON line each; answers come back in order."""
+
+    def __init__(
+        self,
+        probe_cmd: Sequence[str],
+        journal: Path | str,
+        *,
+        detach: bool = False,
+        timeout_s: float = ANSWER_TIMEOUT_S,
+    ) -> None:
+        self.journal = str(journal)
+        self.detach = detach
+        self.timeout_s = timeout_s
+        self.answers: list[dict[str, Any]] = []
+        self._buf = b""
+        args = [*probe_cmd, "sys", "apply", "--journal", self.journal]
+        if detach:
+            args.append("--detach")
+        try:
+            # Own session: a Ctrl-C on the terminal reaches the host only; the
+            # host then releases. close_fds (default) keeps stdin's write end
+            # only in this process, so our death means EOF for the applier.
+            self.proc = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise RtlabError(f"cannot start the applier: {exc}") from exc
+        ready = self._read_record()
+        if ready is None or ready.get("type") != "ready":
+            err = self._stderr()
+            self.proc.wait(timeout=5)
+            raise RtlabError(f"the applier did not start: {err or ready}")
+        self.pid = int(ready["pid"])
+        self.closed = False
+
+    def _stderr(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        return self.proc.stderr.read().decode("utf-8", "replace").strip()
+
+    def _read_record(self, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """The next JSON line of stdout, None at EOF; RtlabError on timeout."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RtlabError("the applier stopped answering", hint="see `rtlab restore`")
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise RtlabError(f"the applier wrote a bad line: {line[:200]!r}") from exc
+        return rec if isinstance(rec, dict) else {}
+
+    def _send(self, ops: Sequence[dict[str, Any]]) -> None:
+        assert self.proc.stdin is not None
+        data = b"".join(json.dumps(op, separators=(",", ":")).encode() + b"\n" for op in ops)
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except BrokenPipeError as exc:
+            raise RtlabError(f"the applier exited: {self._stderr()}") from exc
+
+    def apply(self, ops: Sequence[dict[str, Any]], batch: int = 32) -> list[dict[str, Any]]:
+        """Send ops; return one answer per op (`ok` false means not changed)."""
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(ops), batch):
+            chunk = ops[i : i + batch]
+            self._send(chunk)
+            for _ in chunk:
+                rec = self._read_record()
+                if rec is None:
+                    raise RtlabError(f"the applier exited: {self._stderr()}")
+                out.append(rec)
+        self.answers.extend(out)
+        return out
+
+    def release(self) -> RestoreReport:
+        """Restore everything now and wait for the applier to exit."""
+        rep = RestoreReport(journal=self.journal)
+        if self.closed:
+            return rep
+        self.closed = True
+        recs: list[dict[str, Any]] = []
+        try:
+            self._send([{"op": "release"}])
+            while True:
+                rec = self._read_record(RESTORE_TIMEOUT_S)
+                if rec is None:
+                    break
+                recs.append(rec)
+                if rec.get("type") == "released":
+                    break
+        except RtlabError as exc:
+            rep.error = exc.message
+        _fill_report(rep, recs)
+        self._finish()
+        return rep
+
+    def detach_now(self) -> int:
+        """--detach: close stdin; the applier exits leaving changes and journal."""
+        self.closed = True
+        return self._finish()
+
+    def _finish(self) -> int:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=RESTORE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return -1
+
+
+def proc_starttime(pid: int) -> int:
+    """Field 22 of /proc/PID/stat (local processes)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
+
+
+class SystemSession:
+    """A held set of journaled changes; leaving the context restores them.
+
+    with SystemSession([probe], DEFAULT_DIR) as s:
+        s.apply(plan.ops, required=plan.required)
+        s.record_spawn(pgid)             # load generators to kill on restore
+        ...
+    """
+
+    def __init__(
+        self,
+        probe_cmd: Sequence[str],
+        journal_dir: Path | str = DEFAULT_DIR,
+        *,
+        name: str | None = None,
+    ) -> None:
+        self.probe_cmd = list(probe_cmd)
+        self.journal = Path(journal_dir) / f"{name or f'session-{os.getpid()}'}.journal"
+        self.applier: Applier | None = None
+        self.report: RestoreReport | None = None
+
+    def __enter__(self) -> SystemSession:
+        self.applier = Applier(self.probe_cmd, self.journal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _a(self) -> Applier:
+        if self.applier is None or self.applier.closed:
+            raise RtlabError("the system session is not open")
+        return self.applier
+
+    def apply(
+        self, ops: Sequence[dict[str, Any]], required: Iterable[int] = ()
+    ) -> list[dict[str, Any]]:
+        """Apply ops; if an op whose index is in `required` fails, raise ApplyError
+        (leaving the context then restores what was applied)."""
+        answers = self._a().apply(ops)
+        for i in required:
+            if i < len(answers) and not answers[i].get("ok"):
+                a = answers[i]
+                raise ApplyError(f"{ops[i].get('op')} {ops[i].get('path', '')}: {a.get('error')}")
+        return answers
+
+    def record_spawn(self, pgid: int, starttime: int | None = None) -> None:
+        """Kill this process group (SIGTERM, then SIGKILL) on restore."""
+        st = proc_starttime(pgid) if starttime is None else starttime
+        self._check(self._a().apply([{"op": "spawned", "pgid": pgid, "starttime": st}])[0])
+
+    def record_netns(self, name: str) -> None:
+        """Delete network namespace NAME (/run/netns/NAME) on restore."""
+        self._check(self._a().apply([{"op": "netns", "name": name}])[0])
+
+    def move(self, tid: int, cgroup: str) -> None:
+        """Move a task (v1: thread; v2: process) into a cgroup, e.g. the shield."""
+        self._check(self._a().apply([{"op": "move", "tid": tid, "cgroup": cgroup}])[0])
+
+    def hold_dma_latency(self, usec: int) -> None:
+        self._check(
+            self._a().apply([{"op": "hold", "path": "/dev/cpu_dma_latency", "value": usec}])[0]
+        )
+
+    @staticmethod
+    def _check(ans: dict[str, Any]) -> None:
+        if not ans.get("ok"):
+            raise ApplyError(f"{ans.get('op')}: {ans.get('error')}")
+
+    def release(self) -> RestoreReport | None:
+        if self.applier is not None and not self.applier.closed:
+            self.report = self.applier.release()
+        return self.report

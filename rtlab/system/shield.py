@@ -1,0 +1,444 @@
+# SPDX-License-Identifier: MIT
+"""Planning of a CPU shield: which cpusets, task moves, IRQ affinities, priorities
+and sysctls, as `sys apply` operations (docs/system.md).
+
+Pure: a plan is computed from `Facts` only, so it can be tested against facts of
+any machine (or a fake cgroup v2 tree) and shown before anything changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rtlab.errors import RtlabError, SkippedError, UsageError
+from rtlab.system.facts import Facts, Irq, Task, cpumask_hex, cpumask_parse, format_cpulist
+
+SHIELD_NAME = "rtlab-shield"
+SYSTEM_NAME = "rtlab-system"
+KTHREADD_PID = 2
+WORKQUEUE_MASK = "/sys/devices/virtual/workqueue/cpumask"
+RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
+
+if TYPE_CHECKING:
+    from rtlab.system.journal import RestoreReport
+
+Backend = Literal["v1", "v2"]
+
+
+@dataclass(frozen=True)
+class ThreadPriority:
+    """Give threads whose name matches `pattern` (e.g. r"irq/\\d+-eth0") a policy."""
+
+    pattern: str
+    policy: str = "fifo"
+    priority: int = 99
+
+
+@dataclass(frozen=True)
+class ShieldRequest:
+    cpus: frozenset[int]
+    irqs: bool = True  # move IRQs (and default_smp_affinity) off the shield
+    kthreads: bool = True  # move unbound kthreads and the workqueue cpumask
+    priorities: tuple[ThreadPriority, ...] = ()
+    rt_runtime_us: int | None = None  # e.g. -1 to disable RT throttling
+    dma_latency_us: int | None = None  # hold /dev/cpu_dma_latency (sessions only)
+    backend: Backend | None = None  # None: v2 when it has cpuset, else v1
+    v2_partition: str = "isolated"  # or "root"
+    exclude_pids: frozenset[int] = frozenset()  # processes to leave where they are
+
+
+@dataclass
+class Plan:
+    request: ShieldRequest
+    backend: Backend
+    housekeeping: frozenset[int]
+    shield_cgroup: str
+    system_cgroup: str | None  # v1 only
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    required: list[int] = field(default_factory=list)  # op indexes that must succeed
+    moved_tasks: list[Task] = field(default_factory=list)
+    not_movable: list[Task] = field(default_factory=list)  # per-CPU kthreads
+    left_alone: list[Task] = field(default_factory=list)  # in another cpuset
+    moved_irqs: list[Irq] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, op: dict[str, Any], *, required: bool = False) -> int:
+        self.ops.append(op)
+        if required:
+            self.required.append(len(self.ops) - 1)
+        return len(self.ops) - 1
+
+    def summary(self) -> dict[str, Any]:
+        user = [t for t in self.moved_tasks if not t.kthread]
+        return {
+            "backend": self.backend,
+            "shield_cpus": format_cpulist(self.request.cpus),
+            "housekeeping_cpus": format_cpulist(self.housekeeping),
+            "shield_cgroup": self.shield_cgroup,
+            "tasks_moved": len(user),
+            "kthreads_moved": len(self.moved_tasks) - len(user),
+            "kthreads_not_movable": len(self.not_movable),
+            "irqs_planned": [i.irq for i in self.moved_irqs],
+            "ops": len(self.ops),
+        }
+
+
+def validate(facts: Facts, req: ShieldRequest) -> frozenset[int]:
+    """Check a request against the target; returns the housekeeping CPUs."""
+    if not req.cpus:
+        raise UsageError("the shield CPU list is empty")
+    missing = req.cpus - facts.cpus_online
+    if missing:
+        raise UsageError(
+            f"CPU {format_cpulist(missing)} is not online "
+            f"(online: {format_cpulist(facts.cpus_online)})"
+        )
+    housekeeping = facts.cpus_online - req.cpus
+    if not housekeeping:
+        raise UsageError(
+            f"shielding all CPUs ({format_cpulist(req.cpus)}) leaves none for the system",
+            hint="keep at least one CPU out of --cpus",
+        )
+    for p in req.priorities:
+        try:
+            re.compile(p.pattern)
+        except re.error as exc:
+            raise UsageError(f"bad thread pattern {p.pattern!r}: {exc}") from exc
+        rt = p.policy in ("fifo", "rr")
+        if p.policy not in ("fifo", "rr", "other", "batch", "idle"):
+            raise UsageError(f"unknown policy {p.policy!r} (fifo, rr, other, batch, idle)")
+        if (rt and not 1 <= p.priority <= 99) or (not rt and p.priority != 0):
+            raise UsageError(f"priority {p.priority} invalid for {p.policy} (fifo/rr: 1..99)")
+    if req.rt_runtime_us is not None and req.rt_runtime_us < -1:
+        raise UsageError("sched_rt_runtime_us must be -1 or >= 0")
+    if req.dma_latency_us is not None and req.dma_latency_us < 0:
+        raise UsageError("cpu_dma_latency must be >= 0")
+    if req.v2_partition not in ("isolated", "root"):
+        raise UsageError("v2 partition must be 'isolated' or 'root'")
+    return housekeeping
+
+
+def choose_backend(facts: Facts, wanted: Backend | None) -> Backend:
+    cg = facts.cgroup
+    if wanted == "v2" or (wanted is None and cg.v2_cpuset):
+        if not (cg.v2 and cg.v2_cpuset):
+            raise SkippedError(
+                "cgroup v2 has no cpuset controller here"
+                + (f" (it is bound to the v1 hierarchy at {cg.v1_cpuset})" if cg.v1_cpuset else ""),
+                hint="use the v1 backend, or boot with cgroup_no_v1=all",
+            )
+        return "v2"
+    if not cg.v1_cpuset:
+        raise SkippedError(
+            "no cpuset controller is mounted (neither cgroup v1 nor v2)",
+            hint="mount cgroup2 with the cpuset controller enabled",
+        )
+    return "v1"
+
+
+def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
+    housekeeping = validate(facts, req)
+    backend = choose_backend(facts, req.backend)
+    shield_cpus = format_cpulist(req.cpus)
+    hk_cpus = format_cpulist(housekeeping)
+    if backend == "v1":
+        root = facts.cgroup.v1_cpuset
+        assert root is not None
+        plan = Plan(req, backend, housekeeping, f"{root}/{SHIELD_NAME}", f"{root}/{SYSTEM_NAME}")
+        _plan_v1(plan, facts, root, shield_cpus, hk_cpus)
+    else:
+        root = facts.cgroup.v2
+        assert root is not None
+        plan = Plan(req, backend, housekeeping, f"{root}/{SHIELD_NAME}", None)
+        _plan_v2(plan, facts, root, shield_cpus)
+    if req.irqs:
+        _plan_irqs(plan, facts, req.cpus, housekeeping)
+    for prio in req.priorities:
+        rx = re.compile(prio.pattern)
+        for t in facts.tasks:
+            if rx.fullmatch(t.comm) or rx.match(t.comm):
+                plan.add(
+                    {"op": "sched", "tid": t.tid, "policy": prio.policy, "priority": prio.priority}
+                )
+    if req.rt_runtime_us is not None:
+        plan.add(
+            {"op": "write", "path": RT_RUNTIME, "value": str(req.rt_runtime_us)}, required=True
+        )
+    if req.dma_latency_us is not None:
+        plan.add(
+            {"op": "hold", "path": "/dev/cpu_dma_latency", "value": req.dma_latency_us},
+            required=True,
+        )
+    return plan
+
+
+def _plan_v1(plan: Plan, facts: Facts, root: str, shield_cpus: str, hk_cpus: str) -> None:
+    mems = facts.cgroup.v1_mems or "0"
+    system, shield = plan.system_cgroup, plan.shield_cgroup
+    assert system is not None
+    for op in (
+        {"op": "mkdir", "path": system},
+        {"op": "write", "path": f"{system}/cpuset.cpus", "value": hk_cpus},
+        {"op": "write", "path": f"{system}/cpuset.mems", "value": mems},
+        {"op": "mkdir", "path": shield},
+        {"op": "write", "path": f"{shield}/cpuset.cpus", "value": shield_cpus},
+        {"op": "write", "path": f"{shield}/cpuset.mems", "value": mems},
+        {"op": "write", "path": f"{shield}/cpuset.cpu_exclusive", "value": "1"},
+        {"op": "write", "path": f"{shield}/cpuset.sched_load_balance", "value": "0"},
+        # The root must stop balancing across all CPUs for the shield to be a
+        # scheduling domain of its own (restored from the journal).
+        {"op": "write", "path": f"{root}/cpuset.sched_load_balance", "value": "0"},
+    ):
+        plan.add(op, required=True)
+    plan.ops.extend(move_ops(plan, facts))
+    if plan.request.kthreads and facts.workqueue_cpumask is not None:
+        want = cpumask_hex(plan.housekeeping)
+        if cpumask_parse(facts.workqueue_cpumask) != plan.housekeeping:
+            plan.add({"op": "write", "path": WORKQUEUE_MASK, "value": want})
+
+
+def move_ops(plan: Plan, facts: Facts) -> list[dict[str, Any]]:
+    """v1: one `move` per task still in the root cpuset (call again after
+    applying, with fresh facts, to catch tasks forked meanwhile)."""
+    ops: list[dict[str, Any]] = []
+    target = plan.system_cgroup
+    if plan.backend != "v1" or target is None:
+        return ops
+    known = {t.tid for t in plan.not_movable}
+    for t in facts.tasks:
+        # kthreadd (pid 2) is refused by every cgroup (EINVAL): report, don't try
+        if t.per_cpu or (t.kthread and t.pid == KTHREADD_PID):
+            if t.kthread and t.tid not in known:
+                plan.not_movable.append(t)
+                known.add(t.tid)
+            continue
+        if t.kthread and not plan.request.kthreads:
+            continue
+        if t.pid in plan.request.exclude_pids:
+            if t not in plan.left_alone:
+                plan.left_alone.append(t)
+            continue
+        where = t.cgroups.get("cpuset")
+        if where is None:
+            continue
+        if where != "/":
+            if where.lstrip("/") not in (SHIELD_NAME, SYSTEM_NAME) and t not in plan.left_alone:
+                plan.left_alone.append(t)
+            continue
+        ops.append({"op": "move", "tid": t.tid, "cgroup": target})
+        plan.moved_tasks.append(t)
+    return ops
+
+
+def _plan_v2(plan: Plan, facts: Facts, root: str, shield_cpus: str) -> None:
+    subtree = (facts.cgroup.v2_subtree_control or "").split()
+    if "cpuset" not in subtree:
+        plan.add(
+            {
+                "op": "write",
+                "path": f"{root}/cgroup.subtree_control",
+                "value": "+cpuset",
+                "undo": "-cpuset",
+            },
+            required=True,
+        )
+    shield = plan.shield_cgroup
+    for op in (
+        {"op": "mkdir", "path": shield},
+        {"op": "write", "path": f"{shield}/cpuset.cpus", "value": shield_cpus},
+        {
+            "op": "write",
+            "path": f"{shield}/cpuset.cpus.partition",
+            "value": plan.request.v2_partition,
+        },
+    ):
+        plan.add(op, required=True)
+    plan.notes.append(
+        "cgroup v2: the partition takes the shielded CPUs away from every other cgroup, "
+        "so the kernel moves the tasks; none are moved one by one"
+    )
+    for t in facts.tasks:
+        if t.per_cpu and t.kthread:
+            plan.not_movable.append(t)
+        elif (t.kthread and not t.per_cpu and plan.request.kthreads) or not t.kthread:
+            plan.moved_tasks.append(t)
+    wq = facts.workqueue_cpumask
+    if plan.request.kthreads and wq is not None and cpumask_parse(wq) != plan.housekeeping:
+        plan.add({"op": "write", "path": WORKQUEUE_MASK, "value": cpumask_hex(plan.housekeeping)})
+
+
+def _plan_irqs(plan: Plan, facts: Facts, shield: frozenset[int], hk: frozenset[int]) -> None:
+    hk_list = format_cpulist(hk)
+    for irq in facts.irqs:
+        if irq.affinity is None or not (irq.affinity & shield):
+            continue
+        plan.add(
+            {"op": "write", "path": f"/proc/irq/{irq.irq}/smp_affinity_list", "value": hk_list}
+        )
+        plan.moved_irqs.append(irq)
+    dflt = facts.default_smp_affinity
+    if dflt is not None and cpumask_parse(dflt) & shield:
+        plan.add(
+            {"op": "write", "path": "/proc/irq/default_smp_affinity", "value": cpumask_hex(hk)}
+        )
+
+
+IRQ_PATH = re.compile(r"^/proc/irq/(\d+)/smp_affinity_list$")
+
+
+def refused_irqs(ops: list[dict[str, Any]], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """IRQs whose affinity write was refused (kernel-managed: EIO/EPERM)."""
+    out = []
+    for op, ans in zip(ops, answers, strict=True):
+        m = IRQ_PATH.match(str(op.get("path", "")))
+        if m and not ans.get("ok"):
+            out.append(
+                {"irq": int(m.group(1)), "errno": ans.get("errno"), "error": ans.get("error")}
+            )
+    return out
+
+
+# ---- applying a persistent shield (`rtlab shield`) ----
+
+
+def _journal_path(directory: Path) -> Path:
+    from rtlab.system.journal import SHIELD_JOURNAL
+
+    return Path(directory) / SHIELD_JOURNAL
+
+
+def apply_shield(
+    probe_cmd: Sequence[str],
+    req: ShieldRequest,
+    directory: Path,
+    *,
+    facts: Facts | None = None,
+) -> dict[str, Any]:
+    """Plan and apply a persistent shield through `sys apply --detach`."""
+    from rtlab.system import journal as jr
+    from rtlab.system.facts import read_facts
+    from rtlab.system.verify import verify_shield
+
+    path = _journal_path(directory)
+    if path.exists():
+        raise RtlabError(
+            f"a shield is already applied ({path})", hint="run `rtlab shield --reset` first"
+        )
+    if req.dma_latency_us is not None:
+        raise UsageError("cpu_dma_latency can only be held by a running session, not a shield")
+    facts = facts or read_facts(probe_cmd)
+    plan = plan_shield(facts, req)
+    applier = jr.Applier(probe_cmd, path, detach=True)
+    try:
+        answers = applier.apply(plan.ops)
+        bad = [i for i in plan.required if not answers[i].get("ok")]
+        if bad:
+            i = bad[0]
+            raise jr.ApplyError(
+                f"{plan.ops[i]['op']} {plan.ops[i].get('path', '')}: {answers[i].get('error')}"
+            )
+        # Second pass: tasks forked while the first pass ran.
+        n_first = len(plan.ops)
+        extra = move_ops(plan, read_facts(probe_cmd))
+        ops = plan.ops + extra
+        answers += applier.apply(extra)
+    except BaseException:
+        applier.release()
+        raise
+    applier.detach_now()
+    by_tid = {t.tid: t for t in plan.moved_tasks}
+    moved_user = moved_k = 0
+    failed: list[str] = []
+    for op, ans in zip(ops, answers, strict=True):
+        if op["op"] == "move":
+            t = by_tid.get(op["tid"])
+            if ans.get("ok"):
+                if t is not None and t.kthread:
+                    moved_k += 1
+                else:
+                    moved_user += 1
+            elif ans.get("errno") != 3:  # ESRCH: exited meanwhile
+                failed.append(f"move {t.label if t else op['tid']}: {ans.get('error')}")
+        elif not ans.get("ok") and not IRQ_PATH.match(str(op.get("path", ""))):
+            failed.append(f"{op['op']} {op.get('path', '')}: {ans.get('error')}")
+    irq_ok = [
+        int(m.group(1))
+        for op, ans in zip(ops, answers, strict=True)
+        if (m := IRQ_PATH.match(str(op.get("path", "")))) and ans.get("ok")
+    ]
+    after = read_facts(probe_cmd)
+    requested = {"irqs": req.irqs, "kthreads": req.kthreads, "backend": plan.backend}
+    return {
+        "summary": plan.summary(),
+        "journal": str(path),
+        "tasks_moved": moved_user,
+        "kthreads_moved": moved_k,
+        "second_pass_moves": len(ops) - n_first,
+        "not_movable": [t.label for t in plan.not_movable],
+        "left_alone": [t.label for t in plan.left_alone],
+        "irqs_moved": irq_ok,
+        "irqs_refused": refused_irqs(ops, answers),
+        "failed": failed,
+        "verify": verify_shield(
+            after,
+            req.cpus,
+            backend=plan.backend,
+            shield_cgroup=plan.shield_cgroup,
+            requested=requested,
+            before=facts,
+        ),
+    }
+
+
+def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], str, str] | None:
+    """(cpus, backend, cgroup) of the shield a journal created, or None."""
+    from rtlab.system.sysroot import parse_cpulist
+
+    backend = "v1"
+    found: tuple[str, str] | None = None
+    for e in entries:
+        p = str(e.get("path", ""))
+        if p.endswith(f"/{SHIELD_NAME}/cpuset.cpus"):
+            found = (p.rsplit("/", 1)[0], str(e.get("value", "")))
+        if p.endswith(f"/{SHIELD_NAME}/cpuset.cpus.partition"):
+            backend = "v2"
+    if found is None:
+        return None
+    return frozenset(parse_cpulist(found[1])), backend, found[0]
+
+
+def shield_status(probe_cmd: Sequence[str], directory: Path) -> dict[str, Any] | None:
+    from rtlab.system import journal as jr
+    from rtlab.system.facts import read_facts
+    from rtlab.system.verify import verify_shield
+
+    path = _journal_path(directory)
+    if not path.exists():
+        return None
+    info = jr.read_journal(path)
+    shield = shield_from_journal(info.entries)
+    if shield is None:
+        return None
+    cpus, backend, cgroup = shield
+    irqs = any(IRQ_PATH.match(str(e.get("path", ""))) for e in info.entries)
+    st = verify_shield(
+        read_facts(probe_cmd),
+        cpus,
+        backend=backend,
+        shield_cgroup=cgroup,
+        requested={"irqs": irqs, "backend": backend, "journal": str(path)},
+    )
+    return st
+
+
+def reset_shield(probe_cmd: Sequence[str], directory: Path) -> RestoreReport | None:
+    from rtlab.system import journal as jr
+
+    path = _journal_path(directory)
+    if not path.exists():
+        return None
+    return jr.restore_journal(probe_cmd, path)

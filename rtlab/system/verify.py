@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+"""What is actually true on the shielded CPUs, right before measuring.
+
+`verify_shield()` compares "shield requested" with "shield in effect" per CPU:
+which tasks may still run there (and why), which IRQs may still fire there
+(affinity, effective affinity, and counts that grew), and what the cpuset says
+(effective CPUs, v2 partition state). The dict goes into the result as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from rtlab.system.facts import Facts, format_cpulist
+
+ReadFile = Callable[[str], "str | None"]
+
+
+def _read_local(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _in_cgroup(cgroups: dict[str, str], backend: str, name: str) -> bool:
+    key = "cpuset" if backend == "v1" else "v2"
+    where = cgroups.get(key, "")
+    return where == f"/{name}" or where.startswith(f"/{name}/")
+
+
+def verify_shield(
+    facts: Facts,
+    shield_cpus: Iterable[int],
+    *,
+    backend: str = "v1",
+    shield_cgroup: str | None = None,
+    requested: dict[str, Any] | None = None,
+    allowed_tids: Iterable[int] = (),
+    before: Facts | None = None,
+    read_file: ReadFile = _read_local,
+) -> dict[str, Any]:
+    shield = frozenset(shield_cpus)
+    allowed = set(allowed_tids)
+    name = shield_cgroup.rstrip("/").rsplit("/", 1)[-1] if shield_cgroup else None
+    problems: list[str] = []
+    per_cpu: dict[str, dict[str, Any]] = {}
+    before_counts = {i.irq: i.counts for i in before.irqs} if before else {}
+    for cpu in sorted(shield):
+        tasks: list[dict[str, Any]] = []
+        kthreads: list[dict[str, Any]] = []
+        pinned = 0
+        for t in facts.tasks:
+            if cpu not in t.affinity or t.tid in allowed:
+                continue
+            if t.per_cpu:
+                pinned += 1
+                continue
+            if name and _in_cgroup(t.cgroups, backend, name):
+                continue  # the measured work itself
+            entry = {"tid": t.tid, "comm": t.comm, "affinity": format_cpulist(t.affinity)}
+            (kthreads if t.kthread else tasks).append(entry)
+        irq_aff = [i.irq for i in facts.irqs if i.affinity is not None and cpu in i.affinity]
+        irq_eff = [i.irq for i in facts.irqs if i.effective is not None and cpu in i.effective]
+        fired: dict[str, int] = {}
+        for i in facts.irqs:
+            old = before_counts.get(i.irq)
+            if i.counts and old and len(i.counts) > cpu < len(old) and i.counts[cpu] > old[cpu]:
+                fired[str(i.irq)] = i.counts[cpu] - old[cpu]
+        per_cpu[str(cpu)] = {
+            "user_tasks": tasks,
+            "kthreads_movable": kthreads,
+            "kthreads_per_cpu": pinned,
+            "irqs_affinity": irq_aff,
+            "irqs_effective": irq_eff,
+            "irqs_fired": fired if before else None,
+        }
+        if tasks:
+            problems.append(
+                f"CPU {cpu}: {len(tasks)} user task(s) may still run there, e.g. "
+                + ", ".join(f"{e['comm']}[{e['tid']}]" for e in tasks[:3])
+            )
+        if kthreads:
+            problems.append(f"CPU {cpu}: {len(kthreads)} unbound kthread(s) may still run there")
+        if irq_aff:
+            problems.append(
+                f"CPU {cpu}: IRQ {', '.join(map(str, irq_aff))} may be delivered there "
+                "(refused or kernel-managed)"
+            )
+        lazy = sorted(set(irq_eff) - set(irq_aff))
+        if lazy:
+            problems.append(
+                f"CPU {cpu}: IRQ {', '.join(map(str, lazy))} still target it until they next "
+                "fire (lazy affinity move)"
+            )
+    cg: dict[str, Any] = {"backend": backend, "path": shield_cgroup}
+    if shield_cgroup:
+        if backend == "v1":
+            cg["cpus_effective"] = read_file(f"{shield_cgroup}/cpuset.effective_cpus")
+        else:
+            cg["cpus_effective"] = read_file(f"{shield_cgroup}/cpuset.cpus.effective")
+            part = read_file(f"{shield_cgroup}/cpuset.cpus.partition")
+            cg["partition"] = part
+            if part is not None and (
+                "invalid" in part or part.split()[0] not in ("root", "isolated")
+            ):
+                problems.append(f"cgroup v2 partition is not in effect: {part}")
+        if cg["cpus_effective"] is None:
+            problems.append(f"the shield cgroup {shield_cgroup} does not exist")
+    return {
+        "requested": {"cpus": format_cpulist(shield), **(requested or {})},
+        "in_effect": {
+            "cpus": per_cpu,
+            "cgroup": cg,
+            "isolated_boot": format_cpulist(facts.cpus_isolated),
+            "ok": not problems,
+        },
+        "problems": problems,
+    }

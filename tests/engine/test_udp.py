@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end runs of `rtlab-probe udp`: reflect in one namespace, ping from another
+over a veth pair (and over loopback inside one namespace). Root only; all traffic stays
+inside namespaces the tests create and delete."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from .helpers import check_order, hist_count, parse_lines, run_probe, validate_all
+from .netns import in_ns, loopback_ns, veth_pair
+
+pytestmark = pytest.mark.usefixtures("require_root")
+
+if not shutil.which("ip"):
+    pytest.skip("needs iproute2 (ip netns)", allow_module_level=True)
+
+PORT = 7301
+
+
+def _reflector(probe: str, ns: str, bind: str, *extra: str, duration: str = "4s"
+               ) -> subprocess.Popen:
+    p = subprocess.Popen(
+        in_ns(ns, probe, "udp", "reflect", "--bind", bind, "--session", "t0k3n",
+              "--duration", duration, "--snapshot-interval", "500ms", *extra),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    line = p.stdout.readline()  # the header: the socket is bound
+    assert '"type":"header"' in line, p.stderr.read() if p.stderr else ""
+    p.header_line = line  # type: ignore[attr-defined]
+    return p
+
+
+def _finish(p: subprocess.Popen) -> list[dict[str, Any]]:
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, err
+    recs = parse_lines(p.header_line + out)  # type: ignore[attr-defined]
+    validate_all(recs)
+    check_order(recs)
+    return recs
+
+
+def _chan(rec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in rec["channels"] if c["name"] == name)
+
+
+def _mean(c: dict[str, Any]) -> float:
+    return c["sum_ns"] / c["samples"]
+
+
+def _check_ping(recs: list[dict[str, Any]], shared: bool) -> dict[str, Any]:
+    res = recs[-1]
+    assert res["status"] == "completed"
+    u = res["udp"]
+    rtt = _chan(res, "rtt")
+    assert u["sent"] > 0
+    assert rtt["samples"] == u["sent"] - u["lost"] == u["replies"]
+    assert hist_count(rtt) == rtt["samples"]
+    names = {c["name"] for c in res["channels"]}
+    expect = {"rtt", "stack", "wakeup", "peer.wakeup", "peer.turn"}
+    if shared:
+        expect |= {"stack.out", "stack.back"}
+    assert names == expect
+    hdr = recs[0]
+    assert hdr["effective"]["socket"]["rx_timestamps"] == "software"
+    assert u["no_timestamp"] == 0
+    for n in expect - {"rtt"}:
+        assert _chan(res, n)["samples"] == rtt["samples"]
+    # the parts add up to no more than the whole (means; 1 % slack for clock rates)
+    parts = _mean(_chan(res, "stack")) + _mean(_chan(res, "wakeup")) + _mean(
+        _chan(res, "peer.wakeup")) + _mean(_chan(res, "peer.turn"))
+    assert parts <= _mean(rtt) * 1.01 + 1000
+    assert _chan(res, "wakeup")["max_ns"] <= rtt["max_ns"]
+    if shared:
+        both = _mean(_chan(res, "stack.out")) + _mean(_chan(res, "stack.back"))
+        assert both <= _mean(rtt) * 1.01 + 1000
+    return res
+
+
+def test_veth_two_namespaces(probe_bin: str) -> None:
+    with veth_pair("u1") as v:
+        refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}")
+        ping = run_probe("ip", "netns", "exec", v.ns_b, probe_bin, "udp", "ping", "--peer",
+                         f"{v.addr_a}:{PORT}", "--session", "t0k3n", "--rate", "2000",
+                         "--duration", "1s", "--shared-clock", "--snapshot-interval", "300ms",
+                         "--cpu", "0")
+        assert ping.returncode == 0, ping.stderr
+        recs = parse_lines(ping.stdout)
+        validate_all(recs)
+        check_order(recs)
+        res = _check_ping(recs, shared=True)
+        assert res["udp"]["sent"] >= 1500
+        rrecs = _finish(refl)
+        ru = rrecs[-1]["udp"]
+        assert ru["replied"] == ru["received"] >= res["udp"]["replies"]
+        assert _chan(rrecs[-1], "wakeup")["samples"] == ru["replied"]
+
+
+@pytest.mark.parametrize("recv,wait", [("recv", "block"), ("recvmmsg", "epoll"),
+                                       ("recv", "busy")])
+def test_loopback_modes(probe_bin: str, recv: str, wait: str) -> None:
+    with loopback_ns("u2") as ns:
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", "--recv", recv, "--wait", wait,
+                          duration="3s")
+        ping = run_probe("ip", "netns", "exec", ns, probe_bin, "udp", "ping", "--peer",
+                         f"127.0.0.1:{PORT}", "--session", "t0k3n", "--rate", "0",
+                         "--count", "3000", "--recv", recv, "--wait", wait,
+                         "--busy-poll", "50", "--size", "200")
+        assert ping.returncode == 0, ping.stderr
+        recs = parse_lines(ping.stdout)
+        validate_all(recs)
+        res = _check_ping(recs, shared=False)
+        assert res["udp"]["sent"] == 3000
+        _finish(refl)
+
+
+SENDER = r"""
+import socket, struct, sys, time
+port, token = int(sys.argv[1]), int(sys.argv[2], 16)
+def pkt(magic=b"RTLU", ver=1, typ=1, tok=token, size=64):
+    h = magic + bytes([ver, typ]) + b"\0\0" + struct.pack("<QQ", tok, 0)
+    return (h + bytes(size))[:size]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.3)
+s.connect(("127.0.0.1", port))
+mode = sys.argv[3]
+if mode == "garbage":
+    for p in (b"", b"x" * 10, pkt()[:63], pkt(magic=b"XXXX"), pkt(ver=9), pkt(tok=token ^ 1),
+              pkt(typ=2), b"\xff" * 1400):
+        s.send(p)
+    try:
+        print("reply", len(s.recv(65536)))
+    except (socket.timeout, ConnectionRefusedError):
+        print("no reply")
+else:
+    n = int(sys.argv[4])
+    for _ in range(n):
+        s.send(pkt(size=100))
+    got = 0
+    s.settimeout(0.5)
+    try:
+        while True:
+            b = s.recv(65536)
+            assert len(b) == 100
+            got += 1
+    except socket.timeout:
+        pass
+    print("replies", got)
+"""
+
+
+def _token(recs_header: str) -> str:
+    import json
+    return json.loads(recs_header)["config"]["session_token"]
+
+
+def test_reflector_ignores_garbage(probe_bin: str) -> None:
+    with loopback_ns("u3") as ns:
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", duration="2s")
+        tok = _token(refl.header_line)  # type: ignore[attr-defined]
+        r = subprocess.run(in_ns(ns, sys.executable, "-c", SENDER, str(PORT), tok, "garbage"),
+                           capture_output=True, text=True, timeout=10, check=False)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "no reply"
+        u = _finish(refl)[-1]["udp"]
+        assert u["received"] == 8 and u["replied"] == 0
+        assert u["short"] == 3 and u["bad_magic"] == 2  # 0xff * 1400 has a bad magic
+        assert u["bad_version"] == 1 and u["bad_session"] == 1 and u["bad_type"] == 1
+
+
+def test_reflector_rate_limit(probe_bin: str) -> None:
+    with loopback_ns("u4") as ns:
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", "--max-rate", "100", "--burst",
+                          "10", "--recv", "recvmmsg", duration="2s")
+        tok = _token(refl.header_line)  # type: ignore[attr-defined]
+        t0 = time.monotonic()
+        r = subprocess.run(in_ns(ns, sys.executable, "-c", SENDER, str(PORT), tok, "flood",
+                                 "300"), capture_output=True, text=True, timeout=10,
+                           check=False)
+        elapsed = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        replies = int(r.stdout.split()[1])
+        u = _finish(refl)[-1]["udp"]
+        assert u["replied"] == replies
+        assert u["rate_limited"] == u["received"] - u["replied"] > 0
+        assert replies <= 10 + 100 * elapsed + 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ping", "--peer", "127.0.0.1:9"], "--session"),
+    (["reflect", "--session", "x"], "--bind"),
+    (["reflect", "--session", "x", "--bind", "0.0.0.0:7000"], "wildcard"),
+    (["ping", "--session", "x"], "--peer"),
+    (["ping", "--session", "x", "--peer", "localhost:7"], "--peer"),
+    (["ping", "--session", "x", "--peer", "127.0.0.1:7", "--size", "10"], "--size"),
+    (["bounce", "--session", "x"], "--mode"),
+    (["--session", "x"], "mode"),
+])
+def test_bad_args(probe_bin: str, args: list[str], needle: str) -> None:
+    r = run_probe(probe_bin, "udp", *args)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr
+
+
+def test_bind_foreign_address_is_usage_error(probe_bin: str) -> None:
+    with loopback_ns("u5") as ns:
+        r = subprocess.run(in_ns(ns, probe_bin, "udp", "reflect", "--bind", "10.231.9.9:7000",
+                                 "--session", "x", "--duration", "1s"),
+                           capture_output=True, text=True, timeout=10, check=False)
+        assert r.returncode == 2 and "--bind" in r.stderr
+
+
+def test_no_reflector_counts_lost(probe_bin: str) -> None:
+    with loopback_ns("u6") as ns:
+        r = subprocess.run(in_ns(ns, probe_bin, "udp", "ping", "--peer", f"127.0.0.1:{PORT}",
+                                 "--session", "x", "--rate", "100", "--count", "20",
+                                 "--timeout", "5ms"),
+                           capture_output=True, text=True, timeout=10, check=False)
+        assert r.returncode == 0, r.stderr
+        recs = parse_lines(r.stdout)
+        validate_all(recs)
+        u = recs[-1]["udp"]
+        assert u["sent"] == 20 and u["lost"] == 20 and u["replies"] == 0
+        assert _chan(recs[-1], "rtt")["samples"] == 0

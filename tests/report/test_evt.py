@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rtlab.analysis.evt import DAY_NS, fit_window_maxima, required_run_ns
+
+W = 1_000_000_000
+
+
+def test_gumbel_data_fits_and_answers() -> None:
+    rng = np.random.default_rng(3)
+    maxima = (rng.gumbel(30_000, 2_000, 3600)).astype(np.int64)  # 1 h of 1 s windows
+    est = fit_window_maxima(maxima, W)
+    assert est.fit_ok and not [w for w in est.warnings if "do not follow" in w]
+    assert abs(est.gumbel.mu - 30) < 0.5 and abs(est.gumbel.sigma - 2) < 0.2
+    assert abs(est.gev.k) < 0.1
+    p_lo, p_hi = est.p_exceed(50_000, DAY_NS), est.p_exceed(80_000, DAY_NS)
+    assert 0 < p_hi < p_lo <= 1
+    # Gumbel: P(max of 86400 windows > mu + sigma*(ln 86400 + 3)) ~ 1 - exp(-e^-3)
+    level = int((30 + 2 * (math.log(86400) + 3)) * 1000)
+    truth = 1 - math.exp(-math.exp(-3))
+    assert abs(est.gumbel.exceed_within(level / 1000, 86400) - truth) < 0.05
+    # the quoted answer is the more pessimistic model's: never below the Gumbel one
+    assert est.gumbel.exceed_within(level / 1000, 86400) <= est.p_exceed(level, DAY_NS) < 0.5
+    assert est.typical_worst_ns(DAY_NS) > maxima.max()
+
+
+def test_bimodal_maxima_are_flagged() -> None:
+    rng = np.random.default_rng(4)
+    maxima = rng.gumbel(30_000, 2_000, 3000)
+    maxima[rng.random(3000) < 0.05] = rng.uniform(2e6, 4e6, 1).item()
+    est = fit_window_maxima(maxima.astype(np.int64), W)
+    assert not est.fit_ok
+    assert any("more than one mechanism" in w or "implausible" in w for w in est.warnings)
+
+
+def test_too_few_windows() -> None:
+    est = fit_window_maxima(np.array([1, 2, 3], dtype=np.int64), W)
+    assert not est.usable and "only 3" in est.warnings[0]
+
+
+def test_rule_of_three() -> None:
+    assert abs(required_run_ns(DAY_NS, 0.95) / DAY_NS - 2.9957) < 1e-3

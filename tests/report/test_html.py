@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from browser import chromium, screenshot
+from synth import synthetic_result
+
+from rtlab.analysis.slo import parse_slo
+from rtlab.report.html import render_html, write_run_report
+
+
+def _rich_result():
+    r = synthetic_result(windows=120, spike_prob=1e-5, phases=("idle", "load"))
+    r.provenance["spikes"] = [{"cpu": 1, "at_ns": 5_000_000_000, "latency_ns": 1_500_000,
+                               "summary": "irq/45-eth0 <script>alert(1)</script>"}]
+    r.provenance["doctor"] = [{"check": "smt", "status": "warn", "advice": "turn SMT off"}]
+    r.provenance["host"]["shield"] = {"requested": [1], "in_effect": [1]}
+    r.phases[1].spikes = [{"cpu": 0, "at_ns": 2_000_000_000, "latency_ns": 900_000,
+                           "class": "irq", "summary": "irq/9-acpi ran 0.8 ms"}]
+    r.phases[1].spike_summary = {"threshold_ns": 100_000, "spikes": 1, "attributed": 1,
+                                 "top_causes": {"irq/9-acpi": 1}}
+    r.provenance["loads"] = [{"kind": "stress-ng", "argv": ["stress-ng", "--cpu", "2"]}]
+    return r
+
+
+def test_self_contained_and_complete() -> None:
+    text = render_html([_rich_result()], slo=parse_slo("max < 50us"))
+    assert "<script" not in text.replace("&lt;script", "")  # no JS at all, content escaped
+    assert not re.search(r"(src|href)\s*=\s*['\"]?(https?:|//)", text)
+    assert "<link" not in text and "@import" not in text
+    for needle in ("How to read this report", "Histograms per CPU", "Complementary CDF",
+                   "Maxima over time", "Worst-case statistics", "Spike attributions",
+                   "turn SMT off", "stress-ng", "in_effect", "phase idle", "phase load",
+                   "SLO VIOLATED", "quiet isolcpus=1", "irq/9-acpi ran 0.8 ms",
+                   "spikes &gt; 100 µs: 1"):
+        assert needle in text, needle
+    assert text.count("<svg") >= 8
+
+
+def test_several_runs_are_compared(tmp_path: Path) -> None:
+    a = synthetic_result("aaaa0001", windows=60)
+    b = synthetic_result("aaaa0002", windows=60, seed=3, median_ns=15_000, release="6.6")
+    path = write_run_report([a, b], tmp_path / "sub" / "r.html")
+    text = path.read_text()
+    assert "Comparison" in text and "aaaa0002</b> vs <b>aaaa0001" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (apt-get install chromium)")
+def test_renders_in_headless_chromium(tmp_path: Path) -> None:
+    from PIL import Image
+
+    html = write_run_report([_rich_result()], tmp_path / "report.html",
+                            slo=parse_slo("p99 < 1ms"))
+    png = tmp_path / "shot.png"
+    stderr = screenshot(html, png)
+    assert png.exists(), stderr[-2000:]
+    assert not re.search(r"Uncaught|CONSOLE\(\d+\)|console\.(error|warn)", stderr), stderr[-2000:]
+    img = Image.open(png).convert("L")
+    hist = img.histogram()
+    dark = sum(hist[:128]) / (img.width * img.height)
+    assert 0.005 < dark < 0.5  # text and plots drawn, not a blank or black page
+    colors = Image.open(png).convert("RGB").getcolors(1 << 20) or []
+    assert len(colors) > 50  # plots in colour, not just text
+
+
+def test_imported_run_without_windows_renders() -> None:
+    from rtlab.results.importers import import_file
+
+    data = Path(__file__).resolve().parent / "data"
+    r = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
+    text = render_html([r])
+    assert "no window maxima recorded" in text and "cyclictest" in text

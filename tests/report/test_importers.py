@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: MIT
+"""Importers on real recorded files (tests/report/data) and on malformed ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rtlab.cli import main
+from rtlab.errors import RtlabError
+from rtlab.results.importers import import_file
+from rtlab.results.store import Store
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_cyclictest_json() -> None:
+    r = import_file(DATA / "cyclictest.json", "cyclictest-json", "cccc0001")
+    doc = json.loads((DATA / "cyclictest.json").read_text())
+    assert [c.name for c in r.phases[0].channels] == ["cpu0", "cpu1"]
+    for ch, t in zip(r.phases[0].channels, doc["thread"].values(), strict=True):
+        assert ch.samples == t["cycles"] and ch.max_ns == t["max"] * 1000
+        assert ch.hist.total == t["cycles"]  # overflows counted (placed at the max)
+    assert r.provenance["imported"]["tool"] == "cyclictest"
+    assert r.system["release"] and r.elapsed_ns == 3_000_000_000
+    assert any("beyond the -h range" in n for n in r.notes)
+
+
+def test_cyclictest_hist_matches_json_of_same_run() -> None:
+    h = import_file(DATA / "cyclictest_hist.txt", "cyclictest-hist", "cccc0002")
+    j = import_file(DATA / "cyclictest.json", "cyclictest-json", "cccc0003")
+    for a, b in zip(h.phases[0].channels, j.phases[0].channels, strict=True):
+        assert (a.samples, a.max_ns, a.min_ns) == (b.samples, b.max_ns, b.min_ns)
+        assert a.hist == b.hist
+
+
+def test_jitterdebugger() -> None:
+    r = import_file(DATA / "jitterdebugger_results.json", "jitterdebugger", "dddd0001")
+    doc = json.loads((DATA / "jitterdebugger_results.json").read_text())
+    for ch, c in zip(r.phases[0].channels, doc["cpu"].values(), strict=True):
+        assert ch.samples == c["count"] == ch.hist.total and ch.max_ns == c["max"] * 1000
+
+
+def test_rtla_timerlat_hist() -> None:
+    r = import_file(DATA / "rtla_timerlat_hist.txt", "rtla-timerlat-hist", "eeee0001")
+    names = [c.name for c in r.phases[0].channels]
+    assert names == ["irq@cpu0", "thread@cpu0", "irq@cpu1", "thread@cpu1"]
+    thr1 = r.phases[0].channels[3]
+    assert thr1.samples == 9991 and thr1.max_ns == 112_000 and thr1.cpu == 1
+    assert r.elapsed_ns == 10_000_000_000
+
+
+def test_sockperf_full_log() -> None:
+    r = import_file(DATA / "sockperf_full_log.csv", "sockperf", "ffff0001")
+    ch = r.phases[0].channels[0]
+    rows = [ln for ln in (DATA / "sockperf_full_log.csv").read_text().splitlines()
+            if ln[:1].isdigit()]
+    assert ch.samples == len(rows) and ch.windows and ch.window_ns == 1_000_000_000
+    assert ch.max_ns == max(round(float(ln.split(",")[3]) * 1000) for ln in rows)
+
+
+@pytest.mark.parametrize(("fmt", "content", "words"), [
+    ("cyclictest-json", '{"file_version": 1, "thread": {"0": {"histogram": {"5": 3}, '
+     '"cycles": 2, "min": 5, "max": 5, "avg": 5, "cpu": 0}}}', "smaller than"),
+    ("cyclictest-json", '{"file_version": 1, "thread": {', "invalid JSON"),
+    ("cyclictest-json", '{"file_version": 2, "thread": {}}', "file_version"),
+    ("cyclictest-hist", "000000 000001\t000002\n000001 000001\n# Max Latencies: 00001 00001\n",
+     "columns"),
+    ("cyclictest-hist", "000000 000001\n", "Max Latencies"),
+    ("jitterdebugger", '{"version": 3, "cpu": {"0": {"histogram": {"x": 1}, "count": 1}}}',
+     "not an integer"),
+    ("rtla-timerlat-hist", "# Time unit is microseconds (us)\nIndex IRQ-000\n1 5\n", "count"),
+    ("sockperf", (DATA / "sockperf_stdout.txt").read_text(), "--full-log"),
+    ("sockperf", "packet, txTime(sec), rxTime(sec), rtt(usec)\n0, 1.0, 1.1, abc\n", "number"),
+])
+def test_malformed_is_one_line_error_and_nothing_stored(
+        tmp_path: Path, store_path: Path, capsys: pytest.CaptureFixture[str],
+        fmt: str, content: str, words: str) -> None:
+    f = tmp_path / "bad.txt"
+    f.write_text(content)
+    with pytest.raises(RtlabError) as exc:
+        import_file(f, fmt, "x")
+    assert words in exc.value.one_line()
+    assert main(["results", "import", "--format", fmt, str(f)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rtlab: error:")
+    if store_path.exists():
+        s = Store.open(str(store_path))
+        assert s.list() == []
+        s.close()
+
+
+def test_import_cli_stores_marked_run(store_path: Path) -> None:
+    assert main(["results", "import", "--format", "jitterdebugger",
+                 str(DATA / "jitterdebugger_results.json")]) == 0
+    s = Store.open(str(store_path))
+    try:
+        (row,) = s.list()
+        r = s.get(row.id)
+    finally:
+        s.close()
+    assert r.provenance["imported"]["format"] == "jitterdebugger"
+    assert row.scenario == "imported:jitterdebugger" and row.kernel_release
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (SCHED_FIFO, netns)")
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cyclictest") is None, reason="cyclictest not installed")
+def test_live_cyclictest(tmp_path: Path) -> None:
+    js, txt = tmp_path / "ct.json", tmp_path / "ct.txt"
+    with txt.open("w") as out:
+        subprocess.run(["cyclictest", "-m", "-S", "-p", "99", "-i", "1000", "-h", "400", "-D",
+                        "1", "-q", f"--json={js}"], stdout=out, check=True, timeout=30)
+    a = import_file(js, "cyclictest-json", "live0001")
+    b = import_file(txt, "cyclictest-hist", "live0002")
+    assert a.merged().samples == b.merged().samples > 0
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("jitterdebugger") is None, reason="jitterdebugger not installed")
+def test_live_jitterdebugger(tmp_path: Path) -> None:
+    subprocess.run(["jitterdebugger", "-D", "1s", "-o", str(tmp_path / "jd")],
+                   capture_output=True, check=True, timeout=30)
+    r = import_file(tmp_path / "jd" / "results.json", "jitterdebugger", "live0003")
+    assert r.merged().samples > 0

@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: MIT
+"""Planning and verification without touching the system: validation, the v1
+plan, and the cgroup v2 plan executed against a fake cgroup2 directory tree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rtlab.errors import SkippedError, UsageError
+from rtlab.system.facts import cpumask_hex, cpumask_parse, parse_cpus_arg, parse_facts
+from rtlab.system.journal import read_journal
+from rtlab.system.shield import ShieldRequest, ThreadPriority, plan_shield, shield_from_journal
+from rtlab.system.verify import verify_shield
+
+
+def _facts(**cg: Any) -> dict[str, Any]:
+    def task(
+        pid: int,
+        comm: str,
+        kthread: bool = False,
+        per_cpu: bool = False,
+        aff: list[int] | None = None,
+        cpuset: str = "/",
+        v2: str = "/",
+    ) -> dict[str, Any]:
+        return {
+            "pid": pid,
+            "tid": pid,
+            "comm": comm,
+            "kthread": kthread,
+            "per_cpu": per_cpu,
+            "starttime": pid,
+            "affinity": aff or [0, 1, 2, 3],
+            "policy": "other",
+            "priority": 0,
+            "cgroups": {"cpuset": cpuset, "v2": v2},
+        }
+
+    return {
+        "type": "facts",
+        "schema": 1,
+        "cpus_online": [0, 1, 2, 3],
+        "cpus_possible": [0, 1, 2, 3],
+        "cpus_isolated": [],
+        "tasks": [
+            task(1, "init"),
+            task(2, "kthreadd", kthread=True),
+            task(10, "ksoftirqd/3", kthread=True, per_cpu=True, aff=[3]),
+            task(11, "kcompactd0", kthread=True),
+            task(20, "irq/30-eth0", kthread=True),
+            task(30, "app", cpuset="/other"),
+        ],
+        "irqs": [
+            {
+                "irq": 30,
+                "name": "eth0",
+                "affinity": [0, 1, 2, 3],
+                "effective": [3],
+                "managed": None,
+                "threaded_pid": 20,
+                "counts": [0, 0, 0, 5],
+            },
+            {
+                "irq": 31,
+                "name": "x",
+                "affinity": [0],
+                "effective": [0],
+                "managed": None,
+                "threaded_pid": None,
+                "counts": [1, 0, 0, 0],
+            },
+        ],
+        "default_smp_affinity": "f",
+        "workqueue_cpumask": "f",
+        "cgroup": {
+            "v1_cpuset": None,
+            "v2": None,
+            "v2_cpuset": False,
+            "v2_partition": False,
+            "v1_mems": None,
+            "v2_subtree_control": None,
+            **cg,
+        },
+        "sysctl": {"kernel.sched_rt_runtime_us": 950000},
+    }
+
+
+def test_validation_errors() -> None:
+    f = parse_facts(_facts(v1_cpuset="/sys/fs/cgroup/cpuset", v1_mems="0"))
+    for cpus, msg in (({0, 1, 2, 3}, "leaves none"), ({9}, "not online"), (set(), "empty")):
+        with pytest.raises(UsageError, match=msg):
+            plan_shield(f, ShieldRequest(cpus=frozenset(cpus)))
+    with pytest.raises(UsageError, match=r"1\.\.99"):
+        plan_shield(
+            f, ShieldRequest(cpus=frozenset({3}), priorities=(ThreadPriority("irq/.*", "fifo", 0),))
+        )
+    with pytest.raises(UsageError, match="not online"):
+        parse_cpus_arg("2-5", f.cpus_online)
+    with pytest.raises(UsageError):
+        parse_cpus_arg("a", f.cpus_online)
+    with pytest.raises(SkippedError, match="no cpuset"):
+        plan_shield(parse_facts(_facts()), ShieldRequest(cpus=frozenset({3})))
+    with pytest.raises(SkippedError, match="v2 has no cpuset"):
+        plan_shield(f, ShieldRequest(cpus=frozenset({3}), backend="v2"))
+
+
+def test_cpumask() -> None:
+    assert cpumask_hex({0, 1}) == "3" and cpumask_hex({35}) == "00000008,00000000"
+    assert cpumask_parse("00000008,00000001") == {0, 35}
+
+
+def test_v1_plan() -> None:
+    f = parse_facts(_facts(v1_cpuset="/cs", v1_mems="0"))
+    plan = plan_shield(
+        f,
+        ShieldRequest(
+            cpus=frozenset({3}),
+            priorities=(ThreadPriority(r"irq/\d+-eth0", "fifo", 99),),
+            rt_runtime_us=-1,
+        ),
+    )
+    s = plan.summary()
+    assert s["backend"] == "v1" and s["housekeeping_cpus"] == "0-2"
+    moves = [op["tid"] for op in plan.ops if op["op"] == "move"]
+    assert moves == [1, 11, 20]  # not kthreadd, not per-CPU, not the task in /other
+    assert [t.tid for t in plan.not_movable] == [2, 10]
+    assert [t.tid for t in plan.left_alone] == [30]
+    paths = {op.get("path"): op.get("value") for op in plan.ops}
+    assert paths["/cs/rtlab-shield/cpuset.cpus"] == "3"
+    assert paths["/cs/rtlab-system/cpuset.cpus"] == "0-2"
+    assert paths["/proc/irq/30/smp_affinity_list"] == "0-2"
+    assert "/proc/irq/31/smp_affinity_list" not in paths  # already off the shield
+    assert paths["/proc/irq/default_smp_affinity"] == "7"
+    assert paths["/sys/devices/virtual/workqueue/cpumask"] == "7"
+    assert paths["/proc/sys/kernel/sched_rt_runtime_us"] == "-1"
+    assert {"op": "sched", "tid": 20, "policy": "fifo", "priority": 99} in plan.ops
+
+
+def _fake_apply(root: Path, ops: list[dict[str, Any]]) -> None:
+    """Execute write/mkdir ops on a fake tree the way cgroupfs would store them."""
+    for op in ops:
+        path = root / op["path"].lstrip("/")
+        if op["op"] == "mkdir":
+            path.mkdir()
+            for f in (
+                "cpuset.cpus",
+                "cpuset.cpus.partition",
+                "cpuset.cpus.effective",
+                "cgroup.procs",
+            ):
+                (path / f).write_text("member\n" if f.endswith("partition") else "\n")
+        elif op["op"] == "write":
+            if path.name == "cgroup.subtree_control":
+                cur = path.read_text().split()
+                cur.append(op["value"].lstrip("+"))
+                path.write_text(" ".join(cur) + "\n")
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(op["value"] + "\n")
+                if path.name == "cpuset.cpus":
+                    (path.parent / "cpuset.cpus.effective").write_text(op["value"] + "\n")
+
+
+def test_v2_plan_against_fake_tree(tmp_path: Path) -> None:
+    v2 = tmp_path / "sys/fs/cgroup"
+    v2.mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (v2 / "cgroup.subtree_control").write_text("memory pids\n")
+    f = parse_facts(
+        _facts(
+            v2="/sys/fs/cgroup",
+            v2_cpuset=True,
+            v2_partition=True,
+            v1_cpuset="/cs",
+            v2_subtree_control="memory pids",
+        )
+    )
+    plan = plan_shield(f, ShieldRequest(cpus=frozenset({2, 3}), irqs=True))
+    assert plan.backend == "v2"  # preferred over v1 when v2 has cpuset
+    assert plan.ops[0] == {
+        "op": "write",
+        "path": "/sys/fs/cgroup/cgroup.subtree_control",
+        "value": "+cpuset",
+        "undo": "-cpuset",
+    }
+    assert not [op for op in plan.ops if op["op"] == "move"]
+    _fake_apply(tmp_path, plan.ops)
+    shield = v2 / "rtlab-shield"
+    assert (shield / "cpuset.cpus").read_text().strip() == "2-3"
+    assert (shield / "cpuset.cpus.partition").read_text().strip() == "isolated"
+    assert "cpuset" in (v2 / "cgroup.subtree_control").read_text().split()
+
+    def read(p: str) -> str | None:
+        try:
+            return (tmp_path / p.lstrip("/")).read_text().strip()
+        except OSError:
+            return None
+
+    v = verify_shield(f, {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup, read_file=read)
+    cg = v["in_effect"]["cgroup"]
+    assert cg["partition"] == "isolated" and cg["cpus_effective"] == "2-3"
+    (shield / "cpuset.cpus.partition").write_text("isolated invalid (Cpu list not exclusive)\n")
+    v = verify_shield(f, {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup, read_file=read)
+    assert any("partition is not in effect" in p for p in v["problems"])
+    assert not v["in_effect"]["ok"]
+    # already enabled: no subtree_control write; "root" partition on request
+    f2 = parse_facts(
+        _facts(
+            v2="/sys/fs/cgroup",
+            v2_cpuset=True,
+            v2_partition=True,
+            v2_subtree_control="cpuset memory",
+        )
+    )
+    p2 = plan_shield(f2, ShieldRequest(cpus=frozenset({3}), v2_partition="root", irqs=False))
+    part = [op for op in p2.ops if op.get("path", "").endswith("cpuset.cpus.partition")]
+    assert p2.ops[0]["op"] == "mkdir" and part[0]["value"] == "root"
+
+
+def test_verify_reports_tasks_and_irqs() -> None:
+    before = parse_facts(_facts(v1_cpuset="/cs"))
+    raw = _facts(v1_cpuset="/cs")
+    raw["irqs"][0]["counts"] = [0, 0, 0, 9]
+    after = parse_facts(raw)
+    v = verify_shield(after, {3}, shield_cgroup="/cs/rtlab-shield", before=before)
+    cpu = v["in_effect"]["cpus"]["3"]
+    assert [e["tid"] for e in cpu["user_tasks"]] == [1, 30]
+    assert cpu["kthreads_per_cpu"] == 1 and cpu["irqs_fired"] == {"30": 4}
+    assert cpu["irqs_affinity"] == [30] and v["requested"]["cpus"] == "3"
+
+
+def test_shield_from_journal(tmp_path: Path) -> None:
+    j = tmp_path / "shield.journal"
+    j.write_text(
+        '{"type":"journal","schema":1,"pid":5,"detached":true}\n'
+        '{"schema":1,"seq":1,"op":"mkdir","path":"/cs/rtlab-shield"}\n'
+        '{"schema":1,"seq":2,"op":"write","path":"/cs/rtlab-shield/cpuset.cpus","value":"1",'
+        '"old":""}\n{"schema":1,"seq":3,"op":"write","path":"/proc/irq/36/smp_affinity_list",'
+        '"value":"0","old":"0-1"}\n{"schema":1,"seq":3,"op":"cancel"}\n{"schema":1,"seq":4,"op'
+    )
+    info = read_journal(j)
+    assert info.detached and not info.held and len(info.entries) == 2  # cancelled, torn
+    assert shield_from_journal(info.entries) == (frozenset({1}), "v1", "/cs/rtlab-shield")
+
+
+def test_engine_facts_fields(probe_bin: str) -> None:
+    out = subprocess.run([probe_bin, "sys", "facts"], capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    assert d["type"] == "facts" and d["schema"] == 1
+    for key in (
+        "cpus_online",
+        "cpus_possible",
+        "tasks",
+        "irqs",
+        "default_smp_affinity",
+        "cgroup",
+        "sysctl",
+    ):
+        assert key in d
+    t = d["tasks"][0]
+    for key in (
+        "pid",
+        "tid",
+        "comm",
+        "kthread",
+        "per_cpu",
+        "affinity",
+        "policy",
+        "priority",
+        "cgroups",
+        "starttime",
+    ):
+        assert key in t
+    if d["irqs"]:
+        for key in ("irq", "name", "affinity", "effective", "managed", "threaded_pid"):
+            assert key in d["irqs"][0]
+    for key in ("v1_cpuset", "v2", "v2_cpuset", "v2_partition"):
+        assert key in d["cgroup"]
+    assert "kernel.sched_rt_runtime_us" in d["sysctl"]
+    assert parse_facts(d).cpus_online
