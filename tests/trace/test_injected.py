@@ -117,7 +117,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
         )
 
     try:
-        causes, _, _ = measure(tmp_path, threshold_ns=80_000, load=load)
+        causes, _, _ = measure(tmp_path, seconds=2.0, threshold_ns=80_000, load=load)
     finally:
         rx.terminate()
         rx.wait(timeout=10)
