@@ -50,7 +50,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from rtlab.scenario import find, format_duration, load_file
-    from rtlab.scenario.cpus import format_cpus
+    from rtlab.scenario.cpus import format_cpulist
 
     sf = load_file(find(args.name))
     print(f"{sf.name}: valid on this machine ({sf.source})")
@@ -63,13 +63,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             sh = sc.shield
             moved = [k for k in ("cpuset", "tasks", "kthreads", "irqs", "default_smp_affinity")
                      if getattr(sh, k)]
-            print(f"{indent}shield: system CPUs {format_cpus(sh.system)}, user CPUs "
-                  f"{format_cpus(sh.user)} ({', '.join(moved) or 'nothing moved'})")
+            print(f"{indent}shield: system CPUs {format_cpulist(sh.system)}, user CPUs "
+                  f"{format_cpulist(sh.user)} ({', '.join(moved) or 'nothing moved'})")
         for ld in sc.loads:
-            where = format_cpus(ld.cpus) if ld.cpus is not None else "any CPU"
+            where = format_cpulist(ld.cpus) if ld.cpus is not None else "any CPU"
             print(f"{indent}load {ld.name}: {ld.kind} on {where}")
         for ph in sc.phases:
-            probes = ", ".join(f"{p.label or p.name} on CPU {format_cpus(p.cpus)}"
+            probes = ", ".join(f"{p.label or p.name} on CPU {format_cpulist(p.cpus)}"
                                for p in ph.probes)
             dur = format_duration(ph.duration_ns) if ph.duration_ns else "-"
             print(f"{indent}phase {ph.name} {dur}: {probes}; loads: {ph.load}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
+
 _FLAG_NAMES = {"samples_file": "samples"}
 _UNITS = (("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
           ("ms", 1_000_000), ("us", 1_000), ("ns", 1))
@@ -22,19 +24,6 @@ def _duration(ns: int) -> str:
         if ns % size == 0:
             return f"{ns // size}{unit}"
     return f"{ns}ns"  # pragma: no cover - ns divides everything
-
-
-def _cpulist(cpus: list[int]) -> str:
-    out: list[str] = []
-    cpus = sorted(set(cpus))
-    i = 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def probe_args(probe: str, options: Mapping[str, Any]) -> list[str]:
@@ -54,7 +43,7 @@ def probe_args(probe: str, options: Mapping[str, Any]) -> list[str]:
         elif key.endswith("_ns"):
             args += [flag, _duration(int(value))]
         elif isinstance(value, list | tuple):
-            args += [flag, _cpulist([int(v) for v in value])]
+            args += [flag, format_cpulist([int(v) for v in value])]
         else:
             args += [flag, str(value)]
     return args

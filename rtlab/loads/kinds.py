@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import SkippedError, UsageError
 from rtlab.loads import net as netmod
 from rtlab.loads.base import (
@@ -29,7 +30,7 @@ from rtlab.loads.base import (
     SpawnRecorder,
     check_placement,
 )
-from rtlab.loads.params import Param, check_params, format_cpulist, format_size
+from rtlab.loads.params import Param, check_params, format_size
 from rtlab.loads.proc import group_members, require_tool
 
 MAX_WORKERS = 4096

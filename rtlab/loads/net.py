@@ -17,9 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError
 from rtlab.loads.base import Placement, SpawnRecorder
-from rtlab.loads.params import format_cpulist
 
 SOCKPERF_MAX_TIME = 36_000_000  # seconds, sockperf's own maximum of -t
 NETNS_DIR = Path("/run/netns")

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _DUR_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
               "h": 3_600_000_000_000}
@@ -68,19 +70,6 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
             raise ValueError(f"{text!r} is not a CPU list (range {part} goes backwards)")
         cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
-
-
-def format_cpulist(cpus: Sequence[int]) -> str:
-    out: list[str] = []
-    s = sorted(set(cpus))
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,8 @@ class SystemShield:
         return effect
 
     def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
-        from rtlab.system.facts import cpumask_hex, cpumask_parse, format_cpulist
+        from rtlab.cpulist import format_cpulist
+        from rtlab.system.facts import cpumask_hex, cpumask_parse
         from rtlab.system.shield import ShieldRequest, move_ops, plan_shield
 
         spec = self.spec

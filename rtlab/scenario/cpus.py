@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from rtlab.cpulist import format_cpulist
+
 WORDS = ("all", "first", "last", "user", "isolated", "system", "others")
 
 
@@ -95,18 +97,7 @@ def expand(value: object, online: Sequence[int], user: Sequence[int] | None = No
     if missing:
         raise CpuExprError(
             f"CPU {','.join(map(str, missing))} is not online on this machine "
-            f"(online CPUs: {format_cpus(online)})")
+            f"(online CPUs: {format_cpulist(online)})")
     return cpus
 
 
-def format_cpus(cpus: Sequence[int]) -> str:
-    out: list[str] = []
-    s = sorted(set(cpus))
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)

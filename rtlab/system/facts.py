@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.system.sysroot import parse_cpulist
 
@@ -169,20 +170,6 @@ def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> f
             f"(online: {format_cpulist(online)})"
         )
     return cpus
-
-
-def format_cpulist(cpus: frozenset[int] | set[int] | Sequence[int]) -> str:
-    """Kernel style "0-3,6"."""
-    out: list[str] = []
-    s = sorted(set(cpus))
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def cpumask_hex(cpus: frozenset[int] | set[int]) -> str:

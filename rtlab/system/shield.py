@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, SkippedError, UsageError
-from rtlab.system.facts import Facts, Irq, Task, cpumask_hex, cpumask_parse, format_cpulist
+from rtlab.system.facts import Facts, Irq, Task, cpumask_hex, cpumask_parse
 
 SHIELD_NAME = "rtlab-shield"
 SYSTEM_NAME = "rtlab-system"

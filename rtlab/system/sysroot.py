@@ -45,20 +45,6 @@ def parse_cpulist(text: str) -> list[int]:
     return sorted(cpus)
 
 
-def format_cpulist(cpus: set[int] | list[int]) -> str:
-    """Format CPUs as a compact kernel CPU list ("0-3,8")."""
-    out: list[str] = []
-    items = sorted(set(cpus))
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
 def parse_cpumask(text: str) -> list[int]:
     """Parse a hex CPU mask as the kernel prints it ("ff,ffffffff" or "3")."""
     value = int(text.strip().replace(",", "") or "0", 16)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rtlab.system.facts import Facts, format_cpulist
+from rtlab.cpulist import format_cpulist
+from rtlab.system.facts import Facts
 
 ReadFile = Callable[[str], "str | None"]
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import UsageError
 from rtlab.system.sysroot import (
     SysRoot,
-    format_cpulist,
     parse_cmdline,
     parse_cpulist,
     parse_cpumask,

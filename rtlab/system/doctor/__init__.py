@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import UsageError
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
 from rtlab.system.doctor.cpu import (
@@ -40,7 +41,7 @@ from rtlab.system.doctor.sched import (
     WatchdogCheck,
     WorkqueueCheck,
 )
-from rtlab.system.sysroot import SysRoot, format_cpulist, parse_cpulist
+from rtlab.system.sysroot import SysRoot, parse_cpulist
 
 __all__ = [
     "CHECKS",

@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import struct
 
+from rtlab.cpulist import format_cpulist
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
-from rtlab.system.sysroot import format_cpulist, parse_cpulist
+from rtlab.system.sysroot import parse_cpulist
 
 CPU = "sys/devices/system/cpu"
 DEEP_IDLE_US = 10  # an idle state with a longer exit latency is worth a warning

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from rtlab.cpulist import format_cpulist
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
-from rtlab.system.sysroot import format_cpulist
 
 
 class IrqbalanceCheck(Check):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from rtlab.cpulist import format_cpulist
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
-from rtlab.system.sysroot import format_cpulist, parse_cpulist
+from rtlab.system.sysroot import parse_cpulist
 
 _CONFIG_MODES = (
     ("CONFIG_PREEMPT_RT", "rt"),
