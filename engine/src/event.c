@@ -333,7 +333,7 @@ static void *thread_main(void *arg)
 	if (!atomic_load(&ctx->abort))
 		handle_loop(ctx);
 	atomic_store(&ctx->done, true);
-	kill(getpid(), SIGUSR1);
+	rt_notify_main();
 	return NULL;
 }
 
@@ -430,6 +430,13 @@ static int measure_conversion(struct ev_ctx *ctx)
 	return 0;
 }
 
+/* rt_wait_done_or_signal predicate: the measurement has finished. */
+static bool measurement_done(const void *arg)
+{
+	const struct ev_ctx *ctx = arg;
+	return atomic_load(&ctx->done);
+}
+
 static int ev_run(void *p, const struct probe_env *env)
 {
 	struct ev_ctx *ctx = p;
@@ -438,9 +445,7 @@ static int ev_run(void *p, const struct probe_env *env)
 	bool barriers = false, started = false;
 	struct jsonw w;
 	jw_init(&w);
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 	if (c->output) {
 		out_fd = open(c->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (out_fd < 0) {
@@ -572,22 +577,7 @@ static int ev_run(void *p, const struct probe_env *env)
 		goto out;
 	}
 	pthread_barrier_wait(&ctx->go);
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->done))
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
 	pthread_join(ctx->thread, NULL);
 	started = false;
 	uint64_t unc_end;

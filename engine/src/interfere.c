@@ -564,7 +564,7 @@ static void *coord_main(void *arg)
 	else
 		run_sharing(ctx);
 	atomic_store(&ctx->done, true);
-	kill(getpid(), SIGUSR1);
+	rt_notify_main();
 	return NULL;
 }
 
@@ -716,6 +716,13 @@ static int alloc_worker_memory(struct ifr_ctx *ctx, struct ifr_worker *wk)
 	return 0;
 }
 
+/* rt_wait_done_or_signal predicate: the measurement has finished. */
+static bool measurement_done(const void *arg)
+{
+	const struct ifr_ctx *ctx = arg;
+	return atomic_load(&ctx->done);
+}
+
 static int ifr_run(void *p, const struct probe_env *env)
 {
 	struct ifr_ctx *ctx = p;
@@ -725,9 +732,7 @@ static int ifr_run(void *p, const struct probe_env *env)
 	struct jsonw w;
 	jw_init(&w);
 
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->cond_work, NULL);
 	pthread_cond_init(&ctx->cond_done, NULL);
@@ -892,22 +897,7 @@ static int ifr_run(void *p, const struct probe_env *env)
 		fprintf(stderr, "rtlab-probe interfere: cannot create a thread: %s\n", strerror(e));
 		_exit(RL_EXIT_ERROR);
 	}
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->done))
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
 	pthread_join(coord, NULL);
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	if (interrupted) {

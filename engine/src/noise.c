@@ -368,7 +368,7 @@ static void *noise_thread_main(void *arg)
 	if (!atomic_load(&ctx->abort))
 		poll_loop(t);
 	if (atomic_fetch_sub(&ctx->running, 1) == 1)
-		kill(getpid(), SIGUSR1);
+		rt_notify_main();
 	return NULL;
 }
 
@@ -434,6 +434,13 @@ static void join_all(struct noise_ctx *ctx, size_t created)
 		pthread_join(ctx->threads[i].thread, NULL);
 }
 
+/* rt_wait_done_or_signal predicate: every measuring thread has finished. */
+static bool all_threads_done(const void *arg)
+{
+	const struct noise_ctx *ctx = arg;
+	return atomic_load(&ctx->running) == 0;
+}
+
 static int noise_run(void *p, const struct probe_env *env)
 {
 	struct noise_ctx *ctx = p;
@@ -444,9 +451,7 @@ static int noise_run(void *p, const struct probe_env *env)
 	struct jsonw w;
 	jw_init(&w);
 
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 
 	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe noise: --output: cannot open %s: %s\n", c->output,
@@ -600,22 +605,7 @@ static int noise_run(void *p, const struct probe_env *env)
 	}
 	pthread_barrier_wait(&ctx->go);
 
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->running) == 0)
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
 	join_all(ctx, created);
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };

@@ -322,7 +322,7 @@ static void driver_main(struct sw_thread *t)
 			close(tfd);
 	}
 	atomic_store(&ctx->done, true);
-	kill(getpid(), SIGUSR1);
+	rt_notify_main();
 }
 
 static int open_out(const char *path, int *fd)
@@ -347,6 +347,13 @@ static void init_thread(struct sw_thread *t, struct ov_ctx *ctx, int cpu, const 
 	snprintf(t->role, sizeof(t->role), "%s", role);
 }
 
+/* rt_wait_done_or_signal predicate: the measurement has finished. */
+static bool measurement_done(const void *arg)
+{
+	const struct ov_ctx *ctx = arg;
+	return atomic_load(&ctx->done);
+}
+
 static int overhead_run(void *p, const struct probe_env *env)
 {
 	struct ov_ctx *ctx = p;
@@ -355,9 +362,7 @@ static int overhead_run(void *p, const struct probe_env *env)
 	struct jsonw w;
 	jw_init(&w);
 
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe overhead: --output: cannot open %s: %s\n", c->output,
 			strerror(-e));
@@ -466,22 +471,7 @@ static int overhead_run(void *p, const struct probe_env *env)
 	started = true;
 	pthread_barrier_wait(&ctx->go);
 
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->done))
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
 	pthread_join(ctx->driver.th, NULL);
 	atomic_store(&ctx->quit, true);
 	ov_post(&ctx->to_partner);

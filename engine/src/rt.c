@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -189,4 +190,35 @@ void rt_trace_close(struct rt_trace *t)
 		close(t->on_fd);
 	t->marker_fd = -1;
 	t->on_fd = -1;
+}
+
+void rt_block_signals(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+}
+
+void rt_notify_main(void)
+{
+	kill(getpid(), SIGUSR1);
+}
+
+bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg),
+			    const void *arg)
+{
+	sigset_t wait;
+	sigemptyset(&wait);
+	sigaddset(&wait, SIGINT);
+	sigaddset(&wait, SIGTERM);
+	sigaddset(&wait, SIGUSR1);
+	for (;;) {
+		int sig = sigwaitinfo(&wait, NULL);
+		if (sig == SIGINT || sig == SIGTERM) {
+			atomic_store(stop, true);
+			return true;
+		}
+		if (sig == SIGUSR1 && finished(arg))
+			return false;
+	}
 }

@@ -10,6 +10,7 @@
 #define RTLAB_RT_H
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,5 +60,17 @@ int rt_trace_open(struct rt_trace *t) RL_WUR;
 /* Write msg to trace_marker, then 0 to tracing_on (like cyclictest -b). */
 void rt_trace_stop(const struct rt_trace *t, const char *msg);
 void rt_trace_close(struct rt_trace *t);
+
+/*
+ * The main-thread wait every probe shares. rt_block_signals() blocks every signal in
+ * the calling thread; threads created afterwards inherit the mask, so SIGINT/SIGTERM
+ * reach only rt_wait_done_or_signal(). That returns when `finished(arg)` holds after a
+ * measuring thread called rt_notify_main(), or, on SIGINT/SIGTERM, sets *stop and
+ * returns true (interrupted).
+ */
+void rt_block_signals(void);
+void rt_notify_main(void);
+bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg),
+			    const void *arg);
 
 #endif

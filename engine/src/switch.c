@@ -601,7 +601,7 @@ static void waker_main(struct sw_thread *t)
 		k++;
 	}
 	if (atomic_fetch_sub(&ctx->running, 1) == 1)
-		kill(getpid(), SIGUSR1);
+		rt_notify_main();
 }
 
 static void busy_main(struct sw_thread *t)
@@ -936,6 +936,13 @@ static int open_out(const char *path, int *fd)
 	return 0;
 }
 
+/* rt_wait_done_or_signal predicate: every measuring thread has finished. */
+static bool all_threads_done(const void *arg)
+{
+	const struct sw_ctx *ctx = arg;
+	return atomic_load(&ctx->running) == 0;
+}
+
 static int switch_run(void *p, const struct probe_env *env)
 {
 	struct sw_ctx *ctx = p;
@@ -944,9 +951,7 @@ static int switch_run(void *p, const struct probe_env *env)
 	struct jsonw w;
 	jw_init(&w);
 
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 
 	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe switch: --output: cannot open %s: %s\n", c->output,
@@ -1056,22 +1061,7 @@ static int switch_run(void *p, const struct probe_env *env)
 	}
 	pthread_barrier_wait(&ctx->go);
 
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->running) == 0)
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
 	for (size_t i = 0; i < ctx->n_wakers; i++)
 		pthread_join(ctx->wakers[i].t.th, NULL);
 	for (size_t i = 0; i < ctx->n_pairs; i++) {

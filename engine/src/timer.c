@@ -348,7 +348,7 @@ static void *thread_main(void *arg)
 	if (!atomic_load(&ctx->abort))
 		measure(t);
 	if (atomic_fetch_sub(&ctx->running, 1) == 1)
-		kill(getpid(), SIGUSR1); /* tell main that every thread is done */
+		rt_notify_main(); /* tell main that every thread is done */
 	return NULL;
 }
 
@@ -490,6 +490,13 @@ static size_t ring_entries(const struct timer_cfg *c)
 	return n;
 }
 
+/* rt_wait_done_or_signal predicate: every measuring thread has finished. */
+static bool all_threads_done(const void *arg)
+{
+	const struct timer_ctx *ctx = arg;
+	return atomic_load(&ctx->running) == 0;
+}
+
 static int timer_run(void *p, const struct probe_env *env)
 {
 	struct timer_ctx *ctx = p;
@@ -502,10 +509,7 @@ static int timer_run(void *p, const struct probe_env *env)
 	jw_init(&w);
 	ctx->trace.marker_fd = ctx->trace.on_fd = -1;
 
-	/* Every thread inherits this: signals only reach main's sigwaitinfo. */
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	rt_block_signals(); /* inherited: signals reach only main's wait */
 
 	int e;
 	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
@@ -653,22 +657,7 @@ static int timer_run(void *p, const struct probe_env *env)
 
 	pthread_barrier_wait(&ctx->go); /* measuring starts */
 
-	sigset_t wait;
-	sigemptyset(&wait);
-	sigaddset(&wait, SIGINT);
-	sigaddset(&wait, SIGTERM);
-	sigaddset(&wait, SIGUSR1);
-	bool interrupted = false;
-	for (;;) {
-		int sig = sigwaitinfo(&wait, NULL);
-		if (sig == SIGINT || sig == SIGTERM) {
-			interrupted = true;
-			atomic_store(&ctx->stop, true);
-			break;
-		}
-		if (sig == SIGUSR1 && atomic_load(&ctx->running) == 0)
-			break;
-	}
+	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
 	for (size_t i = 0; i < created; i++)
 		pthread_join(ctx->threads[i].thread, NULL);
 
