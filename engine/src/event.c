@@ -364,28 +364,10 @@ static void write_effective(struct jsonw *w, const struct ev_ctx *ctx, int mlock
 	jw_null(w, "error");
 	jw_obj_end(w);
 	jw_arr_begin(w, "threads");
-	jw_obj_begin(w, NULL);
-	jw_str(w, "channel", ctx->ch->name);
-	if (c->cpu >= 0)
-		jw_int(w, "cpu", c->cpu);
-	else
-		jw_null(w, "cpu");
-	jw_int(w, "tid", atomic_load(&ctx->ch->tid));
-	if (ctx->get_err) {
-		jw_null(w, "policy");
-		jw_null(w, "priority");
-	} else {
-		jw_str(w, "policy", rt_kernel_policy_name(ctx->kpolicy));
-		jw_int(w, "priority", ctx->prio);
-	}
-	sysinfo_write_cpuset(w, "affinity", &ctx->affinity);
-	jw_arr_begin(w, "errors");
-	if (ctx->pin_err)
-		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-ctx->pin_err));
-	if (ctx->sched_err)
-		jw_strf(w, NULL, "sched_setattr: %s", strerror(-ctx->sched_err));
-	jw_arr_end(w);
-	jw_obj_end(w);
+	rt_write_thread_effective(w, &(struct rt_thread_view){
+		.channel = ctx->ch->name, .cpu = c->cpu, .tid = atomic_load(&ctx->ch->tid),
+		.kpolicy = ctx->kpolicy, .priority = ctx->prio, .affinity = &ctx->affinity,
+		.pin_err = ctx->pin_err, .sched_err = ctx->sched_err, .get_err = ctx->get_err });
 	jw_arr_end(w);
 	jw_obj_begin(w, "reporter");
 	sysinfo_write_cpuset(w, "affinity", rep_aff);

@@ -105,30 +105,10 @@ void pc_effective_begin(struct jsonw *w, bool mlock_req, int mlock_err)
 void pc_effective_thread(struct jsonw *w, const char *channel, int tid,
 			 const struct pc_setup *s)
 {
-	jw_obj_begin(w, NULL);
-	jw_str(w, "channel", channel);
-	jw_int(w, "cpu", s->cpu);
-	if (tid > 0)
-		jw_int(w, "tid", tid);
-	else
-		jw_null(w, "tid");
-	if (s->get_err) {
-		jw_null(w, "policy");
-		jw_null(w, "priority");
-	} else {
-		jw_str(w, "policy", rt_kernel_policy_name(s->kpolicy));
-		jw_int(w, "priority", s->prio);
-	}
-	sysinfo_write_cpuset(w, "affinity", &s->affinity);
-	jw_arr_begin(w, "errors");
-	if (s->pin_err)
-		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-s->pin_err));
-	if (s->sched_err)
-		jw_strf(w, NULL, "sched_setattr: %s", strerror(-s->sched_err));
-	if (s->get_err)
-		jw_strf(w, NULL, "sched_getattr: %s", strerror(-s->get_err));
-	jw_arr_end(w);
-	jw_obj_end(w);
+	rt_write_thread_effective(w, &(struct rt_thread_view){
+		.channel = channel, .cpu = s->cpu, .tid = tid,
+		.kpolicy = s->kpolicy, .priority = s->prio, .affinity = &s->affinity,
+		.pin_err = s->pin_err, .sched_err = s->sched_err, .get_err = s->get_err });
 }
 
 void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "jsonw.h"
+#include "sysinfo.h"
 
 #ifndef SCHED_DEADLINE
 #define SCHED_DEADLINE 6
@@ -221,4 +222,35 @@ bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg)
 		if (sig == SIGUSR1 && finished(arg))
 			return false;
 	}
+}
+
+void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t)
+{
+	jw_obj_begin(w, NULL);
+	jw_str(w, "channel", t->channel);
+	if (t->cpu >= 0)
+		jw_int(w, "cpu", t->cpu);
+	else
+		jw_null(w, "cpu");
+	if (t->tid > 0)
+		jw_int(w, "tid", t->tid);
+	else
+		jw_null(w, "tid");
+	if (t->get_err) {
+		jw_null(w, "policy");
+		jw_null(w, "priority");
+	} else {
+		jw_str(w, "policy", rt_kernel_policy_name(t->kpolicy));
+		jw_int(w, "priority", t->priority);
+	}
+	sysinfo_write_cpuset(w, "affinity", t->affinity);
+	jw_arr_begin(w, "errors");
+	if (t->pin_err)
+		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-t->pin_err));
+	if (t->sched_err)
+		jw_strf(w, NULL, "sched_setattr: %s", strerror(-t->sched_err));
+	if (t->get_err)
+		jw_strf(w, NULL, "sched_getattr: %s", strerror(-t->get_err));
+	jw_arr_end(w);
+	jw_obj_end(w);
 }

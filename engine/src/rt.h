@@ -73,4 +73,19 @@ void rt_notify_main(void);
 bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg),
 			    const void *arg);
 
+struct jsonw;
+
+/* One measuring thread as set up and read back, for the header's effective.threads[]. */
+struct rt_thread_view {
+	const char *channel;
+	int cpu;			/* < 0: not pinned (null) */
+	int tid;			/* <= 0: unknown (null) */
+	int kpolicy, priority;		/* as read back (valid unless get_err) */
+	const cpu_set_t *affinity;	/* as read back */
+	int pin_err, sched_err, get_err; /* 0 or -errno */
+};
+
+/* Write one effective.threads[] entry (docs/engine-output.md). */
+void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t);
+
 #endif

@@ -160,30 +160,10 @@ bool sw_thread_rt_ok(const struct sw_thread *t)
 
 void sw_thread_write(struct jsonw *w, const struct sw_thread *t)
 {
-	jw_obj_begin(w, NULL);
-	jw_str(w, "channel", t->role);
-	if (t->cpu >= 0)
-		jw_int(w, "cpu", t->cpu);
-	else
-		jw_null(w, "cpu");
-	jw_int(w, "tid", t->tid);
-	if (t->get_err) {
-		jw_null(w, "policy");
-		jw_null(w, "priority");
-	} else {
-		jw_str(w, "policy", rt_kernel_policy_name(t->kpolicy));
-		jw_int(w, "priority", t->kprio);
-	}
-	sysinfo_write_cpuset(w, "affinity", &t->aff);
-	jw_arr_begin(w, "errors");
-	if (t->pin_err)
-		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-t->pin_err));
-	if (t->sched_err)
-		jw_strf(w, NULL, "sched_setattr: %s", strerror(-t->sched_err));
-	if (t->get_err)
-		jw_strf(w, NULL, "sched_getattr: %s", strerror(-t->get_err));
-	jw_arr_end(w);
-	jw_obj_end(w);
+	rt_write_thread_effective(w, &(struct rt_thread_view){
+		.channel = t->role, .cpu = t->cpu, .tid = t->tid,
+		.kpolicy = t->kpolicy, .priority = t->kprio, .affinity = &t->aff,
+		.pin_err = t->pin_err, .sched_err = t->sched_err, .get_err = t->get_err });
 }
 
 void sw_write_effective(struct jsonw *w, struct sw_thread *const *threads, size_t n,

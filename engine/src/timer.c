@@ -421,27 +421,10 @@ static void write_effective(struct jsonw *w, const struct timer_ctx *ctx, int ml
 	jw_arr_begin(w, "threads");
 	for (size_t i = 0; i < c->n_cpus; i++) {
 		const struct timer_thread *t = &ctx->threads[i];
-		jw_obj_begin(w, NULL);
-		jw_str(w, "channel", t->ch->name);
-		jw_int(w, "cpu", t->cpu);
-		jw_int(w, "tid", atomic_load(&t->ch->tid));
-		if (t->get_err) {
-			jw_null(w, "policy");
-			jw_null(w, "priority");
-		} else {
-			jw_str(w, "policy", rt_kernel_policy_name(t->kpolicy));
-			jw_int(w, "priority", t->prio);
-		}
-		sysinfo_write_cpuset(w, "affinity", &t->affinity);
-		jw_arr_begin(w, "errors");
-		if (t->pin_err)
-			jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-t->pin_err));
-		if (t->sched_err)
-			jw_strf(w, NULL, "sched_setattr: %s", strerror(-t->sched_err));
-		if (t->get_err)
-			jw_strf(w, NULL, "sched_getattr: %s", strerror(-t->get_err));
-		jw_arr_end(w);
-		jw_obj_end(w);
+		rt_write_thread_effective(w, &(struct rt_thread_view){
+			.channel = t->ch->name, .cpu = t->cpu, .tid = atomic_load(&t->ch->tid),
+			.kpolicy = t->kpolicy, .priority = t->prio, .affinity = &t->affinity,
+			.pin_err = t->pin_err, .sched_err = t->sched_err, .get_err = t->get_err });
 	}
 	jw_arr_end(w);
 	jw_obj_begin(w, "reporter");
