@@ -75,4 +75,14 @@ void opt_format_duration(uint64_t ns, char *buf, size_t len);
 /* "0-3,6" */
 void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len);
 
+/* Option definitions shared, identically, by the measuring probes' tables. */
+#define OPT_DEF_MLOCK { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, \
+	"true", NULL }
+#define OPT_DEF_SNAPSHOT { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records", \
+	(int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
+#define OPT_DEF_WINDOW { "window", OPT_DURATION, NULL, "length of a per-window maximum", \
+	(int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
+#define OPT_DEF_OUTPUT { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL, NULL, \
+	"stdout" }
+
 #endif
