@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,34 @@ def probe_bin() -> str:
 def require_root() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root (real SCHED_FIFO, cpusets, IRQ affinity)")
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private result store (and XDG data dir) for one test."""
+    path = tmp_path / "store" / "rtlab.db"
+    monkeypatch.setenv("RTLAB_STORE", str(path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    return path
+
+
+@pytest.fixture
+def fake_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_path: Path
+) -> Callable[..., Path]:
+    """fake_probe(mode, **env) -> wrapper path; RTLAB_PROBE points at the fake engine
+    (tests/host/fake_probe.py)."""
+    sys.path.insert(0, str(ROOT / "tests" / "host"))
+    from host_helpers import write_wrapper
+
+    wrapper = write_wrapper(tmp_path)
+    monkeypatch.setenv("RTLAB_PROBE", str(wrapper))
+
+    def configure(mode: str = "normal", **env: str | int | float) -> Path:
+        monkeypatch.setenv("FAKE_MODE", mode)
+        for key, value in env.items():
+            monkeypatch.setenv(f"FAKE_{key.upper()}", str(value))
+        return wrapper
+
+    configure()
+    return configure
