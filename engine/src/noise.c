@@ -21,7 +21,7 @@
 #include "channel.h"
 #include "counter.h"
 #include "noise.h"
-#include "noise_common.h"
+#include "probe_common.h"
 #include "opts.h"
 #include "probe.h"
 #include "reporter.h"

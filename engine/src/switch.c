@@ -1026,14 +1026,14 @@ static int switch_run(void *p, const struct probe_env *env)
 	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
 	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
 	ctx->start_ns = start_mono;
-	sw_header_begin(&w, "switch", env, start_real, start_mono);
+	pc_header_begin(&w, "switch", env, start_real, start_mono);
 	switch_report_config(ctx, &w, "config");
 	sw_write_effective(&w, threads, nt, c->mlock, mlock_err, &rep_aff, rep_pinned, rt_valid);
 	sysinfo_write(&w, "system");
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
-		sw_write_log(&w, out_fd, "warning", "no_rt", why);
+		pc_write_log(&w, out_fd, "warning", "no_rt", why);
 
 	struct reporter *rep = NULL;
 	struct reporter_cfg rc = {

@@ -170,60 +170,10 @@ void sw_write_effective(struct jsonw *w, struct sw_thread *const *threads, size_
 			bool mlock_req, int mlock_err, const cpu_set_t *rep_aff, bool rep_pinned,
 			bool rt_valid)
 {
-	jw_obj_begin(w, "effective");
-	jw_obj_begin(w, "mlock");
-	jw_bool(w, "requested", mlock_req);
-	jw_bool(w, "locked", mlock_req && !mlock_err);
-	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
-	jw_obj_end(w);
-	jw_obj_begin(w, "dma_latency");
-	jw_null(w, "requested_us");
-	jw_bool(w, "held", false);
-	jw_null(w, "error");
-	jw_obj_end(w);
-	jw_arr_begin(w, "threads");
+	pc_effective_begin(w, mlock_req, mlock_err);
 	for (size_t i = 0; i < n; i++)
 		sw_thread_write(w, threads[i]);
 	jw_arr_end(w);
-	jw_obj_begin(w, "reporter");
-	sysinfo_write_cpuset(w, "affinity", rep_aff);
-	jw_bool(w, "pinned", rep_pinned);
-	jw_obj_end(w);
-	jw_bool(w, "rt_valid", rt_valid);
-	jw_obj_begin(w, "tracing");
-	jw_null(w, "tracefs");
-	jw_bool(w, "marker", false);
-	jw_obj_end(w);
-	jw_obj_end(w);
+	pc_effective_end(w, rep_aff, rep_pinned, rt_valid);
 }
 
-void sw_write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		  const char *msg)
-{
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "log");
-	jw_int(w, "schema", 1);
-	jw_str(w, "level", level);
-	jw_str(w, "code", code);
-	jw_str(w, "msg", msg);
-	jw_obj_end(w);
-	if (jw_emit(w, fd) != 0) {
-		/* the result write reports the output error */
-	}
-}
-
-void sw_header_begin(struct jsonw *w, const char *probe, const struct probe_env *env,
-		     uint64_t start_real, uint64_t start_mono)
-{
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "header");
-	jw_int(w, "schema", 1);
-	jw_str(w, "engine_version", RTLAB_VERSION);
-	jw_str(w, "probe", probe);
-	jw_arr_begin(w, "argv");
-	for (int i = 0; i < env->argc; i++)
-		jw_str(w, NULL, env->argv[i]);
-	jw_arr_end(w);
-	jw_uint(w, "start_realtime_ns", start_real);
-	jw_uint(w, "start_monotonic_ns", start_mono);
-}

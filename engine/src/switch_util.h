@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "jsonw.h"
+#include "probe_common.h"
 #include "probe.h"
 #include "rt.h"
 
@@ -85,12 +86,6 @@ void sw_write_effective(struct jsonw *w, struct sw_thread *const *threads, size_
 			bool mlock_req, int mlock_err, const cpu_set_t *rep_aff, bool rep_pinned,
 			bool rt_valid);
 
-/* A `log` record, emitted at once. */
-void sw_write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		  const char *msg);
 
-/* The header record (without emitting it). */
-void sw_header_begin(struct jsonw *w, const char *probe, const struct probe_env *env,
-		     uint64_t start_real, uint64_t start_mono);
 
 #endif

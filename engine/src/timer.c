@@ -22,6 +22,7 @@
 #include "opts.h"
 #include "period.h"
 #include "probe.h"
+#include "probe_common.h"
 #include "reporter.h"
 #include "rt.h"
 #include "sysinfo.h"
@@ -400,12 +401,7 @@ static void write_effective(struct jsonw *w, const struct timer_ctx *ctx, int ml
 			    bool rt_valid)
 {
 	const struct timer_cfg *c = ctx->cfg;
-	jw_obj_begin(w, "effective");
-	jw_obj_begin(w, "mlock");
-	jw_bool(w, "requested", c->mlock);
-	jw_bool(w, "locked", c->mlock && !mlock_err);
-	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
-	jw_obj_end(w);
+	pc_effective_open(w, c->mlock, mlock_err);
 	jw_obj_begin(w, "dma_latency");
 	if (c->dma_us >= 0)
 		jw_int(w, "requested_us", c->dma_us);
@@ -592,17 +588,7 @@ static int timer_run(void *p, const struct probe_env *env)
 	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
 	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
 	ctx->start_ns = c->clock == CLOCK_REALTIME ? start_real : start_mono;
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "header");
-	jw_int(&w, "schema", 1);
-	jw_str(&w, "engine_version", RTLAB_VERSION);
-	jw_str(&w, "probe", "timer");
-	jw_arr_begin(&w, "argv");
-	for (int i = 0; i < env->argc; i++)
-		jw_str(&w, NULL, env->argv[i]);
-	jw_arr_end(&w);
-	jw_uint(&w, "start_realtime_ns", start_real);
-	jw_uint(&w, "start_monotonic_ns", start_mono);
+	pc_header_begin(&w, "timer", env, start_real, start_mono);
 	timer_report_config(ctx, &w, "config");
 	write_effective(&w, ctx, mlock_err, dma_fd, dma_err, &rep_aff, rep_pinned, rt_valid);
 	sysinfo_write(&w, "system");

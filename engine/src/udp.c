@@ -39,6 +39,7 @@
 #include "opts.h"
 #include "period.h"
 #include "probe.h"
+#include "probe_common.h"
 #include "reporter.h"
 #include "rt.h"
 #include "sysinfo.h"
@@ -849,12 +850,7 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 			    int dma_err, const cpu_set_t *rep_aff, bool rep_pinned, bool rt_valid)
 {
 	const struct udp_cfg *c = ctx->cfg;
-	jw_obj_begin(w, "effective");
-	jw_obj_begin(w, "mlock");
-	jw_bool(w, "requested", c->mlock);
-	jw_bool(w, "locked", c->mlock && !mlock_err);
-	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
-	jw_obj_end(w);
+	pc_effective_open(w, c->mlock, mlock_err);
 	jw_obj_begin(w, "dma_latency");
 	if (c->dma_us >= 0)
 		jw_int(w, "requested_us", c->dma_us);
@@ -870,15 +866,7 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 		.kpolicy = ctx->kpolicy, .priority = ctx->prio, .affinity = &ctx->affinity,
 		.pin_err = ctx->pin_err, .sched_err = ctx->sched_err, .get_err = ctx->get_err });
 	jw_arr_end(w);
-	jw_obj_begin(w, "reporter");
-	sysinfo_write_cpuset(w, "affinity", rep_aff);
-	jw_bool(w, "pinned", rep_pinned);
-	jw_obj_end(w);
-	jw_bool(w, "rt_valid", rt_valid);
-	jw_obj_begin(w, "tracing");
-	jw_null(w, "tracefs");
-	jw_bool(w, "marker", false);
-	jw_obj_end(w);
+	pc_effective_reporter(w, rep_aff, rep_pinned, rt_valid);
 	jw_obj_begin(w, "socket");
 	jw_str(w, "local", ctx->local_s);
 	jw_str_or_null(w, "interface", ctx->ifname[0] ? ctx->ifname : NULL);
@@ -1035,17 +1023,7 @@ static int udp_run(void *p, const struct probe_env *env)
 	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
 	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
 	ctx->start_mono = start_mono;
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "header");
-	jw_int(&w, "schema", 1);
-	jw_str(&w, "engine_version", RTLAB_VERSION);
-	jw_str(&w, "probe", "udp");
-	jw_arr_begin(&w, "argv");
-	for (int i = 0; i < env->argc; i++)
-		jw_str(&w, NULL, env->argv[i]);
-	jw_arr_end(&w);
-	jw_uint(&w, "start_realtime_ns", start_real);
-	jw_uint(&w, "start_monotonic_ns", start_mono);
+	pc_header_begin(&w, "udp", env, start_real, start_mono);
 	udp_report_config(ctx, &w, "config");
 	write_effective(&w, ctx, mlock_err, dma_fd, dma_err, &rep_aff, rep_pinned, rt_valid);
 	sysinfo_write(&w, "system");

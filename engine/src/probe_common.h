@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Small helpers shared by the busy-loop probes (`noise`, `interfere`):
- * per-thread set-up with read-back, the common parts of the header
- * (`effective`), log records and the output file.
+ * Small helpers shared by the probes: per-thread set-up with read-back (noise,
+ * interfere), the common parts of the header (type/schema/argv/start times and
+ * `effective`), log records and the output file.
  */
-#ifndef RTLAB_NOISE_COMMON_H
-#define RTLAB_NOISE_COMMON_H
+#ifndef RTLAB_PROBE_COMMON_H
+#define RTLAB_PROBE_COMMON_H
 
 #include <sched.h>
 #include <stdbool.h>
@@ -43,10 +43,17 @@ void pc_write_log(struct jsonw *w, int fd, const char *level, const char *code,
 void pc_header_begin(struct jsonw *w, const char *probe, const struct probe_env *env,
 		     uint64_t start_real, uint64_t start_mono);
 /* "effective": { "mlock", "dma_latency" (not used), "threads": [ ... left open. */
+/* Opens "effective" and writes its "mlock" member. */
+void pc_effective_open(struct jsonw *w, bool mlock_req, int mlock_err);
+/* pc_effective_open, "dma_latency" as not requested, and opens "threads". */
 void pc_effective_begin(struct jsonw *w, bool mlock_req, int mlock_err);
 void pc_effective_thread(struct jsonw *w, const char *channel, int tid,
 			 const struct pc_setup *s);
 /* after the caller closed "threads" (and added its own members): "reporter", "rt_valid", "tracing" } */
+/* "reporter", "rt_valid" and "tracing" (not used), inside an open "effective". */
+void pc_effective_reporter(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,
+			   bool rt_valid);
+/* pc_effective_reporter, then closes "effective" (the caller closed "threads"). */
 void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,
 		      bool rt_valid);
 

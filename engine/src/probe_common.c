@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "noise_common.h"
+#include "probe_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,7 +86,7 @@ void pc_header_begin(struct jsonw *w, const char *probe, const struct probe_env 
 	jw_uint(w, "start_monotonic_ns", start_mono);
 }
 
-void pc_effective_begin(struct jsonw *w, bool mlock_req, int mlock_err)
+void pc_effective_open(struct jsonw *w, bool mlock_req, int mlock_err)
 {
 	jw_obj_begin(w, "effective");
 	jw_obj_begin(w, "mlock");
@@ -94,6 +94,11 @@ void pc_effective_begin(struct jsonw *w, bool mlock_req, int mlock_err)
 	jw_bool(w, "locked", mlock_req && !mlock_err);
 	jw_str_or_null(w, "error", mlock_err ? strerror(-mlock_err) : NULL);
 	jw_obj_end(w);
+}
+
+void pc_effective_begin(struct jsonw *w, bool mlock_req, int mlock_err)
+{
+	pc_effective_open(w, mlock_req, mlock_err);
 	jw_obj_begin(w, "dma_latency");
 	jw_null(w, "requested_us");
 	jw_bool(w, "held", false);
@@ -111,8 +116,8 @@ void pc_effective_thread(struct jsonw *w, const char *channel, int tid,
 		.pin_err = s->pin_err, .sched_err = s->sched_err, .get_err = s->get_err });
 }
 
-void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,
-		      bool rt_valid)
+void pc_effective_reporter(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,
+			   bool rt_valid)
 {
 	jw_obj_begin(w, "reporter");
 	sysinfo_write_cpuset(w, "affinity", rep_aff);
@@ -123,6 +128,12 @@ void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned
 	jw_null(w, "tracefs");
 	jw_bool(w, "marker", false);
 	jw_obj_end(w);
+}
+
+void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned,
+		      bool rt_valid)
+{
+	pc_effective_reporter(w, rep_aff, rep_pinned, rt_valid);
 	jw_obj_end(w);
 }
 
