@@ -538,22 +538,8 @@ static int ev_run(void *p, const struct probe_env *env)
 	if (ctx->run_err)
 		snprintf(errmsg, sizeof(errmsg), "%s source: %s", ctx->src.ops->name,
 			 strerror(ctx->run_err));
-	if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	} else if (errmsg[0]) {
-		o.status = "error";
-		o.exit_code = RL_EXIT_ERROR;
-		o.error = errmsg;
-	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe event: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
-	} else {
-		code = o.exit_code;
-	}
+	reporter_outcome_stopped(&o, interrupted, errmsg);
+	code = reporter_conclude(rep, &o, out_err, "event");
 out:
 	if (started) {
 		atomic_store(&ctx->abort, true);

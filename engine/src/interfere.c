@@ -897,18 +897,8 @@ static int ifr_run(void *p, const struct probe_env *env)
 	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
 	pthread_join(coord, NULL);
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
-	if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe interfere: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
-	} else {
-		code = o.exit_code;
-	}
+	reporter_outcome_stopped(&o, interrupted, NULL);
+	code = reporter_conclude(rep, &o, out_err, "interfere");
 
 stop_workers:
 	clear_jobs(ctx);

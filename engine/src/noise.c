@@ -612,18 +612,10 @@ static int noise_run(void *p, const struct probe_env *env)
 		o.thr_chan = ctx->thr_chan;
 		o.thr_latency_ns = ctx->thr_gap;
 		o.thr_at_ns = ctx->thr_at;
-	} else if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe noise: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
 	} else {
-		code = o.exit_code;
+		reporter_outcome_stopped(&o, interrupted, NULL);
 	}
+	code = reporter_conclude(rep, &o, out_err, "noise");
 out:
 	jw_free(&w);
 	if (barriers) {

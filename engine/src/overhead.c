@@ -479,23 +479,10 @@ static int overhead_run(void *p, const struct probe_env *env)
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char errmsg[128] = "";
-	if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	} else if (ctx->run_err) {
+	if (ctx->run_err)
 		snprintf(errmsg, sizeof(errmsg), "timerfd: %s", strerror(ctx->run_err));
-		o.status = "error";
-		o.exit_code = RL_EXIT_ERROR;
-		o.error = errmsg;
-	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe overhead: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
-	} else {
-		code = o.exit_code;
-	}
+	reporter_outcome_stopped(&o, interrupted, errmsg);
+	code = reporter_conclude(rep, &o, out_err, "overhead");
 stop_threads:
 	if (!started) {
 		atomic_store(&ctx->abort, true);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -332,4 +333,32 @@ int reporter_finish(struct reporter *r, const struct reporter_outcome *o)
 	int err = r->err;
 	reporter_free(r);
 	return err;
+}
+
+bool reporter_outcome_stopped(struct reporter_outcome *o, bool interrupted, const char *error)
+{
+	if (interrupted) {
+		o->status = "interrupted";
+		o->exit_code = RL_EXIT_INTERRUPTED;
+		return true;
+	}
+	if (error && error[0]) {
+		o->status = "error";
+		o->exit_code = RL_EXIT_ERROR;
+		o->error = error;
+		return true;
+	}
+	return false;
+}
+
+int reporter_conclude(struct reporter *r, const struct reporter_outcome *o, int out_err,
+		      const char *probe)
+{
+	int e = reporter_finish(r, o);
+	if (e || out_err) {
+		fprintf(stderr, "rtlab-probe %s: writing the output failed: %s\n", probe,
+			strerror(-(e ? e : out_err)));
+		return o->exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o->exit_code;
+	}
+	return o->exit_code;
 }

@@ -56,6 +56,22 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg) RL_WUR
  */
 int reporter_finish(struct reporter *r, const struct reporter_outcome *o) RL_WUR;
 
+/*
+ * The outcome of a run that was stopped early: "interrupted" (SIGINT/SIGTERM)
+ * or, failing that, "error" with `error` when it is a non-empty message. Returns
+ * whether it set one; probes with their own outcomes (threshold, check_failed)
+ * order theirs around it.
+ */
+bool reporter_outcome_stopped(struct reporter_outcome *o, bool interrupted, const char *error);
+
+/*
+ * reporter_finish(), then the probe's exit code: the outcome's, or RL_EXIT_ERROR
+ * with one line on stderr when the header (`out_err`) or the result could not be
+ * written.
+ */
+int reporter_conclude(struct reporter *r, const struct reporter_outcome *o, int out_err,
+		      const char *probe);
+
 /* Write one channel state object (used by snapshots and results). */
 void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 			    const struct chan_state *st, const struct win_rec *wins,

@@ -1106,25 +1106,11 @@ static int switch_run(void *p, const struct probe_env *env)
 				 ctx->wakers[i].t.cpu, strerror(ctx->wakers[i].run_err));
 	bool check_failed = (ctx->checks.order_done && !ctx->checks.order_passed) ||
 			    (ctx->checks.pi_done && !ctx->checks.pi_bounded);
-	if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	} else if (errmsg[0]) {
-		o.status = "error";
-		o.exit_code = RL_EXIT_ERROR;
-		o.error = errmsg;
-	} else if (c->strict && check_failed) {
+	if (!reporter_outcome_stopped(&o, interrupted, errmsg) && c->strict && check_failed) {
 		o.status = "check_failed";
 		o.exit_code = RL_EXIT_THRESHOLD;
 	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe switch: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
-	} else {
-		code = o.exit_code;
-	}
+	code = reporter_conclude(rep, &o, out_err, "switch");
 	pthread_barrier_destroy(&ctx->ready);
 	pthread_barrier_destroy(&ctx->go);
 out:

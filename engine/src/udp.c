@@ -1070,22 +1070,8 @@ static int udp_run(void *p, const struct probe_env *env)
 	char errmsg[128] = "";
 	if (ctx->run_err)
 		snprintf(errmsg, sizeof(errmsg), "socket thread: %s", strerror(ctx->run_err));
-	if (interrupted) {
-		o.status = "interrupted";
-		o.exit_code = RL_EXIT_INTERRUPTED;
-	} else if (errmsg[0]) {
-		o.status = "error";
-		o.exit_code = RL_EXIT_ERROR;
-		o.error = errmsg;
-	}
-	e = reporter_finish(rep, &o);
-	if (e || out_err) {
-		fprintf(stderr, "rtlab-probe udp: writing the output failed: %s\n",
-			strerror(-(e ? e : out_err)));
-		code = o.exit_code == RL_EXIT_OK ? RL_EXIT_ERROR : o.exit_code;
-	} else {
-		code = o.exit_code;
-	}
+	reporter_outcome_stopped(&o, interrupted, errmsg);
+	code = reporter_conclude(rep, &o, out_err, "udp");
 out:
 	if (started) {
 		atomic_store(&ctx->abort, true);
