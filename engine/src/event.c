@@ -183,15 +183,15 @@ static int ev_init(void **out, const struct opt_value *v, const struct probe_env
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->count = v[O_COUNT_EV].set ? (uint64_t)v[O_COUNT_EV].i : 0;
 	c->mlock = v[O_MLOCK].i != 0;
-	c->housekeeping = -1;
-	if (v[O_HOUSEKEEPING].set)
-		c->housekeeping = (int)v[O_HOUSEKEEPING].i;
-	else if (c->cpu >= 0)
-		for (int i = 0; i < CPU_SETSIZE; i++)
-			if (CPU_ISSET(i, env->online) && i != c->cpu) {
-				c->housekeeping = i;
-				break;
-			}
+	cpu_set_t used;
+	CPU_ZERO(&used);
+	if (c->cpu >= 0)
+		CPU_SET(c->cpu, &used);
+	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
+			    &c->housekeeping, err, errlen) != 0) {
+		free(ctx);
+		return -EINVAL;
+	}
 	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
 	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;

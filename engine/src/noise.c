@@ -206,23 +206,14 @@ static int noise_init(void **out, const struct opt_value *v, const struct probe_
 	c->threshold_ns = v[O_THRESHOLD].set ? (uint64_t)v[O_THRESHOLD].i : 0;
 	c->counter_idx = (int)v[O_CLOCKSRC].i;
 	c->mlock = v[O_MLOCK].i != 0;
-	c->housekeeping = -1;
-	if (v[O_HOUSEKEEPING].set) {
-		int hk = (int)v[O_HOUSEKEEPING].i;
-		if (!CPU_ISSET(hk, env->online)) {
-			snprintf(err, errlen, "--housekeeping: CPU %d is not online", hk);
-			free(ctx);
-			return -EINVAL;
-		}
-		c->housekeeping = hk;
-	} else {
-		for (int i = 0; i < CPU_SETSIZE && c->housekeeping < 0; i++) {
-			bool measured = false;
-			for (size_t k = 0; k < c->n_cpus; k++)
-				measured = measured || c->cpus[k] == i;
-			if (CPU_ISSET(i, env->online) && !measured)
-				c->housekeeping = i;
-		}
+	cpu_set_t measured;
+	CPU_ZERO(&measured);
+	for (size_t k = 0; k < c->n_cpus; k++)
+		CPU_SET(c->cpus[k], &measured);
+	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, &measured, &c->housekeeping, err,
+			    errlen) != 0) {
+		free(ctx);
+		return -EINVAL;
 	}
 	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;

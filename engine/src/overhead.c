@@ -139,18 +139,14 @@ static int overhead_init(void **out, const struct opt_value *v, const struct pro
 	c->loops = (uint64_t)v[O_LOOPS].i;
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->mlock = v[O_MLOCK].i != 0;
-	if (v[O_HOUSEKEEPING].set) {
-		c->housekeeping = (int)v[O_HOUSEKEEPING].i;
-		if (!CPU_ISSET(c->housekeeping, env->online)) {
-			snprintf(err, errlen, "--housekeeping: CPU %d is not online", c->housekeeping);
-			goto bad;
-		}
-	} else {
-		c->housekeeping = -1;
-		for (int i = 0; i < CPU_SETSIZE && c->housekeeping < 0; i++)
-			if (CPU_ISSET(i, env->online) && i != c->cpu && i != c->other_cpu)
-				c->housekeeping = i;
-	}
+	cpu_set_t used;
+	CPU_ZERO(&used);
+	CPU_SET(c->cpu, &used);
+	if (c->other_cpu >= 0)
+		CPU_SET(c->other_cpu, &used);
+	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, &used, &c->housekeeping, err,
+			    errlen) != 0)
+		goto bad;
 	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
 	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;

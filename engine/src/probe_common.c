@@ -155,3 +155,29 @@ int pc_priority(enum rt_policy policy, bool given, int64_t value, int *out, char
 	*out = (int)value;
 	return 0;
 }
+
+int pc_housekeeping(const struct opt_value *v, const cpu_set_t *online, const cpu_set_t *used,
+		    int *out, char *err, size_t errlen)
+{
+	*out = -1;
+	if (v->set) {
+		int hk = (int)v->i;
+		if (!CPU_ISSET(hk, online)) {
+			char on[256];
+			opt_format_cpulist(online, on, sizeof(on));
+			snprintf(err, errlen,
+				 "--housekeeping: CPU %d is not online; online CPUs are %s", hk, on);
+			return -EINVAL;
+		}
+		*out = hk;
+		return 0;
+	}
+	if (!used)
+		return 0;
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, online) && !CPU_ISSET(i, used)) {
+			*out = i;
+			break;
+		}
+	return 0;
+}

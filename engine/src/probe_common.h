@@ -58,6 +58,15 @@ void pc_effective_end(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_pinned
 		      bool rt_valid);
 
 /* The priority to use: given, else the policy's maximum; -EINVAL if out of range. */
+/*
+ * --housekeeping (the reporter thread's CPU): the given CPU, which must be online,
+ * else the first online CPU not in `used`, else -1 (the reporter is not pinned).
+ * With `used` NULL nothing is chosen automatically. Returns 0 or -EINVAL with a
+ * one-line message.
+ */
+int pc_housekeeping(const struct opt_value *v, const cpu_set_t *online, const cpu_set_t *used,
+		    int *out, char *err, size_t errlen) RL_WUR;
+
 int pc_priority(enum rt_policy policy, bool given, int64_t value, int *out, char *err,
 		size_t errlen) RL_WUR;
 

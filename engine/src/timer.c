@@ -179,25 +179,10 @@ static int timer_init(void **out, const struct opt_value *v, const struct probe_
 	c->clock = c->clock_idx == 1 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
 	c->mlock = v[O_MLOCK].i != 0;
 	c->dma_us = v[O_DMA].set ? v[O_DMA].i : -1;
-	if (v[O_HOUSEKEEPING].set) {
-		int hk = (int)v[O_HOUSEKEEPING].i;
-		if (!CPU_ISSET(hk, env->online)) {
-			char on[256];
-			opt_format_cpulist(env->online, on, sizeof(on));
-			snprintf(err, errlen, "--housekeeping: CPU %d is not online; online CPUs are %s",
-				 hk, on);
-			free(ctx);
-			return -EINVAL;
-		}
-		c->housekeeping = hk;
-	} else {
-		c->housekeeping = -1;
-		for (int i = 0; i < CPU_SETSIZE; i++) {
-			if (CPU_ISSET(i, env->online) && !CPU_ISSET(i, cpus)) {
-				c->housekeeping = i;
-				break;
-			}
-		}
+	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, cpus, &c->housekeeping, err,
+			    errlen) != 0) {
+		free(ctx);
+		return -EINVAL;
 	}
 	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;

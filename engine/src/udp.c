@@ -323,20 +323,14 @@ static int udp_init(void **out, const struct opt_value *v, const struct probe_en
 	c->burst = (uint64_t)v[O_BURST].i;
 	c->mlock = v[O_MLOCK].i != 0;
 	c->dma_us = v[O_DMA].set ? v[O_DMA].i : -1;
-	c->housekeeping = -1;
-	if (v[O_HOUSEKEEPING].set) {
-		c->housekeeping = (int)v[O_HOUSEKEEPING].i;
-		if (!CPU_ISSET(c->housekeeping, env->online)) {
-			snprintf(err, errlen, "--housekeeping: CPU %d is not online", c->housekeeping);
-			free(ctx);
-			return -EINVAL;
-		}
-	} else if (c->cpu >= 0) {
-		for (int i = 0; i < CPU_SETSIZE; i++)
-			if (CPU_ISSET(i, env->online) && i != c->cpu) {
-				c->housekeeping = i;
-				break;
-			}
+	cpu_set_t used;
+	CPU_ZERO(&used);
+	if (c->cpu >= 0)
+		CPU_SET(c->cpu, &used);
+	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
+			    &c->housekeeping, err, errlen) != 0) {
+		free(ctx);
+		return -EINVAL;
 	}
 	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;

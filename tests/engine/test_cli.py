@@ -88,3 +88,14 @@ def test_output_unwritable(probe_bin: str) -> None:
     r = run_probe(probe_bin, "timer", "--loops", "1", "--output", "/nonexistent-dir/x.jsonl")
     assert r.returncode == 1
     assert "--output: cannot open /nonexistent-dir/x.jsonl" in r.stderr
+
+
+@pytest.mark.parametrize("probe,extra", [
+    ("timer", []), ("noise", []), ("switch", []), ("overhead", []),
+    ("event", ["--source", "soft"]),  # regression: event accepted an offline CPU silently
+])
+def test_housekeeping_must_be_online(probe_bin: str, probe: str, extra: list[str]) -> None:
+    r = run_probe(probe_bin, probe, *extra, "--housekeeping", "999")
+    assert r.returncode == 2, r.stderr
+    assert "--housekeeping: CPU 999 is not online" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
