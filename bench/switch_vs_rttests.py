@@ -22,9 +22,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-B = 128
+from benchlib import channel_percentile
 
 PEERS: dict[str, list[str]] = {
     "ptsematest": ["futex", "condvar"],
@@ -34,23 +33,8 @@ PEERS: dict[str, list[str]] = {
 }
 
 
-def bucket_lo(i: int) -> int:
-    if i < B:
-        return i
-    g, m = divmod(i - B, B)
-    return (B + m) << g
-
-
-def pct(ch: dict[str, Any], q: float) -> int:
-    buckets = ch["hist"]["buckets"]
-    total = sum(c for _, c in buckets)
-    rank = max(1, min(total, round(q * total)))
-    seen = 0
-    for i, c in buckets:
-        seen += c
-        if seen >= rank:
-            return bucket_lo(i)
-    return 0
+def us(ns: int | None) -> float:
+    return float("nan") if ns is None else ns / 1e3
 
 
 def find_peer(name: str) -> str | None:
@@ -72,7 +56,8 @@ def run_ours(probe: str, mech: str, a: argparse.Namespace) -> dict[str, float]:
     ch = res["channels"][0]
     n = max(ch["samples"], 1)
     return {"min": ch["min_ns"] / 1e3, "avg": ch["sum_ns"] / n / 1e3, "max": ch["max_ns"] / 1e3,
-            "p50": pct(ch, 0.5) / 1e3, "p99": pct(ch, 0.99) / 1e3, "n": ch["samples"]}
+            "p50": us(channel_percentile(ch, 50.0)), "p99": us(channel_percentile(ch, 99.0)),
+            "n": ch["samples"]}
 
 
 def run_peer(path: str, a: argparse.Namespace) -> dict[str, float]:

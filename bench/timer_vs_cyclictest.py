@@ -30,11 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from benchlib import channel_percentile
 
-from rtlab.analysis.stats import percentile  # noqa: E402
-from rtlab.results.histogram import LogLinHistogram  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 PCTS = (50.0, 99.0, 99.9)
 
@@ -94,11 +92,9 @@ def run_rtlab(probe: str, cpus: str, args: argparse.Namespace, out_dir: Path, ta
     result = [json.loads(line) for line in out.read_text().splitlines() if line.strip()][-1]
     m = Measured("rtlab", cpu_s=cpu, hwm_kb=hwm)
     for ch in result["channels"]:
-        hist = LogLinHistogram.from_json(ch["hist"])
         m.samples += ch["samples"]
         m.per_cpu[ch["cpu"]] = {
-            p: (v / 1000 if (v := percentile(hist, p, ch["min_ns"], ch["max_ns"])) else None)
-            for p in PCTS
+            p: (v / 1000 if (v := channel_percentile(ch, p)) else None) for p in PCTS
         }
         m.maxima[ch["cpu"]] = ch["max_ns"] / 1000
     return m

@@ -27,9 +27,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from rtlab.analysis.stats import percentile  # noqa: E402
+from benchlib import channel_percentile  # noqa: E402
+
 from rtlab.engine.locate import find_probe  # noqa: E402
-from rtlab.results.histogram import LogLinHistogram  # noqa: E402
 from rtlab.runner.tracing import CAPTURE_LIMIT_MB  # noqa: E402
 from rtlab.trace.tracefs import Recorder  # noqa: E402
 
@@ -45,8 +45,7 @@ def run_probe(probe: str, cpu: int, duration_s: float) -> dict[str, float]:
     if result is None:
         raise SystemExit(f"rtlab-probe failed: {out.stderr.strip()}")
     ch = result["channels"][0]
-    hist = LogLinHistogram.from_json(ch["hist"])
-    vals = {p: percentile(hist, p) for p in PCTS}
+    vals = {p: channel_percentile(ch, p) for p in PCTS}
     row = {f"p{p:g}": float("nan") if v is None else v / 1e3 for p, v in vals.items()}
     row["max"] = ch["max_ns"] / 1e3
     row["samples"] = ch["samples"]

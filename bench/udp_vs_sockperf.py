@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SUB_BITS = 7
-B = 1 << SUB_BITS
+from benchlib import channel_percentile
+
 QS = (0.5, 0.99, 0.999)
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
 
@@ -71,26 +71,13 @@ def quantiles(values: list[float]) -> dict[str, float]:
 
 
 def hist_quantiles(ch: dict) -> dict[str, float]:
-    """Quantiles (µs) from a loglin histogram: bucket midpoints, exact max."""
-    buckets = ch["hist"]["buckets"]
-    total = sum(c for _, c in buckets)
-
-    def mid(i: int) -> float:
-        if i < B:
-            return float(i)
-        g, m = divmod(i - B, B)
-        return ((B + m) << g) + ((1 << g) - 1) / 2
-
+    """p50/p99/p99.9 (µs) by rtlab's percentile rule, exact max, sample count."""
     out: dict[str, float] = {}
     for q in QS:
-        rank, seen = max(1, int(q * total) + 1), 0
-        for i, c in buckets:
-            seen += c
-            if seen >= rank:
-                out[f"p{q * 100:g}"] = mid(i) / 1000
-                break
+        v = channel_percentile(ch, q * 100)
+        out[f"p{q * 100:g}"] = float("nan") if v is None else v / 1000
     out["max"] = ch["max_ns"] / 1000
-    out["n"] = total
+    out["n"] = ch["samples"]
     return out
 
 

@@ -57,7 +57,7 @@ def _interfere(phase: Phase) -> list[str]:
         if mode == "sharing":
             rows2 = interfere.summarize_sharing([record])
             return ["sharing cost per op (median/p99): " + "; ".join(
-                f"{r.variant}x{r.threads} {r.median_ns_per_op:.1f}/{r.p99_ns_per_op:.1f} ns"
+                f"{r.variant}x{r.threads} {_ns(r.median_ns_per_op)}/{_ns(r.p99_ns_per_op)} ns"
                 for r in rows2)]
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         return [f"interfere summary unavailable: {exc}"]
@@ -96,3 +96,7 @@ def extra_lines(result: RunResult) -> list[str]:
 def extras_dict(result: RunResult) -> dict[str, Any]:
     """Phase name -> the probe's extras, for exports that want them beside the channels."""
     return {p.name: p.extras for p in result.phases if p.extras}
+
+
+def _ns(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"

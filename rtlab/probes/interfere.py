@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rtlab.probes.noise import bucket_lo
+from rtlab.analysis.stats import percentile
+from rtlab.results.histogram import LogLinHistogram
 
 
 def amdahl_speedup(p: float, n: float) -> float:
@@ -131,24 +132,12 @@ def summarize_pairs(records: Sequence[Mapping[str, Any]]) -> tuple[list[PairRow]
     return rows, list(x.get("classes_missing", []))
 
 
-def _hist_quantile(ch: Mapping[str, Any], q: float) -> int:
-    buckets = ch["hist"]["buckets"]
-    total = sum(c for _, c in buckets)
-    rank = max(1, min(total, round(q * total)))
-    seen = 0
-    for i, c in buckets:
-        seen += c
-        if seen >= rank:
-            return bucket_lo(i)
-    raise ValueError("empty histogram")
-
-
 @dataclass(frozen=True)
 class SharingRow:
     variant: str  # shared | percpu | false
     threads: int
-    median_ns_per_op: float
-    p99_ns_per_op: float
+    median_ns_per_op: float | None  # None: too few batches for the percentile
+    p99_ns_per_op: float | None
     max_ns_per_op: float
 
 
@@ -163,15 +152,19 @@ def summarize_sharing(records: Sequence[Mapping[str, Any]]) -> list[SharingRow]:
         cs = [chans[n] for n in r["channels"] if chans[n]["samples"]]
         if not cs:
             continue
-        merged: dict[int, int] = {}
+        hist = LogLinHistogram()
         for c in cs:
-            for i, k in c["hist"]["buckets"]:
-                merged[i] = merged.get(i, 0) + k
-        m = {"hist": {"buckets": sorted([i, k] for i, k in merged.items())}}
+            hist = hist.merge(LogLinHistogram.from_json(c["hist"]))
+        lo, hi = min(c["min_ns"] for c in cs), max(c["max_ns"] for c in cs)
+
+        def per_op(p: float, hist: LogLinHistogram = hist, lo: int = lo, hi: int = hi
+                   ) -> float | None:
+            v = percentile(hist, p, lo, hi)  # the project's rule (docs/usage.md)
+            return None if v is None else v / batch
+
         rows.append(SharingRow(
             variant=r["variant"], threads=int(r["threads"]),
-            median_ns_per_op=_hist_quantile(m, 0.5) / batch,
-            p99_ns_per_op=_hist_quantile(m, 0.99) / batch,
-            max_ns_per_op=max(c["max_ns"] for c in cs) / batch,
+            median_ns_per_op=per_op(50.0), p99_ns_per_op=per_op(99.0),
+            max_ns_per_op=hi / batch,
         ))
     return rows

@@ -7,21 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SUB_BITS = 7
-_B = 1 << SUB_BITS
-
-
-def bucket_lo(index: int) -> int:
-    """Lowest value (ns) of a log-linear histogram bucket (docs/engine-output.md)."""
-    if index < _B:
-        return index
-    g, m = divmod(index - _B, _B)
-    return (_B + m) << g
+from rtlab.results.histogram import bucket_bounds
 
 
 def count_at_least(buckets: Iterable[list[int]], value_ns: int) -> int:
     """Gaps whose bucket lies wholly at or above value_ns (a lower bound, <= 0.8 % off)."""
-    return sum(c for i, c in buckets if bucket_lo(i) >= value_ns)
+    return sum(c for i, c in buckets if bucket_bounds(i)[0] >= value_ns)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from rtlab.probes.interfere import (
     summarize_amdahl,
     summarize_pairs,
 )
-from rtlab.probes.noise import bucket_lo, count_at_least
+from rtlab.probes.noise import count_at_least
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 0.95, 1.0])
@@ -68,7 +68,6 @@ def test_summaries_from_records() -> None:
 
 
 def test_hist_helpers() -> None:
-    assert bucket_lo(5) == 5
-    assert bucket_lo(128) == 128
-    assert bucket_lo(256) == 256
     assert count_at_least([[5, 2], [300, 3]], 200) == 3
+    # bucket 256 starts at 256 ns (counted), bucket 128 at 128 ns (not)
+    assert count_at_least([[128, 1], [256, 4]], 256) == 4
