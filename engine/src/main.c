@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "jsonw.h"
 #include "opts.h"
 #include "probe.h"
 #include "sys.h"
@@ -15,7 +16,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rtlab-probe PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
-		"       rtlab-probe list              list the probes\n"
+		"       rtlab-probe list [--json]     list the probes (--json: with their options)\n"
 		"       rtlab-probe sys facts|apply|restore|status  journaled system changes\n"
 		"       rtlab-probe --version         print the engine version\n"
 		"\n"
@@ -33,6 +34,58 @@ static void list_probes(void)
 		if (p->unavailable)
 			printf(")\n");
 	}
+}
+
+static const char *const opt_type_names[] = {
+	[OPT_INT] = "int", [OPT_DURATION] = "duration", [OPT_CPULIST] = "cpulist",
+	[OPT_ENUM] = "enum", [OPT_BOOL] = "bool", [OPT_STRING] = "string",
+};
+
+/* `list --json`: the probe table and every option table, for the host (never --help). */
+static int list_probes_json(void)
+{
+	struct jsonw w;
+	jw_init(&w);
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "probes");
+	jw_int(&w, "schema", 1);
+	jw_str(&w, "engine_version", RTLAB_VERSION);
+	jw_arr_begin(&w, "probes");
+	for (size_t i = 0; probe_table[i]; i++) {
+		const struct probe_ops *p = probe_table[i];
+		jw_obj_begin(&w, NULL);
+		jw_str(&w, "name", p->name);
+		jw_str(&w, "summary", p->summary);
+		jw_str_or_null(&w, "unavailable", p->unavailable);
+		jw_str_or_null(&w, "positional", p->positional);
+		jw_arr_begin(&w, "options");
+		for (size_t k = 0; k < p->n_opts; k++) {
+			const struct opt_def *d = &p->opts[k];
+			jw_obj_begin(&w, NULL);
+			jw_str(&w, "name", d->name);
+			jw_str(&w, "type", opt_type_names[d->type]);
+			jw_str(&w, "help", d->help);
+			if (d->type == OPT_INT || d->type == OPT_DURATION) {
+				jw_int(&w, "min", d->min);
+				jw_int(&w, "max", d->max);
+			}
+			if (d->type == OPT_ENUM && d->choices) {
+				jw_arr_begin(&w, "choices");
+				for (const char *const *c = d->choices; *c; c++)
+					jw_str(&w, NULL, *c);
+				jw_arr_end(&w);
+			}
+			jw_str_or_null(&w, "default", d->def);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	int e = jw_emit(&w, 1);
+	jw_free(&w);
+	return e;
 }
 
 static void probe_help(const struct probe_ops *p)
@@ -59,6 +112,13 @@ int main(int argc, char **argv)
 		return RL_EXIT_OK;
 	}
 	if (strcmp(cmd, "list") == 0) {
+		if (argc > 2 && strcmp(argv[2], "--json") == 0)
+			return list_probes_json() == 0 ? RL_EXIT_OK : RL_EXIT_ERROR;
+		if (argc > 2) {
+			fprintf(stderr, "rtlab-probe list: unknown argument '%s' (only --json)\n",
+				argv[2]);
+			return RL_EXIT_USAGE;
+		}
 		list_probes();
 		return RL_EXIT_OK;
 	}

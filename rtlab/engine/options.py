@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """What an engine offers: its probe names and each probe's options.
 
-The engine's option tables are declarative and `rtlab-probe PROBE --help` is
-generated from them: every option line starts with two spaces and `--name`
-(`--name, --no-name` for a flag). That generated first column is the only
-thing read here; the values themselves are validated by the engine, which
+Read from `rtlab-probe list --json` (the engine's declarative option tables as
+JSON; never its human `--help` text). Only option names and which options are
+flags are used here; the values themselves are validated by the engine, which
 exits 2 (usage) before measuring anything.
 
 `adapt_options` maps the host's common probe options (what a scenario's
@@ -16,7 +15,7 @@ probes, and options the probe does not have are left out.
 from __future__ import annotations
 
 import functools
-import re
+import json
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
 
-_OPT_LINE = re.compile(r"^  --([a-z][a-z0-9-]*)(, --no-[a-z0-9-]+)?(?:\s|$)")
 # host-side keys that every scenario probe carries; dropped when the probe lacks them
 COMMON_KEYS = ("cpus", "policy", "priority", "interval_ns", "duration_ns",
                "snapshot_interval_ns", "allow_non_rt", "threshold_ns", "samples_file")
@@ -71,24 +69,30 @@ def _bin(probe_bin: str | None) -> str:
 
 
 @functools.cache
+def _catalogue(probe_bin: str) -> dict[str, ProbeOptions]:
+    """`rtlab-probe list --json` -> {probe: its options}, in the engine's order."""
+    text = _run(probe_bin, ["list", "--json"])
+    try:
+        doc = json.loads(text)
+        if doc.get("type") != "probes" or doc.get("schema") != 1:
+            raise ValueError(f"type {doc.get('type')!r}, schema {doc.get('schema')!r}")
+        return {
+            p["name"]: ProbeOptions(
+                p["name"], {o["name"]: o["type"] == "bool" for o in p["options"]})
+            for p in doc["probes"]
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RtlabError(f"{probe_bin} list --json: not a probe list this rtlab understands "
+                         f"({exc})", hint="rebuild the engine: make setup") from exc
+
+
 def _probe_names(probe_bin: str) -> tuple[str, ...]:
-    return tuple(line.split()[0] for line in _run(probe_bin, ["list"]).splitlines()
-                 if line.strip() and not line.startswith(" "))
+    return tuple(_catalogue(probe_bin))
 
 
 def probe_names(probe_bin: str | None = None) -> tuple[str, ...]:
-    """The measuring probes of the engine (`rtlab-probe list`)."""
+    """The measuring probes of the engine (`rtlab-probe list --json`)."""
     return _probe_names(_bin(probe_bin))
-
-
-@functools.cache
-def _probe_options(probe_bin: str, probe: str) -> ProbeOptions:
-    opts: dict[str, bool] = {}
-    for line in _run(probe_bin, [probe, "--help"]).splitlines():
-        m = _OPT_LINE.match(line)
-        if m and m.group(1) != "help":
-            opts[m.group(1)] = m.group(2) is not None
-    return ProbeOptions(probe, opts)
 
 
 def probe_options(probe: str, probe_bin: str | None = None) -> ProbeOptions:
@@ -97,7 +101,7 @@ def probe_options(probe: str, probe_bin: str | None = None) -> ProbeOptions:
     names = _probe_names(b)
     if probe not in names:
         raise UsageError(f"--probe {probe}: no such probe; allowed: {', '.join(names)}")
-    return _probe_options(b, probe)
+    return _catalogue(b)[probe]
 
 
 def adapt_options(options: Mapping[str, Any], table: ProbeOptions) -> dict[str, Any]:

@@ -99,3 +99,34 @@ def test_housekeeping_must_be_online(probe_bin: str, probe: str, extra: list[str
     assert r.returncode == 2, r.stderr
     assert "--housekeeping: CPU 999 is not online" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_list_json_matches_the_option_tables(probe_bin: str) -> None:
+    """`list --json` is what the host reads (never --help); both come from the same tables."""
+    import json
+    import re
+
+    r = run_probe(probe_bin, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["type"] == "probes" and doc["schema"] == 1
+    text_names = [ln.split()[0] for ln in run_probe(probe_bin, "list").stdout.splitlines()
+                  if ln.strip() and not ln.startswith(" ")]
+    assert [p["name"] for p in doc["probes"]] == text_names
+    for p in doc["probes"]:
+        help_text = run_probe(probe_bin, p["name"], "--help").stdout
+        in_help = {m.group(1): m.group(2) is not None for m in re.finditer(
+            r"^  --([a-z][a-z0-9-]*)(, --no-[a-z0-9-]+)?", help_text, re.M)}
+        in_help.pop("help")
+        assert {o["name"]: o["type"] == "bool" for o in p["options"]} == in_help, p["name"]
+        for o in p["options"]:
+            if o["type"] in ("int", "duration"):
+                assert o["min"] <= o["max"]
+            if o["type"] == "enum":
+                assert o["choices"]
+
+
+def test_list_rejects_unknown_arguments(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "list", "--yaml")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "rtlab-probe list: unknown argument '--yaml' (only --json)"
