@@ -64,3 +64,11 @@ def test_rt_group_advice_names_the_group() -> None:
     f = {f.check: f for f in run_checks(str(FIXTURES / "untuned-desktop"))}["rt-group"]
     assert f.facts["rt_runtime_us"]["/user.slice/user-1000.slice"] == 0
     assert "cpu.rt_runtime_us" in (f.advice or "")
+
+
+def test_isolation_advice_keeps_a_housekeeping_cpu() -> None:
+    """Regression: measuring every CPU suggested isolcpus=0-3 together with irqaffinity=0."""
+    f = {f.check: f for f in run_checks(str(FIXTURES / "untuned-desktop"), [0, 1, 2, 3])}
+    advice = f["isolation"].advice or ""
+    assert "isolcpus=nohz,domain,managed_irq,1-3 " in advice
+    assert "nohz_full=1-3 rcu_nocbs=1-3 irqaffinity=0" in advice

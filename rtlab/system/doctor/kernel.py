@@ -220,7 +220,9 @@ class IsolationCheck(Check):
             )
         in_effect = ctx.isolated
         housekeeping = ctx.housekeeping
-        suggest = sorted(set(ctx.requested_cpus or []) or (set(ctx.online) - {0}))
+        # never suggest isolating the housekeeping CPU(s) that irqaffinity= points at
+        suggest = sorted((set(ctx.requested_cpus or []) or (set(ctx.online) - {0}))
+                         - set(housekeeping))
         sug = format_cpulist(suggest) or "<cpus>"
         advice = (
             f"boot with isolcpus=nohz,domain,managed_irq,{sug} nohz_full={sug} "
