@@ -13,8 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "restore",
         help="undo system changes left behind (stale journals in /run/rtlab)",
-        description="Restore every journal in /run/rtlab that no live rtlab process holds: "
-        "changes left by `kill -9`, a crash, or a persistent `rtlab shield`.",
+        description="Restore every journal in /run/rtlab (or $RTLAB_JOURNAL_DIR) that no live "
+        "rtlab process holds: changes left by `kill -9`, a crash, or a persistent "
+        "`rtlab shield`.",
     )
     p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.engine.locate import find_probe
     from rtlab.system import journal as jr
 
-    directory = args.journal_dir or jr.DEFAULT_DIR
+    directory = args.journal_dir or jr.journal_dir()
     stale = jr.stale_journals(directory)
     live = [j for j in jr.journals(directory) if j.held]
     for j in live:

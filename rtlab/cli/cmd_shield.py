@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.system import journal as jr
     from rtlab.system.shield import ShieldRequest, apply_shield, reset_shield, shield_status
 
-    directory = args.journal_dir or jr.DEFAULT_DIR
+    directory = args.journal_dir or jr.journal_dir()
     if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude):
         raise UsageError("--irqs, --kthreads and --exclude go with --cpus")
     probe = [str(find_probe())]

@@ -14,7 +14,6 @@ or restores first with `--restore-first`.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -23,40 +22,13 @@ from typing import Any, Protocol
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.scenario.model import ShieldSpec
 
-DEFAULT_JOURNAL_DIR = "/run/rtlab"
-
-
-def journal_dir() -> Path:
-    return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_JOURNAL_DIR)
-
 
 def stale_journals(directory: Path | None = None) -> list[Path]:
-    """Journal files nobody holds (their flock can be taken)."""
-    d = directory or journal_dir()
-    if not d.is_dir():
-        return []
-    try:
-        from rtlab.system import journal
-    except ImportError:  # pragma: no cover - the system layer is part of rtlab
-        pass
-    else:  # the system layer knows its journals (a persistent `rtlab shield` is not stale)
-        return [j.path for j in journal.stale_journals(d, include_shield=False)]
-    stale: list[Path] = []
-    for path in sorted(d.glob("*.journal")):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # held by a live applier (another run is going)
-        else:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            stale.append(path)
-        finally:
-            os.close(fd)
-    return stale
+    """Journal files nobody holds (a persistent `rtlab shield` is not stale)."""
+    from rtlab.system import journal
+
+    d = directory or journal.journal_dir()
+    return [j.path for j in journal.stale_journals(d, include_shield=False)]
 
 
 def restore_journals(paths: list[Path], probe: str | None = None) -> None:
@@ -118,6 +90,8 @@ class SystemShield:
                  directory: Path | None = None) -> None:
         self.spec = spec
         self._probe = probe
+        from rtlab.system.journal import journal_dir
+
         self._dir = directory or journal_dir()
         self._session: Any = None
         self.plan_summary: dict[str, Any] = {}

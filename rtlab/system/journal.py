@@ -121,6 +121,12 @@ def read_journal(path: Path) -> JournalInfo:
     )
 
 
+def journal_dir() -> Path:
+    """Where journals live: $RTLAB_JOURNAL_DIR, else /run/rtlab (tmpfs: gone after a reboot,
+    which restores everything by itself)."""
+    return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_DIR)
+
+
 def journals(directory: Path = DEFAULT_DIR) -> list[JournalInfo]:
     if not directory.is_dir():
         return []
