@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rtlab.engine.locate import find_probe
 from rtlab.errors import RtlabError
+from rtlab.lifeline import die_with_parent
 
 _EOF = object()
 _STDERR_KEEP = 64 * 1024
@@ -147,6 +148,9 @@ class LocalTransport(Transport):
                 # Own process group: a terminal Ctrl-C reaches only rtlab, which
                 # forwards it exactly once and then waits for the engine's result.
                 process_group=0,
+                # A kill -9 of rtlab ends the measurement too (SIGTERM: the engine
+                # stops as on Ctrl-C instead of measuring on, unobserved, at RT priority).
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         except OSError as exc:
             raise RtlabError(f"cannot start {self.probe}: {exc.strerror or exc}") from exc

@@ -12,7 +12,6 @@ it started; that pair is what the journal records and what `reap_recorded`
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -24,10 +23,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from rtlab.errors import SkippedError
+from rtlab.lifeline import die_with_parent
 
-PR_SET_PDEATHSIG = 1
 PROC = Path("/proc")
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not between fork and exec
 
 # tool -> Debian package that provides it
 TOOL_PACKAGES = {
@@ -117,21 +115,13 @@ def killpg(pgid: int, sig: int) -> bool:
         return False
 
 
-def _child_setup(parent: int) -> None:
-    """Runs in the child between fork and exec: die with the parent."""
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(127)
-
-
 def spawn(argv: Sequence[str], *, cwd: Path, stdout: IO[Any] | int,
           stderr: IO[Any] | int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start argv as the leader of a new process group with PDEATHSIG=SIGKILL."""
-    parent = os.getpid()
     return subprocess.Popen(
         list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd,
         env=env, close_fds=True, process_group=0,
-        preexec_fn=lambda: _child_setup(parent),  # prctl runs in the child
+        preexec_fn=die_with_parent(signal.SIGKILL),
     )
 
 

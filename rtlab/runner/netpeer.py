@@ -34,6 +34,7 @@ from typing import Any
 
 from rtlab.engine.transport import EngineProcess, LocalTransport, Transport, _LocalProcess
 from rtlab.errors import RtlabError, SkippedError, UsageError
+from rtlab.lifeline import die_with_parent
 
 DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/30
 REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97
@@ -70,7 +71,7 @@ class NetnsTransport(LocalTransport):
             popen = subprocess.Popen(
                 ["ip", "netns", "exec", self.netns, str(self.probe), *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                process_group=0)
+                process_group=0, preexec_fn=die_with_parent(signal.SIGTERM))
         except OSError as exc:
             raise RtlabError(f"cannot start {self.probe} in {self.netns}: "
                              f"{exc.strerror or exc}") from exc
@@ -159,8 +160,7 @@ class NetnsPeer(UdpPeer):
 
     def start(self, duration_ns: int | None) -> str:
         from rtlab.loads.net import VethPair, udp_listening
-        from rtlab.runner.shield import journal_dir
-        from rtlab.system.journal import SystemSession
+        from rtlab.system.journal import SystemSession, journal_dir
 
         probe = self._probe_path()
         d = self._journal_dir or journal_dir()
@@ -175,7 +175,8 @@ class NetnsPeer(UdpPeer):
         if self.reflector_cpu is not None:
             argv += ["--cpu", str(self.reflector_cpu)]
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, process_group=0)
+                                      stderr=subprocess.PIPE, process_group=0,
+                                      preexec_fn=die_with_parent(signal.SIGTERM))
         self._session.record_spawn(self._proc.pid)
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
         while not udp_listening(self._proc.pid, self.port):
