@@ -26,6 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--irqs", action="store_true", help="also move IRQs and default_smp_affinity")
     p.add_argument("--kthreads", action="store_true", help="also move unbound kernel threads")
     p.add_argument(
+        "--thread-priority",
+        metavar="PATTERN=POLICY:PRIO",
+        action="append",
+        default=[],
+        help="give threads whose name matches PATTERN (a regular expression from the start "
+        "of the name) this policy and priority, e.g. 'irq/.*-eth0=fifo:99'; repeatable",
+    )
+    p.add_argument(
+        "--rt-runtime",
+        metavar="US",
+        type=int,
+        default=None,
+        help="set kernel.sched_rt_runtime_us (-1: no RT throttling) while the shield is on",
+    )
+    p.add_argument(
         "--exclude",
         metavar="PIDS",
         default="",
@@ -40,11 +55,20 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.engine.locate import find_probe
     from rtlab.errors import UsageError
     from rtlab.system import journal as jr
-    from rtlab.system.shield import ShieldRequest, apply_shield, reset_shield, shield_status
+    from rtlab.system.shield import (
+        ShieldRequest,
+        apply_shield,
+        parse_thread_priority,
+        reset_shield,
+        shield_status,
+    )
 
     directory = args.journal_dir or jr.journal_dir()
-    if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude):
-        raise UsageError("--irqs, --kthreads and --exclude go with --cpus")
+    if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude
+                                        or args.thread_priority or args.rt_runtime is not None):
+        raise UsageError("--irqs, --kthreads, --thread-priority, --rt-runtime and --exclude go "
+                         "with --cpus")
+    priorities = tuple(parse_thread_priority(t) for t in args.thread_priority)
     probe = [str(find_probe())]
     if args.reset:
         rep = reset_shield(probe, directory)
@@ -70,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
     facts = read_facts(probe)
     cpus = parse_cpus_arg(args.cpus, facts.cpus_online)
-    req = ShieldRequest(cpus=cpus, irqs=args.irqs, kthreads=args.kthreads, exclude_pids=exclude)
+    req = ShieldRequest(cpus=cpus, irqs=args.irqs, kthreads=args.kthreads,
+                        priorities=priorities, rt_runtime_us=args.rt_runtime,
+                        exclude_pids=exclude)
     out = apply_shield(probe, req, directory, facts=facts)
     if args.json:
         print(json.dumps(out, indent=1))

@@ -129,13 +129,21 @@ class SystemShield:
     def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
         from rtlab.cpulist import format_cpulist
         from rtlab.system.facts import cpumask_hex, cpumask_parse
-        from rtlab.system.shield import ShieldRequest, move_ops, plan_shield
+        from rtlab.system.shield import (
+            ShieldRequest,
+            ThreadPriority,
+            move_ops,
+            plan_shield,
+            priority_ops,
+        )
 
         spec = self.spec
         user, system = frozenset(spec.user), frozenset(spec.system)
+        priorities = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
         if spec.cpuset:
             req = ShieldRequest(cpus=user, irqs=spec.irqs or spec.default_smp_affinity,
                                 kthreads=spec.kthreads,
+                                priorities=priorities,
                                 rt_runtime_us=spec.sched_rt_runtime_us,
                                 dma_latency_us=spec.dma_latency,
                                 exclude_pids=frozenset({os.getpid()}))
@@ -164,6 +172,7 @@ class SystemShield:
         if spec.default_smp_affinity and dsa is not None and cpumask_parse(dsa) & user:
             ops.append({"op": "write", "path": "/proc/irq/default_smp_affinity",
                         "value": cpumask_hex(system)})
+        ops += priority_ops(facts, priorities)
         if spec.sched_rt_runtime_us is not None:
             required.append(len(ops))
             ops.append({"op": "write", "path": "/proc/sys/kernel/sched_rt_runtime_us",

@@ -46,7 +46,10 @@ TRACE_KEYS = ("enabled", "threshold", "buffer_kb")
 TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB = 16, 256 * 1024
 SCENARIO_KEYS = ("name", "description")
 SHIELD_KEYS = ("user", "system", "cpuset", "tasks", "kthreads", "irqs",
-               "default_smp_affinity", "sched_rt_runtime_us", "dma_latency")
+               "default_smp_affinity", "sched_rt_runtime_us", "dma_latency",
+               "thread_priorities")
+THREAD_PRIORITY_KEYS = ("match", "policy", "priority")
+THREAD_POLICIES = ("fifo", "rr", "other", "batch", "idle")
 SHIELD_BOOLS = {"cpuset": True, "tasks": True, "kthreads": False, "irqs": False,
                 "default_smp_affinity": False}
 LOAD_KEYS = ("name", "kind", "cpus", "policy", "priority")  # + the kind's parameters
@@ -260,7 +263,44 @@ def _shield(ctx: _Ctx, raw: Mapping[str, Any], online: Sequence[int], path: str,
     rt = g.int("sched_rt_runtime_us", -1, 1_000_000)
     dma = g.int("dma_latency", 0, 2_147_483_647)
     return ShieldSpec(tuple(system), tuple(user), sched_rt_runtime_us=rt, dma_latency=dma,
+                      thread_priorities=_thread_priorities(g, raw.get("thread_priorities")),
                       **flags)
+
+
+def _thread_priorities(g: _Getter, raw: object) -> tuple[tuple[str, str, int], ...]:
+    """[shield] thread_priorities = [{match = "irq/.*-eth0", policy = "fifo", priority = 99}]"""
+    if raw is None:
+        return ()
+    allowed = ('an array of tables {match = "<regex of thread names>", policy = '
+               f'"{"|".join(THREAD_POLICIES)}", priority = <int>}}')
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        raise g.fail("thread_priorities", f"{raw!r} is not allowed; allowed: {allowed}")
+    out = []
+    for k, item in enumerate(raw):
+        unknown = sorted(set(item) - set(THREAD_PRIORITY_KEYS))
+        if unknown:
+            raise g.fail(f"thread_priorities[{k}]", f"unknown key {unknown[0]!r}; allowed: "
+                         + ", ".join(THREAD_PRIORITY_KEYS))
+        match, policy, prio = item.get("match"), item.get("policy", "fifo"), item.get("priority")
+        if not isinstance(match, str) or not match:
+            raise g.fail(f"thread_priorities[{k}].match",
+                         f"{match!r} is not allowed; allowed: a regular expression")
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise g.fail(f"thread_priorities[{k}].match",
+                         f"{match!r} is not a regular expression ({exc})") from None
+        if policy not in THREAD_POLICIES:
+            raise g.fail(f"thread_priorities[{k}].policy",
+                         f"{policy!r} is not allowed; allowed: {', '.join(THREAD_POLICIES)}")
+        lo, hi = (1, 99) if policy in ("fifo", "rr") else (0, 0)
+        if prio is None:
+            prio = 99 if policy in ("fifo", "rr") else 0
+        if isinstance(prio, bool) or not isinstance(prio, int) or not lo <= prio <= hi:
+            raise g.fail(f"thread_priorities[{k}].priority",
+                         f"{prio!r} is out of range for {policy}; allowed: an integer {lo}..{hi}")
+        out.append((match, policy, prio))
+    return tuple(out)
 
 
 def _trace(ctx: _Ctx, raw: Mapping[str, Any]) -> TraceSpec:

@@ -96,10 +96,14 @@ class ShieldSpec:
     default_smp_affinity: bool = False  # /proc/irq/default_smp_affinity to the system CPUs
     sched_rt_runtime_us: int | None = None  # -1: no RT throttling
     dma_latency: int | None = None  # hold /dev/cpu_dma_latency at this many µs
+    # threads to re-prioritise, e.g. the NIC's IRQ thread: (name pattern, policy, priority)
+    thread_priorities: tuple[tuple[str, str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["system"], d["user"] = list(self.system), list(self.user)
+        d["thread_priorities"] = [{"match": m, "policy": pol, "priority": pr}
+                                  for m, pol, pr in self.thread_priorities]
         return d
 
 

@@ -88,6 +88,44 @@ class Plan:
         }
 
 
+def validate_priorities(priorities: Sequence[ThreadPriority]) -> None:
+    """UsageError (one line) for a bad pattern, policy or priority."""
+    for p in priorities:
+        try:
+            re.compile(p.pattern)
+        except re.error as exc:
+            raise UsageError(f"bad thread pattern {p.pattern!r}: {exc}") from exc
+        rt = p.policy in ("fifo", "rr")
+        if p.policy not in ("fifo", "rr", "other", "batch", "idle"):
+            raise UsageError(f"unknown policy {p.policy!r} (fifo, rr, other, batch, idle)")
+        if (rt and not 1 <= p.priority <= 99) or (not rt and p.priority != 0):
+            raise UsageError(f"priority {p.priority} invalid for {p.policy} (fifo/rr: 1..99)")
+
+
+def priority_ops(facts: Facts, priorities: Sequence[ThreadPriority]) -> list[dict[str, Any]]:
+    """`sched` operations for every thread whose name matches a pattern (from its start)."""
+    ops: list[dict[str, Any]] = []
+    for prio in priorities:
+        rx = re.compile(prio.pattern)
+        for t in facts.tasks:
+            if rx.match(t.comm):
+                ops.append({"op": "sched", "tid": t.tid, "policy": prio.policy,
+                            "priority": prio.priority})
+    return ops
+
+
+def parse_thread_priority(text: str) -> ThreadPriority:
+    """`PATTERN=POLICY:PRIORITY` (e.g. `irq/.*-eth0=fifo:99`) -> ThreadPriority."""
+    pattern, sep, rest = text.rpartition("=")
+    policy, sep2, prio = rest.partition(":")
+    if not sep or not pattern or not sep2 or not prio.strip().lstrip("-").isdigit():
+        raise UsageError(f"--thread-priority {text!r}: expected PATTERN=POLICY:PRIORITY, "
+                         "e.g. 'irq/.*-eth0=fifo:99'")
+    tp = ThreadPriority(pattern, policy.strip(), int(prio))
+    validate_priorities([tp])
+    return tp
+
+
 def validate(facts: Facts, req: ShieldRequest) -> frozenset[int]:
     """Check a request against the target; returns the housekeeping CPUs."""
     if not req.cpus:
@@ -104,16 +142,7 @@ def validate(facts: Facts, req: ShieldRequest) -> frozenset[int]:
             f"shielding all CPUs ({format_cpulist(req.cpus)}) leaves none for the system",
             hint="keep at least one CPU out of --cpus",
         )
-    for p in req.priorities:
-        try:
-            re.compile(p.pattern)
-        except re.error as exc:
-            raise UsageError(f"bad thread pattern {p.pattern!r}: {exc}") from exc
-        rt = p.policy in ("fifo", "rr")
-        if p.policy not in ("fifo", "rr", "other", "batch", "idle"):
-            raise UsageError(f"unknown policy {p.policy!r} (fifo, rr, other, batch, idle)")
-        if (rt and not 1 <= p.priority <= 99) or (not rt and p.priority != 0):
-            raise UsageError(f"priority {p.priority} invalid for {p.policy} (fifo/rr: 1..99)")
+    validate_priorities(req.priorities)
     if req.rt_runtime_us is not None and req.rt_runtime_us < -1:
         raise UsageError("sched_rt_runtime_us must be -1 or >= 0")
     if req.dma_latency_us is not None and req.dma_latency_us < 0:
@@ -158,13 +187,8 @@ def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
         _plan_v2(plan, facts, root, shield_cpus)
     if req.irqs:
         _plan_irqs(plan, facts, req.cpus, housekeeping)
-    for prio in req.priorities:
-        rx = re.compile(prio.pattern)
-        for t in facts.tasks:
-            if rx.fullmatch(t.comm) or rx.match(t.comm):
-                plan.add(
-                    {"op": "sched", "tid": t.tid, "policy": prio.policy, "priority": prio.priority}
-                )
+    for op in priority_ops(facts, req.priorities):
+        plan.add(op)
     if req.rt_runtime_us is not None:
         plan.add(
             {"op": "write", "path": RT_RUNTIME, "value": str(req.rt_runtime_us)}, required=True

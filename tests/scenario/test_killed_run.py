@@ -33,6 +33,7 @@ tasks = true
 kthreads = true
 irqs = true
 default_smp_affinity = true
+thread_priorities = [{match = "ksoftirqd/", policy = "fifo", priority = 2}]
 
 [[load]]
 name = "stress"
@@ -124,7 +125,11 @@ def test_kill9_mid_shielded_loaded_run_then_restore(
         _wait(lambda: any(p.stat().st_size > 0 for p in runs_dir.glob("*.jsonl"))
               if runs_dir.is_dir() else False, 30, "the engine's raw stream")
         time.sleep(1.5)  # at least one snapshot of the measured phase
-        assert snapshot.diff(before, snapshot.snapshot()), "the shield should be in effect"
+        during = snapshot.snapshot()
+        changed = snapshot.diff(before, during)
+        assert changed, "the shield should be in effect"
+        assert any("ksoftirqd" in line and "policy" in line for line in changed), \
+            "thread_priorities should have made ksoftirqd SCHED_FIFO"
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)

@@ -347,3 +347,72 @@ def test_v2_apply_skipped_here(probe_bin: str) -> None:
         "cgroup v2 has no cpuset controller here (bound to the v1 hierarchy at "
         f"{facts.cgroup.v1_cpuset}); v2 planning is tested against a fake tree"
     )
+
+
+def _policy_prio(comm: str) -> tuple[int, int] | None:
+    """(policy, rt_priority) of the first task named `comm` (from /proc/PID/stat)."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1: stat.rindex(")")] == comm:
+            fields = stat[stat.rindex(")") + 2:].split()
+            return int(fields[38]), int(fields[37])
+    return None
+
+
+def test_cli_thread_priority_and_rt_runtime_are_applied_and_undone(
+    probe_bin: str, tmp_path: Path
+) -> None:
+    """The seed's 'NIC IRQ thread at FIFO 99' through `rtlab shield --thread-priority`,
+    here on a thread every kernel has (ksoftirqd/1), plus --rt-runtime."""
+    _need_v1_two_cpus(probe_bin)
+    target = "ksoftirqd/1"
+    if _policy_prio(target) is None:
+        pytest.skip(f"no {target} thread here")
+    before = snapshot.snapshot()
+    runtime_before = Path("/proc/sys/kernel/sched_rt_runtime_us").read_text().strip()
+    period = int(Path("/proc/sys/kernel/sched_rt_period_us").read_text())
+    new_runtime = min(period, int(runtime_before) + 10_000) if int(runtime_before) >= 0 else -1
+    exclude = ",".join(map(str, sorted(foreign_pids(read_facts([probe_bin])))))
+    r = _rtlab("shield", "--cpus", "1", "--thread-priority", "ksoftirqd/1=fifo:2",
+               "--rt-runtime", str(new_runtime), "--exclude", exclude,
+               "--journal-dir", str(tmp_path), probe=probe_bin)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert _policy_prio(target) == (1, 2)  # SCHED_FIFO priority 2
+        assert Path("/proc/sys/kernel/sched_rt_runtime_us").read_text().strip() == str(new_runtime)
+    finally:
+        rs = _rtlab("shield", "--reset", "--journal-dir", str(tmp_path), probe=probe_bin)
+    assert rs.returncode == 0, rs.stderr + rs.stdout
+    assert Path("/proc/sys/kernel/sched_rt_runtime_us").read_text().strip() == runtime_before
+    _assert_same(before)
+
+
+def test_scenario_thread_priorities_validated(tmp_path: Path) -> None:
+    from rtlab.errors import UsageError
+    from rtlab.scenario import load_file
+
+    base = '[scenario]\nname = "t"\n[shield]\nuser = "last"\nthread_priorities = [{}]\n' \
+           '[[probe]]\nprobe = "timer"\n[[phase]]\nname = "p"\nduration = "1s"\n'
+    cases = {
+        '{match = "irq/.*-eth0", policy = "fifo", priority = 99}': None,
+        '{match = "(", policy = "fifo"}': "is not a regular expression",
+        '{match = "x", policy = "deadline"}': "allowed: fifo, rr, other, batch, idle",
+        '{match = "x", policy = "fifo", priority = 0}': "allowed: an integer 1..99",
+        '{match = "x", prio = 3}': "unknown key 'prio'",
+    }
+    for item, error in cases.items():
+        f = tmp_path / "t.toml"
+        f.write_text(base.format(item))
+        if error is None:
+            shield = load_file(f).variants[0].shield
+            assert shield is not None
+            assert shield.thread_priorities == (("irq/.*-eth0", "fifo", 99),)
+            continue
+        with pytest.raises(UsageError) as exc:
+            load_file(f)
+        assert error in exc.value.message and "thread_priorities" in exc.value.message
