@@ -67,19 +67,25 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
 
 def _again(runs_dir: Any, phase: Any, threshold_ns: int
            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import json
+
     from rtlab.errors import RtlabError
-    from rtlab.runner.tracing import attribute
+    from rtlab.runner.tracing import attribute, attribute_gaps
     from rtlab.trace.capture import TraceCapture
 
     info = phase.trace
     cap_dir = runs_dir / str(info.get("capture", ""))
-    samples = runs_dir / str(info.get("samples", ""))
-    if not info.get("capture") or not cap_dir.is_dir() or not samples.is_file():
+    # samples of a sleeping probe, or the gap list of a polling one (noise)
+    data = runs_dir / str(info.get("samples") or info.get("gaps") or "")
+    if not info.get("capture") or not cap_dir.is_dir() or not data.is_file():
         raise RtlabError(f"phase {phase.name}: the saved trace capture or samples file is "
                          f"missing in {runs_dir}", hint="without --threshold the stored "
                          "records are shown")
     cap = TraceCapture.load(cap_dir)
-    return attribute(cap, samples, info, threshold_ns, phase.name)
+    if info.get("gaps") and not info.get("samples"):
+        gaps = [tuple(int(x) for x in g) for g in json.loads(data.read_text())]
+        return attribute_gaps(cap, gaps, info, threshold_ns, phase.name)
+    return attribute(cap, data, info, threshold_ns, phase.name)
 
 
 def _worst(spikes: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

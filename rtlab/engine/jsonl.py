@@ -79,6 +79,9 @@ class StreamCollector:
         self.line_no = 0
         # channel name -> window index -> (max_ns, samples)
         self._windows: dict[str, dict[int, tuple[int, int]]] = {}
+        # (cpu, start, end) CLOCK_MONOTONIC ns of the gaps a polling probe (noise) listed;
+        # each snapshot lists those since the previous one, so they are collected here
+        self.gaps: list[tuple[int, int, int]] = []
 
     # feeding --------------------------------------------------------------------
     def feed(self, line: str | bytes) -> dict[str, Any] | None:
@@ -129,6 +132,7 @@ class StreamCollector:
                     idx, mx, n = int(w[0]), int(w[1]), int(w[2])
                     old = acc.get(idx)
                     acc[idx] = (max(mx, old[0]), max(n, old[1])) if old else (mx, n)
+            self._collect_gaps(rec.get("noise"))
             self.state = rec
             if rtype == "snapshot":
                 self.stream.snapshots += 1
@@ -143,6 +147,16 @@ class StreamCollector:
                 )
         else:
             self.stream.ignored_records += 1
+
+    def _collect_gaps(self, extra: Any) -> None:
+        if not isinstance(extra, dict):
+            return
+        for ch in extra.get("channels") or []:
+            cpu = ch.get("cpu") if isinstance(ch, dict) else None
+            if not isinstance(cpu, int):
+                continue
+            for gap in ch.get("gaps") or []:
+                self.gaps.append((cpu, int(gap[0]), int(gap[1])))
 
     # views ------------------------------------------------------------------------
     @property

@@ -435,6 +435,12 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
     online = online_cpus()
     tracer = phase_trace(scenario.trace, phase.probe.cpus or online, online, first_raw.parent,
                          run_id, index, phase.name)
+    if phase.probe.name == "noise":
+        # a polling probe has no samples: it lists its gaps; list every gap that can spike
+        if "record_gaps_above_ns" not in phase.probe.options:
+            phase = replace(phase, probe=with_options(
+                phase.probe, record_gaps_above_ns=scenario.trace.threshold_ns))
+        return phase, tracer
     given = phase.probe.options.get("samples_file")
     if given:
         tracer.samples_path = Path(str(given))
@@ -447,10 +453,11 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
 def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]], phase: str
                   ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
     """Attribution never loses the measurement: a failure becomes a note."""
-    header = outcomes[0][1].collector.header if outcomes else None
+    collector = outcomes[0][1].collector if outcomes else None
+    header = collector.header if collector else None
     try:
         result: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]] = (
-            tracer.finish(header, phase))
+            tracer.finish(header, phase, gaps=collector.gaps if collector else None))
         return result
     except Exception as exc:
         tracer.close()

@@ -17,6 +17,7 @@ and samples are, the threshold, what was lost).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -117,6 +118,26 @@ def build_records(causes: Sequence[Any], start_monotonic_ns: int, phase: str,
     return records, summary
 
 
+def attribute_gaps(capture: Any, gaps: Sequence[tuple[int, int, int]], info: dict[str, Any],
+                   threshold_ns: int, phase: str
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Attribute the gaps a polling probe (noise) listed: each gap [start, end] on a CPU is
+    classified like a late wake-up whose deadline was its start."""
+    from rtlab.trace.attribution import Spike, attribute_run
+
+    start = int(info["start_monotonic_ns"])
+    tids = dict(zip(info.get("channel_cpus") or [], info.get("channel_tids") or [],
+                    strict=False))
+    above = [Spike(cpu, s, e, tids.get(cpu), source="gap") for cpu, s, e in gaps
+             if e - s > threshold_ns]
+    total = len(above)
+    if total > MAX_ATTRIBUTED:
+        above = sorted(above, key=lambda sp: -sp.latency_ns)[:MAX_ATTRIBUTED]
+    causes = attribute_run(capture, above, start, threshold_ns=threshold_ns,
+                           virtualized=info.get("virtualized"))
+    return build_records(causes, start, phase, threshold_ns, total=total)
+
+
 def attribute(capture: Any, samples_path: Path, info: dict[str, Any], threshold_ns: int,
               phase: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Attribute the samples of one traced phase (`info`: the phase's `trace` dict)."""
@@ -165,9 +186,11 @@ class PhaseTrace:
             finally:
                 self.recorder.close()
 
-    def finish(self, header: dict[str, Any] | None, phase: str
+    def finish(self, header: dict[str, Any] | None, phase: str,
+               gaps: Sequence[tuple[int, int, int]] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
-        """Stop, save the capture, attribute: (spikes, spike_summary, trace info, notes)."""
+        """Stop, save the capture, attribute: (spikes, spike_summary, trace info, notes).
+        `gaps`: (cpu, start, end) of a polling probe's gaps, attributed instead of samples."""
         from rtlab.trace.attribution import is_virtualized
 
         rec = self.recorder
@@ -214,6 +237,15 @@ class PhaseTrace:
         if evicted_total:
             notes.append(f"trace capture bounded at {CAPTURE_LIMIT_MB} MB per CPU: "
                          f"{evicted_total} oldest pages dropped (early spikes untraced)")
+        if info["start_monotonic_ns"] is not None and gaps:
+            t0 = time.monotonic()
+            spikes, summary = attribute_gaps(cap, gaps, info, self.threshold_ns, phase)
+            info["attribution_s"] = round(time.monotonic() - t0, 3)
+            gaps_path = self.samples_path.with_suffix(".gaps.json")
+            gaps_path.write_text(json.dumps([list(g) for g in gaps]))
+            info["samples"] = None  # a polling probe: its gap list was attributed instead
+            info["gaps"] = gaps_path.name  # for `rtlab spikes --threshold`
+            return spikes, summary, info, notes
         if info["start_monotonic_ns"] is None or not self.samples_path.exists():
             notes.append("tracing: no engine header or samples file, spikes not attributed")
             return [], {"threshold_ns": self.threshold_ns, "spikes": 0, "attributed": 0,

@@ -161,3 +161,38 @@ def test_phase_spike_fields_round_trip() -> None:
     old = {"version": 1, "run_id": "ab", "status": "completed", "probe": "timer",
            "phases": [plain]}
     assert load_result(old).phases[0].spike_summary is None
+
+
+def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
+                                          tmp_path: Path) -> None:
+    """Issue 5: with tracing, the noise probe's gaps are classified like timer spikes
+    (IRQ / softirq / task / unexplained), here a known FIFO spinner on the polled CPU."""
+    if not Path("/sys/kernel/tracing").is_dir() or "tracefs" not in Path(
+            "/proc/filesystems").read_text():
+        pytest.skip("kernel without tracefs")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs CPU 1 (and CPU 0 for the trace reader)")
+    store = tmp_path / "rtlab.db"
+    # FIFO 90 spinner, 500 µs every 20 ms, on the CPU the noise probe polls (SCHED_OTHER)
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "500", "20", "8"])
+    try:
+        proc = _rtlab(["run", "--probe", "noise", "--cpus", "1", "--duration", "3s",
+                       "--trace", "--trace-threshold", "200us", "--no-progress"],
+                      probe_bin, store)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert proc.returncode in (0, 1), proc.stderr
+    st = Store.open(str(store))
+    result = st.get("last")
+    phase = result.phases[0]
+    assert phase.trace is not None and phase.trace.get("gaps")
+    assert (st.runs_dir / phase.trace["gaps"]).is_file()
+    spikes = phase.spikes or []
+    assert spikes and all(s["cpu"] == 1 and s["latency_ns"] > 200_000 for s in spikes)
+    mine = [s for s in spikes if f"[{spinner.pid}] rt90" in s["top"]]
+    # ~150 bursts of 500 µs; host stalls add unexplained gaps, not counted here
+    assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
+    st.close()
+    again = _rtlab(["spikes", "last", "--threshold", "400us", "--json"], probe_bin, store)
+    assert again.returncode == 0, again.stderr
