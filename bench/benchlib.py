@@ -17,9 +17,19 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rtlab.analysis.stats import percentile
+from rtlab.engine.locate import find_probe
+from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
 
 
 def channel_percentile(ch: Mapping[str, Any], p: float) -> int | None:
     """Percentile p (0-100) in ns of one engine channel object (docs/engine-output.md)."""
     return percentile(LogLinHistogram.from_json(ch["hist"]), p, ch["min_ns"], ch["max_ns"])
+
+
+def default_probe() -> str:
+    """The rtlab-probe rtlab itself would use ($RTLAB_PROBE, beside this Python, PATH)."""
+    try:
+        return str(find_probe())
+    except RtlabError:
+        return "rtlab-probe"

@@ -27,6 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchlib import default_probe
+
 from rtlab.probes.noise import summarize
 
 LEVELS = (10_000, 20_000)
@@ -69,7 +71,7 @@ def run_oslat(oslat: str, cpu: int, seconds: int) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--probe", default=shutil.which("rtlab-probe") or "rtlab-probe")
+    ap.add_argument("--probe", default=default_probe())
     ap.add_argument("--oslat", default=shutil.which("oslat") or "oslat")
     ap.add_argument("--cpu", type=int, default=1)
     ap.add_argument("--duration", type=int, default=10, help="seconds per run")

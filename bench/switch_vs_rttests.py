@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchlib import channel_percentile
+from benchlib import channel_percentile, default_probe
 
 PEERS: dict[str, list[str]] = {
     "ptsematest": ["futex", "condvar"],
@@ -78,7 +78,7 @@ def run_peer(path: str, a: argparse.Namespace) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--probe", default=os.environ.get("RTLAB_PROBE") or "rtlab-probe")
+    ap.add_argument("--probe", default=default_probe())
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10, help="seconds per run")
     ap.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import channel_percentile
+from benchlib import channel_percentile, default_probe
 
 HERE = Path(__file__).resolve().parent
 
@@ -159,8 +159,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("run as root (real SCHED_FIFO)", file=sys.stderr)
         return 4
-    probe = args.probe or os.environ.get("RTLAB_PROBE") or str(
-        Path(sys.executable).parent / "rtlab-probe")
+    probe = args.probe or default_probe()
     if not Path(probe).exists() or not shutil.which("cyclictest"):
         print("needs rtlab-probe (make setup) and cyclictest (apt-get install rt-tests)",
               file=sys.stderr)

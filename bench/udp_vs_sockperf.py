@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchlib import channel_percentile
+from benchlib import channel_percentile, default_probe
 
 QS = (0.5, 0.99, 0.999)
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
@@ -131,7 +131,7 @@ def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--probe", default=shutil.which("rtlab-probe") or "rtlab-probe")
+    ap.add_argument("--probe", default=default_probe())
     ap.add_argument("--duration", type=int, default=5, help="seconds per run")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds per path")
     ap.add_argument("--size", type=int, default=64, help="message bytes (>= 64)")
