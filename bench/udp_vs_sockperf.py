@@ -87,9 +87,14 @@ def in_ns(ns: str, cpu: int, *cmd: str) -> list[str]:
 
 def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
     sched = [] if a.rtlab_rt else ["--policy", "other", "--priority", "0", "--no-mlock"]
+    sched += a.extra
     refl = subprocess.Popen(in_ns(srv, a.server_cpu, probe, "udp", "reflect", "--bind",
                                   f"{addr}:{PORT_RTLAB}", "--session", "bench", "--duration",
-                                  f"{a.duration + 3}s", *sched),
+                                  f"{a.duration + 3}s",
+                                  # back-to-back pings exceed the reflector's safety limit
+                                  # (100k/s by default; sockperf's server has none): a
+                                  # refused ping costs the pinger a whole --timeout
+                                  "--max-rate", "10000000", "--burst", "4096", *sched),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.3)
     try:
@@ -141,6 +146,9 @@ def main() -> int:
     ap.add_argument("--rtlab-rt", action="store_true",
                     help="rtlab with its default SCHED_FIFO 98 + mlock (sockperf: SCHED_OTHER)")
     ap.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    ap.add_argument("--rtlab-opt", dest="extra", action="append", default=[], metavar="ARG",
+                    help="extra argument for both rtlab ends, e.g. --rtlab-opt=--timestamps "
+                    "--rtlab-opt=none (repeatable)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
