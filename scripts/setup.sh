@@ -11,7 +11,7 @@ VENV=${VENV:-.venv}
 # Debian packages rtlab needs to build, to run its loads and peers, and to test.
 PKGS=(python3 python3-venv python3-dev gcc libc6-dev make meson ninja-build
       rt-tests stress-ng sockperf jitterdebugger iproute2 util-linux procps
-      chromium)
+      chromium linux-perf)
 
 missing=()
 for p in "${PKGS[@]}"; do
