@@ -32,8 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,50 +44,22 @@ MIN_WINDOWS = 30
 DAY_NS = 86_400 * 1_000_000_000
 
 
-def windows_array(ch: Channel) -> np.ndarray:
-    """The channel's window maxima as an (n, 3) int64 array: index, max_ns, samples."""
-    import numpy as np
-
-    n = len(ch.windows)
-    if n == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    flat = np.fromiter(chain.from_iterable(ch.windows), dtype=np.int64, count=3 * n)
-    return flat.reshape(n, 3)
-
-
-_SERIES_CACHE: dict[int, tuple[list[Any], int, np.ndarray, np.ndarray]] = {}
-
-
 def window_series(ch: Channel) -> tuple[np.ndarray, np.ndarray]:
-    """(window indices, window maxima in ns) of a channel, as int64 arrays.
+    """(window indices, window maxima in ns) of a channel: integer arrays (views; int32
+    or int64, see WindowMaxima).
 
     The last window is left out when it holds fewer than half the typical number of
-    samples (the run ended inside it), so its maximum is not comparable. Results are
-    cached per channel (reports use the series several times; a 7-day run has 604,800
-    windows per CPU)."""
+    samples (the run ended inside it), so its maximum is not comparable."""
     import numpy as np
 
     w = ch.windows
-    hit = _SERIES_CACHE.get(id(ch))
-    if hit is not None and hit[0] is w and hit[1] == len(w):
-        return hit[2], hit[3]
     n = len(w)
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
-    maxima = np.fromiter(map(itemgetter(1), w), dtype=np.int64, count=n)
-    if w[-1][0] - w[0][0] == n - 1:  # sorted, unique and contiguous
-        idx = np.arange(w[0][0], w[0][0] + n, dtype=np.int64)
-    else:
-        idx = np.fromiter(map(itemgetter(0), w), dtype=np.int64, count=n)
+    idx, maxima = w.index, w.max_ns
     if n > 1:
         step = max(1, n // 1000)
-        typical = float(np.median(np.fromiter((x[2] for x in w[::step]), dtype=np.int64)))
-        if w[-1][2] * 2 < typical:
+        typical = float(np.median(w.samples[::step]))
+        if int(w.samples[-1]) * 2 < typical:
             idx, maxima = idx[:-1], maxima[:-1]
-    if len(_SERIES_CACHE) > 512:
-        _SERIES_CACHE.clear()
-    _SERIES_CACHE[id(ch)] = (w, n, idx, maxima)
     return idx, maxima
 
 

@@ -39,6 +39,14 @@ def register(sub: Any) -> None:
                               "rtla-timerlat-hist", "sockperf"),
                      help="rtlab (engine JSON Lines, default), cyclictest-json, cyclictest-hist, "
                      "jitterdebugger, rtla-timerlat-hist or sockperf (see docs/report.md)")
+    ctx = imp.add_argument_group(
+        "what the peer's file may not say (peer formats only; used by `rtlab history` "
+        "and `compare --by kernel`)")
+    ctx.add_argument("--host", metavar="NAME", help="host (board) the file was measured on")
+    ctx.add_argument("--kernel", metavar="RELEASE", help="kernel release, e.g. 6.6.30-rt30")
+    ctx.add_argument("--preempt", metavar="MODEL", help="preemption model, e.g. PREEMPT_RT")
+    ctx.add_argument("--date", metavar="ISO", help="when it was measured (ISO 8601; default: "
+                     "what the file says, else the file's modification time)")
     _store_arg(imp)
     imp.set_defaults(func=cmd_import)
 
@@ -107,13 +115,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     from rtlab.results.store import Store
     from rtlab.runner import import_jsonl
 
+    fmt = getattr(args, "format", "rtlab")
+    given = [f"--{k}" for k in ("host", "kernel", "preempt", "date")
+             if getattr(args, k, None) is not None]
+    context = None
+    if fmt != "rtlab":
+        from rtlab.results.importers import ImportContext
+
+        context = ImportContext.from_args(args.host, args.kernel, args.preempt, args.date)
+    elif given:
+        raise UsageError(f"{', '.join(given)} only apply to peer formats",
+                         hint="rtlab engine files carry their own host facts")
     store = Store.open(args.store)
     try:
-        if getattr(args, "format", "rtlab") != "rtlab":
+        if fmt != "rtlab":
             from rtlab.results.importers import import_into_store
 
-            result = import_into_store(Path(args.file), args.format, store,
-                                       ["rtlab", *sys.argv[1:]])
+            result = import_into_store(Path(args.file), fmt, store,
+                                       ["rtlab", *sys.argv[1:]], context)
         else:
             result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
     finally:

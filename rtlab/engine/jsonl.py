@@ -22,6 +22,7 @@ from rtlab import __version__
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult, Stream
+from rtlab.results.windows import WindowMaxima
 
 SUPPORTED_SCHEMAS: frozenset[int] = frozenset({1})
 RECORD_TYPES = ("header", "log", "snapshot", "result")
@@ -175,7 +176,7 @@ class StreamCollector:
             ch = _channel_from_engine(raw)
             ch.window_ns = window_ns
             acc = self._windows.get(ch.name, {})
-            ch.windows = [(i, acc[i][0], acc[i][1]) for i in sorted(acc)]
+            ch.windows = WindowMaxima.from_mapping(acc)
             out.append(ch)
         return out
 

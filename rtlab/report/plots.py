@@ -304,7 +304,8 @@ def downsample_max(x: np.ndarray, y: np.ndarray, points: int = MAX_POINTS
         return x, y
     size = math.ceil(n / points)
     pad = (-n) % size
-    yy = np.concatenate([y, np.full(pad, np.iinfo(np.int64).min, dtype=y.dtype)])
+    low = np.iinfo(y.dtype).min if y.dtype.kind in "iu" else -np.inf
+    yy = np.concatenate([y, np.full(pad, low, dtype=y.dtype)])
     blocks = yy.reshape(-1, size)
     arg = blocks.argmax(axis=1) + np.arange(blocks.shape[0]) * size
     return x[arg], y[arg]

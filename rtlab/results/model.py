@@ -23,6 +23,7 @@ from typing import Any
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.windows import WindowMaxima
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -48,11 +49,17 @@ class Channel:
     sum_ns: int = 0
     max_at_ns: int | None = None
     hist: LogLinHistogram = field(default_factory=LogLinHistogram)
-    # per-window maxima: (window_index, max_ns, samples), sorted by index
-    windows: list[tuple[int, int, int]] = field(default_factory=list)
+    # per-window maxima: (window_index, max_ns, samples), sorted by index; any list of
+    # triples assigned here is stored as a WindowMaxima (three int64 arrays)
+    windows: WindowMaxima = field(default_factory=WindowMaxima)
     window_ns: int | None = None
     windows_lost: int = 0
     ring_lost: int = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "windows":
+            value = WindowMaxima.of(value)
+        object.__setattr__(self, name, value)
 
     def summary(self, percentiles: tuple[float, ...] = DEFAULT_PERCENTILES) -> ChannelSummary:
         return summarize(
@@ -76,13 +83,15 @@ class Channel:
                 out.max_ns, out.max_at_ns, out.cpu = ch.max_ns, ch.max_at_ns, ch.cpu
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, packed: bool = False) -> dict[str, Any]:
+        """The JSON form; `packed` stores the window maxima compactly (the store's form)."""
         return {
             "name": self.name, "cpu": self.cpu, "tid": self.tid,
             "samples": self.samples, "missed": self.missed,
             "min_ns": self.min_ns, "max_ns": self.max_ns, "sum_ns": self.sum_ns,
             "max_at_ns": self.max_at_ns, "hist": self.hist.to_json(),
-            "windows": [list(w) for w in self.windows], "window_ns": self.window_ns,
+            "windows": self.windows.pack() if packed else self.windows.to_json(),
+            "window_ns": self.window_ns,
             "windows_lost": self.windows_lost, "ring_lost": self.ring_lost,
         }
 
@@ -93,7 +102,7 @@ class Channel:
             samples=int(d.get("samples", 0)), missed=int(d.get("missed", 0)),
             min_ns=d.get("min_ns"), max_ns=d.get("max_ns"), sum_ns=int(d.get("sum_ns", 0)),
             max_at_ns=d.get("max_at_ns"), hist=LogLinHistogram.from_json(d["hist"]),
-            windows=[(int(w[0]), int(w[1]), int(w[2])) for w in d.get("windows", [])],
+            windows=WindowMaxima.load(d.get("windows")),
             window_ns=d.get("window_ns"), windows_lost=int(d.get("windows_lost", 0)),
             ring_lost=int(d.get("ring_lost", 0)),
         )
@@ -117,9 +126,9 @@ class Phase:
     def merged(self) -> Channel:
         return Channel.merged("all", self.channels)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, packed: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "elapsed_ns": self.elapsed_ns,
-                             "channels": [c.to_dict() for c in self.channels]}
+                             "channels": [c.to_dict(packed) for c in self.channels]}
         for key in ("spikes", "spike_summary", "trace", "extras"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
@@ -196,7 +205,9 @@ class RunResult:
         return sum(values) if values else None
 
     # serialisation ----------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, packed: bool = False) -> dict[str, Any]:
+        """The versioned JSON form (docs/results.md); `packed` is the store's compact
+        form of the window maxima, readable by `load_result` as well."""
         return {
             "version": self.version,
             "run_id": self.run_id,
@@ -206,7 +217,7 @@ class RunResult:
             "rt_valid": self.rt_valid,
             "probe": self.probe,
             "scenario": dict(self.scenario),
-            "phases": [p.to_dict() for p in self.phases],
+            "phases": [p.to_dict(packed) for p in self.phases],
             "stream": self.stream.to_dict(),
             "provenance": self.provenance,
         }

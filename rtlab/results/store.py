@@ -140,7 +140,8 @@ class Store:
             raise RtlabError(f"run {result.run_id} is already stored in {self.display}; "
                              "stored runs are never overwritten")
         row = _row_values(result)
-        blob = zlib.compress(json.dumps(result.to_dict(), separators=(",", ":")).encode(), 6)
+        text = json.dumps(result.to_dict(packed=True), separators=(",", ":"))
+        blob = zlib.compress(text.encode(), 6)
         try:
             with self._engine.begin() as conn:
                 conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))

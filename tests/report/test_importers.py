@@ -108,6 +108,59 @@ def test_import_cli_stores_marked_run(store_path: Path) -> None:
     assert row.scenario == "imported:jitterdebugger" and row.kernel_release
 
 
+def test_import_with_host_and_kernel_feeds_history(
+        store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for kernel, date in (("6.1.90-rt30", "2025-01-10"), ("6.6.30-rt30", "2025-06-01")):
+        assert main(["results", "import", "--format", "cyclictest-json", "--host", "board7",
+                     "--kernel", kernel, "--preempt", "PREEMPT_RT", "--date", date,
+                     str(DATA / "cyclictest.json")]) == 0
+    s = Store.open(str(store_path))
+    try:
+        rows = s.list()
+        r = s.get(rows[0].id)
+    finally:
+        s.close()
+    assert {row.host for row in rows} == {"board7"}
+    assert [row.kernel_release for row in rows] == ["6.6.30-rt30", "6.1.90-rt30"]
+    assert r.system["preempt"] == "PREEMPT_RT"
+    assert r.provenance["host"]["start_wall"].startswith("2025-06-01")
+    assert any("replaced" in n for n in r.notes)  # the file named another kernel
+    capsys.readouterr()
+    assert main(["history", "--host", "board7"]) == 0
+    out = capsys.readouterr().out
+    assert "6.1.90-rt30" in out and "6.6.30-rt30" in out
+
+
+def test_import_without_date_uses_the_file_time(tmp_path: Path) -> None:
+    f = tmp_path / "results.json"
+    f.write_bytes((DATA / "jitterdebugger_results.json").read_bytes())
+    os.utime(f, (1_700_000_000, 1_700_000_000))
+    r = import_file(f, "jitterdebugger", "dddd0009")
+    assert r.provenance["host"]["start_wall"].startswith("2023-11-14T22:13:20")
+    assert "modification time" in r.provenance["host"]["start_wall_source"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--host", "my board"], "--host"),
+    (["--kernel", ""], "--kernel"),
+    (["--date", "yesterday"], "ISO 8601"),
+])
+def test_bad_import_context_is_usage_error_and_nothing_stored(
+        store_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+        words: str) -> None:
+    assert main(["results", "import", "--format", "cyclictest-json", *argv,
+                 str(DATA / "cyclictest.json")]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") <= 2
+    assert not store_path.exists() or not Store.open(str(store_path)).list()
+
+
+def test_import_context_is_refused_for_engine_files(
+        store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", "import", "--host", "b1", str(DATA / "cyclictest.json")]) == 2
+    assert "peer formats" in capsys.readouterr().err
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (SCHED_FIFO, netns)")
 
 

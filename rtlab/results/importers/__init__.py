@@ -27,6 +27,8 @@ so percentiles beyond the range are upper bounds; the number is in the notes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +62,60 @@ def _parser(fmt: str) -> Callable[[str, str], RunResult]:
     raise UsageError(f"unknown import format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}")
 
 
-def import_file(path: str | Path, fmt: str, run_id: str) -> RunResult:
+@dataclass(frozen=True)
+class ImportContext:
+    """What the user tells about an imported file that the file may not say: the host
+    (so `rtlab history --host` finds it), kernel, preemption model, and when it was
+    measured (default: what the file says, else the file's modification time)."""
+
+    host: str | None = None
+    kernel: str | None = None
+    preempt: str | None = None
+    measured_at: datetime | None = None
+
+    @classmethod
+    def from_args(cls, host: str | None, kernel: str | None, preempt: str | None,
+                  date: str | None) -> ImportContext:
+        for what, value in (("--host", host), ("--kernel", kernel), ("--preempt", preempt)):
+            if value is not None and (not value.strip() or not value.isprintable()
+                                      or any(c.isspace() for c in value)):
+                raise UsageError(f"{what} {value!r} is not a valid name",
+                                 hint="give a non-empty word without spaces")
+        when = None
+        if date is not None:
+            try:
+                when = datetime.fromisoformat(date)
+            except ValueError:
+                raise UsageError(f"--date {date!r} is not an ISO 8601 date or time",
+                                 hint="e.g. 2026-03-01 or 2026-03-01T14:05:00+01:00") from None
+            if when.tzinfo is None:
+                when = when.astimezone()  # local time, as the user's clock says
+        return cls(host, kernel, preempt, when)
+
+    def apply(self, result: RunResult, file_mtime: float | None) -> None:
+        prov = result.provenance
+        system = prov.setdefault("engine", {}).setdefault("system", {})
+        host = prov.setdefault("host", {})
+        given = {"hostname": self.host, "release": self.kernel, "preempt": self.preempt}
+        for key, value in given.items():
+            if value is None:
+                continue
+            if system.get(key) not in (None, value):
+                result.notes.append(f"{key} {system[key]!r} of the file replaced by "
+                                    f"{value!r} given at import")
+            system[key] = value
+        if self.host is not None:
+            host["hostname"] = self.host
+        if self.measured_at is not None:
+            host["start_wall"] = self.measured_at.isoformat()
+            host["start_wall_source"] = "given at import (--date)"
+        elif not host.get("start_wall") and file_mtime is not None:
+            host["start_wall"] = datetime.fromtimestamp(file_mtime, UTC).isoformat()
+            host["start_wall_source"] = "modification time of the imported file"
+
+
+def import_file(path: str | Path, fmt: str, run_id: str,
+                context: ImportContext | None = None) -> RunResult:
     """Parse `path` as `fmt` into a result with id `run_id`. Raises RtlabError (one line)."""
     parse = _parser(fmt)
     p = Path(path)
@@ -75,19 +130,25 @@ def import_file(path: str | Path, fmt: str, run_id: str) -> RunResult:
                          hint=exc.hint) from exc
     result.provenance.setdefault("imported", {})["file"] = p.name
     result.provenance.setdefault("host", {})["imported_from"] = str(p)
+    try:
+        mtime: float | None = p.stat().st_mtime
+    except OSError:
+        mtime = None
+    (context or ImportContext()).apply(result, mtime)
     return result
 
 
 
 
 def import_into_store(path: str | Path, fmt: str, store: Store,
-                      command_line: list[str] | None = None) -> RunResult:
+                      command_line: list[str] | None = None,
+                      context: ImportContext | None = None) -> RunResult:
     """Parse a peer tool's file completely, then store it under a new run id."""
-    result = import_file(path, fmt, store.new_id())
+    result = import_file(path, fmt, store.new_id(), context)
     if command_line is not None:
         result.provenance["host"]["command_line"] = command_line
     store.add(result)
     return result
 
 
-__all__ = ["FORMATS", "ImportFormatError", "import_file", "import_into_store"]
+__all__ = ["FORMATS", "ImportContext", "ImportFormatError", "import_file", "import_into_store"]
