@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -127,63 +128,30 @@ class SystemShield:
         return effect
 
     def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
-        from rtlab.cpulist import format_cpulist
-        from rtlab.system.facts import cpumask_hex, cpumask_parse
         from rtlab.system.shield import (
             ShieldRequest,
             ThreadPriority,
             move_ops,
+            plan_affinity,
             plan_shield,
-            priority_ops,
         )
 
         spec = self.spec
         user, system = frozenset(spec.user), frozenset(spec.system)
         priorities = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
+        req = ShieldRequest(cpus=user, irqs=spec.irqs, kthreads=spec.kthreads,
+                            priorities=priorities, rt_runtime_us=spec.sched_rt_runtime_us,
+                            dma_latency_us=spec.dma_latency,
+                            exclude_pids=frozenset({os.getpid()}), tasks=spec.tasks,
+                            default_smp_affinity=spec.default_smp_affinity)
         if spec.cpuset:
-            req = ShieldRequest(cpus=user, irqs=spec.irqs or spec.default_smp_affinity,
-                                kthreads=spec.kthreads,
-                                priorities=priorities,
-                                rt_runtime_us=spec.sched_rt_runtime_us,
-                                dma_latency_us=spec.dma_latency,
-                                exclude_pids=frozenset({os.getpid()}))
-            plan = plan_shield(facts, req)
+            plan = plan_shield(facts, replace(req, irqs=spec.irqs or spec.default_smp_affinity))
             ops = list(plan.ops) + move_ops(plan, facts)
             self.plan_summary = plan.summary()
             return ops, list(plan.required), plan.backend, plan.shield_cgroup
-        ops: list[dict[str, Any]] = []
-        required: list[int] = []
-        moved = 0
-        if spec.tasks:
-            for t in facts.tasks:
-                if t.per_cpu or (t.kthread and not spec.kthreads) or t.pid == os.getpid():
-                    continue
-                if t.affinity & user:
-                    ops.append({"op": "affinity", "tid": t.tid, "cpus": sorted(system)})
-                    moved += 1
-        irqs = 0
-        if spec.irqs:
-            for irq in facts.irqs:
-                if irq.affinity is not None and irq.affinity & user and not irq.managed:
-                    ops.append({"op": "write", "path": f"/proc/irq/{irq.irq}/smp_affinity_list",
-                                "value": format_cpulist(system)})
-                    irqs += 1
-        dsa = facts.default_smp_affinity
-        if spec.default_smp_affinity and dsa is not None and cpumask_parse(dsa) & user:
-            ops.append({"op": "write", "path": "/proc/irq/default_smp_affinity",
-                        "value": cpumask_hex(system)})
-        ops += priority_ops(facts, priorities)
-        if spec.sched_rt_runtime_us is not None:
-            required.append(len(ops))
-            ops.append({"op": "write", "path": "/proc/sys/kernel/sched_rt_runtime_us",
-                        "value": str(spec.sched_rt_runtime_us)})
-        if spec.dma_latency is not None:
-            required.append(len(ops))
-            ops.append({"op": "hold", "path": "/dev/cpu_dma_latency",
-                        "value": spec.dma_latency})
-        self.plan_summary = {"backend": "affinity", "tasks_moved": moved, "irqs_moved": irqs,
-                             "ops": len(ops)}
-        return ops, required, "none", None
+        plan = plan_affinity(facts, req, system)
+        self.plan_summary = plan.summary()
+        return list(plan.ops), list(plan.required), "none", None
 
     def release(self) -> dict[str, Any]:
         if self._session is None:

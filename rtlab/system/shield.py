@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rtlab.system.journal import RestoreReport
 
 Backend = Literal["v1", "v2"]
+PlanKind = Literal["v1", "v2", "affinity"]
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,16 @@ class ShieldRequest:
     backend: Backend | None = None  # None: v2 when it has cpuset, else v1
     v2_partition: str = "isolated"  # or "root"
     exclude_pids: frozenset[int] = frozenset()  # processes to leave where they are
+    # affinity-only shields (plan_affinity): move task affinities off the shield, and
+    # default_smp_affinity (None: with the IRQs)
+    tasks: bool = True
+    default_smp_affinity: bool | None = None
 
 
 @dataclass
 class Plan:
     request: ShieldRequest
-    backend: Backend
+    backend: PlanKind
     housekeeping: frozenset[int]
     shield_cgroup: str
     system_cgroup: str | None  # v1 only
@@ -187,6 +192,47 @@ def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
         _plan_v2(plan, facts, root, shield_cpus)
     if req.irqs:
         _plan_irqs(plan, facts, req.cpus, housekeeping)
+    _plan_tail(plan, facts, req)
+    return plan
+
+
+def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int]) -> Plan:
+    """A shield without cpusets (the MBDA steps "tasks to CPU 0", "+ IRQs"): affinities
+    only. Every movable task that may run on a shielded CPU gets the `system` CPUs;
+    IRQs that are not kernel-managed and default_smp_affinity likewise. Tasks forked
+    later inherit their parent's affinity (unlike a cpuset, nothing catches them; kthreadd
+    is moved too, so new kernel threads start on the system CPUs)."""
+    validate(facts, req)
+    if not system:
+        raise UsageError("the system CPU list is empty")
+    if system & req.cpus:
+        raise UsageError(f"system CPUs {format_cpulist(system)} overlap the shielded CPUs "
+                         f"{format_cpulist(req.cpus)}")
+    missing = system - facts.cpus_online
+    if missing:
+        raise UsageError(f"system CPU {format_cpulist(missing)} is not online "
+                         f"(online: {format_cpulist(facts.cpus_online)})")
+    plan = Plan(req, "affinity", system, "", None)
+    if req.tasks:
+        for t in facts.tasks:
+            if t.per_cpu or (t.kthread and not req.kthreads):
+                continue
+            if t.pid in req.exclude_pids:
+                plan.left_alone.append(t)
+                continue
+            if t.affinity & req.cpus:
+                plan.add({"op": "affinity", "tid": t.tid, "cpus": sorted(system)})
+                plan.moved_tasks.append(t)
+    dsa = req.irqs if req.default_smp_affinity is None else req.default_smp_affinity
+    if req.irqs or dsa:  # kernel-managed IRQs refuse the write: not planned
+        _plan_irqs(plan, facts, req.cpus, system, skip_managed=True, default_affinity=dsa,
+                   only_default=not req.irqs)
+    _plan_tail(plan, facts, req)
+    return plan
+
+
+def _plan_tail(plan: Plan, facts: Facts, req: ShieldRequest) -> None:
+    """Thread priorities, RT throttling and the DMA latency hold: common to all plans."""
     for op in priority_ops(facts, req.priorities):
         plan.add(op)
     if req.rt_runtime_us is not None:
@@ -198,7 +244,6 @@ def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
             {"op": "hold", "path": "/dev/cpu_dma_latency", "value": req.dma_latency_us},
             required=True,
         )
-    return plan
 
 
 def _plan_v1(plan: Plan, facts: Facts, root: str, shield_cpus: str, hk_cpus: str) -> None:
@@ -296,17 +341,21 @@ def _plan_v2(plan: Plan, facts: Facts, root: str, shield_cpus: str) -> None:
         plan.add({"op": "write", "path": WORKQUEUE_MASK, "value": cpumask_hex(plan.housekeeping)})
 
 
-def _plan_irqs(plan: Plan, facts: Facts, shield: frozenset[int], hk: frozenset[int]) -> None:
+def _plan_irqs(plan: Plan, facts: Facts, shield: frozenset[int], hk: frozenset[int], *,
+               skip_managed: bool = False, default_affinity: bool = True,
+               only_default: bool = False) -> None:
     hk_list = format_cpulist(hk)
-    for irq in facts.irqs:
+    for irq in [] if only_default else facts.irqs:
         if irq.affinity is None or not (irq.affinity & shield):
+            continue
+        if skip_managed and irq.managed:
             continue
         plan.add(
             {"op": "write", "path": f"/proc/irq/{irq.irq}/smp_affinity_list", "value": hk_list}
         )
         plan.moved_irqs.append(irq)
     dflt = facts.default_smp_affinity
-    if dflt is not None and cpumask_parse(dflt) & shield:
+    if default_affinity and dflt is not None and cpumask_parse(dflt) & shield:
         plan.add(
             {"op": "write", "path": "/proc/irq/default_smp_affinity", "value": cpumask_hex(hk)}
         )

@@ -283,3 +283,46 @@ def test_engine_facts_fields(probe_bin: str) -> None:
         assert key in d["cgroup"]
     assert "kernel.sched_rt_runtime_us" in d["sysctl"]
     assert parse_facts(d).cpus_online
+
+
+def test_affinity_plan_moves_tasks_and_unmanaged_irqs_only() -> None:
+    from rtlab.system.shield import plan_affinity
+
+    raw = _facts()
+    raw["irqs"].append({"irq": 40, "name": "nvme0q1", "affinity": [3], "effective": [3],
+                        "managed": True, "threaded_pid": None, "counts": [0, 0, 0, 9]})
+    f = parse_facts(raw)
+    req = ShieldRequest(cpus=frozenset({3}), exclude_pids=frozenset({30}),
+                        priorities=(ThreadPriority("irq/30-eth0", "fifo", 99),),
+                        rt_runtime_us=-1)
+    plan = plan_affinity(f, req, frozenset({0}))
+    moved = {op["tid"] for op in plan.ops if op["op"] == "affinity"}
+    # per-CPU ksoftirqd stays; the excluded pid 30 is left alone; kthreadd moves so
+    # new kthreads start on the system CPUs
+    assert moved == {1, 2, 11, 20} and [t.pid for t in plan.left_alone] == [30]
+    assert all(op["cpus"] == [0] for op in plan.ops if op["op"] == "affinity")
+    irq_paths = [op["path"] for op in plan.ops if op.get("path", "").startswith("/proc/irq/")]
+    # IRQ 31 is already off CPU 3; the kernel-managed IRQ 40 refuses writes: not planned
+    assert irq_paths == ["/proc/irq/30/smp_affinity_list", "/proc/irq/default_smp_affinity"]
+    assert {"op": "sched", "tid": 20, "policy": "fifo", "priority": 99} in plan.ops
+    rt = plan.ops.index({"op": "write", "path": "/proc/sys/kernel/sched_rt_runtime_us",
+                         "value": "-1"})
+    assert rt in plan.required
+    assert plan.summary()["backend"] == "affinity" and plan.summary()["tasks_moved"] == 1
+
+
+def test_affinity_plan_flags_and_errors() -> None:
+    from rtlab.system.shield import plan_affinity
+
+    f = parse_facts(_facts())
+    only_dsa = plan_affinity(f, ShieldRequest(cpus=frozenset({3}), tasks=False, irqs=False,
+                                              default_smp_affinity=True), frozenset({0, 1}))
+    assert only_dsa.ops == [{"op": "write", "path": "/proc/irq/default_smp_affinity",
+                             "value": "3"}]
+    no_kthreads = plan_affinity(f, ShieldRequest(cpus=frozenset({3}), kthreads=False,
+                                                 irqs=False), frozenset({0}))
+    assert {op["tid"] for op in no_kthreads.ops} == {1, 30}
+    for system, msg in ((frozenset({3}), "overlap"), (frozenset({7}), "not online"),
+                        (frozenset(), "empty")):
+        with pytest.raises(UsageError, match=msg):
+            plan_affinity(f, ShieldRequest(cpus=frozenset({3})), system)
