@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "crew.h"
 #include "event.h"
 #include "jsonw.h"
 #include "opts.h"
@@ -115,9 +116,8 @@ struct ev_ctx {
 	uint64_t rt_unc;
 	bool rt_end_valid;
 	uint64_t start_mono;
-	pthread_t thread;
-	pthread_barrier_t ready, go;
-	atomic_bool stop, abort, done;
+	struct crew crew;
+	atomic_bool stop, done;
 	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
 	cpu_set_t affinity;
 };
@@ -325,9 +325,7 @@ static void *thread_main(void *arg)
 	if (rt_get_affinity_self(&ctx->affinity) != 0)
 		CPU_ZERO(&ctx->affinity);
 	rt_prefault_stack(PREFAULT_STACK);
-	pthread_barrier_wait(&ctx->ready);
-	pthread_barrier_wait(&ctx->go);
-	if (!atomic_load(&ctx->abort))
+	if (crew_wait_go(&ctx->crew))
 		handle_loop(ctx);
 	atomic_store(&ctx->done, true);
 	rt_notify_main();
@@ -402,21 +400,18 @@ static int ev_run(void *p, const struct probe_env *env)
 	struct ev_ctx *ctx = p;
 	const struct ev_cfg *c = ctx->cfg;
 	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR;
-	bool barriers = false, started = false;
 	struct jsonw w;
 	jw_init(&w);
 	rt_block_signals(); /* inherited: signals reach only main's wait */
-	if (c->output) {
-		out_fd = open(c->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (out_fd < 0) {
-			fprintf(stderr, "rtlab-probe event: --output: cannot open %s: %s\n",
-				c->output, strerror(errno));
-			return RL_EXIT_ERROR;
-		}
+	int e;
+	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
+		fprintf(stderr, "rtlab-probe event: --output: cannot open %s: %s\n", c->output,
+			strerror(-e));
+		return RL_EXIT_ERROR;
 	}
 	char msg[256] = "";
 	ctx->src.ops = src_ops[c->source];
-	int e = ctx->src.ops->open(&ctx->src, &c->src, msg, sizeof(msg));
+	e = ctx->src.ops->open(&ctx->src, &c->src, msg, sizeof(msg));
 	if (e) {
 		bool missing = e == -ENOENT || e == -ENODEV || e == -EOPNOTSUPP || e == -ENOTTY ||
 			       e == -ENXIO;
@@ -439,20 +434,10 @@ static int ev_run(void *p, const struct probe_env *env)
 		CPU_ZERO(&rep_aff);
 	if (c->mlock)
 		mlock_err = rt_mlockall();
-	pthread_barrier_init(&ctx->ready, NULL, 2);
-	pthread_barrier_init(&ctx->go, NULL, 2);
-	barriers = true;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, THREAD_STACK);
-	e = pthread_create(&ctx->thread, &attr, thread_main, ctx);
-	pthread_attr_destroy(&attr);
-	if (e) {
-		fprintf(stderr, "rtlab-probe event: cannot create a thread: %s\n", strerror(e));
+	if (crew_start(&ctx->crew, 1, THREAD_STACK, thread_main, ctx, 0, "event") != 0) {
+		fprintf(stderr, "rtlab-probe event: out of memory\n");
 		goto out;
 	}
-	started = true;
-	pthread_barrier_wait(&ctx->ready);
 	bool rt_valid = rt_ok(ctx) && !(c->mlock && mlock_err);
 	char why[320] = "";
 	if (!rt_ok(ctx))
@@ -464,20 +449,14 @@ static int ev_run(void *p, const struct probe_env *env)
 			 "cannot lock memory with mlockall (%s): run as root, or pass --no-mlock or --allow-non-rt",
 			 strerror(-mlock_err));
 	if (why[0] && !c->allow_non_rt) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		pthread_join(ctx->thread, NULL);
-		started = false;
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe event: skipped: %s\n", why);
 		code = RL_EXIT_SKIPPED;
 		goto out;
 	}
 	e = ctx->src.ops->arm(&ctx->src);
 	if (e) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		pthread_join(ctx->thread, NULL);
-		started = false;
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe event: cannot arm the %s source: %s\n",
 			ctx->src.ops->name, strerror(-e));
 		code = e == -EOPNOTSUPP || e == -ENOTTY ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
@@ -493,18 +472,8 @@ static int ev_run(void *p, const struct probe_env *env)
 	sysinfo_write(&w, "system");
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
-	if (why[0]) {
-		jw_obj_begin(&w, NULL);
-		jw_str(&w, "type", "log");
-		jw_int(&w, "schema", 1);
-		jw_str(&w, "level", "warning");
-		jw_str(&w, "code", "no_rt");
-		jw_str(&w, "msg", why);
-		jw_obj_end(&w);
-		if (jw_emit(&w, out_fd) != 0) {
-			/* reported by the reporter's writes */
-		}
-	}
+	if (why[0])
+		pc_write_log(&w, out_fd, "warning", "no_rt", why);
 
 	struct reporter *rep = NULL;
 	struct reporter_cfg rc = {
@@ -519,17 +488,13 @@ static int ev_run(void *p, const struct probe_env *env)
 	};
 	e = reporter_start(&rep, &rc);
 	if (e) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		pthread_join(ctx->thread, NULL);
-		started = false;
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe event: cannot start the reporter: %s\n", strerror(-e));
 		goto out;
 	}
-	pthread_barrier_wait(&ctx->go);
+	crew_go(&ctx->crew);
 	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
-	pthread_join(ctx->thread, NULL);
-	started = false;
+	crew_join(&ctx->crew);
 	uint64_t unc_end;
 	ctx->rt_end_valid = clk_realtime_minus_mono(16, &ctx->rt_off_end, &unc_end) == 0;
 
@@ -541,19 +506,12 @@ static int ev_run(void *p, const struct probe_env *env)
 	reporter_outcome_stopped(&o, interrupted, errmsg);
 	code = reporter_conclude(rep, &o, out_err, "event");
 out:
-	if (started) {
-		atomic_store(&ctx->abort, true);
-		pthread_join(ctx->thread, NULL);
-	}
+	crew_destroy(&ctx->crew); /* aborts a thread still waiting to start */
 	if (ctx->src_open) {
 		ctx->src.ops->close(&ctx->src);
 		ctx->src_open = false;
 	}
 	jw_free(&w);
-	if (barriers) {
-		pthread_barrier_destroy(&ctx->ready);
-		pthread_barrier_destroy(&ctx->go);
-	}
 	if (out_fd != STDOUT_FILENO)
 		close(out_fd);
 	return code;

@@ -20,6 +20,7 @@
 
 #include "channel.h"
 #include "counter.h"
+#include "crew.h"
 #include "noise.h"
 #include "probe_common.h"
 #include "opts.h"
@@ -112,7 +113,6 @@ struct noise_thread {
 	_Alignas(RL_CACHELINE) struct noise_ctx *ctx;
 	struct channel *ch;
 	size_t idx;
-	pthread_t thread;
 	struct pc_setup setup;
 
 	/* published by the thread (relaxed), read by the reporter */
@@ -136,9 +136,8 @@ struct noise_ctx {
 	struct counter cnt;
 	struct noise_thread *threads;
 	struct channel **chans;
-	pthread_barrier_t ready, go;
+	struct crew crew;
 	atomic_bool stop;
-	atomic_bool abort;
 	atomic_int running;
 	atomic_int thr_taken;
 	size_t thr_chan;
@@ -350,9 +349,7 @@ static void *noise_thread_main(void *arg)
 	struct noise_ctx *ctx = t->ctx;
 	atomic_store(&t->ch->tid, (int)syscall(SYS_gettid));
 	pc_setup_self(&t->setup, t->ch->cpu, ctx->cfg->policy, ctx->cfg->priority);
-	pthread_barrier_wait(&ctx->ready);
-	pthread_barrier_wait(&ctx->go);
-	if (!atomic_load(&ctx->abort))
+	if (crew_wait_go(&ctx->crew))
 		poll_loop(t);
 	if (atomic_fetch_sub(&ctx->running, 1) == 1)
 		rt_notify_main();
@@ -415,12 +412,6 @@ static void noise_extra(void *arg, struct jsonw *w, bool final)
 	jw_obj_end(w);
 }
 
-static void join_all(struct noise_ctx *ctx, size_t created)
-{
-	for (size_t i = 0; i < created; i++)
-		pthread_join(ctx->threads[i].thread, NULL);
-}
-
 /* rt_wait_done_or_signal predicate: every measuring thread has finished. */
 static bool all_threads_done(const void *arg)
 {
@@ -433,8 +424,6 @@ static int noise_run(void *p, const struct probe_env *env)
 	struct noise_ctx *ctx = p;
 	const struct noise_cfg *c = ctx->cfg;
 	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR, e;
-	size_t created = 0;
-	bool barriers = false;
 	struct jsonw w;
 	jw_init(&w);
 
@@ -488,25 +477,12 @@ static int noise_run(void *p, const struct probe_env *env)
 		ctx->threads[i].idx = i;
 	}
 
-	pthread_barrier_init(&ctx->ready, NULL, (unsigned)c->n_cpus + 1);
-	pthread_barrier_init(&ctx->go, NULL, (unsigned)c->n_cpus + 1);
-	barriers = true;
 	atomic_init(&ctx->running, (int)c->n_cpus);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, NOISE_STACK);
-	for (; created < c->n_cpus; created++) {
-		e = pthread_create(&ctx->threads[created].thread, &attr, noise_thread_main,
-				   &ctx->threads[created]);
-		if (e)
-			break;
+	if (crew_start(&ctx->crew, c->n_cpus, NOISE_STACK, noise_thread_main, ctx->threads,
+		       sizeof(*ctx->threads), "noise") != 0) {
+		fprintf(stderr, "rtlab-probe noise: out of memory\n");
+		goto out;
 	}
-	pthread_attr_destroy(&attr);
-	if (created < c->n_cpus) {
-		fprintf(stderr, "rtlab-probe noise: cannot create a thread: %s\n", strerror(e));
-		_exit(RL_EXIT_ERROR);
-	}
-	pthread_barrier_wait(&ctx->ready);
 
 	bool rt_valid = !(c->mlock && mlock_err);
 	char why[512] = "";
@@ -523,9 +499,7 @@ static int noise_run(void *p, const struct probe_env *env)
 			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, pass --no-mlock or --allow-non-rt",
 			 strerror(-mlock_err));
 	if (!rt_valid && !c->allow_non_rt) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		join_all(ctx, created);
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe noise: skipped: %s\n", why);
 		code = RL_EXIT_SKIPPED;
 		goto out;
@@ -584,16 +558,14 @@ static int noise_run(void *p, const struct probe_env *env)
 	};
 	e = reporter_start(&rep, &rc);
 	if (e) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		join_all(ctx, created);
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe noise: cannot start the reporter: %s\n", strerror(-e));
 		goto out;
 	}
-	pthread_barrier_wait(&ctx->go);
+	crew_go(&ctx->crew);
 
 	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
-	join_all(ctx, created);
+	crew_join(&ctx->crew);
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	if (atomic_load(&ctx->thr_taken)) {
@@ -609,10 +581,7 @@ static int noise_run(void *p, const struct probe_env *env)
 	code = reporter_conclude(rep, &o, out_err, "noise");
 out:
 	jw_free(&w);
-	if (barriers) {
-		pthread_barrier_destroy(&ctx->ready);
-		pthread_barrier_destroy(&ctx->go);
-	}
+	crew_destroy(&ctx->crew);
 	if (out_fd != STDOUT_FILENO)
 		close(out_fd);
 	return code;

@@ -317,15 +317,6 @@ static void driver_main(struct sw_thread *t)
 	rt_notify_main();
 }
 
-static int open_out(const char *path, int *fd)
-{
-	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (f < 0)
-		return -errno;
-	*fd = f;
-	return 0;
-}
-
 static void init_thread(struct sw_thread *t, struct ov_ctx *ctx, int cpu, const char *role,
 			void (*fn)(struct sw_thread *))
 {
@@ -355,7 +346,7 @@ static int overhead_run(void *p, const struct probe_env *env)
 	jw_init(&w);
 
 	rt_block_signals(); /* inherited: signals reach only main's wait */
-	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
+	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe overhead: --output: cannot open %s: %s\n", c->output,
 			strerror(-e));
 		return RL_EXIT_ERROR;

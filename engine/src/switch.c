@@ -919,15 +919,6 @@ static int switch_setup(struct sw_ctx *ctx)
 	return 0;
 }
 
-static int open_out(const char *path, int *fd)
-{
-	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (f < 0)
-		return -errno;
-	*fd = f;
-	return 0;
-}
-
 /* rt_wait_done_or_signal predicate: every measuring thread has finished. */
 static bool all_threads_done(const void *arg)
 {
@@ -945,7 +936,7 @@ static int switch_run(void *p, const struct probe_env *env)
 
 	rt_block_signals(); /* inherited: signals reach only main's wait */
 
-	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
+	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe switch: --output: cannot open %s: %s\n", c->output,
 			strerror(-e));
 		return RL_EXIT_ERROR;

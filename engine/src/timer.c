@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "crew.h"
 #include "hist.h"
 #include "jsonw.h"
 #include "opts.h"
@@ -110,8 +111,6 @@ struct timer_thread {
 	struct channel *ch;
 	size_t idx;
 	int cpu;
-	pthread_t thread;
-	bool started;
 	/* set-up results, read by main after the ready barrier */
 	int pin_err;
 	int sched_err;
@@ -127,10 +126,8 @@ struct timer_ctx {
 	struct timer_cfg cfg_store;
 	struct timer_thread *threads;
 	struct channel **chans;
-	pthread_barrier_t ready;
-	pthread_barrier_t go;
+	struct crew crew;
 	atomic_bool stop;
-	atomic_bool abort;
 	atomic_int running;
 	atomic_int thr_taken;
 	size_t thr_chan;
@@ -325,9 +322,7 @@ static void *thread_main(void *arg)
 		CPU_ZERO(&t->affinity);
 	rt_prefault_stack(PREFAULT_STACK);
 
-	pthread_barrier_wait(&ctx->ready);
-	pthread_barrier_wait(&ctx->go);
-	if (!atomic_load(&ctx->abort))
+	if (crew_wait_go(&ctx->crew))
 		measure(t);
 	if (atomic_fetch_sub(&ctx->running, 1) == 1)
 		rt_notify_main(); /* tell main that every thread is done */
@@ -416,30 +411,6 @@ static void write_effective(struct jsonw *w, const struct timer_ctx *ctx, int ml
 	jw_obj_end(w);
 }
 
-static void write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		      const char *msg)
-{
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "log");
-	jw_int(w, "schema", 1);
-	jw_str(w, "level", level);
-	jw_str(w, "code", code);
-	jw_str(w, "msg", msg);
-	jw_obj_end(w);
-	if (jw_emit(w, fd) != 0) {
-		/* the next write reports the output error */
-	}
-}
-
-static int open_out(const char *path, int *fd)
-{
-	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (f < 0)
-		return -errno;
-	*fd = f;
-	return 0;
-}
-
 static size_t ring_entries(const struct timer_cfg *c)
 {
 	/* room for 4 drain periods (100 ms) of samples, at least 4096 */
@@ -463,8 +434,6 @@ static int timer_run(void *p, const struct probe_env *env)
 	const struct timer_cfg *c = ctx->cfg;
 	int out_fd = STDOUT_FILENO, smp_fd = -1, dma_fd = -1;
 	int mlock_err = 0, dma_err = 0, code = RL_EXIT_ERROR;
-	size_t created = 0;
-	bool barriers = false;
 	struct jsonw w;
 	jw_init(&w);
 	ctx->trace.marker_fd = ctx->trace.on_fd = -1;
@@ -472,12 +441,12 @@ static int timer_run(void *p, const struct probe_env *env)
 	rt_block_signals(); /* inherited: signals reach only main's wait */
 
 	int e;
-	if (c->output && (e = open_out(c->output, &out_fd)) != 0) {
+	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe timer: --output: cannot open %s: %s\n", c->output,
 			strerror(-e));
 		return RL_EXIT_ERROR;
 	}
-	if (c->samples && (e = open_out(c->samples, &smp_fd)) != 0) {
+	if (c->samples && (e = pc_open_out(c->samples, &smp_fd)) != 0) {
 		fprintf(stderr, "rtlab-probe timer: --samples: cannot open %s: %s\n", c->samples,
 			strerror(-e));
 		goto out;
@@ -523,31 +492,12 @@ static int timer_run(void *p, const struct probe_env *env)
 		ctx->threads[i].cpu = c->cpus[i];
 	}
 
-	pthread_barrier_init(&ctx->ready, NULL, (unsigned)c->n_cpus + 1);
-	pthread_barrier_init(&ctx->go, NULL, (unsigned)c->n_cpus + 1);
-	barriers = true;
 	atomic_init(&ctx->running, (int)c->n_cpus);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, THREAD_STACK);
-	for (; created < c->n_cpus; created++) {
-		e = pthread_create(&ctx->threads[created].thread, &attr, thread_main,
-				   &ctx->threads[created]);
-		if (e) {
-			fprintf(stderr, "rtlab-probe timer: cannot create a thread: %s\n", strerror(e));
-			break;
-		}
-		ctx->threads[created].started = true;
+	if (crew_start(&ctx->crew, c->n_cpus, THREAD_STACK, thread_main, ctx->threads,
+		       sizeof(*ctx->threads), "timer") != 0) {
+		fprintf(stderr, "rtlab-probe timer: out of memory\n");
+		goto out;
 	}
-	pthread_attr_destroy(&attr);
-	if (created < c->n_cpus) {
-		/* cannot run: release the threads we have; the barrier never completes
-		 * for them, so this is a hard error */
-		fprintf(stderr, "rtlab-probe timer: aborting\n");
-		_exit(RL_EXIT_ERROR);
-	}
-
-	pthread_barrier_wait(&ctx->ready);
 
 	bool rt_valid = true;
 	for (size_t i = 0; i < c->n_cpus; i++)
@@ -557,10 +507,7 @@ static int timer_run(void *p, const struct probe_env *env)
 	char why[512];
 	bool skip = skip_reason(ctx, mlock_err, dma_err, why, sizeof(why));
 	if (skip && !c->allow_non_rt) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		for (size_t i = 0; i < created; i++)
-			pthread_join(ctx->threads[i].thread, NULL);
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe timer: skipped: %s\n", why);
 		code = RL_EXIT_SKIPPED;
 		goto out;
@@ -580,9 +527,9 @@ static int timer_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (skip)
-		write_log(&w, out_fd, "warning", "no_rt", why);
+		pc_write_log(&w, out_fd, "warning", "no_rt", why);
 	if (c->threshold_ns && ctx->trace_err)
-		write_log(&w, out_fd, "info", "no_tracefs",
+		pc_write_log(&w, out_fd, "info", "no_tracefs",
 			  "tracefs is not mounted (or not writable): the threshold stops the run without a trace marker");
 
 	struct reporter *rep = NULL;
@@ -597,19 +544,15 @@ static int timer_run(void *p, const struct probe_env *env)
 	};
 	e = reporter_start(&rep, &rc);
 	if (e) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		for (size_t i = 0; i < created; i++)
-			pthread_join(ctx->threads[i].thread, NULL);
+		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe timer: cannot start the reporter: %s\n", strerror(-e));
 		goto out;
 	}
 
-	pthread_barrier_wait(&ctx->go); /* measuring starts */
+	crew_go(&ctx->crew); /* measuring starts */
 
 	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
-	for (size_t i = 0; i < created; i++)
-		pthread_join(ctx->threads[i].thread, NULL);
+	crew_join(&ctx->crew);
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char errmsg[128] = "";
@@ -632,10 +575,7 @@ static int timer_run(void *p, const struct probe_env *env)
 
 out:
 	jw_free(&w);
-	if (barriers) {
-		pthread_barrier_destroy(&ctx->ready);
-		pthread_barrier_destroy(&ctx->go);
-	}
+	crew_destroy(&ctx->crew);
 	if (dma_fd >= 0)
 		close(dma_fd);
 	rt_trace_close(&ctx->trace);
