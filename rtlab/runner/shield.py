@@ -122,7 +122,7 @@ class SystemShield:
         after = read_facts(cmd)
         effect = verify_shield(after, spec.user, backend=backend, shield_cgroup=cgroup,
                                requested=spec.to_dict(), allowed_tids=[os.getpid()],
-                               before=before)
+                               before=before, priorities=spec.thread_priorities)
         effect["refused"] = refused[:50]
         effect["plan"] = self.plan_summary
         return effect

@@ -464,6 +464,7 @@ def apply_shield(
             shield_cgroup=plan.shield_cgroup,
             requested=requested,
             before=facts,
+            priorities=[(p.pattern, p.policy, p.priority) for p in req.priorities],
         ),
     }
 

@@ -9,7 +9,8 @@ which tasks may still run there (and why), which IRQs may still fire there
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ def verify_shield(
     allowed_tids: Iterable[int] = (),
     before: Facts | None = None,
     read_file: ReadFile = _read_local,
+    priorities: Sequence[tuple[str, str, int]] = (),
 ) -> dict[str, Any]:
     shield = frozenset(shield_cpus)
     allowed = set(allowed_tids)
@@ -110,13 +112,39 @@ def verify_shield(
                 problems.append(f"cgroup v2 partition is not in effect: {part}")
         if cg["cpus_effective"] is None:
             problems.append(f"the shield cgroup {shield_cgroup} does not exist")
+    threads = verify_priorities(facts, priorities, problems) if priorities else None
     return {
         "requested": {"cpus": format_cpulist(shield), **(requested or {})},
         "in_effect": {
             "cpus": per_cpu,
             "cgroup": cg,
+            **({"thread_priorities": threads} if threads is not None else {}),
             "isolated_boot": format_cpulist(facts.cpus_isolated),
             "ok": not problems,
         },
         "problems": problems,
     }
+
+
+def verify_priorities(facts: Facts, priorities: Sequence[tuple[str, str, int]],
+                      problems: list[str]) -> list[dict[str, Any]]:
+    """Per requested (pattern, policy, priority): every matching thread with the policy
+    and priority read back from the kernel; a pattern that matches nothing or a thread
+    that does not run as asked is a problem."""
+    out: list[dict[str, Any]] = []
+    for pattern, policy, priority in priorities:
+        rx = re.compile(pattern)
+        matched = [t for t in facts.tasks if rx.match(t.comm)]
+        if not matched:
+            problems.append(f"no thread matches {pattern!r}: its priority was not set")
+        wrong = []
+        for t in matched:
+            ok = t.policy == policy and t.priority == priority
+            out.append({"match": pattern, "tid": t.tid, "comm": t.comm, "policy": t.policy,
+                        "priority": t.priority, "ok": ok})
+            if not ok:
+                wrong.append(f"{t.label} {t.policy}/{t.priority}")
+        if wrong:
+            problems.append(f"{len(wrong)} thread(s) matching {pattern!r} do not run as "
+                            f"{policy}/{priority}: " + ", ".join(wrong[:3]))
+    return out

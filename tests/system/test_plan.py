@@ -326,3 +326,21 @@ def test_affinity_plan_flags_and_errors() -> None:
                         (frozenset(), "empty")):
         with pytest.raises(UsageError, match=msg):
             plan_affinity(f, ShieldRequest(cpus=frozenset({3})), system)
+
+
+def test_verify_reads_back_thread_priorities() -> None:
+    raw = _facts()
+    for t in raw["tasks"]:
+        if t["comm"] == "irq/30-eth0":
+            t["policy"], t["priority"] = "fifo", 99
+        if t["comm"] == "kcompactd0":
+            t["policy"], t["priority"] = "fifo", 50
+    f = parse_facts(raw)
+    st = verify_shield(f, [3], backend="none",
+                       priorities=[("irq/[0-9]+-eth0", "fifo", 99), ("kcompactd", "fifo", 98),
+                                   ("irq/[0-9]+-eth1", "fifo", 99)])
+    got = {(e["comm"], e["ok"]) for e in st["in_effect"]["thread_priorities"]}
+    assert got == {("irq/30-eth0", True), ("kcompactd0", False)}
+    probs = " | ".join(st["problems"])
+    assert "kcompactd0[11] fifo/50" in probs and "no thread matches 'irq/[0-9]+-eth1'" in probs
+    assert "thread_priorities" not in verify_shield(f, [3], backend="none")["in_effect"]
