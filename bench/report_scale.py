@@ -78,6 +78,17 @@ def make_channel(cpu: int, windows: int, rate: int, rng: np.random.Generator) ->
                    hist=hist, windows=wins, window_ns=WINDOW_NS)
 
 
+def make_result(run_id: str, release: str, cpus: int, windows: int, rate: int,
+                rng: np.random.Generator) -> RunResult:
+    chans = [make_channel(c, windows, rate, rng) for c in range(cpus)]
+    return RunResult(
+        run_id=run_id, status="completed", probe="timer",
+        phases=[Phase("main", chans, windows * WINDOW_NS)], rt_valid=True,
+        scenario={"name": "bench", "hash": None},
+        provenance={"engine": {"system": {"hostname": "bench", "release": release}},
+                    "host": {"hostname": "bench"}})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpus", type=int, default=24)
@@ -95,13 +106,7 @@ def main() -> int:
     rng = np.random.default_rng(7)
     base = rss_mb()
     t0 = time.perf_counter()
-    chans = [make_channel(c, windows, args.rate, rng) for c in range(args.cpus)]
-    result = RunResult(
-        run_id="bench001", status="completed", probe="timer",
-        phases=[Phase("main", chans, windows * WINDOW_NS)], rt_valid=True,
-        scenario={"name": "bench", "hash": None},
-        provenance={"engine": {"system": {"hostname": "bench", "release": "6.12.0-rt"}},
-                    "host": {"hostname": "bench"}})
+    result = make_result("bench001", "6.12.0-rt", args.cpus, windows, args.rate, rng)
     build_s = time.perf_counter() - t0
     model_mb = rss_mb() - base
     print(f"result: {args.cpus} CPUs x {windows:,} windows, "
@@ -134,13 +139,7 @@ def main() -> int:
     if not args.no_store:
         second = None
         if args.compare:
-            chans = [make_channel(c, windows, args.rate, rng) for c in range(args.cpus)]
-            second = RunResult(
-                run_id="bench002", status="completed", probe="timer",
-                phases=[Phase("main", chans, windows * WINDOW_NS)], rt_valid=True,
-                scenario={"name": "bench", "hash": None},
-                provenance={"engine": {"system": {"hostname": "bench", "release": "6.18.0-rt"}},
-                            "host": {"hostname": "bench"}})
+            second = make_result("bench002", "6.18.0-rt", args.cpus, windows, args.rate, rng)
         end_to_end(result, args.out, second)
     return 0
 
