@@ -16,9 +16,11 @@ the ratio rtlab/sockperf (< 1: rtlab is faster).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,10 @@ from pathlib import Path
 from benchlib import channel_percentile, default_probe
 
 QS = (0.5, 0.99, 0.999)
+TRACING = Path("/sys/kernel/tracing")
+OBS_EVENTS = ("sys_enter_sendto", "sys_exit_recvfrom", "sys_exit_recvmsg")
+_LINE = re.compile(r"^\s*.+?-(\d+)\s+\[\d+\]\s+\S+\s+(\d+): (.*)$")
+_EXIT = re.compile(r"^sys_(?:recvfrom|recvmsg) -> (0x[0-9a-f]+|-?\d+)")
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
 
 
@@ -85,8 +91,89 @@ def in_ns(ns: str, cpu: int, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", ns, "taskset", "-c", str(cpu), *cmd]
 
 
-def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
-    sched = [] if a.rtlab_rt else ["--policy", "other", "--priority", "0", "--no-mlock"]
+def sockperf_cmd(a: argparse.Namespace, *args: str) -> list[str]:
+    return [*(["chrt", "-f", "98"] if a.sched == "fifo" else []), "sockperf", *args]
+
+
+class Observer:
+    """Round trips of the pinging process as ftrace sees its syscalls (see --observer)."""
+
+    def __init__(self) -> None:
+        if not (TRACING / "events/syscalls").is_dir():
+            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)],
+                           capture_output=True, check=False)
+        if not all((TRACING / "events/syscalls" / e).is_dir() for e in OBS_EVENTS):
+            raise SystemExit("--observer needs tracefs with syscall events "
+                             "(CONFIG_FTRACE_SYSCALLS)")
+        clock = (TRACING / "trace_clock").read_text()
+        self._clock = re.search(r"\[(\S+)\]", clock).group(1)  # type: ignore[union-attr]
+        self._buf = (TRACING / "buffer_size_kb").read_text().strip()
+
+    def _w(self, name: str, value: str) -> None:
+        (TRACING / name).write_text(value)
+
+    def __enter__(self) -> Observer:
+        self._w("tracing_on", "0")
+        self._w("trace_clock", "x86-tsc")
+        self._w("buffer_size_kb", "65536")
+        self._w("options/event-fork", "1")
+        for e in OBS_EVENTS:
+            self._w(f"events/syscalls/{e}/enable", "1")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._w("tracing_on", "0")
+        for e in OBS_EVENTS:
+            self._w(f"events/syscalls/{e}/enable", "0")
+        self._w("options/event-fork", "0")
+        self._w("set_event_pid", "")
+        self._w("trace", "")
+        self._w("trace_clock", self._clock)
+        self._w("buffer_size_kb", self._buf if self._buf.isdigit() else "1408")
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """cmd, started by a shell that first puts itself into set_event_pid."""
+        return ["sh", "-c", f'echo $$ > {TRACING}/set_event_pid && exec "$@"', "sh", *cmd]
+
+    def start(self) -> None:
+        self._w("set_event_pid", "")
+        self._w("trace", "")
+        self._w("tracing_on", "1")
+        self._mark = (time.monotonic_ns(), "rtlab-cal0")
+        self._w("trace_marker", "rtlab-cal0")
+
+    def stop(self) -> list[float]:
+        """Round trips in µs from the trace since start()."""
+        end = time.monotonic_ns()
+        self._w("trace_marker", "rtlab-cal1")
+        self._w("tracing_on", "0")
+        text = (TRACING / "trace").read_text()
+        cal: dict[str, int] = {}
+        pending: dict[int, int] = {}
+        ticks: list[int] = []
+        for line in text.splitlines():
+            m = _LINE.match(line)
+            if not m:
+                continue
+            tid, ts, rest = int(m.group(1)), int(m.group(2)), m.group(3)
+            if rest.startswith("tracing_mark_write: "):
+                cal[rest.split(": ", 1)[1].strip()] = ts
+            elif rest.startswith("sys_sendto("):
+                pending.setdefault(tid, ts)
+            elif tid in pending and (x := _EXIT.match(rest)):
+                ret = int(x.group(1), 0)
+                if 0 < ret < 1 << 31:
+                    ticks.append(ts - pending.pop(tid))
+        if "rtlab-cal0" not in cal or "rtlab-cal1" not in cal:
+            raise SystemExit("--observer: the calibration markers are missing from the trace")
+        per_us = (cal["rtlab-cal1"] - cal["rtlab-cal0"]) / ((end - self._mark[0]) / 1000)
+        return [t / per_us for t in ticks]
+
+
+def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
+              obs: Observer | None = None) -> dict:
+    sched = ["--policy", "fifo", "--priority", "98"] if a.sched == "fifo" else \
+        ["--policy", "other", "--priority", "0", "--no-mlock"]
     sched += a.extra
     refl = subprocess.Popen(in_ns(srv, a.server_cpu, probe, "udp", "reflect", "--bind",
                                   f"{addr}:{PORT_RTLAB}", "--session", "bench", "--duration",
@@ -97,32 +184,43 @@ def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace) 
                                   "--max-rate", "10000000", "--burst", "4096", *sched),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.3)
+    cmd = in_ns(cli, a.client_cpu, probe, "udp", "ping", "--peer", f"{addr}:{PORT_RTLAB}",
+                "--session", "bench", "--rate", "0", "--size", str(a.size), "--duration",
+                f"{a.duration}s", *sched)
     try:
-        r = subprocess.run(in_ns(cli, a.client_cpu, probe, "udp", "ping", "--peer",
-                                 f"{addr}:{PORT_RTLAB}", "--session", "bench", "--rate", "0",
-                                 "--size", str(a.size), "--duration", f"{a.duration}s",
-                                 *sched),
+        if obs:
+            obs.start()
+        r = subprocess.run(obs.wrap(cmd) if obs else cmd,
                            capture_output=True, text=True, timeout=a.duration + 30, check=True)
+        seen = obs.stop() if obs else None
     finally:
         refl.terminate()
         refl.wait(timeout=10)
     res = [json.loads(x) for x in r.stdout.splitlines() if x][-1]
     rtt = next(c for c in res["channels"] if c["name"] == "rtt")
-    return hist_quantiles(rtt)
+    out = hist_quantiles(rtt)
+    if seen is not None:
+        out["observed"] = quantiles(seen)
+    return out
 
 
-def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
-    server = subprocess.Popen(in_ns(srv, a.server_cpu, "sockperf", "server", "-i", addr, "-p",
-                                    str(PORT_SOCKPERF)),
+def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace,
+                 obs: Observer | None = None) -> dict:
+    server = subprocess.Popen(in_ns(srv, a.server_cpu, *sockperf_cmd(a, "server", "-i", addr,
+                                                                      "-p", str(PORT_SOCKPERF))),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
     with tempfile.TemporaryDirectory() as td:
         log = Path(td) / "full.csv"
+        cmd = in_ns(cli, a.client_cpu, *sockperf_cmd(
+            a, "ping-pong", "-i", addr, "-p", str(PORT_SOCKPERF), "-m", str(a.size), "--time",
+            str(a.duration), "--full-rtt", "--full-log", str(log)))
         try:
-            subprocess.run(in_ns(cli, a.client_cpu, "sockperf", "ping-pong", "-i", addr, "-p",
-                                 str(PORT_SOCKPERF), "-m", str(a.size), "--time",
-                                 str(a.duration), "--full-rtt", "--full-log", str(log)),
-                           capture_output=True, timeout=a.duration + 30, check=True)
+            if obs:
+                obs.start()
+            subprocess.run(obs.wrap(cmd) if obs else cmd, capture_output=True,
+                           timeout=a.duration + 30, check=True)
+            seen = obs.stop() if obs else None
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -131,7 +229,10 @@ def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace) -> dict:
             for row in csv.reader(f):
                 if len(row) == 4 and row[0].strip().isdigit():
                     rtts.append(float(row[3]))
-    return quantiles(rtts)
+    out = quantiles(rtts)
+    if seen is not None:
+        out["observed"] = quantiles(seen)
+    return out
 
 
 def main() -> int:
@@ -143,9 +244,13 @@ def main() -> int:
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--paths", default="veth,loopback")
-    ap.add_argument("--rtlab-rt", action="store_true",
-                    help="rtlab with its default SCHED_FIFO 98 + mlock (sockperf: SCHED_OTHER)")
+    ap.add_argument("--sched", choices=("other", "fifo"), default="other",
+                    help="both tools' both ends as SCHED_OTHER, or SCHED_FIFO 98 (sockperf "
+                    "under chrt; rtlab with its own --policy, which also locks memory)")
     ap.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    ap.add_argument("--observer", action="store_true",
+                    help="also time both pingers' round trips alike from ftrace syscall "
+                    "events (entry of sendto -> exit of the receive)")
     ap.add_argument("--rtlab-opt", dest="extra", action="append", default=[], metavar="ARG",
                     help="extra argument for both rtlab ends, e.g. --rtlab-opt=--timestamps "
                     "--rtlab-opt=none (repeatable)")
@@ -157,35 +262,51 @@ def main() -> int:
         print("sockperf is not installed", file=sys.stderr)
         return 4
     allres: dict[str, dict[str, list[dict]]] = {}
-    for path in a.paths.split(","):
-        res: dict[str, list[dict]] = {"rtlab": [], "sockperf": []}
-        with namespaces(path) as (srv, cli, addr):
-            for rnd in range(a.rounds):
-                order = ("rtlab", "sockperf") if rnd % 2 == 0 else ("sockperf", "rtlab")
-                for tool in order:
-                    if tool == "rtlab":
-                        res[tool].append(run_rtlab(a.probe, srv, cli, addr, a))
-                    else:
-                        res[tool].append(run_sockperf(srv, cli, addr, a))
-        allres[path] = res
-        print(f"\n{path}: {a.rounds} interleaved rounds x {a.duration} s, {a.size} B, "
-              f"server CPU {a.server_cpu}, client CPU {a.client_cpu} (RTT in µs, "
-              f"median over rounds)")
-        print(f"{'':10} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'round trips':>12}")
-        med: dict[str, dict[str, float]] = {}
-        for tool in ("rtlab", "sockperf"):
-            runs = res[tool]
-            med[tool] = {k: sorted(r[k] for r in runs)[len(runs) // 2]
-                         for k in ("p50", "p99", "p99.9", "max", "n")}
-            m = med[tool]
-            print(f"{tool:10} {m['p50']:9.2f} {m['p99']:9.2f} {m['p99.9']:9.2f} "
-                  f"{m['max']:10.1f} {int(m['n']):12d}")
-        ratio = {k: med["rtlab"][k] / med["sockperf"][k] for k in ("p50", "p99", "p99.9", "max")}
-        print(f"{'ratio':10} {ratio['p50']:9.3f} {ratio['p99']:9.3f} {ratio['p99.9']:9.3f} "
-              f"{ratio['max']:10.3f}   (rtlab / sockperf; < 1: rtlab faster)")
+    with (Observer() if a.observer else contextlib.nullcontext()) as obs:
+        for path in a.paths.split(","):
+            allres[path] = run_path(path, a, obs)
+            report(path, allres[path], a)
     if a.json:
         print(json.dumps(allres))
     return 0
+
+
+def run_path(path: str, a: argparse.Namespace, obs: Observer | None) -> dict[str, list[dict]]:
+    res: dict[str, list[dict]] = {"rtlab": [], "sockperf": []}
+    with namespaces(path) as (srv, cli, addr):
+        for rnd in range(a.rounds):
+            order = ("rtlab", "sockperf") if rnd % 2 == 0 else ("sockperf", "rtlab")
+            for tool in order:
+                if tool == "rtlab":
+                    res[tool].append(run_rtlab(a.probe, srv, cli, addr, a, obs))
+                else:
+                    res[tool].append(run_sockperf(srv, cli, addr, a, obs))
+    return res
+
+
+def _median_row(runs: list[dict]) -> dict[str, float]:
+    return {k: sorted(r[k] for r in runs)[len(runs) // 2]
+            for k in ("p50", "p99", "p99.9", "max", "n")}
+
+
+def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None:
+    print(f"\n{path}: {a.rounds} interleaved rounds x {a.duration} s, {a.size} B, "
+          f"server CPU {a.server_cpu}, client CPU {a.client_cpu}, SCHED_{a.sched.upper()} "
+          "(RTT in µs, median over rounds)")
+    print(f"{'':22} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'round trips':>12}")
+    views = [("own clock", lambda r: r)]
+    if a.observer:
+        views.append(("observer", lambda r: r["observed"]))
+    for view, get in views:
+        med: dict[str, dict[str, float]] = {}
+        for tool in ("rtlab", "sockperf"):
+            med[tool] = m = _median_row([get(r) for r in res[tool]])
+            print(f"{tool + ' (' + view + ')':22} {m['p50']:9.2f} {m['p99']:9.2f} "
+                  f"{m['p99.9']:9.2f} {m['max']:10.1f} {int(m['n']):12d}")
+        ratio = {k: med["rtlab"][k] / med["sockperf"][k] for k in ("p50", "p99", "p99.9", "max")}
+        print(f"{'ratio (' + view + ')':22} {ratio['p50']:9.3f} {ratio['p99']:9.3f} "
+              f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   (rtlab / sockperf; < 1: rtlab "
+              "faster)")
 
 
 if __name__ == "__main__":

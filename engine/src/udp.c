@@ -53,7 +53,16 @@
 #define PREFAULT_STACK (64 * 1024)
 #define START_LEAD_NS (20 * NS_PER_MS)
 #define BATCH 8
-#define REFLECT_POLL_NS (50 * NS_PER_MS) /* reflector checks its stop flag this often */
+#define REFLECT_POLL_NS (50 * NS_PER_MS) /* epoll/busy reflector: stop flag checked this often */
+/*
+ * Blocking receives carry no timeout (SO_RCVTIMEO would arm and cancel a kernel timer
+ * around every packet, on the measured path). The main thread is the watchdog: it
+ * interrupts a blocked receive with WAKE_SIG when the ping's reply timeout or the end
+ * of the run has come (repeating every WATCH_MAX_NS until the thread has noticed).
+ */
+#define WAKE_SIG (SIGRTMIN + 1)
+#define WATCH_MIN_NS NS_PER_MS
+#define WATCH_MAX_NS (10 * NS_PER_MS)
 
 static const char *const mode_names[] = { "reflect", "ping", NULL };
 static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
@@ -207,6 +216,8 @@ struct udp_ctx {
 	pthread_t thread;
 	pthread_barrier_t ready, go;
 	atomic_bool stop, abort, done;
+	/* blocking receive in progress until this CLOCK_MONOTONIC time (0: not waiting) */
+	_Alignas(RL_CACHELINE) atomic_uint_least64_t wait_until;
 	/* set-up results */
 	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
 	cpu_set_t affinity;
@@ -437,8 +448,9 @@ static void probe_hw(struct udp_ctx *ctx, const struct sockaddr *local)
 	ctx->hw_tx_capable = info.so_timestamping & SOF_TIMESTAMPING_TX_HARDWARE;
 	if (!ctx->hw_rx_capable)
 		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
-			 "%s has no hardware RX timestamping (ETHTOOL_GET_TS_INFO); using software RX timestamps",
-			 ctx->ifname);
+			 "%s has no hardware RX timestamping (ETHTOOL_GET_TS_INFO); %s",
+			 ctx->ifname, ctx->cfg->ts == TS_NONE ? "RX timestamps are off (--timestamps none)"
+							      : "using software RX timestamps");
 	else
 		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
 			 "%s can timestamp in hardware (PHC %d), but this version uses software RX timestamps only (enabling the device filter, SIOCSHWTSTAMP, changes device state)",
@@ -492,17 +504,6 @@ static int setup_socket(struct udp_ctx *ctx, char *msg, size_t len)
 		int fl = fcntl(ctx->fd, F_GETFL);
 		if (fl < 0 || fcntl(ctx->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
 			snprintf(msg, len, "fcntl O_NONBLOCK: %s", strerror(errno));
-			return -errno;
-		}
-	} else {
-		/* a blocking receive returns at least this often to check deadlines */
-		uint64_t to = c->mode == MODE_PING ? c->timeout_ns : REFLECT_POLL_NS;
-		struct timeval tv = { .tv_sec = (time_t)(to / NS_PER_SEC),
-				      .tv_usec = (suseconds_t)((to % NS_PER_SEC) / 1000) };
-		if (!tv.tv_sec && !tv.tv_usec)
-			tv.tv_usec = 1;
-		if (setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
-			snprintf(msg, len, "SO_RCVTIMEO: %s", strerror(errno));
 			return -errno;
 		}
 	}
@@ -578,22 +579,45 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 			if (r <= 0)
 				continue;
 		}
-		prep_rx(ctx, vlen);
+		const bool block = c->wait_how == WAIT_BLOCK;
+		if (block)
+			atomic_store_explicit(&ctx->wait_until, deadline, memory_order_relaxed);
 		int n;
 		if (c->recv_call == RECV_MMSG) {
-			n = recvmmsg(ctx->fd, ctx->mm, vlen,
-				     c->wait_how == WAIT_BLOCK ? MSG_WAITFORONE : MSG_DONTWAIT, NULL);
+			prep_rx(ctx, vlen);
+			n = recvmmsg(ctx->fd, ctx->mm, vlen, block ? MSG_WAITFORONE : MSG_DONTWAIT,
+				     NULL);
+		} else if (c->ts == TS_NONE) {
+			/* no control data wanted: the plain call, as lean as sockperf's */
+			struct rxmsg *m = &ctx->rx[0];
+			socklen_t fl = sizeof(m->from);
+			bool conn = c->mode == MODE_PING;
+			ssize_t r = recvfrom(ctx->fd, m->buf, sizeof(m->buf), 0,
+					     conn ? NULL : (struct sockaddr *)&m->from,
+					     conn ? NULL : &fl);
+			if (r >= 0) {
+				ctx->mm[0].msg_len = (unsigned)r;
+				ctx->mm[0].msg_hdr.msg_namelen = conn ? 0 : fl;
+				ctx->mm[0].msg_hdr.msg_flags = (size_t)r >= sizeof(m->buf) ? MSG_TRUNC : 0;
+				ctx->mm[0].msg_hdr.msg_controllen = 0;
+			}
+			n = r < 0 ? -1 : 1;
 		} else {
+			prep_rx(ctx, 1);
 			ssize_t r = recvmsg(ctx->fd, &ctx->mm[0].msg_hdr, 0);
 			if (r >= 0)
 				ctx->mm[0].msg_len = (unsigned)r;
 			n = r < 0 ? -1 : 1;
 		}
+		if (block)
+			atomic_store_explicit(&ctx->wait_until, 0, memory_order_relaxed);
 		if (n > 0) {
 			for (int i = 0; i < n; i++) {
 				ctx->rx[i].len = ctx->mm[i].msg_len;
 				ctx->rx[i].flags = ctx->mm[i].msg_hdr.msg_flags;
-				ctx->rx[i].rx_ts = rx_timestamp(&ctx->mm[i].msg_hdr);
+				ctx->rx[i].rx_ts = ctx->mm[i].msg_hdr.msg_controllen
+							   ? rx_timestamp(&ctx->mm[i].msg_hdr)
+							   : 0;
 			}
 			return n;
 		}
@@ -615,16 +639,23 @@ static void reflect_loop(struct udp_ctx *ctx)
 {
 	const struct udp_cfg *c = ctx->cfg;
 	const uint64_t end = c->duration_ns ? ctx->start_mono + c->duration_ns : UINT64_MAX;
+	const bool block = c->wait_how == WAIT_BLOCK;
+	const bool stamps = c->ts != TS_NONE;
 	struct udp_bucket tb;
-	udp_bucket_init(&tb, c->max_rate, c->burst, rl_now_ns(CLOCK_MONOTONIC));
+	uint64_t app_mono = rl_now_ns(CLOCK_MONOTONIC);
+	udp_bucket_init(&tb, c->max_rate, c->burst, app_mono);
 	for (;;) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		/* blocking: the watchdog ends the wait at `end`; the time of the last packet
+		 * is recent enough for this check and costs no clock read */
+		uint64_t now = block ? app_mono : rl_now_ns(CLOCK_MONOTONIC);
 		if (now >= end || atomic_load_explicit(&ctx->stop, memory_order_relaxed))
 			break;
-		uint64_t dl = now + REFLECT_POLL_NS < end ? now + REFLECT_POLL_NS : end;
+		uint64_t dl = block ? end : now + REFLECT_POLL_NS < end ? now + REFLECT_POLL_NS : end;
 		int n = rx_wait(ctx, dl);
-		uint64_t app_mono = rl_now_ns(CLOCK_MONOTONIC);
-		uint64_t app_rt = rl_now_ns(CLOCK_REALTIME);
+		app_mono = rl_now_ns(CLOCK_MONOTONIC);
+		/* REALTIME only to compare with the kernel's RX timestamps (and for the
+		 * pinger's split, which needs them): without timestamps, one clock read */
+		uint64_t app_rt = stamps ? rl_now_ns(CLOCK_REALTIME) : 0;
 		if (n < 0) {
 			ctx->run_err = -n;
 			break;
@@ -653,7 +684,8 @@ static void reflect_loop(struct udp_ctx *ctx)
 			p.flags = m->rx_ts ? UDP_FLAG_RX_TS : 0;
 			p.r_rx_ts = m->rx_ts;
 			p.r_app = app_rt;
-			p.r_send = rl_now_ns(CLOCK_REALTIME);
+			uint64_t send_t = rl_now_ns(stamps ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+			p.r_send = stamps ? send_t : 0;
 			udp_pkt_encode(m->buf, &p);
 			/* the reply is exactly as long as the ping: never an amplifier */
 			ssize_t s = sendto(ctx->fd, m->buf, m->len, 0, (struct sockaddr *)&m->from,
@@ -666,7 +698,7 @@ static void reflect_loop(struct udp_ctx *ctx)
 			uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
 			if (m->rx_ts)
 				record(ctx, RCH_WAKEUP, at, app_rt, m->rx_ts);
-			record(ctx, RCH_TURN, at, p.r_send, app_rt);
+			record(ctx, RCH_TURN, at, send_t, stamps ? app_rt : app_mono);
 		}
 	}
 }
@@ -788,6 +820,11 @@ static void ping_loop(struct udp_ctx *ctx)
 	}
 }
 
+static void on_wake(int sig)
+{
+	(void)sig;
+}
+
 static void *thread_main(void *arg)
 {
 	struct udp_ctx *ctx = arg;
@@ -802,6 +839,19 @@ static void *thread_main(void *arg)
 	if (rt_get_affinity_self(&ctx->affinity) != 0)
 		CPU_ZERO(&ctx->affinity);
 	rt_prefault_stack(PREFAULT_STACK);
+	if (c->wait_how == WAIT_BLOCK) {
+		/* only this thread takes WAKE_SIG; its handler does nothing, so a blocked
+		 * receive returns EINTR (no SA_RESTART) */
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_wake;
+		sigemptyset(&sa.sa_mask);
+		sigaction(WAKE_SIG, &sa, NULL);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, WAKE_SIG);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	}
 	pthread_barrier_wait(&ctx->ready);
 	pthread_barrier_wait(&ctx->go);
 	if (!atomic_load(&ctx->abort)) {
@@ -919,11 +969,42 @@ static int make_channels(struct udp_ctx *ctx)
 	return 0;
 }
 
-/* rt_wait_done_or_signal predicate: the measurement has finished. */
-static bool measurement_done(const void *arg)
+/*
+ * The main thread until the socket thread is done: SIGINT/SIGTERM stop the run
+ * (returns true); as the watchdog of a blocking socket thread it interrupts its
+ * receive when the reply timeout or the end of the run has come.
+ */
+static bool watch_until_done(struct udp_ctx *ctx)
 {
-	const struct udp_ctx *ctx = arg;
-	return atomic_load(&ctx->done);
+	const struct udp_cfg *c = ctx->cfg;
+	const bool block = c->wait_how == WAIT_BLOCK;
+	const uint64_t end = c->duration_ns ? ctx->start_mono + c->duration_ns : UINT64_MAX;
+	uint64_t period = c->mode == MODE_PING ? c->timeout_ns / 10 : WATCH_MAX_NS;
+	period = period < WATCH_MIN_NS ? WATCH_MIN_NS : period > WATCH_MAX_NS ? WATCH_MAX_NS : period;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR1);
+	bool interrupted = false;
+	while (!atomic_load(&ctx->done)) {
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		if (now >= end)
+			atomic_store(&ctx->stop, true);
+		if (block) {
+			uint64_t until = atomic_load_explicit(&ctx->wait_until, memory_order_relaxed);
+			if (atomic_load(&ctx->stop) || (until && now >= until))
+				pthread_kill(ctx->thread, WAKE_SIG);
+		}
+		uint64_t nap = end > now && end - now < period ? end - now : period;
+		struct timespec ts = rl_ns_to_ts(nap);
+		int sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM) {
+			atomic_store(&ctx->stop, true);
+			interrupted = true;
+		}
+	}
+	return interrupted;
 }
 
 static int udp_run(void *p, const struct probe_env *env)
@@ -1056,7 +1137,7 @@ static int udp_run(void *p, const struct probe_env *env)
 	}
 	pthread_barrier_wait(&ctx->go);
 
-	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
+	bool interrupted = watch_until_done(ctx);
 	pthread_join(ctx->thread, NULL);
 	started = false;
 

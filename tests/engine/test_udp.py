@@ -228,3 +228,53 @@ def test_no_reflector_counts_lost(probe_bin: str) -> None:
         u = recs[-1]["udp"]
         assert u["sent"] == 20 and u["lost"] == 20 and u["replies"] == 0
         assert _chan(recs[-1], "rtt")["samples"] == 0
+
+
+_SILENT = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("stamps", ["software", "none"])
+def test_silent_peer_times_out_each_ping(probe_bin: str, stamps: str) -> None:
+    # a blocking receive has no kernel timeout: the watchdog must end each wait
+    with loopback_ns("u7") as ns:
+        peer = subprocess.Popen(in_ns(ns, sys.executable, "-c", _SILENT, str(PORT)),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert peer.stdout is not None and peer.stdout.readline().strip() == "ready"
+            t0 = time.monotonic()
+            r = subprocess.run(in_ns(ns, probe_bin, "udp", "ping", "--peer",
+                                     f"127.0.0.1:{PORT}", "--session", "x", "--rate", "20",
+                                     "--count", "6", "--timeout", "40ms", "--timestamps",
+                                     stamps),
+                               capture_output=True, text=True, timeout=20, check=False)
+            took = time.monotonic() - t0
+        finally:
+            peer.kill()
+            peer.wait()
+        assert r.returncode == 0, r.stderr
+        u = parse_lines(r.stdout)[-1]["udp"]
+        assert u["sent"] == 6 and u["lost"] == 6 and u["replies"] == 0
+        # 6 timeouts of 40 ms (+ watchdog period 4 ms each), far from a hang
+        assert 0.2 < took < 5, took
+
+
+def test_idle_reflector_ends_at_its_duration_and_on_sigterm(probe_bin: str) -> None:
+    with loopback_ns("u8") as ns:
+        t0 = time.monotonic()
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", duration="1s")
+        recs = _finish(refl)
+        assert recs[-1]["status"] == "completed" and time.monotonic() - t0 < 5
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", duration="60s")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        refl.terminate()
+        out, _err = refl.communicate(timeout=10)
+        assert time.monotonic() - t0 < 3
+        res = parse_lines(refl.header_line + out)[-1]  # type: ignore[attr-defined]
+        assert res["type"] == "result" and res["status"] == "interrupted"
