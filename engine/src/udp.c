@@ -59,10 +59,12 @@
  * around every packet, on the measured path). The main thread is the watchdog: it
  * interrupts a blocked receive with WAKE_SIG when the ping's reply timeout or the end
  * of the run has come (repeating every WATCH_MAX_NS until the thread has noticed).
+ * SIGINT/SIGTERM and the socket thread's "done" wake the watchdog at once.
  */
 #define WAKE_SIG (SIGRTMIN + 1)
-#define WATCH_MIN_NS NS_PER_MS
+#define WATCH_MIN_NS (100 * NS_PER_US)
 #define WATCH_MAX_NS (10 * NS_PER_MS)
+#define WATCH_IDLE_NS NS_PER_SEC /* nothing to watch but signals and the end */
 
 static const char *const mode_names[] = { "reflect", "ping", NULL };
 static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
@@ -979,8 +981,6 @@ static bool watch_until_done(struct udp_ctx *ctx)
 	const struct udp_cfg *c = ctx->cfg;
 	const bool block = c->wait_how == WAIT_BLOCK;
 	const uint64_t end = c->duration_ns ? ctx->start_mono + c->duration_ns : UINT64_MAX;
-	uint64_t period = c->mode == MODE_PING ? c->timeout_ns / 10 : WATCH_MAX_NS;
-	period = period < WATCH_MIN_NS ? WATCH_MIN_NS : period > WATCH_MAX_NS ? WATCH_MAX_NS : period;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -991,12 +991,26 @@ static bool watch_until_done(struct udp_ctx *ctx)
 		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 		if (now >= end)
 			atomic_store(&ctx->stop, true);
-		if (block) {
-			uint64_t until = atomic_load_explicit(&ctx->wait_until, memory_order_relaxed);
-			if (atomic_load(&ctx->stop) || (until && now >= until))
-				pthread_kill(ctx->thread, WAKE_SIG);
-		}
-		uint64_t nap = end > now && end - now < period ? end - now : period;
+		bool stop = atomic_load(&ctx->stop);
+		uint64_t until = atomic_load_explicit(&ctx->wait_until, memory_order_relaxed);
+		if (block && (stop || (until && now >= until)))
+			pthread_kill(ctx->thread, WAKE_SIG);
+		/* wake exactly at the reply deadline of a waiting pinger (a lost reply is
+		 * counted on time, and a busy ping-pong costs ~1/timeout wake-ups per
+		 * second); every WATCH_MAX_NS while stopping or between two waits; and at
+		 * the end of the run */
+		uint64_t wake;
+		if (!block)
+			wake = now + WATCH_IDLE_NS; /* the thread watches its own deadlines */
+		else if (stop || !until || until <= now)
+			wake = now + WATCH_MAX_NS; /* look again soon */
+		else if (until == UINT64_MAX)
+			wake = now + WATCH_IDLE_NS; /* a reflector waiting without deadline */
+		else
+			wake = until;
+		if (end > now && end < wake)
+			wake = end;
+		uint64_t nap = wake > now + WATCH_MIN_NS ? wake - now : WATCH_MIN_NS;
 		struct timespec ts = rl_ns_to_ts(nap);
 		int sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM) {
