@@ -4,6 +4,7 @@
  * read back) and restore journal entries in reverse order.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 
 #include "opts.h"
 #include "sys.h"
+#include "sys_hwts.h"
 #include "sysinfo.h"
 
 #define SYS_MAX_FILE (1 << 20)
@@ -560,6 +562,64 @@ static int op_netns(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	return r ? r : ans_ok(a);
 }
 
+/*
+ * Hardware timestamping of a network interface: the old configuration is read
+ * (SIOCGHWTSTAMP) and journaled first; a driver that cannot report it is refused,
+ * because the change could not be undone. The answer says what the driver applied.
+ */
+static int op_hwtstamp(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
+{
+	const char *ifname, *txs, *rxs;
+	if (sj_str(o, "ifname", &ifname) || sj_str(o, "tx", &txs) || sj_str(o, "rx_filter", &rxs))
+		return ans_fail(a, EINVAL, "hwtstamp needs string fields ifname, tx and rx_filter");
+	if (!hwts_ifname_ok(ifname))
+		return ans_fail(a, EINVAL, "hwtstamp: not an interface name: '%s'", ifname);
+	int tx = hwts_tx_from_name(txs), rx = hwts_rx_from_name(rxs);
+	if (tx < 0)
+		return ans_fail(a, EINVAL, "hwtstamp: unknown tx '%s' (off, on, onestep_sync, onestep_p2p)", txs);
+	if (rx < 0)
+		return ans_fail(a, EINVAL, "hwtstamp: unknown rx_filter '%s' (none, all, ptp_v2_event, ... see docs/sys-protocol.md)", rxs);
+	unsigned idx = if_nametoindex(ifname);
+	if (!idx)
+		return ans_fail(a, errno, "hwtstamp: no interface %s: %s", ifname, strerror(errno));
+	struct hwtstamp_config old;
+	int r = hwts_get(ifname, &old);
+	if (r)
+		return ans_fail(a, -r,
+				"hwtstamp: cannot read the timestamping configuration of %s (SIOCGHWTSTAMP: %s); not changed, because it could not be restored",
+				ifname, strerror(-r));
+	jhead(c, "hwtstamp");
+	jw_str(&c->jw, "ifname", ifname);
+	jw_uint(&c->jw, "ifindex", idx);
+	jw_int(&c->jw, "old_tx", old.tx_type);
+	jw_int(&c->jw, "old_rx_filter", old.rx_filter);
+	jw_int(&c->jw, "tx", tx);
+	jw_int(&c->jw, "rx_filter", rx);
+	r = jcommit(c);
+	if (r)
+		return r;
+	struct hwtstamp_config want = { .tx_type = tx, .rx_filter = rx };
+	r = hwts_set(ifname, &want);
+	if (r) {
+		int jr = jcancel(c);
+		if (jr)
+			return jr;
+		return ans_fail(a, -r, "hwtstamp: %s refused tx %s rx_filter %s (SIOCSHWTSTAMP: %s)",
+				ifname, txs, rxs, strerror(-r));
+	}
+	const char *on = hwts_tx_name(old.tx_type), *orx = hwts_rx_name(old.rx_filter);
+	const char *nt = hwts_tx_name(want.tx_type), *nrx = hwts_rx_name(want.rx_filter);
+	jw_obj_begin(a, "old");
+	on ? jw_str(a, "tx", on) : jw_int(a, "tx", old.tx_type);
+	orx ? jw_str(a, "rx_filter", orx) : jw_int(a, "rx_filter", old.rx_filter);
+	jw_obj_end(a);
+	jw_obj_begin(a, "new");
+	nt ? jw_str(a, "tx", nt) : jw_int(a, "tx", want.tx_type);
+	nrx ? jw_str(a, "rx_filter", nrx) : jw_int(a, "rx_filter", want.rx_filter);
+	jw_obj_end(a);
+	return ans_ok(a);
+}
+
 int sys_apply_op(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 {
 	const char *op = NULL;
@@ -584,6 +644,8 @@ int sys_apply_op(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 		return op_spawned(c, o, a);
 	if (strcmp(op, "netns") == 0)
 		return op_netns(c, o, a);
+	if (strcmp(op, "hwtstamp") == 0)
+		return op_hwtstamp(c, o, a);
 	if (strcmp(op, "release") == 0) {
 		jw_bool(a, "ok", true);
 		jw_obj_end(a);
@@ -747,6 +809,23 @@ static enum rres restore_spawned(const struct sj_obj *e, int *err)
 	return RS_OK;
 }
 
+static enum rres restore_hwtstamp(const struct sj_obj *e, int *err)
+{
+	const char *ifname;
+	int64_t idx, tx, rx;
+	if (sj_str(e, "ifname", &ifname) || sj_int(e, "ifindex", &idx) ||
+	    sj_int(e, "old_tx", &tx) || sj_int(e, "old_rx_filter", &rx) || !hwts_ifname_ok(ifname))
+		return *err = EINVAL, RS_FAILED;
+	/* gone, or another interface under that name now: nothing of ours to undo */
+	if ((int64_t)if_nametoindex(ifname) != idx)
+		return RS_GONE;
+	struct hwtstamp_config cfg = { .tx_type = (int)tx, .rx_filter = (int)rx };
+	int r = hwts_set(ifname, &cfg);
+	if (r == -ENODEV)
+		return RS_GONE;
+	return r ? (*err = -r, RS_FAILED) : RS_OK;
+}
+
 static enum rres restore_netns(const struct sj_obj *e, int *err)
 {
 	const char *name;
@@ -853,6 +932,8 @@ int sys_restore_text(const char *text, size_t len, int out_fd, struct sys_restor
 				res = restore_spawned(e, &err);
 			else if (strcmp(op, "netns") == 0)
 				res = restore_netns(e, &err);
+			else if (strcmp(op, "hwtstamp") == 0)
+				res = restore_hwtstamp(e, &err);
 			else
 				err = EINVAL;
 		}
