@@ -29,6 +29,7 @@ def measure(
     markers: bool = False,
 ) -> tuple[list[Cause], dict[str, object], Recorder]:
     """Run the sleeper on CPU with tracing; return the causes of samples > threshold."""
+    tmp.mkdir(parents=True, exist_ok=True)
     smp, js = tmp / "s.smp", tmp / "s.json"
     with Recorder([CPU], reader_cpus=HOUSEKEEPING) as rec:
         proc = load() if load else None

@@ -151,8 +151,6 @@ def test_timer_load_is_named(tmp_path: Path) -> None:
             ]
         )
 
-    causes, _, _ = measure(tmp_path, threshold_ns=100_000, load=load)
-
     def named(c: Cause) -> bool:
         return any(
             (x.kind == "hrtimer" and x.count)
@@ -160,6 +158,16 @@ def test_timer_load_is_named(tmp_path: Path) -> None:
             or (x.kind == "task" and x.name.startswith("stress-ng"))
             for x in c.components
         )
+
+    # One stress-ng hrtimers worker makes anywhere from 0 to ~40 spikes above 100 us in
+    # 5 s on this VM (CI once saw 0 besides host stalls): measure again, at most four
+    # times, until there are enough spikes that are not host stalls to judge by.
+    causes: list[Cause] = []
+    for attempt in range(4):
+        found, _, _ = measure(tmp_path / str(attempt), threshold_ns=100_000, load=load)
+        causes += found
+        if majority(causes, named)[1] >= 3:
+            break
 
     hits, n = majority(causes, named)
     assert n >= 3, [c.summary() for c in causes]
