@@ -30,13 +30,15 @@ if ((${#missing[@]})); then
       # not use. Skip that for this installation only (postgresql-common reads
       # createcluster.d/); `pg_createcluster --start 15 main` creates it later if wanted.
       apt-get install -y -qq --no-install-recommends postgresql-common >/dev/null
-      dropin=/etc/postgresql-common/createcluster.d/rtlab-setup-no-main-cluster.conf
-      mkdir -p "$(dirname "$dropin")"
+      dropdir=/etc/postgresql-common/createcluster.d
+      dropin=$dropdir/rtlab-setup-no-main-cluster.conf
+      [[ -d $dropdir ]] && undo="rm -f $dropin" || undo="rm -rf $dropdir"
+      mkdir -p "$dropdir"
       echo "create_main_cluster = false" >"$dropin"
-      trap 'rm -f "$dropin"' EXIT
+      trap '$undo' EXIT
     fi
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    [[ -z ${dropin:-} ]] || { rm -f "$dropin"; trap - EXIT; }
+    [[ -z ${undo:-} ]] || { $undo; trap - EXIT; }
   else
     echo "setup: missing system packages: ${missing[*]}" >&2
     echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2
