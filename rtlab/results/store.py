@@ -77,7 +77,7 @@ class Store:
     """Open with `Store.open(location)`; SQLAlchemy is imported only here."""
 
     def __init__(self, url: Any, runs_dir: Path, display: str,
-                 connect_args: dict[str, Any] | None = None) -> None:
+                 engine_args: dict[str, Any] | None = None) -> None:
         """`url`: an SQLAlchemy URL (string or object); `display`: how messages name it."""
         from sqlalchemy import create_engine
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -86,7 +86,7 @@ class Store:
         self.runs_dir = runs_dir
         self.display = display
         try:
-            self._engine = create_engine(url, connect_args=connect_args or {})
+            self._engine = create_engine(url, **(engine_args or {}))
         except NoSuchModuleError:
             scheme = str(url).split("://", 1)[0]
             raise UsageError(f"unknown database type {scheme!r} in the store URL {display}",
@@ -180,13 +180,13 @@ class Store:
 
     @classmethod
     def _open_url(cls, loc: str) -> Store:
-        url, connect_args = engine_url(loc)
+        url, engine_args = engine_url(loc)
         display = mask_password(loc)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             runs_dir = Path(url.database).expanduser().resolve().parent / "runs"  # as a path
         else:
             runs_dir = default_data_dir() / "runs"
-        return cls(url, runs_dir, display, connect_args)
+        return cls(url, runs_dir, display, engine_args)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -311,12 +311,14 @@ def mask_password(loc: str) -> str:
 
 
 def engine_url(loc: str) -> tuple[Any, dict[str, Any]]:
-    """The SQLAlchemy URL and driver arguments for a store URL.
+    """The SQLAlchemy URL and `create_engine` arguments for a store URL.
 
     PostgreSQL: `postgresql://` and `postgres://` (libpq's spellings) use psycopg 3; a
     Unix-socket directory may be given libpq-style as `?host=/run/postgresql` or as a
     percent-encoded host (`postgresql://%2Frun%2Fpostgresql/rtlab`); connecting gives up
-    after CONNECT_TIMEOUT_S unless the URL sets `connect_timeout`.
+    after CONNECT_TIMEOUT_S unless the URL sets `connect_timeout`. A server's pooled
+    connection is checked before use: `rtlab run` opens the store when it starts and
+    stores the run hours later, when the server may have restarted or dropped it.
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -327,6 +329,9 @@ def engine_url(loc: str) -> tuple[Any, dict[str, Any]]:
         raise UsageError(f"invalid store URL {mask_password(loc)}: {_first_line(exc)}",
                          hint="give a file path (SQLite) or postgresql://USER@HOST/DB") from None
     connect_args: dict[str, Any] = {}
+    engine_args: dict[str, Any] = {"connect_args": connect_args}
+    if url.get_backend_name() != "sqlite":
+        engine_args["pool_pre_ping"] = True
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
     if url.drivername.startswith("postgresql"):
@@ -334,7 +339,7 @@ def engine_url(loc: str) -> tuple[Any, dict[str, Any]]:
             url = url.set(host=None).update_query_dict({"host": unquote(url.host)})
         if "connect_timeout" not in url.query:
             connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
-    return url, connect_args
+    return url, engine_args
 
 
 def _first_line(exc: BaseException | str) -> str:

@@ -207,7 +207,8 @@ def test_real_runs_into_postgresql(probe_bin: str, require_root: None, pg_server
     # the report of a server store goes to the current directory, raw output to XDG
     assert (isolated / f"rtlab-report-{old.id}.html").stat().st_size > 10_000
     runs = isolated / "xdg" / "rtlab" / "runs"
-    assert (runs / f"{old.id}.jsonl").read_text().count('"type":"snapshot"') >= 1
+    raw = (runs / f"{old.id}.jsonl").read_text()
+    assert raw.startswith('{"type":"header"') and '{"type":"result"' in raw
     assert (runs / f"{new.id}.jsonl").exists()
 
     listed = cli("results", "list", "--store", pg_url)
@@ -231,6 +232,24 @@ def test_real_runs_into_postgresql(probe_bin: str, require_root: None, pg_server
     assert plot.returncode == 0 and (isolated / "p.png").stat().st_size > 1000, plot.stderr
     spikes = cli("spikes", "last", "--store", pg_url)
     assert spikes.returncode == 1 and "was not recorded with tracing" in spikes.stderr
+
+
+def test_server_restarts_between_open_and_store(pg_server: PgServer, isolated: Path) -> None:
+    """Regression: `rtlab run` opens the store when it starts and stores the run at the
+    end; a server restart in between left a dead pooled connection and the run was not
+    stored. Pooled connections are now checked before use."""
+    from test_results_store import make_result
+
+    server = PgServer.start()  # a private server: this test restarts it
+    try:
+        store = Store.open(server.url(server.create_database()))
+        assert store.list() == [] and not store.exists("5e5e0001")
+        server.stop_server()
+        server.start_server()
+        store.add(make_result("5e5e0001"))
+        assert [r.id for r in store.list()] == ["5e5e0001"]
+    finally:
+        server.stop()
 
 
 def test_server_stops_during_a_run(fake_probe: Callable[..., Path], pg_server: PgServer,
