@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -245,8 +246,9 @@ class Store:
         err = (_db_error(exc, "store", self.display) if isinstance(exc, SQLAlchemyError)
                else exc if isinstance(exc, RtlabError) else RtlabError(str(exc)))
         raw = self.raw_path(result.run_id)
-        where = (f"; the raw output is kept in {raw} (`rtlab results import {raw}` when the "
-                 "store works again)" if raw.exists() else "")
+        again = f"rtlab results import {shlex.quote(str(raw))} --store {shlex.quote(self.display)}"
+        where = (f"; the raw output is kept in {raw} (`{again}` when the store works again)"
+                 if raw.exists() else "")
         return RtlabError(f"run {result.run_id} was NOT stored: {err.message}{where}",
                           hint=err.hint)
 

@@ -6,6 +6,7 @@ when the URL is wrong, the server is down or the driver is missing."""
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 import sys
@@ -279,7 +280,8 @@ def test_server_stops_during_a_run(fake_probe: Callable[..., Path], pg_server: P
         (line,) = err.strip().splitlines()
         (raw,) = [p for p in runs.glob("*.jsonl") if len(p.stem) == 8]  # the first phase
         assert f"run {raw.stem} was NOT stored" in line and str(raw) in line, line
-        assert "rtlab results import" in line and "Traceback" not in err
+        again = f"rtlab results import {raw} --store {shlex.quote(url)}"
+        assert again in line and "Traceback" not in err
         server.start_server()
         imported = cli("results", "import", str(raw), "--store", url)
         assert imported.returncode == 0, imported.stderr
