@@ -43,6 +43,11 @@ def find_bindir() -> Path | None:
 
 def unavailable_reason() -> str | None:
     """Why no server can be started here, or None."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        return (f"the PostgreSQL driver psycopg cannot be imported ({exc}); scripts/setup.sh "
+                "installs it (the `postgres` extra) and libpq5")
     if find_bindir() is None:
         return ("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
                 "(scripts/setup.sh installs the Debian package `postgresql` when run as root)")
