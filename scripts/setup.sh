@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 # Debian packages rtlab needs to build, to run its loads and peers, and to test.
+# libpq5: the client library of the PostgreSQL driver (psycopg); postgresql: the server
+# binaries the tests start a throw-away server from (no system cluster, see below).
 PKGS=(python3 python3-venv python3-dev gcc libc6-dev make meson ninja-build
       rt-tests stress-ng sockperf jitterdebugger iproute2 util-linux procps
-      chromium linux-perf)
+      chromium linux-perf libpq5 postgresql)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -22,7 +24,21 @@ if ((${#missing[@]})); then
     echo "setup: installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+      # Debian's postgresql package creates and starts a system cluster ("main", port
+      # 5432) when none exists: a daemon on the machine being measured that rtlab does
+      # not use. Skip that for this installation only (postgresql-common reads
+      # createcluster.d/); `pg_createcluster --start 15 main` creates it later if wanted.
+      apt-get install -y -qq --no-install-recommends postgresql-common >/dev/null
+      dropdir=/etc/postgresql-common/createcluster.d
+      dropin=$dropdir/rtlab-setup-no-main-cluster.conf
+      [[ -d $dropdir ]] && undo="rm -f $dropin" || undo="rm -rf $dropdir"
+      mkdir -p "$dropdir"
+      echo "create_main_cluster = false" >"$dropin"
+      trap '$undo' EXIT
+    fi
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [[ -z ${undo:-} ]] || { $undo; trap - EXIT; }
   else
     echo "setup: missing system packages: ${missing[*]}" >&2
     echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2
@@ -45,6 +61,6 @@ if [[ ! -f "$stamp" ]] || [[ -n "$(find rtlab engine scenarios docs/schema meson
       meson_options.txt pyproject.toml -newer "$stamp" -type f -print -quit 2>/dev/null)" ]]; then
   echo "setup: building and installing rtlab (engine + Python package) into $VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-      ".[dev]"
+      ".[dev,postgres]"
   touch "$stamp"
 fi

@@ -1,28 +1,43 @@
 # SPDX-License-Identifier: MIT
-"""The result store: one row per run in an SQL database (SQLite by default).
+"""The result store: one row per run in an SQL database (SQLite by default, PostgreSQL).
 
-Location: `--store` (a file path or an SQLAlchemy URL), else $RTLAB_STORE,
-else `${XDG_DATA_HOME:-~/.local/share}/rtlab/rtlab.db`. Raw engine output
-(JSON Lines, written while a run is going) lives in `runs/` beside an SQLite
-file (for a server URL: in the XDG data directory). A stored run is never
-overwritten. See docs/results.md.
+Location: `--store` (a file path or a database URL), else $RTLAB_STORE, else
+`${XDG_DATA_HOME:-~/.local/share}/rtlab/rtlab.db`. Raw engine output (JSON Lines,
+written while a run is going) lives in `runs/` beside an SQLite file (for a server
+URL: in the XDG data directory). A stored run is never overwritten. Several
+processes may write to one store at once: each run is one transaction, the schema
+is created under a lock. See docs/results.md.
+
+SQLAlchemy and the database driver are imported only when a store is opened; a
+`postgresql://` URL uses psycopg 3 (`pip install 'rtlab[postgres]'`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import zlib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.results.model import RunResult, load_result
 
 ENV_VAR = "RTLAB_STORE"
 STORE_SCHEMA_VERSION = 1
+CONNECT_TIMEOUT_S = 10  # a server that does not answer: fail instead of hanging
+_SCHEMA_LOCK_KEY = 0x72746C6162  # PostgreSQL advisory lock serialising schema creation
+_DRIVER_HINT = ("install it into rtlab's environment: pip install 'psycopg>=3.1' "
+                "(scripts/setup.sh does that), or use a SQLite file")
+_LIBPQ_HINT = ("install libpq: apt-get install libpq5 (scripts/setup.sh does that), "
+               "or pip install 'psycopg[binary]'")
 
 
 def default_data_dir(env: dict[str, str] | None = None) -> Path:
@@ -62,42 +77,98 @@ class RunRow:
 class Store:
     """Open with `Store.open(location)`; SQLAlchemy is imported only here."""
 
-    def __init__(self, url: str, runs_dir: Path, display: str) -> None:
+    def __init__(self, url: Any, runs_dir: Path, display: str,
+                 engine_args: dict[str, Any] | None = None) -> None:
+        """`url`: an SQLAlchemy URL (string or object); `display`: how messages name it."""
         from sqlalchemy import create_engine
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
         self.url = url
         self.runs_dir = runs_dir
         self.display = display
-        self._engine = create_engine(url)
-        self._tables = _tables()
         try:
-            self._tables["metadata"].create_all(self._engine)
-            self._check_store_version()
-        except RtlabError:
-            raise
-        except Exception as exc:  # sqlalchemy.exc.SQLAlchemyError and driver errors
-            raise RtlabError(f"cannot open the result store {display}: {exc}") from exc
+            self._engine = create_engine(url, **(engine_args or {}))
+        except NoSuchModuleError:
+            scheme = str(url).split("://", 1)[0]
+            raise UsageError(f"unknown database type {scheme!r} in the store URL {display}",
+                             hint="give a file path (SQLite) or postgresql://USER@HOST/DB"
+                             ) from None
+        except ImportError as exc:  # the dialect's driver (psycopg) or its libpq
+            raise _driver_error(exc, display) from None
+        except (ArgumentError, ValueError) as exc:
+            raise UsageError(f"invalid store URL {display}: {_first_line(exc)}") from None
+        self._tables = _tables()
+        with self._guard("open"):
+            self._prepare_schema()
 
-    def _check_store_version(self) -> None:
+    @contextmanager
+    def _guard(self, doing: str) -> Iterator[None]:
+        """Database errors become one-line RtlabErrors naming the store (never the password)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise _db_error(exc, doing, self.display) from exc
+
+    def _prepare_schema(self) -> None:
+        """Create the tables if missing (under a lock: concurrent first opens are safe), then
+        check the layout version. A complete store is only read (it may be read-only)."""
+        with self._engine.connect() as conn:
+            version = _read_version(conn, self._tables)
+        if version is None:
+            with self._schema_transaction() as conn:
+                self._tables["metadata"].create_all(conn)
+                version = _read_version(conn, self._tables)
+                if version is None:
+                    version = str(STORE_SCHEMA_VERSION)
+                    conn.execute(self._tables["store_info"].insert().values(
+                        key="store_schema", value=version))
+        if version != str(STORE_SCHEMA_VERSION):
+            raise RtlabError(
+                f"the store {self.display} has layout version {version}; this rtlab "
+                f"knows {STORE_SCHEMA_VERSION}", hint="upgrade rtlab")
+        self._check_columns()
+
+    @contextmanager
+    def _schema_transaction(self) -> Iterator[Any]:
+        """One transaction that holds the store's schema lock until it commits."""
+        from sqlalchemy import text
+
+        dialect = self._engine.dialect.name
+        with self._engine.connect() as conn:
+            if dialect == "sqlite":  # the file's write lock, taken now (waits when busy)
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            elif dialect == "postgresql":  # DDL is transactional there
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                             {"key": _SCHEMA_LOCK_KEY})
+            yield conn
+            conn.commit()
+
+    def _check_columns(self) -> None:
+        """A database whose `runs` table is not rtlab's is refused, not half-used."""
         from sqlalchemy import select
+        from sqlalchemy.exc import DBAPIError, OperationalError
 
-        info = self._tables["store_info"]
-        with self._engine.begin() as conn:
-            value = conn.execute(
-                select(info.c.value).where(info.c.key == "store_schema")).scalar()
-            if value is None:
-                conn.execute(info.insert().values(key="store_schema",
-                                                  value=str(STORE_SCHEMA_VERSION)))
-            elif value != str(STORE_SCHEMA_VERSION):
-                raise RtlabError(
-                    f"the store {self.display} has layout version {value}; this rtlab "
-                    f"knows {STORE_SCHEMA_VERSION}", hint="upgrade rtlab")
+        runs = self._tables["runs"]
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(select(*runs.c).limit(0)).all()
+        except DBAPIError as exc:
+            # SQLite reports a missing column as OperationalError, PostgreSQL as
+            # ProgrammingError; a PostgreSQL OperationalError is the connection's
+            if exc.connection_invalidated or (self._engine.dialect.name != "sqlite"
+                                              and isinstance(exc, OperationalError)):
+                raise
+            raise RtlabError(f"the database {self.display} has a table `runs` that is not an "
+                             f"rtlab store: {_reason(exc)}",
+                             hint="give rtlab its own database (or SQLite file)") from exc
 
     @classmethod
     def open(cls, location: str | None = None) -> Store:
         loc = resolve_location(location)
         if "://" in loc:
-            return cls(loc, default_data_dir() / "runs", loc)
+            return cls._open_url(loc)
         path = Path(loc).expanduser()
         if path.exists() and path.is_dir():
             path = path / "rtlab.db"
@@ -107,6 +178,16 @@ class Store:
             raise RtlabError(
                 f"cannot create the store directory {path.parent}: {exc.strerror}") from exc
         return cls(f"sqlite:///{path.resolve()}", path.resolve().parent / "runs", str(path))
+
+    @classmethod
+    def _open_url(cls, loc: str) -> Store:
+        url, engine_args = engine_url(loc)
+        display = mask_password(loc)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            runs_dir = Path(url.database).expanduser().resolve().parent / "runs"  # as a path
+        else:
+            runs_dir = default_data_dir() / "runs"
+        return cls(url, runs_dir, display, engine_args)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -129,41 +210,65 @@ class Store:
         from sqlalchemy import select
 
         runs = self._tables["runs"]
-        with self._engine.connect() as conn:
+        with self._guard("read"), self._engine.connect() as conn:
             return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
 
     def add(self, result: RunResult) -> None:
-        """Store a run. Refuses to overwrite an existing run with the same id."""
-        from sqlalchemy.exc import IntegrityError
+        """Store a run (one transaction). Refuses to overwrite a run with the same id, also
+        when another process stores it at the same moment."""
+        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-        if self.exists(result.run_id):
-            raise RtlabError(f"run {result.run_id} is already stored in {self.display}; "
+        refused = RtlabError(f"run {result.run_id} is already stored in {self.display}; "
                              "stored runs are never overwritten")
         row = _row_values(result)
         text = json.dumps(result.to_dict(packed=True), separators=(",", ":"))
         blob = zlib.compress(text.encode(), 6)
         try:
+            if self.exists(result.run_id):
+                raise refused
             with self._engine.begin() as conn:
                 conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))
         except IntegrityError as exc:
-            raise RtlabError(f"run {result.run_id} is already stored; not overwritten") from exc
+            if self.exists(result.run_id):
+                raise refused from exc
+            raise self._not_stored(result, exc) from exc
+        except SQLAlchemyError as exc:
+            raise self._not_stored(result, exc) from exc
+        except RtlabError as exc:
+            if exc is refused:
+                raise
+            raise self._not_stored(result, exc) from exc
+
+    def _not_stored(self, result: RunResult, exc: Exception) -> RtlabError:
+        """The store failed while saving a run: say where its raw output still is."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        err = (_db_error(exc, "store", self.display) if isinstance(exc, SQLAlchemyError)
+               else exc if isinstance(exc, RtlabError) else RtlabError(str(exc)))
+        raw = self.raw_path(result.run_id)
+        again = f"rtlab results import {shlex.quote(str(raw))} --store {shlex.quote(self.display)}"
+        where = (f"; the raw output is kept in {raw} (`{again}` when the store works again)"
+                 if raw.exists() else "")
+        return RtlabError(f"run {result.run_id} was NOT stored: {err.message}{where}",
+                          hint=err.hint)
 
     # reading ------------------------------------------------------------------------
     def list(self, limit: int | None = 20) -> list[RunRow]:
-        """Newest first."""
+        """Newest first. `created` is timezone-aware UTC whatever the database returns."""
         from sqlalchemy import select
 
         runs = self._tables["runs"]
-        cols = [runs.c[name] for name in RunRow.__dataclass_fields__]
+        cols = [runs.c[f.name] for f in fields(RunRow)]
         query = select(*cols).order_by(runs.c.created.desc(), runs.c.seq.desc())
         if limit is not None:
             query = query.limit(limit)
-        with self._engine.connect() as conn:
-            return [RunRow(**dict(r._mapping)) for r in conn.execute(query)]
+        with self._guard("read"), self._engine.connect() as conn:
+            rows = [RunRow(**dict(r._mapping)) for r in conn.execute(query)]
+        return [replace(r, created=as_utc(r.created)) for r in rows]
 
     def resolve(self, ref: str) -> str:
-        """Run id from a unique id prefix or `last`."""
-        from sqlalchemy import select
+        """Run id from a unique id prefix or `last` (case-sensitive on every database)."""
+        from sqlalchemy import func, select
 
         runs = self._tables["runs"]
         if ref == "last":
@@ -173,9 +278,10 @@ class Store:
             return rows[0].id
         if not ref or not all(c.isalnum() or c in "-_" for c in ref):
             raise UsageError(f"invalid run id {ref!r}")
-        with self._engine.connect() as conn:
-            ids = [r[0] for r in conn.execute(
-                select(runs.c.id).where(runs.c.id.like(f"{ref}%")).limit(6))]
+        # substr, not LIKE: `_` is a LIKE wildcard and SQLite's LIKE ignores case
+        prefix = func.substr(runs.c.id, 1, len(ref)) == ref
+        with self._guard("read"), self._engine.connect() as conn:
+            ids = [r[0] for r in conn.execute(select(runs.c.id).where(prefix).limit(6))]
         if ref in ids:
             return ref
         if not ids:
@@ -191,13 +297,121 @@ class Store:
 
         run_id = self.resolve(ref)
         runs = self._tables["runs"]
-        with self._engine.connect() as conn:
+        with self._guard("read"), self._engine.connect() as conn:
             blob = conn.execute(select(runs.c.result_z).where(runs.c.id == run_id)).scalar_one()
         try:
             data = json.loads(zlib.decompress(blob))
         except (zlib.error, ValueError) as exc:
             raise RtlabError(f"stored run {run_id} is damaged: {exc}") from exc
         return load_result(data)
+
+
+# URLs and errors ----------------------------------------------------------------------
+def mask_password(loc: str) -> str:
+    """`loc` with the password of a URL replaced by ***, for messages and display."""
+    return re.sub(r"^([^:/?#]+://[^/?#@:]*:)[^/?#@]*@", r"\1***@", loc)
+
+
+def engine_url(loc: str) -> tuple[Any, dict[str, Any]]:
+    """The SQLAlchemy URL and `create_engine` arguments for a store URL.
+
+    PostgreSQL: `postgresql://` and `postgres://` (libpq's spellings) use psycopg 3; a
+    Unix-socket directory may be given libpq-style as `?host=/run/postgresql` or as a
+    percent-encoded host (`postgresql://%2Frun%2Fpostgresql/rtlab`); connecting gives up
+    after CONNECT_TIMEOUT_S unless the URL sets `connect_timeout`. A server's pooled
+    connection is checked before use: `rtlab run` opens the store when it starts and
+    stores the run hours later, when the server may have restarted or dropped it.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(loc)
+    except (ArgumentError, ValueError) as exc:
+        raise UsageError(f"invalid store URL {mask_password(loc)}: {_first_line(exc)}",
+                         hint="give a file path (SQLite) or postgresql://USER@HOST/DB") from None
+    connect_args: dict[str, Any] = {}
+    engine_args: dict[str, Any] = {"connect_args": connect_args}
+    if url.get_backend_name() != "sqlite":
+        engine_args["pool_pre_ping"] = True
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.drivername.startswith("postgresql"):
+        if url.host and unquote(url.host).startswith("/"):
+            url = url.set(host=None).update_query_dict({"host": unquote(url.host)})
+        if "connect_timeout" not in url.query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    return url, engine_args
+
+
+def _first_line(exc: BaseException | str) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return re.sub(r"\s+", " ", lines[0]) if lines else type(exc).__name__
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's own message, first line, without SQLAlchemy's decorations."""
+    orig = getattr(exc, "orig", None)
+    return _first_line(orig if orig is not None else exc)
+
+
+def _db_error(exc: BaseException, doing: str, display: str) -> RtlabError:
+    """One line saying what failed and how to fix it (exit code 1: the database's state)."""
+    reason = _reason(exc)
+    low = reason.lower()
+    what = {"open": "cannot open", "read": "cannot read", "store": "cannot write to"}[doing]
+    message = f"{what} the result store {mask_password(display)}: {reason}"
+    if "does not exist" in low and "database" in low:
+        hint = "create the database (e.g. createdb -O USER NAME) or fix the URL"
+    elif ("role" in low and "does not exist" in low) or "authentication failed" in low \
+            or "no password supplied" in low:
+        hint = "check the user name and password in the URL"
+    elif "permission denied" in low:
+        hint = ("give the database user its own database: createdb -O USER NAME; "
+                "see docs/results.md")
+    elif "invalid connection option" in low or "invalid dsn" in low:
+        return UsageError(message, hint="see docs/results.md for the URL forms")
+    elif any(s in low for s in ("no such file", "connection refused", "timeout",
+                                "could not translate host", "connection is bad",
+                                "server closed", "terminating connection", "connection failed",
+                                "consuming input failed", "unable to open database")):
+        hint = "is the database server running, and is the URL right? see docs/results.md"
+    else:
+        hint = None
+    return RtlabError(message, hint=hint)
+
+
+def _driver_error(exc: ImportError, display: str) -> UsageError:
+    text = _first_line(exc)
+    if getattr(exc, "name", None) == "psycopg":
+        return UsageError(f"the store {display} needs the PostgreSQL driver psycopg, which is "
+                          "not installed", hint=_DRIVER_HINT)
+    if getattr(exc, "name", None) == "psycopg2":
+        return UsageError(f"the store {display} asks for psycopg2, which is not installed",
+                          hint="pip install psycopg2-binary, or write postgresql:// to use "
+                          "psycopg 3 (rtlab's PostgreSQL driver)")
+    if "pq wrapper" in text or "libpq" in text:
+        return UsageError(f"the PostgreSQL driver psycopg cannot load libpq for {display}: "
+                          f"{text.rstrip('.')}", hint=_LIBPQ_HINT)
+    return UsageError(f"the database driver for {display} is not installed ({text})",
+                      hint="install it, or give a file path (SQLite)")
+
+
+def as_utc(value: datetime) -> datetime:
+    """Timezone-aware UTC: SQLite returns naive UTC, PostgreSQL the session's zone."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _read_version(conn: Any, tables: dict[str, Any]) -> str | None:
+    """The stored layout version; None when the store's tables are not (all) there."""
+    from sqlalchemy import inspect, select
+
+    insp = inspect(conn)
+    if not (insp.has_table("store_info") and insp.has_table("runs")):
+        return None
+    info = tables["store_info"]
+    value = conn.execute(select(info.c.value).where(info.c.key == "store_schema")).scalar()
+    return None if value is None else str(value)
 
 
 def _tables() -> dict[str, Any]:
@@ -211,19 +425,22 @@ def _tables() -> dict[str, Any]:
         MetaData,
         String,
         Table,
+        Text,
     )
 
+    # Free-form text (host, kernel, preemption model, scenario: partly given by the user)
+    # is unbounded: PostgreSQL enforces VARCHAR lengths, SQLite never did.
     md = MetaData()
     runs = Table(
         "runs", md,
         Column("seq", Integer, primary_key=True, autoincrement=True),
         Column("id", String(32), nullable=False, unique=True, index=True),
         Column("created", DateTime(timezone=True), nullable=False, index=True),
-        Column("host", String(255)),
-        Column("kernel_release", String(255)),
-        Column("preempt", String(32)),
-        Column("probe", String(64), nullable=False),
-        Column("scenario", String(255)),
+        Column("host", Text),
+        Column("kernel_release", Text),
+        Column("preempt", Text),
+        Column("probe", Text, nullable=False),
+        Column("scenario", Text),
         Column("scenario_hash", String(64)),
         Column("status", String(16), nullable=False),
         Column("partial", Boolean, nullable=False),
@@ -252,11 +469,13 @@ def _row_values(result: RunResult) -> dict[str, Any]:
     created = host.get("start_wall")
     try:
         created_dt = datetime.fromisoformat(created) if created else datetime.now(UTC)
-    except ValueError:
+    except (TypeError, ValueError):
         created_dt = datetime.now(UTC)
+    # UTC always: SQLite's DATETIME drops the offset, PostgreSQL reads a naive time in the
+    # session's time zone. A time without an offset is UTC (rtlab writes UTC).
     return {
         "id": result.run_id,
-        "created": created_dt,
+        "created": as_utc(created_dt),
         "host": system.get("hostname") or host.get("hostname"),
         "kernel_release": system.get("release"),
         "preempt": system.get("preempt"),
