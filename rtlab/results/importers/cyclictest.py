@@ -29,6 +29,22 @@ def _rfc2822(text: Any) -> datetime | None:
         return None
 
 
+def _hist_rows(cmdline: Any) -> int | None:
+    """N of `-h N` / `--histogram=N` in cyclictest's recorded command line."""
+    tokens = str(cmdline or "").split()
+    for i, tok in enumerate(tokens):
+        value = None
+        if tok in ("-h", "--histogram", "-H", "--histofall") and i + 1 < len(tokens):
+            value = tokens[i + 1]
+        elif tok.startswith(("--histogram=", "--histofall=")):
+            value = tok.split("=", 1)[1]
+        elif re.fullmatch(r"-[hH]\d+", tok):
+            value = tok[2:]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
 def parse_json(text: str, run_id: str) -> RunResult:
     try:
         doc = json.loads(text)
@@ -46,6 +62,7 @@ def parse_json(text: str, run_id: str) -> RunResult:
     unit_ns = 1 if doc.get("resolution_in_ns") else 1000
     channels, notes = [], []
     beyond: dict[str, dict[str, int]] = {}
+    rows = _hist_rows(cmdline)
     for key in sorted(doc["thread"], key=lambda k: as_int(k, "thread index")):
         t = doc["thread"][key]
         if not isinstance(t, dict) or not isinstance(t.get("histogram"), dict):
@@ -62,6 +79,8 @@ def parse_json(text: str, run_id: str) -> RunResult:
             max_v=as_int(need(t, "max", what), f"{what} max") if cycles else None,
             avg_v=as_float(avg, f"{what} avg") if cycles and avg is not None else None)
         if overflow:
+            if rows and ch.max_ns is not None:  # the -h range, when the command line says it
+                above = max(above, min(rows * unit_ns, ch.max_ns))
             beyond[ch.name] = {"count": overflow, "above_ns": above}
             notes.append(f"{ch.name}: {overflow} sample(s) beyond the -h range placed at the max "
                          "(cyclictest's JSON has no overflow field: cycles minus histogram sum)")
