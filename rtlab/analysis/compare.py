@@ -339,7 +339,10 @@ def _max_change(a: Config, b: Config) -> Change:
 
 
 def _us(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1000:.4g} µs"
+    if ns is None:
+        return "n/a"
+    v = ns / 1000
+    return f"{v:,.0f} µs" if v >= 100 else f"{v:.3g} µs"
 
 
 def _s(ns: float | None) -> str:

@@ -51,7 +51,7 @@ summary{cursor:pointer;font-weight:600}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
 pre{white-space:pre-wrap;word-break:break-all;background:#f5f7f8;padding:6px 8px;margin:4px 0}
 ul.warn-list li{color:#8a5a00}.muted{color:#6b757d}
-td.kv{text-align:left;max-width:820px;word-break:break-word}
+td.kv{text-align:left;max-width:820px;overflow-wrap:break-word}
 td.struck{text-decoration:line-through;color:#8a9299}
 .explain{font-weight:400;font-size:.86em;margin-top:6px}.explain ul{margin:2px 0 0}
 """
@@ -162,7 +162,9 @@ def _value_html(v: Any, key: str = "") -> str:
     if isinstance(v, dict) and all(_scalar(x) or (isinstance(x, list) and all(map(_scalar, x)))
                                    for x in v.values()):
         # a flat record: one line of `key value` pairs, nulls left out
-        items = [f"<span class='muted'>{_e(k)}</span> {_value_html(x, k)}"
+        items = [f"<span class='muted'>{_e(k)}</span> "
+                 + (_e(human(x)) if k.endswith("_ns") and isinstance(x, int)
+                    and not isinstance(x, bool) else _value_html(x, k))
                  for k, x in v.items() if x is not None and x != []]
         return " · ".join(items) if items else "none"
     if isinstance(v, dict | list):

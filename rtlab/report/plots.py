@@ -65,7 +65,7 @@ def color(i: int) -> str:
 
 
 def _plain(axis: Any, lo: float | None = None, hi: float | None = None,
-           inches: float = 5.0) -> None:
+           inches: float = 5.0, vertical: bool = False) -> None:
     """Plain numbers (0.5, 10, 2000) instead of 10^x on a logarithmic µs axis. Ticks at
     1-2-5 steps when there is room (a latency axis often spans less than two decades; one
     label per decade leaves it unreadable), 1-3 or one per decade on wide ranges so that
@@ -76,8 +76,9 @@ def _plain(axis: Any, lo: float | None = None, hi: float | None = None,
     subs: tuple[float, ...] = (1.0, 2.0, 5.0)
     if lo and hi and hi > lo > 0:
         per_decade = inches / max(math.log10(hi / lo), 0.3)
-        subs = (1.0, 2.0, 5.0) if per_decade >= 2.2 else (1.0, 3.0) if per_decade >= 1.2 \
-            else (1.0,)
+        need = 0.5 if vertical else 1.0  # labels stacked need less room than side by side
+        subs = (1.0, 2.0, 5.0) if per_decade >= 2.2 * need else (1.0, 3.0) \
+            if per_decade >= 1.2 * need else (1.0,)
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
@@ -146,7 +147,8 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
                         labels: Sequence[str] | None = None) -> Figure:
     """All channels' histograms in one panel (OSADL style, for many CPUs, or configurations
     overlaid): each channel's max is a triangle of its colour on top; the worst max and the
-    mode of all are labelled."""
+    mode of all are labelled. Configurations (`labels` given) are usually of different
+    length: their curves are fractions of their samples per µs, so the shapes compare."""
     from matplotlib import rc_context
 
     from rtlab.analysis.stats import mode
@@ -156,10 +158,13 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
         fig = _new_figure(11, 5.0)
         ax = fig.subplots()
         names = list(labels) if labels is not None else [_label(c) for c in channels]
-        ymin, ymax = 1.0, 1.0
+        # counts: the axis reaches down to one sample; fractions: to the smallest value
+        ymin, ymax = (1.0 if labels is None else math.inf), 0.0
         xmin, xmax = math.inf, 0.0
         for i, ch in enumerate(channels):
             edges, values = hist_steps(ch.hist)
+            if values and labels is not None:
+                values = [v / ch.hist.total for v in values]
             if values:
                 ymin = min(ymin, *(v for v in values if v > 0))
                 ymax = max(ymax, *values)
@@ -170,7 +175,7 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
                 ax.plot([ch.max_ns / 1000], [1], marker="v", color=color(i), markersize=6,
                         transform=ax.get_xaxis_transform(), clip_on=False)
         merged = _Channel.merged("all", list(channels))
-        m = mode(merged.hist)
+        m = mode(merged.hist) if labels is None else None
         if m is not None:
             ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
             ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, 1),
@@ -185,7 +190,8 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
                         color="#d62728", fontweight="bold")
         ax.set_yscale("log")
         rows = math.ceil(len(channels) / 6)
-        _headroom(ax, ymin / 1.5, ymax, min(0.12 + 0.05 * rows, 0.4))
+        if ymax > 0:
+            _headroom(ax, ymin / 1.5, ymax, min(0.12 + 0.05 * rows, 0.4))
         ax.set_xscale("log")
         if xmax > 0:
             ax.set_xlim(xmin / 1.15, xmax * 1.5)
@@ -194,7 +200,7 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
         _no_minor(ax)
         what = "CPU" if labels is None else "configuration"
         ax.set_xlabel(f"latency (µs, log scale); ▼ = maximum of each {what}")
-        ax.set_ylabel("samples per µs")
+        ax.set_ylabel("samples per µs" if labels is None else "fraction of samples per µs")
         ax.legend(loc="upper center", fontsize=7, ncol=6, bbox_to_anchor=(0.45, 1.0),
                   frameon=False)
         if title:
@@ -389,10 +395,12 @@ def timeline_figure(channels: Sequence[Channel], title: str = "", *,
             # steps-post draws a value from its x to the next x: close the last window
             return np.append(x, stop), np.append(y, y[-1])
 
+        lo = float(vals.min()) / 1000
         if 1 < len(arrays) <= 8:
             for i, (ch, (ci, cv)) in enumerate(arrays):
                 if not len(ci):
                     continue
+                lo = min(lo, float(cv.min()) / 1000)
                 stop = min(float(ci[-1]) * w_s + w_s, end_s)
                 x, y = extend(*downsample_max(ci * w_s, cv), stop)
                 ax.step(x / scale, y / 1000, where="post", color=color(i), linewidth=0.6,
@@ -409,9 +417,9 @@ def timeline_figure(channels: Sequence[Channel], title: str = "", *,
             ax.annotate(label, (at_s / scale, 0), xycoords=("data", "axes fraction"),
                         xytext=(3, 3), textcoords="offset points", fontsize=8, color="#555")
         ax.set_yscale("log")
-        lo, hi = float(vals.min()) / 1000, float(vals.max()) / 1000
+        hi = float(vals.max()) / 1000
         _headroom(ax, lo / 1.3, hi, 0.18)  # the legend sits above the data, never on it
-        _plain(ax.yaxis, lo / 1.3, hi * 2, 2.8)
+        _plain(ax.yaxis, lo / 1.3, hi * 2, 2.8, vertical=True)
         _no_minor(ax)
         ax.set_xlim(float(t[0]) / scale, end_s / scale)
         ax.set_xlabel(f"run time ({unit}); one point per {w_s:g} s window"
