@@ -101,3 +101,12 @@ def test_imported_run_without_windows_renders() -> None:
     r = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
     text = render_html([r])
     assert "no window maxima recorded" in text and "cyclictest" in text
+
+
+def test_verdict_names_the_phase_of_the_worst_value() -> None:
+    from rtlab.report.terminal import verdict
+
+    r = synthetic_result(windows=10, phases=("idle", "load"))
+    r.phases[1].channels[1].max_ns = 5_000_000
+    assert " on CPU1 in phase load at " in verdict(r)
+    assert "in phase" not in verdict(synthetic_result(windows=10))

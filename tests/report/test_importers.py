@@ -262,3 +262,13 @@ def test_live_jitterdebugger(tmp_path: Path) -> None:
                    capture_output=True, check=True, timeout=30)
     r = import_file(tmp_path / "jd" / "results.json", "jitterdebugger", "live0003")
     assert r.merged().samples > 0
+
+
+def test_engine_format_garbage_is_usage_error(tmp_path: Path, store_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "garbage.jsonl"
+    f.write_bytes(bytes(range(256)) * 8)
+    assert main(["results", "import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to import" in err and err.count("\n") == 1
+    assert not store_path.exists() or not Store.open(str(store_path)).list()
