@@ -21,7 +21,7 @@ def us(ns: float | None) -> str:
 def bounded_us(ns: float | None, lower: float | None) -> str:
     """us(ns), or '≥ lower' when the value is only known to be at least `lower` (a
     percentile among samples beyond a peer tool's histogram range)."""
-    return us(ns) if lower is None else f"≥{us(lower)}"
+    return us(ns) if lower is None or ns is None else f"≥{us(lower)}"
 
 
 def human(ns: float | None) -> str:

@@ -115,3 +115,17 @@ def test_note_names_the_configuration_with_one_run() -> None:
     pc = compare_configs(build_configs([*a, b], "kernel"))[0]
     p99 = next(c for c in pc.changes if c.what == "p99")
     assert p99.significant and "one run of B" in p99.note
+
+
+def test_unsupported_percentile_stays_na_even_when_censored() -> None:
+    from pathlib import Path
+
+    from rtlab.report.format import bounded_us
+    from rtlab.results.importers import import_file
+
+    data = Path(__file__).resolve().parent / "data"
+    (cfg,) = build_configs([import_file(data / "cyclictest_nsecs.json", "cyclictest-json",
+                                        "cccc0003")])
+    assert cfg.value(99.99) is None  # ~6000 samples cannot support p99.99
+    assert bounded_us(cfg.value(99.99), cfg.lower_bound(99.99)) == "n/a"
+    assert bounded_us(cfg.value(99.0), cfg.lower_bound(99.0)).startswith("≥")
