@@ -346,7 +346,11 @@ def _us(ns: float | None) -> str:
 
 
 def _s(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e9:.4g} s"
+    if ns is None:
+        return "n/a"
+    s = ns / 1e9
+    return (f"{s:.3g} s" if s < 1000 else f"{s / 3600:.3g} h" if s < 2 * 86400
+            else f"{s / 86400:.3g} days")
 
 
 def compare_pair(a: Config, b: Config) -> PairComparison:

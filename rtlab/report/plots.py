@@ -176,22 +176,23 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
                         transform=ax.get_xaxis_transform(), clip_on=False)
         merged = _Channel.merged("all", list(channels))
         m = mode(merged.hist) if labels is None else None
+        # the labels sit just above the data, the legend above them (see _headroom below)
+        label_y = max(ymax, 1e-300) * 1.8
         if m is not None:
             ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
-            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, 1),
-                        xycoords=("data", "axes fraction"), xytext=(3, -12),
-                        textcoords="offset points", fontsize=8, color="#444")
+            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, label_y), xytext=(3, 0),
+                        textcoords="offset points", fontsize=8, color="#444", va="bottom")
         if merged.max_ns is not None:
             worst = max(channels, key=lambda c: c.max_ns or 0)
             ax.axvline(merged.max_ns / 1000, color="#d62728", linewidth=1.2)
             ax.annotate(f"max {_us_text(merged.max_ns)} ({names[list(channels).index(worst)]})",
-                        (merged.max_ns / 1000, 1), xycoords=("data", "axes fraction"),
-                        xytext=(-3, -24), textcoords="offset points", ha="right", fontsize=8,
+                        (merged.max_ns / 1000, label_y), xytext=(-3, 0),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=8,
                         color="#d62728", fontweight="bold")
         ax.set_yscale("log")
         rows = math.ceil(len(channels) / 6)
-        if ymax > 0:
-            _headroom(ax, ymin / 1.5, ymax, min(0.12 + 0.05 * rows, 0.4))
+        if ymax > 0:  # room for the labels (one line) and the legend's rows
+            _headroom(ax, ymin / 1.5, ymax, min(0.14 + 0.045 * rows, 0.4))
         ax.set_xscale("log")
         if xmax > 0:
             ax.set_xlim(xmin / 1.15, xmax * 1.5)
