@@ -101,3 +101,21 @@ def test_plot_of_several_phases_labels_phases_and_puts_them_end_to_end() -> None
     ax = fig.axes[0]
     assert ax.get_xlim() == (0.0, 40.0)  # 20 s idle, then 20 s load
     assert "load" in [t.get_text() for t in ax.texts]  # the start of the load phase
+
+
+def test_many_cpu_overlay_legend_covers_neither_labels_nor_data() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from synth import synthetic_result
+
+    r = synthetic_result(cpus=24, windows=10, spike_prob=1e-4)
+    fig = hist_figure(r.phases[0].channels)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    labels = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(labels) == 2  # mode and max
+    assert not any(legend.overlaps(b) for b in labels)
+    top = max(max(ln.get_ydata()) for ln in ax.get_lines() if ln.get_label().startswith("CPU"))
+    assert ax.transData.transform((1, top))[1] < legend.y0
