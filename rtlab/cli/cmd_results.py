@@ -34,7 +34,8 @@ def register(sub: Any) -> None:
         "import", help="store a raw engine output file (JSON Lines) or a peer tool's output",
         description="The whole file is parsed before anything is stored. Exit codes: 0 ok, "
         "1 error, 2 usage or a malformed file (one line saying what is wrong; nothing stored).")
-    imp.add_argument("file", metavar="FILE", help="rtlab-probe output, e.g. a file in runs/")
+    imp.add_argument("file", metavar="FILE", help="rtlab-probe output (e.g. a file in runs/) or "
+                     "a peer tool's output (with --format)")
     imp.add_argument("--format", default="rtlab", metavar="FMT",
                      choices=("rtlab", "cyclictest-json", "cyclictest-hist", "jitterdebugger",
                               "rtla-timerlat-hist", "sockperf"),
