@@ -18,10 +18,18 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
   so.
 * **maxima**: the maximum of a longer run is larger just because it saw more
   samples, so two maxima of different run lengths are not compared directly.
-  We compare the *distributions of per-window maxima* (same window length) with
-  a Mann-Whitney U test; the effect is P(a window of B has a higher maximum
-  than a window of A). Without window maxima the change in max is reported
-  but never called significant.
+  We compare the *distributions of per-window maxima* (same window length, the
+  worst channel per window, phase after phase) with a Mann-Whitney U test; the
+  effect is P(a window of B has a higher maximum than a window of A), the shown
+  change is that of the median window maximum, and the direction (worse or
+  better) comes from the effect, never from the two overall maxima. Without
+  window maxima, maxima of runs of the same length (within 10 %) are shown but
+  never called significant; of different lengths, not shown as a change.
+* **imported peers' tails**: samples a peer tool counted beyond its histogram
+  range are placed at its max (docs/report.md#importers); a percentile among
+  them is only known to lie in [range, max]. Such a change is significant only
+  when the intervals do not overlap and the test's threshold lies below the
+  range (so the counts above it are exact).
 
 "not significant" is a first-class answer.
 """
@@ -31,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from rtlab.analysis.stats import mean, mode, percentile, percentile_label
@@ -59,6 +68,17 @@ def group_key(result: RunResult, by: str) -> str:
     return result.run_id
 
 
+def beyond_range(result: RunResult) -> tuple[int, int | None]:
+    """Samples an imported run's peer tool counted beyond its histogram range (placed at
+    the max; docs/report.md#importers) and the smallest lower bound of their values."""
+    beyond = (result.provenance.get("imported") or {}).get("beyond_range") or {}
+    items = [v for v in beyond.values() if isinstance(v, dict) and v.get("count")]
+    if not items:
+        return 0, None
+    return (sum(int(v["count"]) for v in items),
+            min(int(v.get("above_ns") or 0) for v in items))
+
+
 @dataclass
 class Config:
     """One configuration: runs merged into one channel (exact histogram merge)."""
@@ -69,6 +89,8 @@ class Config:
     window_maxima: np.ndarray
     window_ns: int | None
     duration_ns: int | None
+    censored: int = 0  # samples only known to be >= censored_above_ns (imported peers)
+    censored_above_ns: int | None = None
 
     @property
     def run_ids(self) -> list[str]:
@@ -84,15 +106,29 @@ class Config:
             return mean(ch.sum_ns, ch.samples)
         if what == "mode":
             return mode(ch.hist)
+        if what == "window":
+            import numpy as np
+
+            return float(np.median(self.window_maxima)) if len(self.window_maxima) else None
         assert isinstance(what, float)
         return percentile(ch.hist, what, ch.min_ns, ch.max_ns)
+
+    def lower_bound(self, q: float) -> float | None:
+        """The percentile q as far as it is known: None when exact, else the lower bound of
+        an interval [bound, value] (q falls among samples a peer tool counted beyond its
+        histogram, which were placed at the max)."""
+        n = self.channel.samples
+        if not self.censored or not n or self.censored_above_ns is None:
+            return None
+        rank = math.ceil(Fraction(str(q)) / 100 * n)
+        return float(self.censored_above_ns) if rank > n - self.censored else None
 
 
 def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]:
     """Group results (in the given order of first appearance) into configurations."""
     import numpy as np
 
-    from rtlab.analysis.evt import merged_window_maxima
+    from rtlab.analysis.evt import run_window_maxima
     from rtlab.results.model import Channel
 
     if by not in GROUP_KEYS:
@@ -106,7 +142,7 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         merged = Channel.merged("all", chans)
         maxima, window_ns = [], None
         for r in runs:
-            m, w = merged_window_maxima([ch for _, ch in r.channels()])
+            m, w = run_window_maxima(r)
             if window_ns is None:
                 window_ns = w
             if w == window_ns and len(m):
@@ -114,13 +150,21 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         arr = np.concatenate(maxima) if maxima else np.zeros(0, dtype=np.int64)
         durations = [r.elapsed_ns for r in runs]
         duration = sum(d for d in durations if d) if any(durations) else None
-        configs.append(Config(label, runs, merged, arr, window_ns, duration))
+        cens = [beyond_range(r) for r in runs]
+        bounds = [b for c, b in cens if c and b is not None]
+        configs.append(Config(label, runs, merged, arr, window_ns, duration,
+                              sum(c for c, _ in cens), min(bounds) if bounds else None))
     return configs
 
 
 @dataclass(frozen=True)
 class Change:
-    """The change of one statistic from A (baseline) to B."""
+    """The change of one statistic from A (baseline) to B.
+
+    `a_lo`/`b_lo`: when set, the value is only known to lie in [lo, value] (beyond a
+    peer tool's histogram range). `direction`: +1 B is worse (higher), -1 better, 0 none
+    shown; for `max` it comes from the window maxima, not from the two overall maxima.
+    """
 
     what: str  # "p99", "p99.9", "max", ...
     a_ns: float | None
@@ -128,6 +172,9 @@ class Change:
     p_value: float | None
     significant: bool
     note: str = ""
+    direction: int = 0
+    a_lo: float | None = None
+    b_lo: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -139,11 +186,15 @@ class Change:
         r = self.ratio
         if r is None:
             return f"{self.what}: n/a" + (f" ({self.note})" if self.note else "")
-        pct = (r - 1) * 100
-        text = f"{self.what}: {pct:+.1f} %"
+        if self.a_lo is not None or self.b_lo is not None:
+            def show(v: float | None, lo: float | None) -> str:
+                return _us(v) if lo is None else f"{_us(lo)}–{_us(v)}"
+            text = f"{self.what}: {show(self.a_ns, self.a_lo)} → {show(self.b_ns, self.b_lo)}"
+        else:
+            text = f"{self.what}: {(r - 1) * 100:+.1f} %"
         if self.significant:
-            direction = "worse" if pct > 0 else "better"
-            text += f" ({direction}, significant, p = {_pfmt(self.p_value)})"
+            text += (f" ({'worse' if self.direction > 0 else 'better'}, significant, "
+                     f"p = {_pfmt(self.p_value)})")
         else:
             text += " (not significant" + (
                 f", p = {_pfmt(self.p_value)}" if self.p_value is not None else "") + ")"
@@ -153,8 +204,7 @@ class Change:
 
     @property
     def regression(self) -> bool:
-        r = self.ratio
-        return self.significant and r is not None and r > 1
+        return self.significant and self.direction > 0
 
 
 def _pfmt(p: float | None) -> str:
@@ -222,48 +272,93 @@ def _per_run(c: Config, q: float) -> list[int]:
     return out
 
 
-def compare_pair(a: Config, b: Config) -> PairComparison:
-    out = PairComparison(a, b)
+def _runs_note(a: Config, b: Config) -> str:
+    single = [c.label for c in (a, b) if len(c.runs) < 2]
+    who = "one run each" if len(single) == 2 else f"one run of {single[0]}"
+    return (f"{who}: this shows that these runs differ; measure each configuration two or "
+            "more times to separate it from run-to-run variation")
+
+
+def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram) -> Change:
+    label = percentile_label(q)
+    va, vb = a.value(q), b.value(q)
+    t = percentile(pooled, q)
+    if va is None or vb is None or t is None:
+        return Change(label, va, vb, None, False, "too few samples")
+    la, lb = a.lower_bound(q), b.lower_bound(q)
     ha, hb = a.channel.hist, b.channel.hist
-    na, nb = ha.total, hb.total
-    pooled = ha.merge(hb)
-    for q in TAIL_LEVELS:
-        va, vb = a.value(q), b.value(q)
-        label = percentile_label(q)
-        t = percentile(pooled, q)
-        if va is None or vb is None or t is None:
-            out.changes.append(Change(label, va, vb, None, False, "too few samples"))
-            continue
-        ka, kb = _above(ha, t), _above(hb, t)
-        p = two_proportion_p(ka, na, kb, nb)
-        moved = abs(vb / va - 1) >= MIN_REL_CHANGE if va else vb != va
-        sig = p < ALPHA and moved
-        note = ""
-        ra, rb = _per_run(a, q), _per_run(b, q)
-        if len(ra) >= 2 and len(rb) >= 2:
-            # run-to-run variation: also require that the runs do not overlap
-            apart = max(ra) < min(rb) or max(rb) < min(ra)
-            sig = sig and apart
-            note = ("runs " + ("do not overlap" if apart else "overlap") + ": "
-                    f"{min(ra) / 1000:.1f}-{max(ra) / 1000:.1f} vs "
-                    f"{min(rb) / 1000:.1f}-{max(rb) / 1000:.1f} µs")
-        elif sig:
-            note = ("single runs: this shows that these runs differ; repeat each "
-                    "configuration (>= 2 runs) to separate it from run-to-run variation")
-        out.changes.append(Change(label, va, vb, p, sig, note))
+    p = two_proportion_p(_above(ha, t), ha.total, _above(hb, t), hb.total)
+    if la is not None or lb is not None:
+        # Known only as intervals [lo, value]: a direction needs disjoint intervals, and the
+        # counts above t are exact only when t is below every censored sample.
+        lo_a, lo_b = (va if la is None else la), (vb if lb is None else lb)
+        direction = 1 if lo_b > va else -1 if lo_a > vb else 0
+        exact = all(lo is None or t < lo for lo in (la, lb))
+        who = " and ".join(c.label for c, lo in ((a, la), (b, lb)) if lo is not None)
+        note = (f"{who}: beyond the peer tool's histogram range, only an interval is known")
+        sig = direction != 0 and exact and p < ALPHA
+        return Change(label, va, vb, p if exact else None, sig, note, direction, la, lb)
+    moved = abs(vb / va - 1) >= MIN_REL_CHANGE if va else vb != va
+    sig = p < ALPHA and moved
+    note = ""
+    ra, rb = _per_run(a, q), _per_run(b, q)
+    if len(ra) >= 2 and len(rb) >= 2:
+        # run-to-run variation: also require that the runs do not overlap
+        apart = max(ra) < min(rb) or max(rb) < min(ra)
+        sig = sig and apart
+        note = ("runs " + ("do not overlap" if apart else "overlap") + ": "
+                f"{min(ra) / 1000:.1f}-{max(ra) / 1000:.1f} vs "
+                f"{min(rb) / 1000:.1f}-{max(rb) / 1000:.1f} µs")
+    elif sig:
+        note = _runs_note(a, b)
+    return Change(label, va, vb, p, sig, note, 1 if vb > va else -1 if vb < va else 0)
+
+
+def _max_change(a: Config, b: Config) -> Change:
+    """Maxima: from the distributions of the per-window maxima, never from the two overall
+    maxima of runs of different length."""
     ma, mb = a.channel.max_ns, b.channel.max_ns
+    da, db = a.duration_ns, b.duration_ns
+    same_length = bool(da and db and abs(da / db - 1) <= 0.1)
+    overall = f"overall max {_us(ma)} in {_s(da)} vs {_us(mb)} in {_s(db)}"
     wa, wb = a.window_maxima, b.window_maxima
     if a.window_ns and a.window_ns == b.window_ns and len(wa) >= 10 and len(wb) >= 10:
         p, effect = mann_whitney(wa, wb)
-        note = (f"window maxima ({a.window_ns / 1e9:g} s windows): P(B window max > A) = "
-                f"{effect:.2f}")
         sig = p < ALPHA and abs(effect - 0.5) >= 0.05
-        out.changes.append(Change("max", ma, mb, p, sig, note))
-    else:
-        out.changes.append(Change(
-            "max", ma, mb, None, False,
-            "no comparable window maxima: maxima of runs of different length are not "
-            "comparable directly"))
+        note = (f"{a.window_ns / 1e9:g} s window maxima: P(a window of B has the higher max) "
+                f"= {effect:.2f}; {overall}"
+                + ("" if same_length else " (different lengths: not comparable directly)"))
+        return Change("max (median window max)", a.value("window"), b.value("window"), p, sig,
+                      note, 1 if effect > 0.5 else -1 if effect < 0.5 else 0)
+    if same_length:
+        return Change("max", ma, mb, None, False,
+                      "no window maxima: one maximum per run has no significance test")
+    return Change("max", None, None, None, False,
+                  f"{overall}: maxima of runs of different length are not comparable "
+                  "directly, and there are no window maxima to compare")
+
+
+def _us(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"
+    v = ns / 1000
+    return f"{v:,.0f} µs" if v >= 100 else f"{v:.3g} µs"
+
+
+def _s(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"
+    s = ns / 1e9
+    return (f"{s:.3g} s" if s < 1000 else f"{s / 3600:.3g} h" if s < 2 * 86400
+            else f"{s / 86400:.3g} days")
+
+
+def compare_pair(a: Config, b: Config) -> PairComparison:
+    out = PairComparison(a, b)
+    pooled = a.channel.hist.merge(b.channel.hist)
+    for q in TAIL_LEVELS:
+        out.changes.append(_percentile_change(a, b, q, pooled))
+    out.changes.append(_max_change(a, b))
     return out
 
 

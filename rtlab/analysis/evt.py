@@ -37,11 +37,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from rtlab.results.model import Channel
+    from rtlab.results.model import Channel, RunResult
 
 EULER = 0.5772156649015329
 MIN_WINDOWS = 30
 DAY_NS = 86_400 * 1_000_000_000
+K_LIMIT = 0.9  # PWM shape estimates are clamped to [-K_LIMIT, K_LIMIT]
+BOOT_RESAMPLES = 200
+BOOT_SIZE = 20_000  # larger samples are bootstrapped m-out-of-n (a wider, safe interval)
+EXTRAPOLATION_WARN = 100  # operating time / measured time beyond which we say so
 
 
 def window_series(ch: Channel) -> tuple[np.ndarray, np.ndarray]:
@@ -67,6 +71,20 @@ def merged_window_maxima(channels: Sequence[Channel]) -> tuple[np.ndarray, int |
     """Per window index, the largest maximum over all channels (ns), in index order."""
     _idx, val, window_ns = merged_window_series(channels)
     return val, window_ns
+
+
+def run_window_maxima(result: RunResult) -> tuple[np.ndarray, int | None]:
+    """The worst-channel window maxima of every phase of a run, phase after phase (phases
+    run one after the other: their windows are never merged with each other)."""
+    import numpy as np
+
+    window_ns = next((c.window_ns for _, c in result.channels() if c.window_ns), None)
+    parts = []
+    for phase in result.phases:
+        m, w = merged_window_maxima(phase.channels)
+        if w == window_ns and len(m):
+            parts.append(m)
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), window_ns
 
 
 def merged_window_series(channels: Sequence[Channel]
@@ -134,8 +152,9 @@ def _pwm(sorted_x: np.ndarray) -> tuple[float, float, float]:
     n = len(sorted_x)
     i = np.arange(n, dtype=np.float64)
     b0 = float(sorted_x.mean())
-    b1 = float(np.dot(i / (n - 1), sorted_x) / n)
-    b2 = float(np.dot(i * (i - 1) / ((n - 1) * (n - 2)), sorted_x) / n)
+    # multiply and sum, not np.dot: BLAS threads spin on a busy machine (100x slower)
+    b1 = float((i / (n - 1) * sorted_x).sum() / n)
+    b2 = float((i * (i - 1) / ((n - 1) * (n - 2)) * sorted_x).sum() / n)
     return b0, b1, b2
 
 
@@ -155,7 +174,7 @@ def fit_gev(sorted_x: np.ndarray) -> GevFit:
     k = 7.8590 * c + 2.9554 * c * c
     if abs(k) < 1e-6:
         return fit_gumbel(sorted_x)
-    k = max(min(k, 0.9), -0.9)  # beyond this range PWM estimates are meaningless
+    k = max(min(k, K_LIMIT), -K_LIMIT)  # beyond this range PWM estimates are meaningless
     g = math.gamma(1 + k)
     sigma = (2 * b1 - b0) * k / (g * (1 - 2 ** -k))
     mu = b0 + sigma * (g - 1) / k
@@ -176,25 +195,54 @@ class EvtEstimate:
     tail_p: float | None = None  # P(max of n windows >= observed max) under the model
     fit_ok: bool = False
     warnings: list[str] = field(default_factory=list)
+    # (GEV, Gumbel) fitted to bootstrap resamples of the window maxima: the spread of any
+    # answer over them is its sampling uncertainty (`interval`)
+    resamples: list[tuple[GevFit, GevFit]] = field(default_factory=list, repr=False)
 
     @property
     def usable(self) -> bool:
         return self.gev is not None
 
+    @property
+    def measured_ns(self) -> int:
+        return self.n_windows * self.window_ns
+
+    @staticmethod
+    def _p(gev: GevFit, gumbel: GevFit, x_us: float, blocks: float) -> float:
+        return max(gev.exceed_within(x_us, blocks), gumbel.exceed_within(x_us, blocks))
+
+    @staticmethod
+    def _worst(gev: GevFit, gumbel: GevFit, p: float) -> float:
+        return 1000 * max(gev.quantile(p), gumbel.quantile(p))
+
     def p_exceed(self, budget_ns: int, within_ns: int) -> float | None:
         """Probability that latency exceeds `budget_ns` at least once within `within_ns`."""
         if self.gev is None or self.gumbel is None:
             return None
-        blocks = within_ns / self.window_ns
-        x = budget_ns / 1000
-        return max(self.gev.exceed_within(x, blocks), self.gumbel.exceed_within(x, blocks))
+        return self._p(self.gev, self.gumbel, budget_ns / 1000, within_ns / self.window_ns)
 
     def typical_worst_ns(self, within_ns: int) -> float | None:
         """Median of the maximum over `within_ns` (the pessimistic model of the two)."""
         if self.gev is None or self.gumbel is None:
             return None
-        p = 0.5 ** (self.window_ns / within_ns)
-        return 1000 * max(self.gev.quantile(p), self.gumbel.quantile(p))
+        return self._worst(self.gev, self.gumbel, 0.5 ** (self.window_ns / within_ns))
+
+    def interval(self, what: str, arg: int, within_ns: int,
+                 level: float = 0.90) -> tuple[float, float] | None:
+        """Central `level` bootstrap interval of p_exceed(arg, within) (what="p") or of
+        typical_worst_ns(within) (what="worst"); None without resamples."""
+        if not self.resamples:
+            return None
+        if what == "p":
+            blocks = within_ns / self.window_ns
+            vals = [self._p(g, u, arg / 1000, blocks) for g, u in self.resamples]
+        else:
+            p = 0.5 ** (self.window_ns / within_ns)
+            vals = [self._worst(g, u, p) for g, u in self.resamples]
+        vals.sort()
+        lo = vals[int((1 - level) / 2 * (len(vals) - 1))]
+        hi = vals[round((1 + level) / 2 * (len(vals) - 1))]
+        return lo, hi
 
     def return_period_ns(self, level_ns: int) -> float | None:
         """Mean time between windows whose maximum exceeds `level_ns`."""
@@ -207,8 +255,12 @@ class EvtEstimate:
     def to_dict(self) -> dict[str, Any]:
         def fit(g):
             return (None if g is None else {"mu_us": g.mu, "sigma_us": g.sigma, "k": g.k})
+        worst = self.interval("worst", 0, DAY_NS)
         return {"n_windows": self.n_windows, "window_ns": self.window_ns,
-                "observed_max_ns": self.observed_max_ns, "gev": fit(self.gev),
+                "observed_max_ns": self.observed_max_ns,
+                "typical_worst_24h_ns": self.typical_worst_ns(DAY_NS),
+                "typical_worst_24h_interval_ns": list(worst) if worst else None,
+                "gev": fit(self.gev),
                 "gumbel": fit(self.gumbel), "ks_distance": self.ks_distance,
                 "ks_critical": self.ks_critical, "tail_p": self.tail_p,
                 "fit_ok": self.fit_ok, "warnings": list(self.warnings)}
@@ -281,7 +333,39 @@ def fit_window_maxima(maxima_ns: np.ndarray, window_ns: int | None) -> EvtEstima
         est.warnings.append(
             f"the GEV fit has a bounded tail (shape k = {est.gev.k:.2f}); the estimates use the "
             "more pessimistic of GEV and Gumbel")
+    elif est.gev.k <= -0.5:
+        est.warnings.append(
+            f"the window maxima have a very heavy tail (GEV shape k = {est.gev.k:.2f}"
+            + (", at the limit of the fit" if est.gev.k <= -K_LIMIT + 1e-9 else "")
+            + "): rare huge maxima dominate, every extrapolated number grows steeply with "
+            "the operating time and is very uncertain (see the intervals)")
+    factor = DAY_NS / est.measured_ns
+    if factor > EXTRAPOLATION_WARN:
+        est.warnings.append(
+            f"24 h is {factor:,.0f} times the measured {est.measured_ns / 1e9:,.0f} s: the "
+            "24-hour numbers extrapolate far beyond the data; measure longer before quoting "
+            "them")
+    _bootstrap(est, x)
     return est
+
+
+def _bootstrap(est: EvtEstimate, sorted_x: np.ndarray, seed: int = 20240607) -> None:
+    """Refit GEV and Gumbel to resamples (with replacement) of the window maxima. Sorted
+    input and sorted indices give sorted resamples without sorting values. Above
+    BOOT_SIZE windows, resamples of BOOT_SIZE (m-out-of-n): the interval is wider than
+    the true one, never narrower."""
+    import numpy as np
+
+    n = len(sorted_x)
+    m = min(n, BOOT_SIZE)
+    rng = np.random.default_rng(seed)
+    fits = []
+    for _ in range(BOOT_RESAMPLES):
+        xs = sorted_x[np.sort(rng.integers(0, n, m))]
+        if xs[-1] == xs[0]:
+            continue
+        fits.append((fit_gev(xs), fit_gumbel(xs)))
+    est.resamples = fits
 
 
 def estimate(channels: Sequence[Channel]) -> EvtEstimate:

@@ -16,8 +16,8 @@ def register(sub: Any) -> None:
         description="A table of min, avg, mode, p99, p99.9, p99.99 and max per configuration, "
         "and for each configuration the change of its tails against the first (baseline), "
         "with significance (\"not significant\" when it is not). Maxima of runs of different "
-        "length are compared through their per-window maxima. Exit codes: 0 ok, 1 error, "
-        "2 usage, 3 SLO violated.")
+        "length are not compared directly: the distributions of their per-window maxima are. "
+        "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")
     p.add_argument("--by", choices=("run", "kernel", "scenario", "variant"), default="run",
                    help="group runs into configurations (run: each run is one)")
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.analysis.stats import percentile_label
     from rtlab.cli.cmd_report import load_runs, write_junit
     from rtlab.errors import UsageError
-    from rtlab.report.format import seconds, us
+    from rtlab.report.format import bounded_us, seconds, us
     from rtlab.report.terminal import make_console
 
     slo = parse_slo(args.slo) if args.slo is not None else None
@@ -50,14 +50,18 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     table = Table(title=f"latency in µs by {args.by}", title_justify="left")
     for name in ("configuration", "runs", "samples", "duration", "min", "avg", "mode",
-                 *(percentile_label(q) for q in TABLE_LEVELS), "max"):
+                 *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for c in configs:
         table.add_row(c.label, str(len(c.runs)), f"{c.channel.samples:,}",
                       seconds(c.duration_ns), us(c.value("min")), us(c.value("avg")),
-                      us(c.value("mode")), *(us(c.value(q)) for q in TABLE_LEVELS),
-                      us(c.value("max")))
+                      us(c.value("mode")),
+                      *(bounded_us(c.value(q), c.lower_bound(q)) for q in TABLE_LEVELS),
+                      us(c.value("max")), us(c.value("window")))
     console.print(table)
+    if any(c.censored for c in configs):
+        console.print("≥ = beyond the peer tool's histogram range: only a lower bound is known",
+                      highlight=False)
     for pc in pairs:
         console.print(f"{pc.b.label} vs {pc.a.label} (baseline):", highlight=False)
         for ch in pc.changes:

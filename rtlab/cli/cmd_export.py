@@ -13,7 +13,13 @@ from rtlab.errors import RtlabError
 def register(sub: Any) -> None:
     from rtlab.report.exporters import EXPORTERS
 
-    p = sub.add_parser("export", help="export a stored run (json, csv, csv-hist, markdown)")
+    p = sub.add_parser(
+        "export", help=f"export a stored run ({', '.join(EXPORTERS)})",
+        description="json: the versioned result; csv: statistics per channel; csv-hist: the "
+        "histogram buckets; markdown: the summary table; junit: JUnit XML (validity checks; "
+        "SLO checks with `rtlab report --slo ... --junit FILE`); cyclictest-hist: the text "
+        "histogram of `cyclictest -h` (1-µs rows) for OSADL-style scripts. See "
+        "docs/report.md. Exit codes: 0 ok, 1 error, 2 usage.")
     p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("--format", "-f", default="json", choices=tuple(EXPORTERS),
                    help="output format (json)")

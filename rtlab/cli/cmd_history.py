@@ -16,10 +16,15 @@ def register(sub: Any) -> None:
         description="Groups the stored runs of one host by kernel release (oldest first) and "
         "compares each kernel with the previous one; a tail percentile (p99, p99.9, p99.99) or "
         "the window maxima worse beyond significance is flagged REGRESSION. "
-        "Exit codes: 0 ok (also with regressions: this is a report), 1 error, 2 usage.")
+        "Maxima are compared through the per-window maxima, never across runs of different "
+        "length. Exit codes: 0 ok (also with regressions, unless --fail-on-regression), "
+        "1 error, 2 usage, 3 the newest kernel regressed (with --fail-on-regression).")
     p.add_argument("--host", required=True, metavar="H", help="host name as stored")
     p.add_argument("--probe", default="timer", help="only runs of this probe (timer)")
     p.add_argument("--scenario", metavar="NAME", help="only runs of this scenario")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit with code 3 when the newest kernel regressed against the one "
+                   "before it (for CI after a kernel upgrade)")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
     p.set_defaults(func=run)
 
@@ -29,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rtlab.analysis.compare import build_configs, compare_configs
     from rtlab.errors import UsageError
-    from rtlab.report.format import us
+    from rtlab.exitcodes import ExitCode
+    from rtlab.report.format import bounded_us, us
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
 
@@ -62,10 +68,14 @@ def run(args: argparse.Namespace) -> int:
             "REGRESSION: " + "; ".join(regress[c.label]) if regress[c.label]
             else "no significant regression")
         table.add_row(c.label, str(len(c.runs)), first.strftime("%Y-%m-%d %H:%M"),
-                      f"{c.channel.samples:,}", us(c.value(99.0)), us(c.value(99.9)),
-                      us(c.value(99.99)), us(c.value("max")), flag)
+                      f"{c.channel.samples:,}",
+                      *(bounded_us(c.value(q), c.lower_bound(q)) for q in (99.0, 99.9, 99.99)),
+                      us(c.value("max")), flag)
     console.print(table)
     n = sum(1 for v in regress.values() if v)
     console.print(f"{n} kernel change(s) with a significant regression" if n
                   else "no significant regression between consecutive kernels", highlight=False)
+    if args.fail_on_regression and len(configs) > 1 and regress[configs[-1].label]:
+        console.print(f"the newest kernel {configs[-1].label} regressed", highlight=False)
+        return int(ExitCode.THRESHOLD)
     return 0

@@ -18,8 +18,9 @@ def register(sub: Any) -> None:
     p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("--kind", choices=("hist", "ccdf", "timeline"), default="hist",
                    help="what to plot (hist)")
-    p.add_argument("--phase", metavar="NAME", help="phase to plot (default: all phases' "
-                   "channels)")
+    p.add_argument("--phase", metavar="NAME", help="phase to plot (default: every phase; "
+                   "channels are then labelled with their phase and the timeline shows the "
+                   "phases one after the other)")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="FILE.png or FILE.svg")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
     p.set_defaults(func=run)
@@ -42,9 +43,8 @@ def run(args: argparse.Namespace) -> int:
             names = ", ".join(p.name for p in result.phases)
             raise UsageError(f"run {result.run_id} has no phase {args.phase!r}",
                              hint=f"phases: {names}")
-    channels = [c for p in phases for c in p.channels]
     title = f"run {result.run_id} ({result.system.get('release') or 'kernel n/a'})" + (
         f", phase {args.phase}" if args.phase else "")
-    path = save_figure(figure_for(args.kind, channels, title), args.output)
+    path = save_figure(figure_for(args.kind, phases, title), args.output)
     print(f"{args.kind} plot written to {path}")
     return 0

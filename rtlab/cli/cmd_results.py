@@ -32,8 +32,10 @@ def register(sub: Any) -> None:
 
     imp = rsub.add_parser(
         "import", help="store a raw engine output file (JSON Lines) or a peer tool's output",
-        description="Exit codes: 0 ok, 1 malformed file (nothing stored), 2 usage.")
-    imp.add_argument("file", metavar="FILE", help="rtlab-probe output, e.g. a file in runs/")
+        description="The whole file is parsed before anything is stored. Exit codes: 0 ok, "
+        "1 error, 2 usage or a malformed file (one line saying what is wrong; nothing stored).")
+    imp.add_argument("file", metavar="FILE", help="rtlab-probe output (e.g. a file in runs/) or "
+                     "a peer tool's output (with --format)")
     imp.add_argument("--format", default="rtlab", metavar="FMT",
                      choices=("rtlab", "cyclictest-json", "cyclictest-hist", "jitterdebugger",
                               "rtla-timerlat-hist", "sockperf"),
@@ -47,6 +49,9 @@ def register(sub: Any) -> None:
     ctx.add_argument("--preempt", metavar="MODEL", help="preemption model, e.g. PREEMPT_RT")
     ctx.add_argument("--date", metavar="ISO", help="when it was measured (ISO 8601; default: "
                      "what the file says, else the file's modification time)")
+    ctx.add_argument("--nsecs", action="store_true",
+                     help="cyclictest-hist only: the file was written by `cyclictest -N/--nsecs` "
+                     "(rows and trailers in ns; the text does not say so)")
     _store_arg(imp)
     imp.set_defaults(func=cmd_import)
 
@@ -118,6 +123,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     fmt = getattr(args, "format", "rtlab")
     given = [f"--{k}" for k in ("host", "kernel", "preempt", "date")
              if getattr(args, k, None) is not None]
+    if getattr(args, "nsecs", False):
+        given.append("--nsecs")
     context = None
     if fmt != "rtlab":
         from rtlab.results.importers import ImportContext
@@ -132,7 +139,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             from rtlab.results.importers import import_into_store
 
             result = import_into_store(Path(args.file), fmt, store,
-                                       ["rtlab", *sys.argv[1:]], context)
+                                       ["rtlab", *sys.argv[1:]], context, nsecs=args.nsecs)
         else:
             result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
     finally:

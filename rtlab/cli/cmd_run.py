@@ -81,7 +81,8 @@ def register(sub: Any) -> None:
     p.add_argument("--slo", metavar="EXPR",
                    help='service-level gate checked on every run, e.g. "max < 50us and '
                    'p99.99 < 20us"; exit code 3 when violated')
-    p.add_argument("--junit", metavar="FILE", help="write the SLO verdict as JUnit XML")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per SLO "
+                   "clause and channel (without --slo: one validity check per channel)")
     p.set_defaults(func=run)
 
 
@@ -259,8 +260,6 @@ def run(args: argparse.Namespace) -> int:
 def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
                      store_display: str, console: Any) -> list[ExitCode]:
     """Write the HTML report (unless --no-report) and check the SLO; extra exit codes."""
-    from pathlib import Path
-
     if not results:
         return []
     reports = None
@@ -273,11 +272,13 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
             console.print(f"run {r.run_id}: {rep.summary()}", highlight=False, markup=False)
             if not rep.passed:
                 codes.append(ExitCode.THRESHOLD)
-        if args.junit:
-            from rtlab.report.junit import junit_xml
+    if args.junit:  # with an SLO one testcase per clause and channel, else validity checks
+        from rtlab.analysis.slo import evaluate_slo
+        from rtlab.cli.cmd_report import write_junit
 
-            Path(args.junit).write_bytes(junit_xml(results, slo, evaluate_slo(slo, results)))
-            console.print(f"JUnit: {args.junit}", highlight=False)
+        write_junit(args.junit, results, slo,
+                    evaluate_slo(slo, results) if slo is not None else None)
+        console.print(f"JUnit: {args.junit}", highlight=False)
     if not args.no_report:
         from rtlab.report.html import default_report_path, write_run_report
 

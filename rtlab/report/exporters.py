@@ -45,13 +45,14 @@ class JsonExporter(Exporter):
         return (json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n").encode()
 
 
-def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary]]:
+def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary, bool]]:
+    """(phase, summary, merged) per channel, plus an `all` row (merged) per phase."""
     rows = []
     for phase in result.phases:
         for ch in phase.channels:
-            rows.append((phase.name, ch.summary()))
+            rows.append((phase.name, ch.summary(), False))
         if len(phase.channels) > 1:
-            rows.append((phase.name, phase.merged().summary()))
+            rows.append((phase.name, phase.merged().summary(), True))
     return rows
 
 
@@ -72,8 +73,9 @@ class CsvExporter(Exporter):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(self.COLUMNS)
-        for phase, s in _summaries(result):
-            w.writerow([result.run_id, phase, s.name, _cell(s.cpu), s.samples, s.missed,
+        for phase, s, merged in _summaries(result):
+            w.writerow([result.run_id, phase, s.name, "" if merged else _cell(s.cpu),
+                        s.samples, s.missed,
                         _cell(s.min_ns), _cell(s.mean_ns), _cell(s.mode_ns),
                         *(_cell(s.p(q)) for q in DEFAULT_PERCENTILES),
                         _cell(s.max_ns), _cell(s.max_at_ns)])

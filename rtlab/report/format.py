@@ -18,6 +18,12 @@ def us(ns: float | None) -> str:
     return f"{v:.0f}"
 
 
+def bounded_us(ns: float | None, lower: float | None) -> str:
+    """us(ns), or '≥ lower' when the value is only known to be at least `lower` (a
+    percentile among samples beyond a peer tool's histogram range)."""
+    return us(ns) if lower is None or ns is None else f"≥{us(lower)}"
+
+
 def human(ns: float | None) -> str:
     """ns -> '850 ns', '12.3 µs', '2.41 ms', '1.20 s'."""
     if ns is None:
@@ -32,5 +38,28 @@ def human(ns: float | None) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def seconds(ns: int | None) -> str:
-    return NA if ns is None else f"{ns / 1e9:.1f} s"
+def seconds(ns: float | None) -> str:
+    """A run time: '13.3 s' below 1000 s, else '5:02:19' or '2 d 06:02:19'."""
+    if ns is None:
+        return NA
+    s = ns / 1e9
+    if abs(s) < 999.95:
+        return f"{s:.1f} s"
+    whole = round(s)
+    d, rest = divmod(whole, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    return (f"{d} d " if d else "") + f"{h:d}:{m:02d}:{sec:02d}"
+
+
+def duration(ns: float | None) -> str:
+    """A length of time for prose: '45.0 s', '12 min', '5.2 h', '7.0 days'."""
+    if ns is None:
+        return NA
+    if ns == float("inf"):
+        return "never"
+    s = ns / 1e9
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= 2 * size or (unit in ("h", "min") and s >= size):
+            return f"{s / size:.3g} {unit}"
+    return f"{s:.3g} s"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rtlab import __version__
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.errors import RtlabError
-from rtlab.report.format import NA, human, seconds, us
+from rtlab.report.format import NA, bounded_us, duration, human, seconds, us
 from rtlab.report.terminal import channel_label, verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,7 +51,9 @@ summary{cursor:pointer;font-weight:600}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
 pre{white-space:pre-wrap;word-break:break-all;background:#f5f7f8;padding:6px 8px;margin:4px 0}
 ul.warn-list li{color:#8a5a00}.muted{color:#6b757d}
-td.kv{text-align:left;max-width:820px;word-break:break-word}
+td.kv{text-align:left;max-width:820px;overflow-wrap:break-word}
+td.struck{text-decoration:line-through;color:#8a9299}
+.explain{font-weight:400;font-size:.86em;margin-top:6px}.explain ul{margin:2px 0 0}
 """
 
 _HOWTO = """
@@ -134,16 +136,42 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool)
 
 
+def _text(v: Any) -> str:
+    """A scalar as a reader expects it: yes/no, none, numbers and words as they are."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _cpus(v: Any) -> str:
+    """A CPU list as '0-3,6' ('none' when empty or unknown)."""
+    from rtlab.cpulist import format_cpulist
+
+    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return format_cpulist(v) if v else "none"
+    return _text(v) if v not in ("", None) else "none"
+
+
 def _value_html(v: Any, key: str = "") -> str:
     if isinstance(v, list) and all(_scalar(x) for x in v):
         if key in ("argv", "command", "command_line"):
             return f"<code>{_e(' '.join(map(str, v)))}</code>"
-        return _e(", ".join(map(str, v))) if v else "none"
+        return _e(", ".join(map(_text, v))) if v else "none"
+    if isinstance(v, dict) and all(_scalar(x) or (isinstance(x, list) and all(map(_scalar, x)))
+                                   for x in v.values()):
+        # a flat record: one line of `key value` pairs, nulls left out
+        items = [f"<span class='muted'>{_e(k)}</span> "
+                 + (_e(human(x)) if k.endswith("_ns") and isinstance(x, int)
+                    and not isinstance(x, bool) else _value_html(x, k))
+                 for k, x in v.items() if x is not None and x != []]
+        return " · ".join(items) if items else "none"
     if isinstance(v, dict | list):
         return f"<pre>{_e(json.dumps(v, indent=1, default=str))}</pre>"
     if v is None:
         return f"<span class='muted'>{NA}</span>"
-    return _e(v)
+    return _e(_text(v))
 
 
 def _kv_table(pairs: Sequence[tuple[str, Any]]) -> str:
@@ -187,7 +215,7 @@ def _provenance(result: RunResult) -> str:
         ("kernel command line", system.get("cmdline")),
         ("CPU model", system.get("cpu_model")),
         ("CPUs online / isolated / nohz_full",
-         " / ".join(str(system.get(k)) for k in ("cpus_online", "cpus_isolated", "nohz_full"))
+         " / ".join(_cpus(system.get(k)) for k in ("cpus_online", "cpus_isolated", "nohz_full"))
          if system else None),
         ("clocksource", system.get("clocksource")),
         ("sched_rt_runtime_us", system.get("sched_rt_runtime_us")),
@@ -214,23 +242,11 @@ def _provenance(result: RunResult) -> str:
     shield = prov.get("shield") or host.get("shield")
     if shield:
         parts.append("<p><b>Shield: requested vs in effect</b></p>")
-        if isinstance(shield, dict):
-            parts.append(_kv_table(list(shield.items())))
-        else:
-            parts.append(_value_html(shield))
+        parts.append(_shield_html(shield))
     doctor = prov.get("doctor")
     if doctor:
         parts.append("<p><b>Doctor findings before the run</b></p>")
-        if isinstance(doctor, dict) and doctor.get("summary"):
-            parts.append(f"<p>{_value_html(doctor['summary'])}</p>")
-        if isinstance(doctor, dict) and doctor.get("error"):
-            parts.append(f"<p>doctor failed: {_e(doctor['error'])}</p>")
-        items = doctor.get("findings") if isinstance(doctor, dict) else doctor
-        if isinstance(items, list) and items:
-            shown = [{k: d.get(k) for k in ("check", "severity", "status", "title", "summary",
-                                            "message", "advice") if k in d}
-                     if isinstance(d, dict) else d for d in items]
-            parts.append(_records_table(shown, ("check", "severity", "status", "title")))
+        parts.append(_doctor_html(doctor))
     loads = prov.get("loads")
     if not loads:
         loads = [{"phase": ph.get("name"), **ld} for ph in host.get("phases") or []
@@ -246,6 +262,86 @@ def _provenance(result: RunResult) -> str:
         else:
             parts.append(_value_html(loads))
     return "".join(parts)
+
+
+_SEVERITY = ("critical", "warning", "unknown", "info", "ok")
+
+
+def _findings(doctor: Any) -> list[dict[str, Any]]:
+    items = doctor.get("findings") if isinstance(doctor, dict) else doctor
+    items = [d for d in items or [] if isinstance(d, dict)]
+    rank = {s: i for i, s in enumerate(_SEVERITY)}
+    return sorted(items, key=lambda d: rank.get(str(d.get("severity") or d.get("status")), 2))
+
+
+def _doctor_html(doctor: Any) -> str:
+    out = []
+    summary = doctor.get("summary") if isinstance(doctor, dict) else None
+    if isinstance(summary, dict) and isinstance(summary.get("counts"), dict):
+        counts = ", ".join(f"{n} {k}" for k in _SEVERITY
+                           if (n := summary["counts"].get(k)))
+        out.append(f"<p>{_e(counts)} (worst: {_e(summary.get('worst') or NA)})</p>")
+    elif summary:
+        out.append(f"<p>{_value_html(summary)}</p>")
+    if isinstance(doctor, dict) and doctor.get("error"):
+        out.append(f"<p>doctor failed: {_e(doctor['error'])}</p>")
+    items = _findings(doctor)
+    ok = [d for d in items if (d.get("severity") or d.get("status")) == "ok"]
+    shown = [{k: d.get(k) for k in ("check", "severity", "status", "title", "summary",
+                                    "message", "advice") if k in d}
+             for d in items if d not in ok]
+    if shown:
+        out.append(_records_table(shown, ("check", "severity", "status", "title")))
+    if ok:
+        names = ", ".join(str(d.get("title") or d.get("check")) for d in ok)
+        out.append(f"<p class='sub'>ok: {_e(names)}</p>")
+    return "".join(out)
+
+
+def _shield_html(shield: Any) -> str:
+    """What was asked for and what the kernel reported afterwards, in words; the full
+    record folded below it."""
+    if not isinstance(shield, dict):
+        return _value_html(shield)
+    req, eff = shield.get("requested"), shield.get("in_effect")
+    if not req and not eff:
+        return "<p>no shield: the scenario asks for none (or the run used --no-shield)</p>"
+    rows: list[tuple[str, Any]] = []
+    if isinstance(req, dict):
+        asked = [k for k in ("cpuset", "tasks", "kthreads", "irqs", "default_smp_affinity")
+                 if req.get(k)]
+        rows += [("measured (shielded) CPUs", _cpus(req.get("user"))),
+                 ("system CPUs", _cpus(req.get("system"))),
+                 ("moves asked for", ", ".join(asked) or "none")]
+    if isinstance(eff, dict):
+        inner = eff.get("in_effect") if isinstance(eff.get("in_effect"), dict) else {}
+        plan = eff.get("plan") if isinstance(eff.get("plan"), dict) else {}
+        ok = inner.get("ok")
+        rows.append(("in effect", "yes, verified" if ok else "not completely (see below)"
+                     if ok is False else NA))
+        if plan:
+            rows.append(("plan", f"{plan.get('backend') or ''} cpuset "
+                         f"{plan.get('shield_cgroup') or ''}: {plan.get('tasks_moved', 0)} "
+                         f"tasks, {plan.get('kthreads_moved', 0)} kthreads and "
+                         f"{len(plan.get('irqs_planned') or [])} IRQs to move"))
+    released = shield.get("released")
+    if isinstance(released, dict):
+        rows.append(("restored after the run",
+                     f"{released.get('restored', 0)} change(s) undone, "
+                     f"{released.get('failed', 0)} failed" + (
+                         f" ({released['error']})" if released.get("error") else "")))
+    out = [_kv_table(rows)]
+    problems = eff.get("problems") if isinstance(eff, dict) else None
+    if problems:
+        out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(p)}</li>" for p in problems)
+                   + "</ul>")
+    refused = eff.get("refused") if isinstance(eff, dict) else None
+    if refused:
+        out.append("<p class='sub'>refused by the kernel: " + _e("; ".join(
+            str(r.get("error") if isinstance(r, dict) else r) for r in refused)) + "</p>")
+    out.append("<details><summary>the complete shield record</summary>"
+               f"<pre>{_e(json.dumps(shield, indent=1, default=str))}</pre></details>")
+    return "".join(out)
 
 
 def _spike_table(spikes: Sequence[Any], limit: int = 50) -> str:
@@ -289,7 +385,13 @@ def _spikes(result: RunResult) -> str:
 
 
 def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str) -> str:
-    from rtlab.analysis.evt import fit_window_maxima, merged_window_maxima, required_run_ns
+    from rtlab.analysis.evt import (
+        BOOT_RESAMPLES,
+        BOOT_SIZE,
+        fit_window_maxima,
+        merged_window_maxima,
+        required_run_ns,
+    )
     from rtlab.report.plots import evt_figure
 
     maxima, window_ns = merged_window_maxima(channels)
@@ -300,29 +402,43 @@ def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str
         "independent and come from one stationary mechanism; the generalised extreme-value "
         "(GEV) and Gumbel models are fitted by probability-weighted moments and the more "
         "pessimistic of the two is quoted. Extrapolating far beyond the run length multiplies "
-        "any misfit.</p>")
+        "any misfit. Ranges in brackets are 90 % intervals over "
+        f"{BOOT_RESAMPLES} bootstrap resamples of the window maxima"
+        + (f" ({BOOT_SIZE:,} windows each: wider than the true interval)"
+           if est.n_windows > BOOT_SIZE else "") + ".</p>")
     if est.warnings:
         out.append("<ul class='warn-list'>" + "".join(f"<li>⚠ {_e(w)}</li>"
                                                       for w in est.warnings) + "</ul>")
     if not est.usable:
         return "".join(out)
-    run_ns = est.n_windows * est.window_ns
+    run_ns = est.measured_ns
+    need = required_run_ns(DAY_NS, 0.95)
     levels = sorted({*budgets, est.observed_max_ns, int(est.observed_max_ns * 1.5),
                      est.observed_max_ns * 2})
+    model = "" if est.fit_ok else " class='struck'"
     rows = []
     for lv in levels:
         p1, p24 = est.p_exceed(lv, HOUR_NS), est.p_exceed(lv, DAY_NS)
+        iv = est.interval("p", lv, DAY_NS)
         rp = est.return_period_ns(lv)
-        need = required_run_ns(DAY_NS, 0.95)
         seen = int((maxima > lv).sum())
         tag = " (observed max)" if lv == est.observed_max_ns else (
             " (SLO budget)" if lv in budgets else "")
+        if seen:
+            support = f"no: exceeded in {seen:,} window(s)"
+        elif run_ns >= need:
+            support = "✓ yes"
+        else:
+            support = f"not yet: needs {_dur(need)} without exceeding it"
         rows.append(
-            f"<tr><td class='l'>{_e(human(lv))}{tag}</td><td>{_pct(p1)}</td><td>{_pct(p24)}</td>"
-            f"<td>{_dur(rp)}</td><td>{seen:,}</td><td>{_dur(need)}"
-            f"{' ✓' if seen == 0 and run_ns >= need else ''}</td></tr>")
+            f"<tr><td class='l'>{_e(human(lv))}{tag}</td><td{model}>{_pct(p1)}</td>"
+            f"<td{model}>{_pct(p24)}"
+            + (f" <span class='muted'>[{_pct(iv[0])} – {_pct(iv[1])}]</span>" if iv else "")
+            + f"</td><td{model}>{_dur(rp)}</td><td>{seen:,}</td><td class='l'>{support}</td></tr>")
     fit_state = "acceptable" if est.fit_ok else "POOR: do not trust the model columns"
     typical = _e(human(est.typical_worst_ns(DAY_NS)))
+    wi = est.interval("worst", 0, DAY_NS)
+    typical += f" [{_e(human(wi[0]))} – {_e(human(wi[1]))}]" if wi else ""
     out.append(
         f"<p>{est.n_windows:,} windows of {est.window_ns / 1e9:g} s ({_dur(run_ns)}); fit "
         f"{fit_state} (KS distance {est.ks_distance:.3f}, limit {est.ks_critical:.3f}); "
@@ -330,14 +446,14 @@ def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str
            else f"<s>typical worst case within 24 h: {typical}</s> (model rejected)</p>"))
     out.append(
         "<table><tr><th class='l'>budget</th><th>P(exceeded within 1 h)</th>"
-        "<th>P(exceeded within 24 h)</th><th>mean time between exceedances</th>"
-        "<th>windows above it in this run</th><th>run needed to support it for 24 h (95 %)"
-        "</th></tr>" + "".join(rows) + "</table>")
+        "<th>P(exceeded within 24 h) [90 % interval]</th><th>mean time between windows "
+        "above it</th><th>windows above it in this run</th><th class='l'>supported for 24 h "
+        "without a model (95 %)</th></tr>" + "".join(rows) + "</table>")
     out.append(
-        "<p class='sub'>“Run needed” is model-free: a run of that length with no window above "
-        "the budget shows, at 95 % confidence, that the budget is exceeded less than once per "
-        "24 h (zero-failure Poisson bound, 3 × the operating time). ✓ = this run already "
-        "supports it.</p>")
+        f"<p class='sub'>The last column needs no model: a run of {_dur(need)} (−ln 0.05 × "
+        "24 h) with no window above a budget shows, at 95 % confidence, that the budget is "
+        f"exceeded less than once per 24 h (zero-failure Poisson bound). This run: "
+        f"{_dur(run_ns)}.</p>")
     out.append(_fig(evt_figure(est, maxima, f"{title}: window maxima vs fitted models")))
     return "".join(out)
 
@@ -353,15 +469,9 @@ def _pct(p: float | None) -> str:
 
 
 def _dur(ns: float | None) -> str:
-    if ns is None:
-        return NA
     if ns == float("inf"):
         return "never (beyond the model's bound)"
-    s = ns / 1e9
-    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s / size:.3g} {unit}"
-    return f"{s:.3g} s"
+    return duration(ns)
 
 
 def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
@@ -369,7 +479,7 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     from rtlab.report.plots import ccdf_figure, hist_figure, timeline_figure
 
     out = []
-    label = f"phase {phase.name}" + (f" ({seconds(phase.elapsed_ns)})"
+    label = f"phase {phase.name}" + (f" ({duration(phase.elapsed_ns)})"
                                      if phase.elapsed_ns is not None else "")
     if several:
         out.append(f"<h3>{_e(label)}</h3>")
@@ -386,10 +496,29 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
     out.append(_fig(ccdf_figure(series)))
     out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
-    out.append(_fig(timeline_figure(chans)))
+    out.append(_fig(timeline_figure(chans, end_ns=phase.elapsed_ns)))
     out.append(_evt_section(chans, budgets, f"run {result.run_id} {phase.name}"))
     out.append(_phase_spikes(phase))
     return "".join(out)
+
+
+def _explain(result: RunResult) -> str:
+    """The doctor's most important findings under the verdict: what may explain it."""
+    doctor = result.provenance.get("doctor")
+    if not doctor:
+        return ""
+    top = doctor.get("top") if isinstance(doctor, dict) else None
+    items = [d for d in (top or _findings(doctor)) if isinstance(d, dict)
+             and (d.get("severity") or d.get("status")) in ("critical", "warning", "warn")][:3]
+    if not items:
+        return ""
+    lines = "".join(
+        f"<li>[{_e(d.get('severity') or d.get('status'))}] {_e(d.get('title') or d.get('check'))}"
+        f": {_e(d.get('summary') or d.get('message') or '')}"
+        + (f" → <i>{_e(d['advice'])}</i>" if d.get("advice") else "") + "</li>"
+        for d in items)
+    return ("<div class='explain'>what may explain these numbers (rtlab doctor, before the "
+            f"run):<ul>{lines}</ul></div>")
 
 
 def _slo_section(report: SloReport) -> str:
@@ -414,25 +543,30 @@ def comparison_table(configs: Sequence[Config]) -> str:
              *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"]
     rows = []
     for c in configs:
-        import numpy as np
-
-        wm = float(np.median(c.window_maxima)) if len(c.window_maxima) else None
         rows.append(
             f"<tr><td class='l'>{_e(c.label)}</td><td>{len(c.runs)}</td>"
-            f"<td>{c.channel.samples:,}</td><td>{seconds(c.duration_ns)}</td>"
+            f"<td>{c.channel.samples:,}</td><td>{_e(duration(c.duration_ns))}</td>"
             f"<td>{us(c.value('min'))}</td><td>{us(c.value('avg'))}</td>"
             f"<td>{us(c.value('mode'))}</td>"
-            + "".join(f"<td>{us(c.value(q))}</td>" for q in TABLE_LEVELS)
-            + f"<td>{us(c.value('max'))}</td><td>{us(wm)}</td></tr>")
+            + "".join(f"<td>{_e(bounded_us(c.value(q), c.lower_bound(q)))}</td>"
+                      for q in TABLE_LEVELS)
+            + f"<td>{us(c.value('max'))}</td><td>{us(c.value('window'))}</td></tr>")
     head = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(heads))
+    bound = ("; ≥ = beyond the peer tool's histogram range, only a lower bound is known"
+             if any(c.censored for c in configs) else "")
     return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p class='sub'>latency in µs, all "
-            "channels of a configuration merged</p>")
+            "channels of a configuration merged; the max of a longer run is higher just "
+            "because it saw more samples: compare the median window maxima (same window "
+            f"length){_e(bound)}</p>")
 
 
 def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison]) -> str:
-    from rtlab.report.plots import ccdf_figure
+    from rtlab.report.plots import ccdf_figure, hist_overlay_figure
 
     out = ["<h2>Comparison</h2>", comparison_table(configs)]
+    out.append(_fig(hist_overlay_figure([c.channel for c in configs],
+                                        "histograms, configurations overlaid",
+                                        labels=[c.label for c in configs])))
     out.append(_fig(ccdf_figure([(c.label, c.channel) for c in configs],
                                 "P(latency > x), configurations overlaid")))
     if pairs:
@@ -444,7 +578,7 @@ def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison
             "assumes independent samples, which clustered spikes are not, so treat "
             "borderline results with care). Maxima: runs of different length are not "
             "comparable directly, so the distributions of per-window maxima are compared "
-            "(Mann-Whitney U).</p>")
+            "(Mann-Whitney U); the change shown is that of the median window maximum.</p>")
         for pc in pairs:
             items = "".join(f"<li>{_e(ch.describe())}</li>" for ch in pc.changes)
             out.append(f"<p><b>{_e(pc.b.label)}</b> vs <b>{_e(pc.a.label)}</b></p>"
@@ -481,7 +615,7 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
         head = (f"run {r.run_id} · {r.probe} · host {host or NA} · kernel "
                 f"{r.system.get('release') or NA} ({r.system.get('preempt') or NA})")
         out.append(f"<div class='verdict {_class_for(r, slo_report)}'><div class='sub'>"
-                   f"{_e(head)}</div>{_e(verdict(r))}</div>")
+                   f"{_e(head)}</div>{_e(verdict(r))}{_explain(r)}</div>")
     if slo_report is not None:
         out.append(_slo_section(slo_report))
     out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")

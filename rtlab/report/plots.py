@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from rtlab.analysis.evt import EvtEstimate
     from rtlab.results.histogram import LogLinHistogram
-    from rtlab.results.model import Channel
+    from rtlab.results.model import Channel, Phase
 
 MAX_POINTS = 1500
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -64,14 +64,32 @@ def color(i: int) -> str:
     return _COLORS[i % len(_COLORS)]
 
 
-def _plain(axis: Any) -> None:
-    """Plain numbers (0.5, 10, 2000) instead of 10^x on a logarithmic µs axis, ticks at
-    1-2-5 steps (a latency axis often spans less than two decades; one label per decade
-    leaves it unreadable). Major ticks only: minor ones cost drawing time."""
+def _plain(axis: Any, lo: float | None = None, hi: float | None = None,
+           inches: float = 5.0, vertical: bool = False) -> None:
+    """Plain numbers (0.5, 10, 2000) instead of 10^x on a logarithmic µs axis. Ticks at
+    1-2-5 steps when there is room (a latency axis often spans less than two decades; one
+    label per decade leaves it unreadable), 1-3 or one per decade on wide ranges so that
+    labels like 5000 10000 20000 do not run into each other. Major ticks only: minor
+    ones cost drawing time."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    subs: tuple[float, ...] = (1.0, 2.0, 5.0)
+    if lo and hi and hi > lo > 0:
+        per_decade = inches / max(math.log10(hi / lo), 0.3)
+        need = 0.5 if vertical else 1.0  # labels stacked need less room than side by side
+        subs = (1.0, 2.0, 5.0) if per_decade >= 2.2 * need else (1.0, 3.0) \
+            if per_decade >= 1.2 * need else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
+def _headroom(ax: Any, lo: float, hi: float, fraction: float) -> None:
+    """Log y-limits [lo, top] with the top `fraction` of the axes left empty above `hi`,
+    for labels and legends that must not hide data."""
+    lo = max(lo, 1e-300)
+    hi = max(hi, lo * 1.0001)
+    top = hi * (hi / lo) ** (fraction / (1 - fraction))
+    ax.set_ylim(lo, top)
 
 
 _SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -125,9 +143,12 @@ def hist_steps(hist: LogLinHistogram) -> tuple[list[float], list[float]]:
 OVERLAY_ABOVE = 8
 
 
-def hist_overlay_figure(channels: Sequence[Channel], title: str = "") -> Figure:
-    """All channels' histograms in one panel (OSADL style, for many CPUs): each channel's max
-    is a triangle of its colour on top; the worst max and the mode of all are labelled."""
+def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
+                        labels: Sequence[str] | None = None) -> Figure:
+    """All channels' histograms in one panel (OSADL style, for many CPUs, or configurations
+    overlaid): each channel's max is a triangle of its colour on top; the worst max and the
+    mode of all are labelled. Configurations (`labels` given) are usually of different
+    length: their curves are fractions of their samples per µs, so the shapes compare."""
     from matplotlib import rc_context
 
     from rtlab.analysis.stats import mode
@@ -136,39 +157,53 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "") -> Figure:
     with rc_context(_RC):
         fig = _new_figure(11, 5.0)
         ax = fig.subplots()
-        ymin = 1.0
+        names = list(labels) if labels is not None else [_label(c) for c in channels]
+        # counts: the axis reaches down to one sample; fractions: to the smallest value
+        ymin, ymax = (1.0 if labels is None else math.inf), 0.0
+        xmin, xmax = math.inf, 0.0
         for i, ch in enumerate(channels):
             edges, values = hist_steps(ch.hist)
+            if values and labels is not None:
+                values = [v / ch.hist.total for v in values]
             if values:
                 ymin = min(ymin, *(v for v in values if v > 0))
+                ymax = max(ymax, *values)
+                xmin, xmax = min(xmin, edges[0]), max(xmax, edges[-1])
                 ax.plot(edges, [*values, values[-1]], drawstyle="steps-post", color=color(i),
-                        linewidth=0.7, label=_label(ch))
+                        linewidth=0.7 if len(channels) > 4 else 1.1, label=names[i])
             if ch.max_ns is not None:
                 ax.plot([ch.max_ns / 1000], [1], marker="v", color=color(i), markersize=6,
                         transform=ax.get_xaxis_transform(), clip_on=False)
         merged = _Channel.merged("all", list(channels))
-        m = mode(merged.hist)
+        m = mode(merged.hist) if labels is None else None
+        # the labels sit just above the data, the legend above them (see _headroom below)
+        label_y = max(ymax, 1e-300) * 1.8
         if m is not None:
             ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
-            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, 1),
-                        xycoords=("data", "axes fraction"), xytext=(3, -12),
-                        textcoords="offset points", fontsize=8, color="#444")
+            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, label_y), xytext=(3, 0),
+                        textcoords="offset points", fontsize=8, color="#444", va="bottom")
         if merged.max_ns is not None:
             worst = max(channels, key=lambda c: c.max_ns or 0)
             ax.axvline(merged.max_ns / 1000, color="#d62728", linewidth=1.2)
-            ax.annotate(f"max {_us_text(merged.max_ns)} ({_label(worst)})",
-                        (merged.max_ns / 1000, 1), xycoords=("data", "axes fraction"),
-                        xytext=(-3, -24), textcoords="offset points", ha="right", fontsize=8,
+            ax.annotate(f"max {_us_text(merged.max_ns)} ({names[list(channels).index(worst)]})",
+                        (merged.max_ns / 1000, label_y), xytext=(-3, 0),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=8,
                         color="#d62728", fontweight="bold")
         ax.set_yscale("log")
-        ax.set_ylim(bottom=ymin / 1.5)
+        rows = math.ceil(len(channels) / 6)
+        if ymax > 0:  # room for the labels (one line) and the legend's rows
+            _headroom(ax, ymin / 1.5, ymax, min(0.14 + 0.045 * rows, 0.4))
         ax.set_xscale("log")
-        _plain(ax.xaxis)
+        if xmax > 0:
+            ax.set_xlim(xmin / 1.15, xmax * 1.5)
+            _plain(ax.xaxis, xmin / 1.15, xmax * 1.5, 9.5)
         _pow10(ax.yaxis)
         _no_minor(ax)
-        ax.set_xlabel("latency (µs, log scale); ▼ = maximum of each CPU")
-        ax.set_ylabel("samples per µs")
-        ax.legend(loc="upper right", fontsize=7, ncol=6, bbox_to_anchor=(1, 0.9))
+        what = "CPU" if labels is None else "configuration"
+        ax.set_xlabel(f"latency (µs, log scale); ▼ = maximum of each {what}")
+        ax.set_ylabel("samples per µs" if labels is None else "fraction of samples per µs")
+        ax.legend(loc="upper center", fontsize=7, ncol=6, bbox_to_anchor=(0.45, 1.0),
+                  frameon=False)
         if title:
             ax.set_title(title, loc="left")
     return fig
@@ -190,12 +225,13 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
         fig = _new_figure(11, 0.6 + 2.3 * nrows)
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         xmin, xmax = math.inf, 0.0
-        ymin = 1.0
+        ymin, ymax = 1.0, 1.0
         for i, ch in enumerate(channels):
             ax = axes[i // ncols][i % ncols]
             edges, values = hist_steps(ch.hist)
             if values:
                 ymin = min(ymin, *(v for v in values if v > 0))
+                ymax = max(ymax, *values)
                 ax.plot(edges, [*values, values[-1]], drawstyle="steps-post", color=color(i),
                         linewidth=1.0)
                 xmin, xmax = min(xmin, edges[0]), max(xmax, edges[-1])
@@ -217,12 +253,12 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
             axes[j // ncols][j % ncols].set_visible(False)
         ax0 = axes[0][0]
         ax0.set_yscale("log")
-        ax0.set_ylim(bottom=ymin / 1.5)
+        _headroom(ax0, ymin / 1.5, ymax, 0.2)  # the mode and max labels sit above the data
         _pow10(ax0.yaxis)
         if xmax > 0:
             ax0.set_xscale("log")
             ax0.set_xlim(xmin / 1.15, xmax * 1.5)
-            _plain(ax0.xaxis)
+            _plain(ax0.xaxis, xmin / 1.15, xmax * 1.5, 10.0 / ncols)
         for row in axes:
             for ax in row:
                 _no_minor(ax)
@@ -264,10 +300,12 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
         fig = _new_figure(width, height)
         ax = fig.subplots()
         floor = 1.0
+        xmin, xmax = math.inf, 0.0
         for i, (label, ch) in enumerate(series):
             xs, ys = ccdf_points(ch.hist, ch.min_ns, ch.max_ns)
             if not xs:
                 continue
+            xmin, xmax = min(xmin, xs[0]), max(xmax, xs[-1])
             n = ch.hist.total
             floor = min(floor, 1 / n)
             # draw as steps; the last point (0) is invisible on log y, so end the line
@@ -284,7 +322,8 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=floor / 2, top=1.5)
-        _plain(ax.xaxis)
+        if xmax > 0:
+            _plain(ax.xaxis, xmin, xmax, width * 0.85)
         _pow10(ax.yaxis)
         _no_minor(ax)
         ax.set_xlabel("latency x (µs, log scale)")
@@ -324,9 +363,12 @@ def _time_unit(total_s: float) -> tuple[str, float]:
     return "s", 1.0
 
 
-def timeline_figure(channels: Sequence[Channel], title: str = "") -> Figure:
+def timeline_figure(channels: Sequence[Channel], title: str = "", *,
+                    end_ns: int | None = None,
+                    marks: Sequence[tuple[float, str]] = ()) -> Figure:
     """Window maxima over run time: the worst channel per window, the running maximum and
-    (up to 8 channels) each channel faintly."""
+    (up to 8 channels) each channel faintly. `end_ns`: where the run (phase) ended, so a
+    last, partial window is not drawn beyond it; `marks`: (seconds, label) of phase starts."""
     import numpy as np
     from matplotlib import rc_context
 
@@ -341,37 +383,50 @@ def timeline_figure(channels: Sequence[Channel], title: str = "") -> Figure:
                     transform=ax.transAxes)
             ax.set_axis_off()
             return fig
+        w_s = window_ns / 1e9
         arrays = [(ch, window_series(ch)) for ch in channels
                   if ch.window_ns == window_ns and ch.windows]
-        t = idx * (window_ns / 1e9)  # start of each window, s
-        unit, scale = _time_unit(float(t[-1]) if len(t) else 0.0)
-        if len(arrays) > 1 and len(arrays) <= 8:
-            for i, (ch, (ci, cv)) in enumerate(arrays):
-                x, y = downsample_max(ci * (window_ns / 1e9), cv)
-                ax.step(x / scale, y / 1000, where="post", color=color(i), linewidth=0.5,
-                        alpha=0.45,
-                        label=f"CPU{ch.cpu}" if ch.cpu is not None else ch.name)
-        end_s = float(t[-1]) + window_ns / 1e9
+        t = idx * w_s  # start of each window, s
+        end_s = float(t[-1]) + w_s
+        if end_ns is not None and float(t[-1]) < end_ns / 1e9 < end_s:
+            end_s = end_ns / 1e9  # the run ended inside its last window
+        unit, scale = _time_unit(end_s)
 
-        def extend(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def extend(x: np.ndarray, y: np.ndarray, stop: float) -> tuple[np.ndarray, np.ndarray]:
             # steps-post draws a value from its x to the next x: close the last window
-            return np.append(x, end_s), np.append(y, y[-1])
+            return np.append(x, stop), np.append(y, y[-1])
 
-        x, y = extend(*downsample_max(t, vals))
+        lo = float(vals.min()) / 1000
+        if 1 < len(arrays) <= 8:
+            for i, (ch, (ci, cv)) in enumerate(arrays):
+                if not len(ci):
+                    continue
+                lo = min(lo, float(cv.min()) / 1000)
+                stop = min(float(ci[-1]) * w_s + w_s, end_s)
+                x, y = extend(*downsample_max(ci * w_s, cv), stop)
+                ax.step(x / scale, y / 1000, where="post", color=color(i), linewidth=0.6,
+                        alpha=0.6, label=_label(ch))
+        x, y = extend(*downsample_max(t, vals), end_s)
         ax.step(x / scale, y / 1000, where="post", color="#333", linewidth=0.8,
                 label="worst channel per window" if len(arrays) > 1 else "window maximum")
         running = np.maximum.accumulate(vals)
-        rx, ry = extend(*downsample_max(t, running))
+        rx, ry = extend(*downsample_max(t, running), end_s)
         ax.step(rx / scale, ry / 1000, where="post", color="#d62728", linewidth=1.4,
                 label="running maximum")
+        for at_s, label in marks:
+            ax.axvline(at_s / scale, color="#777", linestyle="--", linewidth=0.8)
+            ax.annotate(label, (at_s / scale, 0), xycoords=("data", "axes fraction"),
+                        xytext=(3, 3), textcoords="offset points", fontsize=8, color="#555")
         ax.set_yscale("log")
-        _plain(ax.yaxis)
+        hi = float(vals.max()) / 1000
+        _headroom(ax, lo / 1.3, hi, 0.18)  # the legend sits above the data, never on it
+        _plain(ax.yaxis, lo / 1.3, hi * 2, 2.8, vertical=True)
         _no_minor(ax)
         ax.set_xlim(float(t[0]) / scale, end_s / scale)
-        ax.set_xlabel(f"run time ({unit}); one point per {window_ns / 1e9:g} s window"
+        ax.set_xlabel(f"run time ({unit}); one point per {w_s:g} s window"
                       + (" (downsampled, maxima kept)" if len(vals) > MAX_POINTS else ""))
         ax.set_ylabel("window maximum (µs, log)")
-        ax.legend(loc="upper left", fontsize=8, ncol=4)
+        ax.legend(loc="upper left", fontsize=8, ncol=6, frameon=False)
         if title:
             ax.set_title(title, loc="left")
     return fig
@@ -405,7 +460,7 @@ def evt_figure(est: EvtEstimate, maxima_ns: np.ndarray, title: str = "") -> Figu
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.3 / n, top=1.5)
-        _plain(ax.xaxis)
+        _plain(ax.xaxis, float(grid[0]), float(grid[-1]), 9.0)
         _pow10(ax.yaxis)
         _no_minor(ax)
         ax.set_xlabel("window maximum (µs, log)")
@@ -447,14 +502,71 @@ def plot_kinds() -> tuple[str, ...]:
     return ("hist", "ccdf", "timeline")
 
 
-def figure_for(kind: str, channels: Sequence[Channel], title: str) -> Any:
-    if kind == "hist":
-        return hist_figure(channels, title)
-    if kind == "ccdf":
-        return ccdf_figure([(_label(c), c) for c in channels], title)
-    if kind == "timeline":
-        return timeline_figure(channels, title)
-    raise UsageError(f"unknown plot kind {kind!r}", hint="hist, ccdf or timeline")
+def figure_for(kind: str, phases: Sequence[Phase], title: str) -> Any:
+    """The `rtlab plot` figure of one or several phases. Phases ran one after the other:
+    with several, channels are labelled with their phase, and the timeline puts the phases
+    back to back (each phase's windows count from its own start) with their starts marked."""
+    from dataclasses import replace
+
+    several = len(phases) > 1
+
+    def named(ph: Phase, ch: Channel) -> Channel:
+        return replace(ch, name=f"{ph.name} {_label(ch)}") if several else ch
+
+    if kind in ("hist", "ccdf"):
+        chans = [named(ph, c) for ph in phases for c in ph.channels]
+        if kind == "hist":
+            return hist_figure(chans, title)
+        return ccdf_figure([(c.name if several else _label(c), c) for c in chans], title)
+    if kind != "timeline":
+        raise UsageError(f"unknown plot kind {kind!r}", hint="hist, ccdf or timeline")
+    if not several:
+        ph = phases[0]
+        return timeline_figure(ph.channels, title, end_ns=ph.elapsed_ns)
+    return _timeline_of_phases(phases, title)
+
+
+def _timeline_of_phases(phases: Sequence[Phase], title: str) -> Figure:
+    from dataclasses import replace
+
+    import numpy as np
+
+    from rtlab.results.windows import WindowMaxima
+
+    window_ns = next((c.window_ns for ph in phases for c in ph.channels if c.window_ns), None)
+    by_name: dict[str, list[Channel]] = {}
+    marks: list[tuple[float, str]] = []
+    offset = 0  # in windows
+    for ph in phases:
+        marks.append((offset * (window_ns or 0) / 1e9, ph.name))
+        for ch in ph.channels:
+            if window_ns and ch.window_ns == window_ns and ch.windows:
+                w = ch.windows
+                shifted = replace(ch, windows=WindowMaxima(
+                    w.index.astype(np.int64) + offset, w.max_ns, w.samples))
+                by_name.setdefault(_label(ch), []).append(shifted)
+        span = max((int(c.windows.index[-1]) + 1 for c in ph.channels
+                    if c.window_ns == window_ns and c.windows), default=0)
+        if window_ns and ph.elapsed_ns:
+            span = max(span, math.ceil(ph.elapsed_ns / window_ns))
+        offset += span
+    chans = [_concat(parts) for parts in by_name.values()]
+    end_ns = offset * window_ns if window_ns else None
+    return timeline_figure(chans, title, end_ns=end_ns, marks=marks[1:] if chans else ())
+
+
+def _concat(parts: Sequence[Channel]) -> Channel:
+    """One channel's window maxima of several phases, already shifted, end to end."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from rtlab.results.windows import WindowMaxima
+
+    w = WindowMaxima(np.concatenate([p.windows.index.astype(np.int64) for p in parts]),
+                     np.concatenate([p.windows.max_ns.astype(np.int64) for p in parts]),
+                     np.concatenate([p.windows.samples.astype(np.int64) for p in parts]))
+    return replace(parts[0], windows=w)
 
 
 def _label(ch: Channel) -> str:

@@ -78,9 +78,10 @@ def verdict(result: RunResult) -> str:
     if merged.samples == 0 or merged.max_ns is None:
         return f"{prefix}no samples were measured"
     s = merged.summary((99.0, 99.99))
-    worst = max((ch for _, ch in result.channels() if ch.max_ns is not None),
-                key=lambda ch: ch.max_ns or 0)
-    where = f" on {channel_label(worst)}"
+    phase, worst = max(((ph, ch) for ph, ch in result.channels() if ch.max_ns is not None),
+                       key=lambda pc: pc[1].max_ns or 0)
+    where = f" on {channel_label(worst)}" + (
+        f" in phase {phase.name}" if len(result.phases) > 1 else "")
     at = f" at {seconds(merged.max_at_ns)}" if merged.max_at_ns is not None else ""
     text = f"{prefix}worst {what} {human(merged.max_ns)}{where}{at}; p99 {human(s.p(99.0))}"
     if s.p(99.99) is not None:

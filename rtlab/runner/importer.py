@@ -32,7 +32,7 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
     for line in data.decode("utf-8", errors="replace").splitlines(keepends=True):
         col.feed(line)  # UnknownSchemaError propagates: refuse what we cannot read
     if col.state is None:
-        raise RtlabError(f"{path} holds no engine snapshot or result: nothing to import"
+        raise UsageError(f"{path} holds no engine snapshot or result: nothing to import"
                          + (f" ({col.stream.corrupt_lines} corrupt lines)"
                             if col.stream.corrupt_lines else ""))
     # Reuse the id of a raw file from the store's runs/ directory (a lost run).

@@ -62,3 +62,33 @@ def test_plot(stored: list[str], tmp_path: Path, kind: str) -> None:
     assert main(["plot", stored[0], "--kind", kind, "-o", str(svg)]) == 0
     assert b"<svg" in svg.read_bytes()[:2000]
     assert main(["plot", stored[0], "-o", str(tmp_path / "x.gif")]) == 2
+
+
+def test_run_writes_its_report_and_gates(fake_probe, store_path: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    # by default the report goes beside the store and its path is printed
+    assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("report: ")]
+    path = Path(line.split(": ", 1)[1])
+    assert path.parent == store_path.parent / "reports" and path.stat().st_size > 10_000
+    assert "Histograms per CPU" in path.read_text()
+    # an SLO the run violates: exit code 3, JUnit with failures, the report still written
+    junit, html = tmp_path / "j.xml", tmp_path / "r.html"
+    assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress",
+                 "--slo", "max < 1ns and p99 < 1s", "--junit", str(junit),
+                 "--report", str(html)]) == 3
+    root = ET.parse(junit).getroot()
+    assert int(root.get("failures")) >= 1 and int(root.get("tests")) >= 2
+    assert "SLO VIOLATED" in html.read_text()
+    # --junit without --slo: validity checks; an unwritable file is one line, exit 1
+    assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress",
+                 "--no-report", "--junit", str(junit)]) == 0
+    assert "valid measurement" in junit.read_text()
+    capsys.readouterr()
+    assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress",
+                 "--no-report", "--junit", str(tmp_path / "no" / "such" / "j.xml")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rtlab: error: cannot write") and err.count("\n") == 1

@@ -44,3 +44,33 @@ def test_too_few_windows() -> None:
 
 def test_rule_of_three() -> None:
     assert abs(required_run_ns(DAY_NS, 0.95) / DAY_NS - 2.9957) < 1e-3
+
+
+def test_interval_covers_the_truth_and_narrows_with_more_windows() -> None:
+    # Gumbel(30 µs, 2 µs) window maxima: the true median worst case in 24 h is known
+    truth = 30_000 + 2_000 * (math.log(86_400) - math.log(math.log(2)))
+    widths = []
+    for n in (120, 3600):
+        rng = np.random.default_rng(7)
+        est = fit_window_maxima(rng.gumbel(30_000, 2_000, n).astype(np.int64), W)
+        lo, hi = est.interval("worst", 0, DAY_NS)
+        assert lo <= truth <= hi
+        assert lo <= est.typical_worst_ns(DAY_NS) <= hi
+        p_lo, p_hi = est.interval("p", int(truth), DAY_NS)
+        assert p_lo <= 0.5 <= p_hi  # P(max of a day > its median) is 1/2
+        widths.append(hi - lo)
+    assert widths[1] < widths[0] / 2
+
+
+def test_short_heavy_tailed_runs_are_flagged() -> None:
+    # 60 s of maxima with VM-stall-like outliers: a very heavy tail, extrapolated 1440x
+    rng = np.random.default_rng(8)
+    maxima = rng.gumbel(200_000, 60_000, 60)
+    maxima[[6, 11, 13, 41]] = [1.2e6, 4.5e6, 16e6, 8e6]
+    est = fit_window_maxima(maxima.astype(np.int64), W)
+    assert est.gev.k < -0.5
+    assert any("very heavy tail" in w for w in est.warnings)
+    assert any("1,440 times the measured" in w for w in est.warnings)
+    lo, hi = est.interval("worst", 0, DAY_NS)
+    assert hi > 10 * lo  # the interval says how little a minute tells about a day
+

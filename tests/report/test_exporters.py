@@ -73,3 +73,30 @@ def test_cyclictest_hist_roundtrip_through_importer() -> None:
     for a, b in zip(r.phases[0].channels, back.phases[0].channels, strict=True):
         assert a.samples == b.samples
         assert a.max_ns // 1000 * 1000 == b.max_ns
+
+
+def test_cyclictest_hist_of_a_max_in_a_wide_bucket_has_no_overflow() -> None:
+    # the max (16.1 ms) lies in a 64-µs wide bucket; spreading that bucket beyond the max
+    # put part of it past the last row and reported an overflow that did not exist
+    r = synthetic_result(windows=5, spike_prob=1e-3, spike_ns=16_123_478)
+    ch = r.phases[0].channels[0]
+    text = CyclictestHistExporter().serialize(r).decode()
+    trailer = {ln.split(":")[0]: ln.split(":")[1].split() for ln in text.splitlines()
+               if ln.startswith("# ") and ":" in ln}
+    assert trailer["# Histogram Overflows"] == ["00000", "00000"]
+    rows = [ln.split() for ln in text.splitlines() if not ln.startswith("#")]
+    assert len(rows) == max(c.max_ns for _, c in r.channels()) // 1000 + 1
+    last = max(i for i, row in enumerate(rows) if int(row[1]))
+    assert last == ch.max_ns // 1000  # the max is in its own row, nothing beyond it
+    first = min(i for i, row in enumerate(rows) if int(row[1]))
+    assert first == ch.min_ns // 1000
+
+
+def test_csv_all_row_has_no_cpu() -> None:
+    import csv
+    import io
+
+    r = synthetic_result(windows=5)
+    rows = list(csv.DictReader(io.StringIO(EXPORTERS["csv"].serialize(r).decode())))
+    assert [(x["channel"], x["cpu"]) for x in rows] == [("cpu0", "0"), ("cpu1", "1"),
+                                                         ("all", "")]

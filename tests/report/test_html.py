@@ -16,8 +16,24 @@ def _rich_result():
     r = synthetic_result(windows=120, spike_prob=1e-5, phases=("idle", "load"))
     r.provenance["spikes"] = [{"cpu": 1, "at_ns": 5_000_000_000, "latency_ns": 1_500_000,
                                "summary": "irq/45-eth0 <script>alert(1)</script>"}]
-    r.provenance["doctor"] = [{"check": "smt", "status": "warn", "advice": "turn SMT off"}]
-    r.provenance["host"]["shield"] = {"requested": [1], "in_effect": [1]}
+    r.provenance["doctor"] = {
+        "summary": {"worst": "critical", "counts": {"ok": 1, "warning": 1, "critical": 1}},
+        "top": [{"check": "preempt", "severity": "critical", "title": "Kernel preemption model",
+                 "summary": "not PREEMPT_RT", "advice": "boot a PREEMPT_RT kernel"}],
+        "findings": [
+            {"check": "swap", "severity": "ok", "title": "Swap", "summary": "no swap"},
+            {"check": "smt", "severity": "warning", "title": "SMT siblings",
+             "summary": "SMT on", "advice": "turn SMT off"},
+            {"check": "preempt", "severity": "critical", "title": "Kernel preemption model",
+             "summary": "not PREEMPT_RT", "advice": "boot a PREEMPT_RT kernel"}]}
+    r.provenance["host"]["shield"] = {
+        "requested": {"system": [0], "user": [1], "cpuset": True, "irqs": True},
+        "in_effect": {"in_effect": {"ok": False}, "problems": ["CPU 1: IRQ 36 may be delivered "
+                                                               "there"],
+                      "refused": [{"error": "cannot write /proc/irq/36/smp_affinity_list"}],
+                      "plan": {"backend": "v1", "tasks_moved": 56, "kthreads_moved": 40,
+                               "irqs_planned": [24, 25]}},
+        "released": {"restored": 117, "failed": 0}}
     r.phases[1].spikes = [{"cpu": 0, "at_ns": 2_000_000_000, "latency_ns": 900_000,
                            "class": "irq", "summary": "irq/9-acpi ran 0.8 ms"}]
     r.phases[1].spike_summary = {"threshold_ns": 100_000, "spikes": 1, "attributed": 1,
@@ -35,8 +51,18 @@ def test_self_contained_and_complete() -> None:
                    "Maxima over time", "Worst-case statistics", "Spike attributions",
                    "turn SMT off", "stress-ng", "in_effect", "phase idle", "phase load",
                    "SLO VIOLATED", "quiet isolcpus=1", "irq/9-acpi ran 0.8 ms",
-                   "spikes &gt; 100 µs: 1"):
+                   "spikes &gt; 100 µs: 1",
+                   # provenance a reader can read: CPU lists, doctor counts, shield in words
+                   "0-1 / 1 / none", "1 critical, 1 warning, 1 ok (worst: critical)",
+                   "measured (shielded) CPUs", "not completely", "IRQ 36 may be delivered",
+                   "117 change(s) undone", "ok: Swap",
+                   # the doctor's top finding under the verdict
+                   "what may explain these numbers", "boot a PREEMPT_RT kernel",
+                   # extreme-value estimate with its uncertainty
+                   "90 % interval", "bootstrap resamples"):
         assert needle in text, needle
+    for python_repr in ("[0, 1]", "None /", "True<", "{&quot;worst&quot;"):
+        assert python_repr not in text, python_repr
     assert text.count("<svg") >= 8
 
 
@@ -46,6 +72,7 @@ def test_several_runs_are_compared(tmp_path: Path) -> None:
     path = write_run_report([a, b], tmp_path / "sub" / "r.html")
     text = path.read_text()
     assert "Comparison" in text and "aaaa0002</b> vs <b>aaaa0001" in text
+    assert "histograms, configurations overlaid" in text and "median window max" in text
 
 
 @pytest.mark.slow
@@ -74,3 +101,12 @@ def test_imported_run_without_windows_renders() -> None:
     r = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
     text = render_html([r])
     assert "no window maxima recorded" in text and "cyclictest" in text
+
+
+def test_verdict_names_the_phase_of_the_worst_value() -> None:
+    from rtlab.report.terminal import verdict
+
+    r = synthetic_result(windows=10, phases=("idle", "load"))
+    r.phases[1].channels[1].max_ns = 5_000_000
+    assert " on CPU1 in phase load at " in verdict(r)
+    assert "in phase" not in verdict(synthetic_result(windows=10))

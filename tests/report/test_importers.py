@@ -46,6 +46,66 @@ def test_jitterdebugger() -> None:
         assert ch.samples == c["count"] == ch.hist.total and ch.max_ns == c["max"] * 1000
 
 
+def test_cyclictest_nsecs_text_needs_the_flag_and_then_matches_its_json() -> None:
+    # real files of one `cyclictest -N -h 300` run: the text does not say "ns"
+    j = import_file(DATA / "cyclictest_nsecs.json", "cyclictest-json", "cccc0011")
+    wrong = import_file(DATA / "cyclictest_nsecs_hist.txt", "cyclictest-hist", "cccc0012")
+    assert any("--nsecs" in n for n in wrong.notes)  # read as µs: 1000x too large
+    h = import_file(DATA / "cyclictest_nsecs_hist.txt", "cyclictest-hist", "cccc0013",
+                    nsecs=True)
+    assert h.provenance["imported"]["resolution_ns"] == 1
+    assert not any("--nsecs" in n for n in h.notes)
+    for a, b in zip(h.phases[0].channels, j.phases[0].channels, strict=True):
+        assert (a.samples, a.min_ns, a.max_ns) == (b.samples, b.min_ns, b.max_ns)
+        assert a.max_ns < 100_000_000  # ns, not µs read as ns * 1000
+    beyond = h.provenance["imported"]["beyond_range"]
+    assert beyond["thread0"]["count"] == h.phases[0].channels[0].samples  # all beyond 300 ns
+    assert beyond["thread0"]["above_ns"] == 300
+
+
+def test_nsecs_is_refused_for_other_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", "import", "--format", "cyclictest-json", "--nsecs",
+                 str(DATA / "cyclictest.json")]) == 2
+    assert "--nsecs" in capsys.readouterr().err
+
+
+def test_cyclictest_H_hist_with_total_trailer() -> None:
+    r = import_file(DATA / "cyclictest_H_hist.txt", "cyclictest-hist", "cccc0014")
+    (ch,) = r.phases[0].channels
+    total = int(next(ln for ln in (DATA / "cyclictest_H_hist.txt").read_text().splitlines()
+                     if ln.startswith("# Total:")).split()[-1])
+    # `# Total:` counts the histogram rows only; the one overflow comes on top
+    assert ch.samples == total + 1 and ch.max_ns == 237_000 and ch.min_ns == 10_000
+    assert r.provenance["imported"]["beyond_range"]["thread0"] == {"count": 1,
+                                                                   "above_ns": 200_000}
+
+
+def test_jitterdebugger_nsec_restores_dropped_samples() -> None:
+    r = import_file(DATA / "jitterdebugger_nsec_results.json", "jitterdebugger", "dddd0011")
+    doc = json.loads((DATA / "jitterdebugger_nsec_results.json").read_text())
+    assert r.provenance["imported"]["resolution_ns"] == 1
+    beyond = r.provenance["imported"]["beyond_range"]
+    for ch, c in zip(r.phases[0].channels, doc["cpu"].values(), strict=True):
+        dropped = c["count"] - sum(c["histogram"].values())
+        assert dropped > 0 and beyond[ch.name]["count"] == dropped
+        assert ch.samples == ch.hist.total == c["count"] and ch.max_ns == c["max"]
+        assert beyond[ch.name]["above_ns"] > max(int(k) for k in c["histogram"])
+
+
+def test_rtla_nanoseconds_bucket_size_and_user_columns() -> None:
+    r = import_file(DATA / "rtla_timerlat_hist_ns_b500.txt", "rtla-timerlat-hist", "eeee0011")
+    chans = {c.name: c for c in r.phases[0].channels}
+    assert list(chans) == ["irq@cpu0", "thread@cpu0", "user@cpu0", "irq@cpu2", "thread@cpu2",
+                           "user@cpu2"]
+    assert chans["user@cpu0"].samples == 0 and chans["user@cpu0"].max_ns is None
+    thr2 = chans["thread@cpu2"]
+    assert thr2.samples == 1000 and thr2.max_ns == 48_100 and thr2.min_ns == 2_044
+    assert r.provenance["imported"]["resolution_ns"] == 500
+    assert r.provenance["imported"]["beyond_range"]["thread@cpu2"] == {"count": 6,
+                                                                      "above_ns": 12_500}
+    assert any("bucket size 500 ns" in n for n in r.notes)
+
+
 def test_rtla_timerlat_hist() -> None:
     r = import_file(DATA / "rtla_timerlat_hist.txt", "rtla-timerlat-hist", "eeee0001")
     names = [c.name for c in r.phases[0].channels]
@@ -77,6 +137,23 @@ def test_sockperf_full_log() -> None:
     ("rtla-timerlat-hist", "# Time unit is microseconds (us)\nIndex IRQ-000\n1 5\n", "count"),
     ("sockperf", (DATA / "sockperf_stdout.txt").read_text(), "--full-log"),
     ("sockperf", "packet, txTime(sec), rxTime(sec), rtt(usec)\n0, 1.0, 1.1, abc\n", "number"),
+    # fields missing or out of range: one line, never a traceback
+    ("cyclictest-json", '{"file_version": 1, "thread": {"0": {"histogram": {"5": 3}, '
+     '"cycles": 3, "max": 5, "cpu": 0}}}', "no `min`"),
+    ("cyclictest-json", '{"file_version": 1, "thread": {"0": {"histogram": {"5": 3}, '
+     '"cycles": 4, "min": 5, "max": -5, "cpu": 0}}}', "negative max"),
+    ("cyclictest-json", '{"file_version": 1, "thread": {"0": {"histogram": {"5": 3}, '
+     '"cycles": 3, "min": 9, "max": 5, "cpu": 0}}}', "above max"),
+    ("cyclictest-json", '{"file_version": 1, "thread": [1, 2]}', "thread"),
+    ("cyclictest-json", '{"file_version": 1, "thread": {"0": {"histogram": {"5": 3}, '
+     '"cycles": 3, "min": 5, "max": 5, "cpu": {"a": 1}}}}', "cpu"),
+    ("jitterdebugger", '{"version": 3, "cpu": {"0": {"histogram": {"3": 1}, "count": 1, '
+     '"max": 3}}}', "no `min`"),
+    ("jitterdebugger", '{"version": 3, "cpu": {"0": {"histogram": {"3": 1}, "min": 3, '
+     '"max": 3}}}', "no `count`"),
+    ("jitterdebugger", "\x00\x01garbage", "invalid JSON"),
+    ("rtla-timerlat-hist", "\x00\x01\x02", "Index"),
+    ("cyclictest-hist", "", "Max Latencies"),
 ])
 def test_malformed_is_one_line_error_and_nothing_stored(
         tmp_path: Path, store_path: Path, capsys: pytest.CaptureFixture[str],
@@ -86,9 +163,9 @@ def test_malformed_is_one_line_error_and_nothing_stored(
     with pytest.raises(RtlabError) as exc:
         import_file(f, fmt, "x")
     assert words in exc.value.one_line()
-    assert main(["results", "import", "--format", fmt, str(f)]) == 1
+    assert main(["results", "import", "--format", fmt, str(f)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("rtlab: error:")
+    assert err.count("\n") == 1 and err.startswith("rtlab: error:") and words in err
     if store_path.exists():
         s = Store.open(str(store_path))
         assert s.list() == []
@@ -185,3 +262,13 @@ def test_live_jitterdebugger(tmp_path: Path) -> None:
                    capture_output=True, check=True, timeout=30)
     r = import_file(tmp_path / "jd" / "results.json", "jitterdebugger", "live0003")
     assert r.merged().samples > 0
+
+
+def test_engine_format_garbage_is_usage_error(tmp_path: Path, store_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "garbage.jsonl"
+    f.write_bytes(bytes(range(256)) * 8)
+    assert main(["results", "import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to import" in err and err.count("\n") == 1
+    assert not store_path.exists() or not Store.open(str(store_path)).list()

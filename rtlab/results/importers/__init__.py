@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtlab.errors import RtlabError, UsageError
+from rtlab.errors import UsageError
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.model import RunResult
 
@@ -115,9 +115,19 @@ class ImportContext:
 
 
 def import_file(path: str | Path, fmt: str, run_id: str,
-                context: ImportContext | None = None) -> RunResult:
-    """Parse `path` as `fmt` into a result with id `run_id`. Raises RtlabError (one line)."""
+                context: ImportContext | None = None, *, nsecs: bool = False) -> RunResult:
+    """Parse `path` as `fmt` into a result with id `run_id`. Raises UsageError (one line,
+    exit code 2) when the file cannot be read or is not a complete file of that format.
+    `nsecs`: the cyclictest-hist file was written by `cyclictest -N` (values in ns)."""
     parse = _parser(fmt)
+    if nsecs:
+        if fmt != "cyclictest-hist":
+            raise UsageError("--nsecs applies to --format cyclictest-hist only",
+                             hint="the other formats say their unit themselves")
+        from rtlab.results.importers.cyclictest import parse_hist
+
+        def parse(text: str, run_id: str) -> RunResult:
+            return parse_hist(text, run_id, unit_ns=1)
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
@@ -126,8 +136,12 @@ def import_file(path: str | Path, fmt: str, run_id: str,
     try:
         result = parse(text, run_id)
     except ImportFormatError as exc:
-        raise RtlabError(f"{p.name} is not a valid {fmt} file: {exc}",
-                         hint=exc.hint) from exc
+        raise UsageError(f"{p.name} is not a valid {fmt} file: {exc}", hint=exc.hint) from exc
+    except (LookupError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+        # a structure the parser did not foresee: still one line, nothing stored
+        raise UsageError(f"{p.name} is not a valid {fmt} file: unexpected content "
+                         f"({type(exc).__name__}: {exc})",
+                         hint=f"check that the file is complete and really {fmt}") from exc
     result.provenance.setdefault("imported", {})["file"] = p.name
     result.provenance.setdefault("host", {})["imported_from"] = str(p)
     try:
@@ -138,13 +152,12 @@ def import_file(path: str | Path, fmt: str, run_id: str,
     return result
 
 
-
-
 def import_into_store(path: str | Path, fmt: str, store: Store,
                       command_line: list[str] | None = None,
-                      context: ImportContext | None = None) -> RunResult:
+                      context: ImportContext | None = None, *, nsecs: bool = False
+                      ) -> RunResult:
     """Parse a peer tool's file completely, then store it under a new run id."""
-    result = import_file(path, fmt, store.new_id(), context)
+    result = import_file(path, fmt, store.new_id(), context, nsecs=nsecs)
     if command_line is not None:
         result.provenance["host"]["command_line"] = command_line
     store.add(result)

@@ -19,6 +19,13 @@ class ImportFormatError(ValueError):
         self.hint = hint
 
 
+def need(d: Mapping[str, Any], key: str, what: str) -> Any:
+    """d[key], or an ImportFormatError naming what is missing."""
+    if not isinstance(d, Mapping) or key not in d or d[key] is None:
+        raise ImportFormatError(f"{what} has no `{key}`")
+    return d[key]
+
+
 def as_int(v: Any, what: str) -> int:
     if isinstance(v, bool):
         raise ImportFormatError(f"{what} is not a number: {v!r}")
@@ -43,13 +50,19 @@ def as_float(v: Any, what: str) -> float:
 def channel_from_buckets(
     name: str, cpu: int | None, buckets: Mapping[int, int], *, unit_ns: int,
     samples: int | None = None, min_v: int | None = None, max_v: int | None = None,
-    avg_v: float | None = None,
-) -> tuple[Channel, int]:
-    """A channel from fixed-width bucket counts (bucket k holds values [k, k+1) units).
+    avg_v: float | None = None, width: int = 1,
+) -> tuple[Channel, int, int]:
+    """A channel from fixed-width bucket counts (bucket k holds values [k, k+width) units).
 
-    Returns the channel and the number of samples beyond the histogram (placed at the
-    max). `samples` is the tool's total count (None: the histogram's sum).
+    Returns the channel, the number of samples beyond the histogram (placed at the
+    max) and a lower bound of their values (ns): the end of the highest non-empty
+    bucket, or the min. `samples` is the tool's total count (None: the histogram's sum).
     """
+    for what, v in (("min", min_v), ("max", max_v), ("avg", avg_v)):
+        if v is not None and v < 0:
+            raise ImportFormatError(f"{name}: negative {what} {v}")
+    if min_v is not None and max_v is not None and min_v > max_v:
+        raise ImportFormatError(f"{name}: min {min_v} is above max {max_v}")
     hist = LogLinHistogram()
     in_hist = 0
     for k, count in sorted(buckets.items()):
@@ -66,6 +79,8 @@ def channel_from_buckets(
     max_ns = max_v * unit_ns if max_v is not None else None
     if max_ns is None and hist.total:
         max_ns = max(b.lo for b in hist.buckets())
+    top_k = max((k for k, c in buckets.items() if c), default=None)
+    above_ns = (top_k + width) * unit_ns if top_k is not None else (min_v or 0) * unit_ns
     if overflow:
         if max_ns is None:
             raise ImportFormatError(f"{name}: {overflow} samples beyond the histogram and no max")
@@ -78,7 +93,9 @@ def channel_from_buckets(
         sum_ns = sum(b.lo * b.count for b in hist.buckets())
     ch = Channel(name=name, cpu=cpu, samples=total, min_ns=min_ns if total else None,
                  max_ns=max_ns if total else None, sum_ns=sum_ns, hist=hist)
-    return ch, overflow
+    if overflow and max_ns is not None:
+        above_ns = min(max(above_ns, min_ns or 0), max_ns)
+    return ch, overflow, above_ns
 
 
 def imported_result(
@@ -87,9 +104,15 @@ def imported_result(
     tool_version: str | None = None, argv: list[str] | None = None,
     start_wall: str | None = None, end_wall: str | None = None, resolution_ns: int = 1000,
     status: str = "completed", extra: dict[str, Any] | None = None,
+    beyond: dict[str, dict[str, int]] | None = None,
 ) -> RunResult:
+    """`beyond`: per channel name, samples the peer counted beyond its histogram range
+    ({"count", "above_ns"}: placed at the max, their true values are >= above_ns);
+    percentiles among them are only known to lie in [above_ns, max]."""
     imported = {"format": fmt, "tool": tool, "tool_version": tool_version,
                 "resolution_ns": resolution_ns, **(extra or {})}
+    if beyond:
+        imported["beyond_range"] = beyond
     return RunResult(
         run_id=run_id, status=status, probe=probe,
         phases=[Phase("main", channels, elapsed_ns)],

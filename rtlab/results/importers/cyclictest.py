@@ -15,6 +15,7 @@ from rtlab.results.importers.common import (
     as_int,
     channel_from_buckets,
     imported_result,
+    need,
 )
 from rtlab.results.model import RunResult
 
@@ -26,6 +27,22 @@ def _rfc2822(text: Any) -> datetime | None:
         return parsedate_to_datetime(text)
     except (TypeError, ValueError):
         return None
+
+
+def _hist_rows(cmdline: Any) -> int | None:
+    """N of `-h N` / `--histogram=N` in cyclictest's recorded command line."""
+    tokens = str(cmdline or "").split()
+    for i, tok in enumerate(tokens):
+        value = None
+        if tok in ("-h", "--histogram", "-H", "--histofall") and i + 1 < len(tokens):
+            value = tokens[i + 1]
+        elif tok.startswith(("--histogram=", "--histofall=")):
+            value = tok.split("=", 1)[1]
+        elif re.fullmatch(r"-[hH]\d+", tok):
+            value = tok[2:]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
 
 
 def parse_json(text: str, run_id: str) -> RunResult:
@@ -44,21 +61,27 @@ def parse_json(text: str, run_id: str) -> RunResult:
     sysinfo = doc.get("sysinfo") if isinstance(doc.get("sysinfo"), dict) else {}
     unit_ns = 1 if doc.get("resolution_in_ns") else 1000
     channels, notes = [], []
+    beyond: dict[str, dict[str, int]] = {}
+    rows = _hist_rows(cmdline)
     for key in sorted(doc["thread"], key=lambda k: as_int(k, "thread index")):
         t = doc["thread"][key]
         if not isinstance(t, dict) or not isinstance(t.get("histogram"), dict):
             raise ImportFormatError(f"thread {key} has no histogram")
         buckets = {as_int(k, f"thread {key} bucket"): as_int(v, f"thread {key} count")
                    for k, v in t["histogram"].items()}
-        cycles = as_int(t.get("cycles"), f"thread {key} cycles")
-        cpu = as_int(t["cpu"], f"thread {key} cpu") if t.get("cpu") is not None else None
+        what = f"thread {key}"
+        cycles = as_int(t.get("cycles"), f"{what} cycles")
+        cpu = as_int(t["cpu"], f"{what} cpu") if t.get("cpu") is not None else None
         avg = t.get("avg")
-        ch, overflow = channel_from_buckets(
+        ch, overflow, above = channel_from_buckets(
             f"cpu{cpu}" if cpu is not None else f"thread{key}", cpu, buckets, unit_ns=unit_ns,
-            samples=cycles, min_v=as_int(t["min"], "min") if cycles else None,
-            max_v=as_int(t["max"], "max") if cycles else None,
-            avg_v=as_float(avg, "avg") if cycles and avg is not None else None)
+            samples=cycles, min_v=as_int(need(t, "min", what), f"{what} min") if cycles else None,
+            max_v=as_int(need(t, "max", what), f"{what} max") if cycles else None,
+            avg_v=as_float(avg, f"{what} avg") if cycles and avg is not None else None)
         if overflow:
+            if rows and ch.max_ns is not None:  # the -h range, when the command line says it
+                above = max(above, min(rows * unit_ns, ch.max_ns))
+            beyond[ch.name] = {"count": overflow, "above_ns": above}
             notes.append(f"{ch.name}: {overflow} sample(s) beyond the -h range placed at the max "
                          "(cyclictest's JSON has no overflow field: cycles minus histogram sum)")
         channels.append(ch)
@@ -78,7 +101,7 @@ def parse_json(text: str, run_id: str) -> RunResult:
         start_wall=start.isoformat() if start else None,
         end_wall=end.isoformat() if end else None,
         status="completed" if rc in (0, None) else "failed",
-        extra={"return_code": rc})
+        extra={"return_code": rc}, beyond=beyond)
 
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -87,7 +110,8 @@ _TRAILER_RE = re.compile(r"^#\s*(Min Latencies|Avg Latencies|Max Latencies|Histo
                          r"|Total):\s*(.*)$")
 
 
-def parse_hist(text: str, run_id: str) -> RunResult:
+def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
+    """`unit_ns` 1 for the output of `cyclictest -N/--nsecs` (the text does not say so)."""
     rows: dict[int, list[int]] = {}
     trailer: dict[str, list[int]] = {}
     width = None
@@ -125,21 +149,30 @@ def parse_hist(text: str, run_id: str) -> RunResult:
             raise ImportFormatError(f"'# {key}' has {len(trailer[key])} values, expected "
                                     f"{nthreads}")
     channels, notes = [], []
+    beyond: dict[str, dict[str, int]] = {}
+    range_ns = (max(rows) + 1) * unit_ns  # cyclictest prints every row of -h N
+    unit = "ns" if unit_ns == 1 else "µs"
     for t in range(nthreads):
         buckets = {k: v[t] for k, v in rows.items()}
         overflow = trailer.get("Histogram Overflows", [0] * nthreads)[t]
         samples = sum(buckets.values()) + overflow
-        ch, extra = channel_from_buckets(
-            f"thread{t}", None, buckets, unit_ns=1000, samples=samples,
+        ch, extra, _above = channel_from_buckets(
+            f"thread{t}", None, buckets, unit_ns=unit_ns, samples=samples,
             min_v=trailer["Min Latencies"][t] if "Min Latencies" in trailer and samples else None,
             max_v=trailer["Max Latencies"][t] if samples else None,
             avg_v=float(trailer["Avg Latencies"][t]) if "Avg Latencies" in trailer else None)
         if extra:
             notes.append(f"{ch.name}: {extra} histogram overflow(s) placed at the max")
+            beyond[ch.name] = {"count": extra, "above_ns": min(range_ns, ch.max_ns or range_ns)}
         channels.append(ch)
+    in_rows = sum(sum(v[:nthreads]) for v in rows.values())
+    if unit_ns == 1000 and in_rows == 0 and min(ch.min_ns or 0 for ch in channels) >= 1_000_000:
+        notes.append("every sample is beyond the histogram and the smallest latency reads as "
+                     "at least 1 ms: if the file was written by `cyclictest -N/--nsecs` (values "
+                     "in ns), import it again with --nsecs")
     notes.append("the text histogram does not say which CPU a thread ran on (with -S / "
-                 "-a, thread N is usually CPU N); the average is cyclictest's integer µs")
+                 f"-a, thread N is usually CPU N); the average is cyclictest's integer {unit}")
     return imported_result(
         run_id, probe="timer", tool="cyclictest", fmt="cyclictest-hist", channels=channels,
-        system={}, notes=notes, resolution_ns=1000,
-        extra={"rows": len(rows)})
+        system={}, notes=notes, resolution_ns=unit_ns,
+        extra={"rows": len(rows)}, beyond=beyond)

@@ -11,6 +11,7 @@ from rtlab.results.importers.common import (
     as_int,
     channel_from_buckets,
     imported_result,
+    need,
 )
 from rtlab.results.model import RunResult
 
@@ -28,20 +29,24 @@ def parse(text: str, run_id: str) -> RunResult:
     res = sysinfo.get("resolution_in_ns", 1000)
     unit_ns = as_int(res, "resolution_in_ns") if res else 1000
     channels, notes = [], []
+    beyond: dict[str, dict[str, int]] = {}
     for key in sorted(doc["cpu"], key=lambda k: as_int(k, "cpu")):
         c = doc["cpu"][key]
         if not isinstance(c, dict) or not isinstance(c.get("histogram"), dict):
             raise ImportFormatError(f"cpu {key} has no histogram")
         cpu = as_int(key, "cpu")
-        count = as_int(c.get("count"), f"cpu {key} count")
-        buckets = {as_int(k, f"cpu {key} bucket"): as_int(v, f"cpu {key} count")
+        what = f"cpu {key}"
+        count = as_int(need(c, "count", what), f"{what} count")
+        buckets = {as_int(k, f"{what} bucket"): as_int(v, f"{what} count")
                    for k, v in c["histogram"].items()}
-        ch, overflow = channel_from_buckets(
+        ch, overflow, above = channel_from_buckets(
             f"cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count,
-            min_v=as_int(c["min"], "min") if count else None,
-            max_v=as_int(c["max"], "max") if count else None,
-            avg_v=as_float(c["avg"], "avg") if count and c.get("avg") is not None else None)
+            min_v=as_int(need(c, "min", what), f"{what} min") if count else None,
+            max_v=as_int(need(c, "max", what), f"{what} max") if count else None,
+            avg_v=as_float(c["avg"], f"{what} avg") if count and c.get("avg") is not None
+            else None)
         if overflow:
+            beyond[ch.name] = {"count": overflow, "above_ns": above}
             notes.append(f"{ch.name}: {overflow} sample(s) missing from jitterdebugger's "
                          "histogram (it drops values beyond its range) placed at the max")
         channels.append(ch)
@@ -52,4 +57,5 @@ def parse(text: str, run_id: str) -> RunResult:
               "machine": sysinfo.get("machine")}
     return imported_result(
         run_id, probe="timer", tool="jitterdebugger", fmt="jitterdebugger", channels=channels,
-        system=system, notes=notes, tool_version="results.json v3", resolution_ns=unit_ns)
+        system=system, notes=notes, tool_version="results.json v3", resolution_ns=unit_ns,
+        beyond=beyond)

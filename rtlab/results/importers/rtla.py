@@ -13,6 +13,7 @@ Channels: `irq@cpuN` (timer IRQ latency), `thread@cpuN`, `user@cpuN`.
 
 from __future__ import annotations
 
+import math
 import re
 
 from rtlab.results.importers.common import (
@@ -90,24 +91,31 @@ def parse(text: str, run_id: str) -> RunResult:
                                 "`rtla timerlat hist` output")
     if unit_ns is None:
         raise ImportFormatError("no '# Time unit is ...' line")
+    # `-b N` writes rows at multiples of N (the index is the bucket's lower edge)
+    bucket = math.gcd(*rows) or 1
     channels: list[Channel] = []
     notes: list[str] = []
+    if bucket > 1:
+        notes.append(f"rtla bucket size {bucket} {'ns' if unit_ns == 1 else 'µs'} (-b, from "
+                     "the row indices): each count is placed at its bucket's lower edge")
+    beyond: dict[str, dict[str, int]] = {}
     for i, (kind, cpu) in enumerate(columns):
         buckets = {k: v[i] for k, v in rows.items() if v[i]}
         count = summary["count"][i] or 0
         over = (summary.get("over") or [0] * len(columns))[i] or 0
-        ch, extra = channel_from_buckets(
-            f"{kind}@cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count,
+        ch, extra, above = channel_from_buckets(
+            f"{kind}@cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count, width=bucket,
             min_v=(summary.get("min") or [None] * len(columns))[i],
             max_v=summary["max"][i],
             avg_v=(summary.get("avg") or [None] * len(columns))[i])
         if extra:
             notes.append(f"{ch.name}: {extra} sample(s) beyond the histogram (over: {over}) "
                          "placed at the max")
+            beyond[ch.name] = {"count": extra, "above_ns": above}
         channels.append(ch)
     notes.append("rtla's average is an integer; bucket counts are placed at each row's index "
                  "(the lower edge of the bucket)")
     return imported_result(
         run_id, probe="timer", tool="rtla timerlat", fmt="rtla-timerlat-hist",
         channels=channels, system={}, elapsed_ns=elapsed * 1_000_000_000 if elapsed else None,
-        notes=notes, resolution_ns=unit_ns)
+        notes=notes, resolution_ns=unit_ns * bucket, beyond=beyond)
