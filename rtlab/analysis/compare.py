@@ -138,7 +138,7 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         groups.setdefault(group_key(r, by), []).append(r)
     configs = []
     for label, runs in groups.items():
-        chans = [ch for r in runs for _, ch in r.channels()]
+        chans = [ch for r in runs for _, ch in r.headline_channels()]
         merged = Channel.merged("all", chans)
         maxima, window_ns = [], None
         for r in runs:

@@ -81,7 +81,7 @@ def run_window_maxima(result: RunResult) -> tuple[np.ndarray, int | None]:
     window_ns = next((c.window_ns for _, c in result.channels() if c.window_ns), None)
     parts = []
     for phase in result.phases:
-        m, w = merged_window_maxima(phase.channels)
+        m, w = merged_window_maxima(phase.headline(result.probe))
         if w == window_ns and len(m):
             parts.append(m)
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), window_ns

@@ -195,14 +195,15 @@ def _value(clause: Clause, s: ChannelSummary, ch: Channel) -> tuple[float | None
 
 
 def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport:
-    """Check every clause on every channel of every phase of one or several results."""
+    """Check every clause on every headline channel (model.HEADLINE_CHANNELS: for udp the
+    round trip, not its parts) of every phase of one or several results."""
     from rtlab.results.model import RunResult
 
     results = [result] if isinstance(result, RunResult) else list(result)
     report = SloReport(slo)
     qs = tuple(sorted({c.percentile for c in slo.clauses if c.percentile is not None}))
     for res in results:
-        for phase, ch in res.channels():
+        for phase, ch in res.headline_channels():
             s = ch.summary(qs)
             for clause in slo.clauses:
                 value, why = _value(clause, s, ch)

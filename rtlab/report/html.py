@@ -110,15 +110,15 @@ def _summary_row(s: ChannelSummary, label: str, css: str = "") -> str:
     return f"<tr{cls}>{''.join(cells)}</tr>"
 
 
-def _summary_table(phase: Phase) -> str:
+def _summary_table(phase: Phase, probe: str) -> str:
     heads = ["channel", "samples", "min", "avg", "mode",
              *(percentile_label(q) for q in DEFAULT_PERCENTILES), "max", "max at", "missed"]
     out = ["<table><tr>", *(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>"
                             for i, h in enumerate(heads)), "</tr>"]
     for ch in phase.channels:
         out.append(_summary_row(ch.summary(), channel_label(ch)))
-    if len(phase.channels) > 1:
-        out.append(_summary_row(phase.merged().summary(), "all", "all"))
+    if len(phase.headline(probe)) > 1:
+        out.append(_summary_row(phase.merged(probe).summary(), "all", "all"))
     out.append("</table><p class='sub'>latency in µs; n/a = too few samples to support the "
                "percentile; “max at” = run time of the maximum</p>")
     return "".join(out)
@@ -483,7 +483,7 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
                                      if phase.elapsed_ns is not None else "")
     if several:
         out.append(f"<h3>{_e(label)}</h3>")
-    out.append(_summary_table(phase))
+    out.append(_summary_table(phase, result.probe))
     chans = [c for c in phase.channels]
     if not any(c.samples for c in chans):
         out.append("<p>No samples in this phase.</p>")
@@ -491,13 +491,14 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     out.append(f"<h4>Histograms per CPU ({_e(label)})</h4>")
     out.append(_fig(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
-    if len(chans) > 1:
-        series.append(("all", phase.merged()))
+    headline = phase.headline(result.probe)
+    if len(headline) > 1:
+        series.append(("all", phase.merged(result.probe)))
     out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
     out.append(_fig(ccdf_figure(series)))
     out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
     out.append(_fig(timeline_figure(chans, end_ns=phase.elapsed_ns)))
-    out.append(_evt_section(chans, budgets, f"run {result.run_id} {phase.name}"))
+    out.append(_evt_section(headline, budgets, f"run {result.run_id} {phase.name}"))
     out.append(_phase_spikes(phase))
     return "".join(out)
 

@@ -55,8 +55,8 @@ def build_tables(result: RunResult) -> list[Table]:
             table.add_column(name, justify="right")
         for ch in phase.channels:
             table.add_row(*_row(ch.summary(), channel_label(ch)))
-        if len(phase.channels) > 1:
-            table.add_row(*_row(phase.merged().summary(), "all"), style="bold")
+        if len(phase.headline(result.probe)) > 1:
+            table.add_row(*_row(phase.merged(result.probe).summary(), "all"), style="bold")
         tables.append(table)
     return tables
 
@@ -78,7 +78,8 @@ def verdict(result: RunResult) -> str:
     if merged.samples == 0 or merged.max_ns is None:
         return f"{prefix}no samples were measured"
     s = merged.summary((99.0, 99.99))
-    phase, worst = max(((ph, ch) for ph, ch in result.channels() if ch.max_ns is not None),
+    phase, worst = max(((ph, ch) for ph, ch in result.headline_channels()
+                        if ch.max_ns is not None),
                        key=lambda pc: pc[1].max_ns or 0)
     where = f" on {channel_label(worst)}" + (
         f" in phase {phase.name}" if len(result.phases) > 1 else "")

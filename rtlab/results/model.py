@@ -29,6 +29,25 @@ RESULT_SCHEMA_VERSION = 1
 
 STATUSES = ("completed", "partial", "threshold", "failed")
 
+# Probes whose channels are not all the same quantity: the headline channel measures what
+# the probe is about, the others break it down (udp: `rtt` is the round trip; `stack`,
+# `wakeup`, `peer.*`, ... are parts of it). The first name of the tuple that a phase has
+# is its headline; a probe not listed here (timer: one channel per CPU) has every channel
+# as headline. Merged rows, verdicts, the store's summary columns, SLO gates, comparisons
+# and worst-case estimates use the headline channels only: a merge of a round trip with
+# its own parts would be no distribution of anything. The udp reflector has no `rtt`:
+# its headline is its `wakeup`.
+HEADLINE_CHANNELS: dict[str, tuple[str, ...]] = {"udp": ("rtt", "wakeup")}
+
+
+def headline_channels(probe: str, channels: list[Channel]) -> list[Channel]:
+    """The channels of one phase that measure the probe's headline quantity."""
+    for name in HEADLINE_CHANNELS.get(probe, ()):
+        chosen = [c for c in channels if c.name == name]
+        if chosen:
+            return chosen
+    return list(channels)
+
 
 def new_run_id() -> str:
     """A short random id (8 hex digits); the store refuses duplicates."""
@@ -123,8 +142,13 @@ class Phase:
     # udp `udp`, ...: the engine's final record minus the common keys; docs/results.md)
     extras: dict[str, Any] | None = None
 
-    def merged(self) -> Channel:
-        return Channel.merged("all", self.channels)
+    def headline(self, probe: str) -> list[Channel]:
+        """The channels of the probe's headline quantity (HEADLINE_CHANNELS)."""
+        return headline_channels(probe, self.channels)
+
+    def merged(self, probe: str) -> Channel:
+        """Exact merge of the headline channels (the `all` row)."""
+        return Channel.merged("all", self.headline(probe))
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "elapsed_ns": self.elapsed_ns,
@@ -192,8 +216,15 @@ class RunResult:
             for ch in phase.channels:
                 yield phase, ch
 
+    def headline_channels(self) -> Iterator[tuple[Phase, Channel]]:
+        """(phase, channel) of the headline channels of every phase (HEADLINE_CHANNELS)."""
+        for phase in self.phases:
+            for ch in phase.headline(self.probe):
+                yield phase, ch
+
     def merged(self) -> Channel:
-        return Channel.merged("all", [ch for _, ch in self.channels()])
+        """Exact merge of the headline channels of every phase."""
+        return Channel.merged("all", [ch for _, ch in self.headline_channels()])
 
     @property
     def system(self) -> dict[str, Any]:

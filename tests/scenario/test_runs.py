@@ -122,8 +122,8 @@ def test_ctrl_c_mid_phase_keeps_partial_and_stops_loads(
     result = Store.open(str(store_path)).get("last")
     assert result.partial and result.status == "partial"
     assert [p.name for p in result.phases] == ["idle", "load"]
-    assert result.phases[0].merged().samples == 50 * 500  # the idle phase completed
-    assert 0 < result.phases[1].merged().samples < 50 * 500
+    assert result.phases[0].merged(result.probe).samples == 50 * 500  # the idle phase completed
+    assert 0 < result.phases[1].merged(result.probe).samples < 50 * 500
     assert _stress_alive() == before
 
 
