@@ -757,32 +757,16 @@ static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struc
 		return;
 	/* the reply is in: now (off the measured path) the ping's own TX stamps */
 	tx_drain(ctx, false);
-	struct uts_ring *ring = &ctx->ts.ring;
-	struct uts_xchg *x = uts_ring_find(ring, p->seq);
 	if (ctx->ts.rx == UTS_EFF_HARDWARE && !m->ts.hw)
 		inc(ctx, C_NO_HW_STAMP);
-	if (x) {
-		x->have_rx = true;
-		x->rx = m->ts;
-		x->peer_send = p->r_send;
-		x->stack = stack;
-		take(ctx, x);
-	}
-	/* this reply carries the reflector's TX stamps of the previous exchange */
-	struct uts_xchg *prev = p->seq ? uts_ring_find(ring, p->seq - 1) : NULL;
-	if (!prev || !prev->have_rx)
-		return; /* no reply to complete */
-	if (p->flags & UDP_FLAG_CARRY_TX) {
-		prev->have_carry_tx = true;
-		prev->peer_tx_sw = p->carry_tx_sw;
-	} else {
+	/* this reply also carries the reflector's TX stamps of the previous exchange */
+	struct uts_xchg *x, *prev;
+	if (uts_ping_reply(&ctx->ts.ring, p, &m->ts, stack, &x, &prev))
 		inc(ctx, C_NO_CARRY);
-	}
-	if (p->flags & UDP_FLAG_CARRY_HW) {
-		prev->have_carry_hw = true;
-		prev->peer_resid = p->carry_hw_resid;
-	}
-	take(ctx, prev);
+	if (x)
+		take(ctx, x);
+	if (prev)
+		take(ctx, prev);
 }
 
 static void ping_loop(struct udp_ctx *ctx)

@@ -311,6 +311,33 @@ void uts_carry(const struct uts_xchg *last, uint64_t seq, uint64_t tag, uint16_t
 	}
 }
 
+bool uts_ping_reply(struct uts_ring *r, const struct udp_pkt *p, const struct uts_stamps *rx,
+		    int64_t stack, struct uts_xchg **cur, struct uts_xchg **prev)
+{
+	struct uts_xchg *x = uts_ring_find(r, p->seq);
+	if (x) {
+		x->have_rx = true;
+		x->rx = *rx;
+		x->peer_send = p->r_send;
+		x->stack = stack;
+	}
+	*cur = x;
+	struct uts_xchg *q = p->seq ? uts_ring_find(r, p->seq - 1) : NULL;
+	*prev = NULL;
+	if (!q || !q->have_rx)
+		return false; /* no reply of seq-1 here: nothing to complete */
+	*prev = q;
+	if (p->flags & UDP_FLAG_CARRY_HW) {
+		q->have_carry_hw = true;
+		q->peer_resid = p->carry_hw_resid;
+	}
+	if (!(p->flags & UDP_FLAG_CARRY_TX))
+		return true;
+	q->have_carry_tx = true;
+	q->peer_tx_sw = p->carry_tx_sw;
+	return false;
+}
+
 /* ---- the socket ----------------------------------------------------------- */
 
 static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)

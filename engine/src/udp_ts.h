@@ -183,6 +183,17 @@ bool uts_tx_complete(const struct uts_ring *r, const struct uts_xchg *x);
 void uts_carry(const struct uts_xchg *last, uint64_t seq, uint64_t tag, uint16_t *flags,
 	       uint64_t *tx_sw, uint64_t *hw_resid);
 
+/*
+ * Pinger: the reply p to ping p->seq arrived with RX stamps rx; stack is that
+ * exchange's stack value (-1: none). Fills the exchange of p->seq and hands the
+ * carried data to the exchange of seq-1. *cur / *prev: the exchanges to take
+ * (NULL: not in the ring, or seq-1 had no reply here). Returns true when the
+ * previous exchange got no carried TX stamp (a no_carry).
+ */
+struct udp_pkt;
+bool uts_ping_reply(struct uts_ring *r, const struct udp_pkt *p, const struct uts_stamps *rx,
+		    int64_t stack, struct uts_xchg **cur, struct uts_xchg **prev);
+
 /* ---- the socket (system calls) ------------------------------------------ */
 
 struct uts_state {
