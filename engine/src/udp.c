@@ -862,6 +862,10 @@ static void ping_loop(struct udp_ctx *ctx)
 			inc(ctx, C_LOST);
 		else if (!got)
 			inc(ctx, C_LOST); /* stopped while waiting: the ping had no reply */
+		/* no reply, no read after it: TX stamps share the socket's receive buffer
+		 * with the replies, so they never pile up */
+		if (!got)
+			tx_drain(ctx, false);
 	}
 	tx_drain(ctx, true);
 }
