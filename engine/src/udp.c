@@ -1273,16 +1273,19 @@ static void udp_fini(void *p)
 
 const struct probe_ops udp_probe = {
 	.name = "udp",
-	.summary = "UDP ping-pong round trips with the stack/wakeup split (reflect | ping)",
+	.summary = "UDP ping-pong round trips with the stack/wakeup/send split (reflect | ping)",
 	.usage = "rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN [options]\n"
 		 "rtlab-probe udp ping --peer ADDR:PORT --session TOKEN [--rate HZ] [--size B]\n"
 		 "\n"
 		 "The pinger sends on absolute deadlines and histograms the round trip (rtt)\n"
-		 "and, with kernel RX timestamps, the split: wakeup (RX timestamp -> thread\n"
-		 "running) on both ends, and the stack/wire time. The reflector answers only\n"
-		 "well-formed pings of its session, never with more bytes than received, and\n"
-		 "at most --max-rate per second. Counters are in the `udp` object of snapshots\n"
-		 "and the result. See docs/probes/udp.md.",
+		 "and, with kernel timestamps, the split: wakeup (RX timestamp -> thread\n"
+		 "running) on both ends, the stack time, and with TX timestamps its send side\n"
+		 "(tx, peer.tx: send() -> driver) and the rest (link); with a NIC's hardware\n"
+		 "timestamps (--timestamps hardware|auto) also hw.wire, hw.rx, hw.tx.\n"
+		 "--timestamps hardware where the NIC has none (veth, lo) is refused (exit 4).\n"
+		 "The reflector answers only well-formed pings of its session, never with more\n"
+		 "bytes than received, and at most --max-rate per second. Counters are in the\n"
+		 "`udp` object of snapshots and the result. See docs/probes/udp.md.",
 	.opts = udp_opts,
 	.n_opts = O_N,
 	.unavailable = NULL,

@@ -139,7 +139,7 @@ int uts_phc_refresh(struct uts_phc *p, uint64_t now_rt)
 		atomic_fetch_add_explicit(&p->errors, 1, memory_order_relaxed);
 		return e;
 	}
-	if (method)
+	if (method && !p->method) /* set once, before the reporter reads it */
 		p->method = method;
 	uts_phc_update(&p->model, now_rt, off, unc, &pred);
 	unsigned s = atomic_load_explicit(&p->seq, memory_order_relaxed);

@@ -46,6 +46,17 @@ def _finish(p: subprocess.Popen) -> list[dict[str, Any]]:
     return recs
 
 
+def _ping(probe: str, ns: str, peer: str, *args: str, session: str = "t0k3n"
+          ) -> list[dict[str, Any]]:
+    """Run a pinger in namespace ns; its records, validated against the schema."""
+    r = subprocess.run(in_ns(ns, probe, "udp", "ping", "--peer", peer, "--session", session,
+                             *args), capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    recs = parse_lines(r.stdout)
+    validate_all(recs)
+    return recs
+
+
 def _chan(rec: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in rec["channels"] if c["name"] == name)
 
@@ -350,12 +361,8 @@ def test_hardware_timestamps_refused_without_a_nic(probe_bin: str, where: str) -
 def test_auto_timestamps_fall_back_to_software(probe_bin: str) -> None:
     with veth_pair("u10") as v:
         refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", "--timestamps", "auto")
-        ping = run_probe("ip", "netns", "exec", v.ns_b, probe_bin, "udp", "ping", "--peer",
-                         f"{v.addr_a}:{PORT}", "--session", "t0k3n", "--rate", "1000",
-                         "--count", "300", "--timestamps", "auto")
-        assert ping.returncode == 0, ping.stderr
-        recs = parse_lines(ping.stdout)
-        validate_all(recs)
+        recs = _ping(probe_bin, v.ns_b, f"{v.addr_a}:{PORT}", "--rate", "1000", "--count",
+                     "300", "--timestamps", "auto")
         assert recs[0]["config"]["timestamps"] == "auto"
         _check_ping(recs, shared=False)
         logs = [r for r in recs if r["type"] == "log" and r["code"] == "hw_timestamps"]
@@ -367,13 +374,8 @@ def test_auto_timestamps_fall_back_to_software(probe_bin: str) -> None:
 def test_software_rx_only_has_no_send_split(probe_bin: str) -> None:
     with loopback_ns("u11") as ns:
         refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", "--timestamps", "software-rx")
-        r = subprocess.run(in_ns(ns, probe_bin, "udp", "ping", "--peer", f"127.0.0.1:{PORT}",
-                                 "--session", "t0k3n", "--rate", "0", "--count", "500",
-                                 "--timestamps", "software-rx"),
-                           capture_output=True, text=True, timeout=20, check=False)
-        assert r.returncode == 0, r.stderr
-        recs = parse_lines(r.stdout)
-        validate_all(recs)
+        recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "0", "--count", "500",
+                     "--timestamps", "software-rx")
         res = _check_ping(recs, shared=False, tx=False)
         assert res["udp"]["tx_stamps"] == 0
         rres = _finish(refl)[-1]
@@ -457,16 +459,11 @@ def test_pinger_with_a_reflector_that_predates_carrying(probe_bin: str) -> None:
                                 stdout=subprocess.PIPE, text=True)
         try:
             assert peer.stdout is not None and peer.stdout.readline().strip() == "ready"
-            r = subprocess.run(in_ns(ns, probe_bin, "udp", "ping", "--peer",
-                                     f"127.0.0.1:{PORT}", "--session", "x", "--rate", "500",
-                                     "--count", "200", "--allow-non-rt"),
-                               capture_output=True, text=True, timeout=20, check=False)
+            recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "500", "--count",
+                         "200", "--allow-non-rt", session="x")
         finally:
             peer.kill()
             peer.wait()
-        assert r.returncode == 0, r.stderr
-        recs = parse_lines(r.stdout)
-        validate_all(recs)
         res = recs[-1]
         u = res["udp"]
         assert u["replies"] == u["sent"] == 200 and u["no_timestamp"] == 0
@@ -496,3 +493,14 @@ def test_epoll_waiter_reads_the_error_queue_instead_of_spinning(probe_bin: str) 
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         assert cpu < 0.5, cpu  # 1 s of 100 Hz ping-pong: a spin would use ~1 s
         _finish(refl)
+
+
+def test_ipv6_loopback_send_split(probe_bin: str) -> None:
+    # TX stamps of an IPv6 socket come with IPV6_RECVERR, not IP_RECVERR
+    with loopback_ns("u15") as ns:
+        refl = _reflector(probe_bin, ns, f"[::1]:{PORT}", duration="3s")
+        recs = _ping(probe_bin, ns, f"[::1]:{PORT}", "--rate", "1000", "--count", "400")
+        res = _check_ping(recs, shared=False)
+        assert res["udp"]["sent"] == 400
+        ru = _finish(refl)[-1]["udp"]
+        assert ru["tx_stamps"] == ru["replied"] == 400
