@@ -356,8 +356,44 @@ static int phc_fd_measure(void *arg, int64_t *off, uint64_t *unc, const char **m
 	return phc_measure(*(const int *)arg, off, unc, method);
 }
 
-/* The interface of `local` and what it can do; *why: a reason it cannot do hardware. */
-static bool hw_usable(struct uts_state *st, int fd, const struct sockaddr *local)
+bool uts_hw_decide(struct uts_state *st, unsigned caps, int phc_index, bool want)
+{
+	st->hw_rx_capable = caps & SOF_TIMESTAMPING_RX_HARDWARE;
+	st->hw_tx_capable = caps & SOF_TIMESTAMPING_TX_HARDWARE;
+	st->phc_index = phc_index;
+	if (!st->hw_rx_capable || !st->hw_tx_capable || phc_index < 0 ||
+	    !(caps & SOF_TIMESTAMPING_RAW_HARDWARE)) {
+		snprintf(st->reason, sizeof(st->reason),
+			 "%s has no hardware timestamping (ETHTOOL_GET_TS_INFO: hardware RX %s, TX %s, PHC %s)",
+			 st->ifname, st->hw_rx_capable ? "yes" : "no",
+			 st->hw_tx_capable ? "yes" : "no", phc_index >= 0 ? "yes" : "none");
+		return false;
+	}
+	if (st->hw_cfg_err) {
+		snprintf(st->reason, sizeof(st->reason),
+			 "%s: cannot read its hardware timestamping configuration (SIOCGHWTSTAMP: %s)",
+			 st->ifname, strerror(-st->hw_cfg_err));
+		return false;
+	}
+	if (st->hw_tx_type != HWTSTAMP_TX_ON || st->hw_rx_filter != HWTSTAMP_FILTER_ALL) {
+		const char *tx = hwts_tx_name(st->hw_tx_type), *rx = hwts_rx_name(st->hw_rx_filter);
+		snprintf(st->reason, sizeof(st->reason),
+			 "%s can timestamp in hardware (PHC %d) but is set to tx %s, rx_filter %s; it needs tx on, rx_filter all: the journaled `hwtstamp` operation of `rtlab-probe sys apply` (rtlab run does it for timestamps = \"hardware\")",
+			 st->ifname, phc_index, tx ? tx : "?", rx ? rx : "?");
+		return false;
+	}
+	if (!want) {
+		snprintf(st->reason, sizeof(st->reason),
+			 "%s has hardware timestamping enabled (PHC %d); --timestamps hardware or auto would use it",
+			 st->ifname, phc_index);
+		return false;
+	}
+	return true;
+}
+
+/* The interface of `local` and what it can do; st->reason: why it cannot do hardware.
+ * The PHC is opened and measured only when hardware stamps are wanted. */
+static bool hw_usable(struct uts_state *st, int fd, const struct sockaddr *local, bool want)
 {
 	struct ifaddrs *ifa = NULL;
 	if (getifaddrs(&ifa) != 0) {
@@ -384,36 +420,14 @@ static bool hw_usable(struct uts_state *st, int fd, const struct sockaddr *local
 			 strerror(errno));
 		return false;
 	}
-	st->hw_rx_capable = info.so_timestamping & SOF_TIMESTAMPING_RX_HARDWARE;
-	st->hw_tx_capable = info.so_timestamping & SOF_TIMESTAMPING_TX_HARDWARE;
-	st->phc_index = info.phc_index;
 	struct hwtstamp_config cfg;
 	st->hw_cfg_err = hwts_get(st->ifname, &cfg);
 	if (!st->hw_cfg_err) {
 		st->hw_tx_type = cfg.tx_type;
 		st->hw_rx_filter = cfg.rx_filter;
 	}
-	if (!st->hw_rx_capable || !st->hw_tx_capable || st->phc_index < 0 ||
-	    !(info.so_timestamping & SOF_TIMESTAMPING_RAW_HARDWARE)) {
-		snprintf(st->reason, sizeof(st->reason),
-			 "%s has no hardware timestamping (ETHTOOL_GET_TS_INFO: hardware RX %s, TX %s, PHC %s)",
-			 st->ifname, st->hw_rx_capable ? "yes" : "no",
-			 st->hw_tx_capable ? "yes" : "no", st->phc_index >= 0 ? "yes" : "none");
+	if (!uts_hw_decide(st, info.so_timestamping, info.phc_index, want))
 		return false;
-	}
-	if (st->hw_cfg_err) {
-		snprintf(st->reason, sizeof(st->reason),
-			 "%s: cannot read its hardware timestamping configuration (SIOCGHWTSTAMP: %s)",
-			 st->ifname, strerror(-st->hw_cfg_err));
-		return false;
-	}
-	if (cfg.tx_type != HWTSTAMP_TX_ON || cfg.rx_filter != HWTSTAMP_FILTER_ALL) {
-		const char *tx = hwts_tx_name(cfg.tx_type), *rx = hwts_rx_name(cfg.rx_filter);
-		snprintf(st->reason, sizeof(st->reason),
-			 "%s can timestamp in hardware (PHC %d) but is set to tx %s, rx_filter %s; it needs tx on, rx_filter all: the journaled `hwtstamp` operation of `rtlab-probe sys apply` (rtlab run does it for timestamps = \"hardware\")",
-			 st->ifname, st->phc_index, tx ? tx : "?", rx ? rx : "?");
-		return false;
-	}
 	int pfd = phc_open(st->phc_index);
 	if (pfd < 0) {
 		snprintf(st->reason, sizeof(st->reason), "/dev/ptp%d (PHC of %s): %s",
@@ -445,25 +459,19 @@ int uts_setup(struct uts_state *st, int fd, int kind, const struct sockaddr *loc
 	st->phc.fd = -1;
 	st->hw_tx_type = st->hw_rx_filter = -1;
 	st->hw_cfg_err = -ENODATA; /* not read (yet) */
-	bool hw = local && hw_usable(st, fd, local);
+	const bool want = kind == UTS_HARDWARE || kind == UTS_AUTO;
+	bool hw = local && hw_usable(st, fd, local, want);
+	if (!local)
+		snprintf(st->reason, sizeof(st->reason), "the socket has no local address yet");
 	if (kind == UTS_HARDWARE && !hw) {
 		snprintf(err, errlen,
 			 "--timestamps hardware: %s; use --timestamps software (or auto: hardware where the interface has it, else software)",
 			 st->reason);
+		uts_close(st);
 		return -EOPNOTSUPP;
 	}
-	if (hw && kind != UTS_HARDWARE && kind != UTS_AUTO) {
-		snprintf(st->reason, sizeof(st->reason),
-			 "%s has hardware timestamping enabled (PHC %d); --timestamps hardware or auto would use it",
-			 st->ifname, st->phc_index);
-		hw = false;
-	}
-	if (!hw && st->phc.fd >= 0) {
-		close(st->phc.fd);
-		st->phc.fd = -1;
-	}
-	if (hw)
-		st->reason[0] = '\0';
+	if (!hw)
+		uts_close(st); /* a PHC opened but then not usable */
 	if (kind == UTS_NONE)
 		return 0;
 	unsigned f = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;

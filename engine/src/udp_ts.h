@@ -211,6 +211,14 @@ struct uts_state {
 };
 
 /*
+ * The decision of uts_setup, pure: with the interface's ETHTOOL_GET_TS_INFO
+ * capabilities and PHC index, and its SIOCGHWTSTAMP result already in st
+ * (ifname, hw_cfg_err, hw_tx_type, hw_rx_filter): can hardware stamps be used,
+ * and are they wanted? Fills hw_*_capable, phc_index and, when false, reason.
+ */
+bool uts_hw_decide(struct uts_state *st, unsigned caps, int phc_index, bool want);
+
+/*
  * Look at the interface of `local`, decide what is used and set SO_TIMESTAMPING
  * on fd. -EOPNOTSUPP with a one-line reason in err when --timestamps hardware
  * cannot be had (the caller skips, exit 4); other failures are recorded in

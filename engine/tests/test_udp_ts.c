@@ -617,6 +617,52 @@ static void test_no_carry_from_old_reflector(void)
 	CHECK(prev == NULL);
 }
 
+/* The decision of uts_setup for NICs this machine does not have. */
+static bool decide(struct uts_state *st, const char *ifname, unsigned caps, int phc, int cfg_err,
+		   int tx, int rx, bool want)
+{
+	memset(st, 0, sizeof(*st));
+	snprintf(st->ifname, sizeof(st->ifname), "%s", ifname);
+	st->hw_cfg_err = cfg_err;
+	st->hw_tx_type = tx;
+	st->hw_rx_filter = rx;
+	return uts_hw_decide(st, caps, phc, want);
+}
+
+static void test_hw_decision(void)
+{
+	struct uts_state st;
+	const unsigned sw = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE |
+			    SOF_TIMESTAMPING_SOFTWARE; /* what veth and lo report */
+	const unsigned hw = sw | SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RX_HARDWARE |
+			    SOF_TIMESTAMPING_RAW_HARDWARE;
+	/* veth: no hardware, no PHC, SIOCGHWTSTAMP not supported */
+	CHECK(!decide(&st, "veth0", sw, -1, -EOPNOTSUPP, -1, -1, true));
+	CHECK(strstr(st.reason, "veth0 has no hardware timestamping") != NULL);
+	CHECK(strstr(st.reason, "RX no, TX no, PHC none") != NULL);
+	CHECK(!st.hw_rx_capable && !st.hw_tx_capable);
+	/* RX only (some PHYs) */
+	CHECK(!decide(&st, "eth0", sw | SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE,
+		      0, 0, HWTSTAMP_TX_ON, HWTSTAMP_FILTER_ALL, true));
+	CHECK(strstr(st.reason, "RX yes, TX no") != NULL);
+	/* capable, but the driver cannot report its configuration */
+	CHECK(!decide(&st, "eth0", hw, 2, -EOPNOTSUPP, -1, -1, true));
+	CHECK(strstr(st.reason, "SIOCGHWTSTAMP") != NULL);
+	/* capable, not enabled (the default) */
+	CHECK(!decide(&st, "eth0", hw, 2, 0, HWTSTAMP_TX_OFF, HWTSTAMP_FILTER_NONE, true));
+	CHECK(strstr(st.reason, "set to tx off, rx_filter none") != NULL);
+	CHECK(strstr(st.reason, "hwtstamp") != NULL);
+	CHECK_EQ_U(st.phc_index, 2);
+	/* enabled by ptp4l for PTP only: our UDP packets would get no RX stamp */
+	CHECK(!decide(&st, "eth0", hw, 2, 0, HWTSTAMP_TX_ON, HWTSTAMP_FILTER_PTP_V2_EVENT, true));
+	CHECK(strstr(st.reason, "rx_filter ptp_v2_event") != NULL);
+	/* enabled: used when wanted, reported when not */
+	CHECK(decide(&st, "eth0", hw, 2, 0, HWTSTAMP_TX_ON, HWTSTAMP_FILTER_ALL, true));
+	CHECK(st.hw_rx_capable && st.hw_tx_capable);
+	CHECK(!decide(&st, "eth0", hw, 2, 0, HWTSTAMP_TX_ON, HWTSTAMP_FILTER_ALL, false));
+	CHECK(strstr(st.reason, "--timestamps hardware or auto would use it") != NULL);
+}
+
 int main(void)
 {
 	test_rx_parse();
@@ -630,5 +676,6 @@ int main(void)
 	test_wire_carry_fields();
 	test_simulated_exchange();
 	test_no_carry_from_old_reflector();
+	test_hw_decision();
 	return tap_done("udp_ts");
 }
