@@ -734,9 +734,8 @@ static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struc
 		       const struct udp_pkt *sent, uint64_t app_mono, uint64_t app_rt)
 {
 	uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
-	uint64_t rtt = app_mono - sent->send_mono;
 	record(ctx, K_RTT, at, app_mono, sent->send_mono);
-	int64_t stack = -1;
+	int64_t stack = UTS_NO_STACK;
 	if (!m->ts.sw || !(p->flags & UDP_FLAG_RX_TS)) {
 		inc(ctx, C_NO_TIMESTAMP);
 	} else {
@@ -746,10 +745,14 @@ static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struc
 		record(ctx, K_WAKEUP, at, app_rt, m->ts.sw);
 		record(ctx, K_PEER_WAKEUP, at, p->r_app, p->r_rx_ts);
 		record(ctx, K_PEER_TURN, at, p->r_send, p->r_app);
-		/* both directions: send() call -> kernel RX timestamp of the other end */
+		/* both directions: send() call -> kernel RX timestamp of the other end. On
+		 * CLOCK_REALTIME, the stamps' clock: a vCPU paused between this end's two
+		 * clock reads (MONOTONIC for rtt, REALTIME for the split) cannot skew it;
+		 * negative (a clock step) is counted, not clamped */
+		uint64_t rtt_rt = app_rt - sent->send_rt;
 		uint64_t rest = w_near + w_far + turn;
-		record(ctx, K_STACK, at, rtt, rest < rtt ? rest : rtt);
-		stack = rest < rtt ? (int64_t)(rtt - rest) : 0;
+		record(ctx, K_STACK, at, rtt_rt, rest);
+		stack = (int64_t)(rtt_rt - rest);
 		record(ctx, K_STACK_OUT, at, p->r_rx_ts, sent->send_rt);
 		record(ctx, K_STACK_BACK, at, m->ts.sw, p->r_send);
 	}

@@ -204,7 +204,7 @@ void uts_take(struct uts_xchg *x, const struct uts_phc_model *m, struct uts_vals
 	if (x->have_rx && x->have_carry_tx && x->peer_send) {
 		v[UTS_V_PEER_TX] = sdiff(x->peer_tx_sw, x->peer_send);
 		can |= 1u << UTS_V_PEER_TX;
-		if (x->stack >= 0 && (can & (1u << UTS_V_TX))) {
+		if (x->stack != UTS_NO_STACK && (can & (1u << UTS_V_TX))) {
 			v[UTS_V_LINK] = x->stack - v[UTS_V_TX] - v[UTS_V_PEER_TX];
 			can |= 1u << UTS_V_LINK;
 		}
@@ -235,7 +235,7 @@ struct uts_xchg *uts_ring_sent(struct uts_ring *r, uint64_t seq, uint64_t send_r
 	x->key = r->next_key++;
 	x->seq = seq;
 	x->send_rt = send_rt;
-	x->stack = -1;
+	x->stack = UTS_NO_STACK;
 	r->last = x;
 	return x;
 }

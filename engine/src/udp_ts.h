@@ -117,6 +117,8 @@ enum {
 	UTS_V_N
 };
 
+#define UTS_NO_STACK INT64_MIN
+
 struct uts_xchg {
 	bool used;
 	uint32_t key;		/* OPT_ID of its send */
@@ -131,7 +133,7 @@ struct uts_xchg {
 	struct uts_stamps rx;
 	/* pinger: from the reply and the next one */
 	uint64_t peer_send;	/* reflector just before send (REALTIME) */
-	int64_t stack;		/* the stack channel's value; < 0: none */
+	int64_t stack;		/* the stack channel's value (may be < 0); UTS_NO_STACK: none */
 	bool have_carry_tx, have_carry_hw;
 	uint64_t peer_tx_sw;	/* reflector's software TX stamp of its reply */
 	uint64_t peer_resid;	/* reflector's t3 - t2 */
@@ -185,8 +187,8 @@ void uts_carry(const struct uts_xchg *last, uint64_t seq, uint64_t tag, uint16_t
 
 /*
  * Pinger: the reply p to ping p->seq arrived with RX stamps rx; stack is that
- * exchange's stack value (-1: none). Fills the exchange of p->seq and hands the
- * carried data to the exchange of seq-1. *cur / *prev: the exchanges to take
+ * exchange's stack value (UTS_NO_STACK: none). Fills the exchange of p->seq and
+ * hands the carried data to the exchange of seq-1. *cur / *prev: the exchanges to take
  * (NULL: not in the ring, or seq-1 had no reply here). Returns true when the
  * previous exchange got no carried TX stamp (a no_carry).
  */

@@ -281,7 +281,7 @@ static void test_take(void)
 	memset(&x, 0, sizeof(x));
 	x.used = true;
 	x.send_rt = 1000;
-	x.stack = -1;
+	x.stack = UTS_NO_STACK;
 	uts_take(&x, NULL, &v);
 	CHECK_EQ_U(v.have, 0);
 	x.tx.sw = 1400;
@@ -309,6 +309,12 @@ static void test_take(void)
 	y.stack = 1000;
 	uts_take(&y, NULL, &v);
 	CHECK(v.v[UTS_V_LINK] == 1000 - 400 - 3000);
+	/* so does a negative stack (a clock step): link follows, the channel counts it */
+	y.taken = 0;
+	y.stack = -500;
+	uts_take(&y, NULL, &v);
+	CHECK(v.have & (1u << UTS_V_LINK));
+	CHECK(v.v[UTS_V_LINK] == -500 - 400 - 3000);
 	/* hardware: PHC = REALTIME + 37 s (TAI-like), no drift */
 	struct uts_phc_model m = { .t_ref = 1, .off = 37 * (int64_t)NS_PER_SEC };
 	x.tx.hw = 1900 + 37 * NS_PER_SEC;  /* t1: 500 after the driver */
