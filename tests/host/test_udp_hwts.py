@@ -81,3 +81,18 @@ def test_auto_falls_back_to_software(probe_bin: str, require_root: None,
     assert "udp ping packets: sent" in r.stdout and "tx_stamps" in r.stdout
     assert "link" in r.stdout and "hw.wire" not in r.stdout
     _no_leftovers(tmp_path, before)
+
+
+@needs_ip
+def test_scenario_asking_for_hardware_is_refused_cleanly(probe_bin: str, require_root: None,
+                                                         tmp_path: Path) -> None:
+    sc = tmp_path / "udp-hw.toml"
+    sc.write_text('[scenario]\nname = "udp-hw"\ndescription = "hardware stamps"\n\n'
+                  '[[probe]]\nprobe = "udp"\ncpus = "last"\n'
+                  'options = { mode = "ping", rate = 1000, timestamps = "hardware" }\n\n'
+                  '[[phase]]\nname = "main"\nduration = "1s"\n')
+    before = _netns()
+    r = rtlab(probe_bin, tmp_path / "s.db", "run", str(sc), "--no-progress")
+    assert r.returncode == 4, r.stderr + r.stdout
+    assert len(r.stderr.strip().splitlines()) == 1 and "veth pair" in r.stderr
+    _no_leftovers(tmp_path, before)
