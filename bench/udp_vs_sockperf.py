@@ -35,8 +35,11 @@ from benchlib import channel_percentile, default_probe
 QS = (0.5, 0.99, 0.999)
 TRACING = Path("/sys/kernel/tracing")
 OBS_EVENTS = ("sys_enter_sendto", "sys_exit_recvfrom", "sys_exit_recvmsg")
+ERRQ_EVENTS = ("sys_enter_recvmsg",)  # --errqueue: rtlab's reads of TX timestamps
+MSG_ERRQUEUE = 0x2000
 _LINE = re.compile(r"^\s*.+?-(\d+)\s+\[\d+\]\s+\S+\s+(\d+): (.*)$")
 _EXIT = re.compile(r"^sys_(?:recvfrom|recvmsg) -> (0x[0-9a-f]+|-?\d+)")
+_ERRQ = re.compile(r"^sys_recvmsg\(.*flags: (0x[0-9a-f]+)\)")
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
 
 
@@ -98,11 +101,13 @@ def sockperf_cmd(a: argparse.Namespace, *args: str) -> list[str]:
 class Observer:
     """Round trips of the pinging process as ftrace sees its syscalls (see --observer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, errqueue: bool = False) -> None:
+        self.events = OBS_EVENTS + (ERRQ_EVENTS if errqueue else ())
+        self.errq: list[float] = []  # µs per error-queue read of the last stop()
         if not (TRACING / "events/syscalls").is_dir():
             subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)],
                            capture_output=True, check=False)
-        if not all((TRACING / "events/syscalls" / e).is_dir() for e in OBS_EVENTS):
+        if not all((TRACING / "events/syscalls" / e).is_dir() for e in self.events):
             raise SystemExit("--observer needs tracefs with syscall events "
                              "(CONFIG_FTRACE_SYSCALLS)")
         clock = (TRACING / "trace_clock").read_text()
@@ -117,13 +122,13 @@ class Observer:
         self._w("trace_clock", "x86-tsc")
         self._w("buffer_size_kb", "65536")
         self._w("options/event-fork", "1")
-        for e in OBS_EVENTS:
+        for e in self.events:
             self._w(f"events/syscalls/{e}/enable", "1")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._w("tracing_on", "0")
-        for e in OBS_EVENTS:
+        for e in self.events:
             self._w(f"events/syscalls/{e}/enable", "0")
         self._w("options/event-fork", "0")
         self._w("set_event_pid", "")
@@ -150,7 +155,9 @@ class Observer:
         text = (TRACING / "trace").read_text()
         cal: dict[str, int] = {}
         pending: dict[int, int] = {}
+        errq: dict[int, int] = {}
         ticks: list[int] = []
+        eticks: list[int] = []
         for line in text.splitlines():
             m = _LINE.match(line)
             if not m:
@@ -160,6 +167,10 @@ class Observer:
                 cal[rest.split(": ", 1)[1].strip()] = ts
             elif rest.startswith("sys_sendto("):
                 pending.setdefault(tid, ts)
+            elif (e := _ERRQ.match(rest)) and int(e.group(1), 16) & MSG_ERRQUEUE:
+                errq[tid] = ts
+            elif tid in errq and rest.startswith("sys_recvmsg ->"):
+                eticks.append(ts - errq.pop(tid))
             elif tid in pending and (x := _EXIT.match(rest)):
                 ret = int(x.group(1), 0)
                 if 0 < ret < 1 << 31:
@@ -167,6 +178,7 @@ class Observer:
         if "rtlab-cal0" not in cal or "rtlab-cal1" not in cal:
             raise SystemExit("--observer: the calibration markers are missing from the trace")
         per_us = (cal["rtlab-cal1"] - cal["rtlab-cal0"]) / ((end - self._mark[0]) / 1000)
+        self.errq = [t / per_us for t in eticks]
         return [t / per_us for t in ticks]
 
 
@@ -201,6 +213,9 @@ def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
     out = hist_quantiles(rtt)
     if seen is not None:
         out["observed"] = quantiles(seen)
+        if obs is not None and obs.errq:
+            out["errqueue"] = quantiles(obs.errq)
+            out["errqueue"]["per_rtt"] = len(obs.errq) / max(1, len(seen))
     return out
 
 
@@ -251,6 +266,9 @@ def main() -> int:
     ap.add_argument("--observer", action="store_true",
                     help="also time both pingers' round trips alike from ftrace syscall "
                     "events (entry of sendto -> exit of the receive)")
+    ap.add_argument("--errqueue", action="store_true",
+                    help="with --observer: also time rtlab's pinger reading TX timestamps "
+                    "off the socket error queue (recvmsg MSG_ERRQUEUE, after the reply)")
     ap.add_argument("--rtlab-opt", dest="extra", action="append", default=[], metavar="ARG",
                     help="extra argument for both rtlab ends, e.g. --rtlab-opt=--timestamps "
                     "--rtlab-opt=none (repeatable)")
@@ -262,7 +280,9 @@ def main() -> int:
         print("sockperf is not installed", file=sys.stderr)
         return 4
     allres: dict[str, dict[str, list[dict]]] = {}
-    with (Observer() if a.observer else contextlib.nullcontext()) as obs:
+    if a.errqueue and not a.observer:
+        ap.error("--errqueue needs --observer")
+    with (Observer(a.errqueue) if a.observer else contextlib.nullcontext()) as obs:
         for path in a.paths.split(","):
             allres[path] = run_path(path, a, obs)
             report(path, allres[path], a)
@@ -307,6 +327,13 @@ def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None
         print(f"{'ratio (' + view + ')':22} {ratio['p50']:9.3f} {ratio['p99']:9.3f} "
               f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   (rtlab / sockperf; < 1: rtlab "
               "faster)")
+    eq = [r["errqueue"] for r in res["rtlab"] if "errqueue" in r]
+    if eq:
+        m = {k: sorted(e[k] for e in eq)[len(eq) // 2] for k in ("p50", "p99", "p99.9", "max",
+                                                                 "per_rtt")}
+        print(f"{'rtlab error-queue read':22} {m['p50']:9.2f} {m['p99']:9.2f} "
+              f"{m['p99.9']:9.2f} {m['max']:10.1f}   ({m['per_rtt']:.2f} per round trip, "
+              "pinger, after the reply; µs)")
 
 
 if __name__ == "__main__":

@@ -296,7 +296,7 @@ static void handle_loop(struct ev_ctx *ctx)
 		}
 		if (r == 0)
 			continue;
-		uint64_t cap = clk_to_mono(ev.capture_ns, off);
+		uint64_t cap = clk_convert(ev.capture_ns, off);
 		uint64_t at = handled > start ? handled - start : 0;
 		bool neg = handled < cap;
 		channel_record(ch, at, neg ? 0 : handled - cap, 0, neg);

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "phc.h" /* clock offsets: clk_*, ptp_offset_from_*, phc_measure */
 
 enum ev_domain { EV_MONOTONIC, EV_REALTIME, EV_PHC, EV_HTE, EV_DOMAIN_COUNT };
 extern const char *const ev_domain_names[]; /* "monotonic", "realtime", "phc", "hte" */
@@ -71,32 +72,6 @@ struct evsrc {
 
 extern const struct evsrc_ops evsrc_soft, evsrc_net, evsrc_gpio, evsrc_ptp, evsrc_pps;
 
-/* ---- clock arithmetic (event_clock.c) --------------------------------- */
-
-/* One bracketed reading: before/after on clock A, ref on clock B. */
-struct clk_sample {
-	uint64_t before, ref, after;
-};
-
-/*
- * From n bracketed readings pick the narrowest bracket; offset = ref - mid
- * (B - A), uncertainty = half its width. 0, or -EINVAL (n == 0 or a bracket
- * with after < before).
- */
-int clk_offset_best(const struct clk_sample *s, size_t n, int64_t *offset,
-		    uint64_t *uncertainty) RL_WUR;
-
-/* Measure CLOCK_REALTIME - CLOCK_MONOTONIC (best of n brackets). */
-int clk_realtime_minus_mono(size_t n, int64_t *offset, uint64_t *uncertainty) RL_WUR;
-
-/* Convert a capture time with domain - monotonic = offset; clamps at 0. */
-static inline uint64_t clk_to_mono(uint64_t t, int64_t offset)
-{
-	if (offset >= 0)
-		return t >= (uint64_t)offset ? t - (uint64_t)offset : 0;
-	return t + (uint64_t)(-offset);
-}
-
 /* ---- decoders (pure) -------------------------------------------------- */
 
 /* GPIO v2: n whole struct gpio_v2_line_event in buf; tracks line_seqno gaps. */
@@ -117,11 +92,6 @@ struct ptp_state {
 int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_event *out,
 	       size_t max);
 size_t ptp_event_size(void);
-/* Offset PHC - system from a PTP_SYS_OFFSET_EXTENDED result (raw struct). */
-int ptp_offset_from_extended(const void *sysoff_ext, int64_t *offset, uint64_t *unc) RL_WUR;
-/* Offset PHC - system from a PTP_SYS_OFFSET result (raw struct): ts[2k]
- * system, ts[2k+1] PHC, ts[2k+2] system. */
-int ptp_offset_from_basic(const void *sysoff, int64_t *offset, uint64_t *unc) RL_WUR;
 
 /* PPS: a PPS_FETCH result (struct pps_fdata); 1 new assert event, 0 none. */
 struct pps_state {

@@ -3,9 +3,9 @@
  * Event source: external timestamps of a PTP hardware clock (PTP_EXTTS on
  * /dev/ptpN, Documentation/driver-api/ptp.rst). The NIC latches its PHC when
  * the input pin fires; the capture time is in the PHC's domain. open()
- * measures PHC - CLOCK_REALTIME with PTP_SYS_OFFSET_EXTENDED (each PHC read
- * bracketed by system reads; fallback PTP_SYS_OFFSET) and keeps the offset and
- * its uncertainty (half the narrowest bracket).
+ * measures PHC - CLOCK_REALTIME with phc_measure() (phc.h: PTP_SYS_OFFSET_EXTENDED,
+ * each PHC read bracketed by system reads; fallback PTP_SYS_OFFSET) and keeps the
+ * offset and its uncertainty (half the narrowest bracket).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,36 +56,6 @@ int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_even
 	return (int)n;
 }
 
-int ptp_offset_from_extended(const void *raw, int64_t *offset, uint64_t *unc)
-{
-	struct ptp_sys_offset_extended x;
-	memcpy(&x, raw, sizeof(x));
-	if (!x.n_samples || x.n_samples > PTP_MAX_SAMPLES)
-		return -EINVAL;
-	struct clk_sample s[PTP_MAX_SAMPLES];
-	for (unsigned i = 0; i < x.n_samples; i++) {
-		s[i].before = pct_ns(&x.ts[i][0]);
-		s[i].ref = pct_ns(&x.ts[i][1]);
-		s[i].after = pct_ns(&x.ts[i][2]);
-	}
-	return clk_offset_best(s, x.n_samples, offset, unc);
-}
-
-int ptp_offset_from_basic(const void *raw, int64_t *offset, uint64_t *unc)
-{
-	struct ptp_sys_offset x;
-	memcpy(&x, raw, sizeof(x));
-	if (!x.n_samples || x.n_samples > PTP_MAX_SAMPLES)
-		return -EINVAL;
-	struct clk_sample s[PTP_MAX_SAMPLES];
-	for (unsigned i = 0; i < x.n_samples; i++) {
-		s[i].before = pct_ns(&x.ts[2 * i]);
-		s[i].ref = pct_ns(&x.ts[2 * i + 1]);
-		s[i].after = pct_ns(&x.ts[2 * i + 2]);
-	}
-	return clk_offset_best(s, x.n_samples, offset, unc);
-}
-
 struct ptp_priv {
 	struct ptp_state st;
 	struct ev_event pending[8];
@@ -97,25 +67,10 @@ static struct ptp_priv ptp_priv_store;
 
 static int ptp_measure(struct evsrc *s, char *err, size_t len)
 {
-	struct ptp_sys_offset_extended x;
-	memset(&x, 0, sizeof(x));
-	x.n_samples = 10;
-	if (ioctl(s->fd, PTP_SYS_OFFSET_EXTENDED, &x) == 0 &&
-	    ptp_offset_from_extended(&x, &s->phc_minus_rt_ns, &s->phc_unc_ns) == 0) {
-		s->phc_method = "PTP_SYS_OFFSET_EXTENDED";
-		return 0;
-	}
-	struct ptp_sys_offset b;
-	memset(&b, 0, sizeof(b));
-	b.n_samples = 10;
-	if (ioctl(s->fd, PTP_SYS_OFFSET, &b) == 0 &&
-	    ptp_offset_from_basic(&b, &s->phc_minus_rt_ns, &s->phc_unc_ns) == 0) {
-		s->phc_method = "PTP_SYS_OFFSET";
-		return 0;
-	}
-	int e = errno ? errno : EINVAL;
-	snprintf(err, len, "cannot measure the PHC - system clock offset: %s", strerror(e));
-	return -e;
+	int e = phc_measure(s->fd, &s->phc_minus_rt_ns, &s->phc_unc_ns, &s->phc_method);
+	if (e)
+		snprintf(err, len, "cannot measure the PHC - system clock offset: %s", strerror(-e));
+	return e;
 }
 
 static int ptp_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
@@ -205,18 +160,6 @@ int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_even
 	       size_t max)
 {
 	(void)st, (void)buf, (void)len, (void)out, (void)max;
-	return -EOPNOTSUPP;
-}
-
-int ptp_offset_from_extended(const void *raw, int64_t *offset, uint64_t *unc)
-{
-	(void)raw, (void)offset, (void)unc;
-	return -EOPNOTSUPP;
-}
-
-int ptp_offset_from_basic(const void *raw, int64_t *offset, uint64_t *unc)
-{
-	(void)raw, (void)offset, (void)unc;
 	return -EOPNOTSUPP;
 }
 

@@ -7,20 +7,17 @@
  *
  * One pinned RT thread per end owns the socket. The pinger sends on absolute
  * deadlines (missed sends counted), waits for the reply up to --timeout and
- * records the round trip; with kernel software RX timestamps (SO_TIMESTAMPING)
- * both ends split their receive path into "kernel RX timestamp -> application
- * running" (wakeup), and the pinger derives the time spent in the stacks and
- * on the wire. The reflector reports its own split in the reply. Wire format
- * and the pure parts: udp_proto.h. Safety: docs/probes/udp.md.
+ * records the round trip; with kernel RX timestamps (SO_TIMESTAMPING) both ends
+ * split their receive path into "kernel RX timestamp -> application running"
+ * (wakeup), and the pinger derives the time spent in the stacks and on the
+ * wire; TX timestamps split the send side ("send() -> driver"). The reflector
+ * reports its own split in the reply, its TX stamps in the next one. Wire
+ * format and the pure parts: udp_proto.h; timestamps: udp_ts.h. Safety:
+ * docs/probes/udp.md.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <limits.h>
-#include <linux/errqueue.h>
-#include <linux/ethtool.h>
-#include <linux/net_tstamp.h>
-#include <linux/sockios.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +41,7 @@
 #include "rt.h"
 #include "sysinfo.h"
 #include "udp_proto.h"
+#include "udp_ts.h"
 
 #ifndef SO_BUSY_POLL
 #define SO_BUSY_POLL 46
@@ -65,16 +63,15 @@
 #define WATCH_MIN_NS (100 * NS_PER_US)
 #define WATCH_MAX_NS (10 * NS_PER_MS)
 #define WATCH_IDLE_NS NS_PER_SEC /* nothing to watch but signals and the end */
+#define PHC_REFRESH_NS NS_PER_SEC /* hardware timestamps: PHC offset measured this often */
 
 static const char *const mode_names[] = { "reflect", "ping", NULL };
 static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
 static const char *const wait_names[] = { "block", "epoll", "busy", NULL };
-static const char *const ts_names[] = { "software", "none", NULL };
 
 enum { MODE_REFLECT, MODE_PING };
 enum { RECV_RECV, RECV_MMSG };
 enum { WAIT_BLOCK, WAIT_EPOLL, WAIT_BUSY };
-enum { TS_SOFTWARE, TS_NONE };
 
 enum {
 	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
@@ -123,8 +120,8 @@ static const struct opt_def udp_opts[O_N] = {
 		     "wait in a blocking receive, in epoll_wait, or spin (non-blocking)", 0, 0,
 		     wait_names, "block", NULL },
 	[O_TIMESTAMPS] = { "timestamps", OPT_ENUM, "KIND",
-			   "kernel RX timestamps for the stack/wakeup split", 0, 0, ts_names,
-			   "software", NULL },
+			   "kernel timestamps for the split: software (RX+TX), software-rx, hardware (NIC; refused where there is none), auto (hardware where enabled, else software), none",
+			   0, 0, uts_kind_names, "software", NULL },
 	[O_SHARED_CLOCK] = { "shared-clock", OPT_BOOL, NULL,
 			     "ping: both ends read the same CLOCK_REALTIME (same host, or PTP-synced): split the stack time per direction",
 			     0, 0, NULL, "false", NULL },
@@ -177,20 +174,30 @@ struct udp_cfg {
 /* Counters: written only by the socket thread (relaxed), read by the reporter. */
 enum {
 	C_SENT, C_REPLIES, C_LOST, C_LATE, C_REORDERED, C_DUPLICATE, C_INVALID, C_MISSED_SENDS,
-	C_SEND_ERRORS, C_NO_TIMESTAMP, /* ping */
+	C_SEND_ERRORS, C_NO_TIMESTAMP, C_NO_CARRY, /* ping */
 	C_RECEIVED, C_REPLIED, C_SHORT, C_BAD_MAGIC, C_BAD_VERSION, C_BAD_SESSION, C_BAD_TYPE,
 	C_OVERSIZE, C_RATE_LIMITED, /* reflect */
+	C_TX_STAMPS, C_TX_MISSING, C_TX_UNMATCHED, C_NO_HW_STAMP, /* both */
 	C_N
 };
 
 static const char *const counter_names[C_N] = {
 	"sent", "replies", "lost", "late", "reordered", "duplicate", "invalid", "missed_sends",
-	"send_errors", "no_timestamp", "received", "replied", "short", "bad_magic",
-	"bad_version", "bad_session", "bad_type", "oversize", "rate_limited",
+	"send_errors", "no_timestamp", "no_carry", "received", "replied", "short", "bad_magic",
+	"bad_version", "bad_session", "bad_type", "oversize", "rate_limited", "tx_stamps",
+	"tx_stamp_missing", "tx_stamp_unmatched", "no_hw_timestamp",
 };
 
-enum { CH_RTT, CH_STACK, CH_WAKEUP, CH_PEER_WAKEUP, CH_PEER_TURN, CH_STACK_OUT, CH_STACK_BACK };
-enum { RCH_WAKEUP, RCH_TURN };
+/* channels: ping rtt stack wakeup peer.wakeup peer.turn [stack.out stack.back]
+ * [tx peer.tx link] [hw.wire hw.rx hw.tx]; reflect wakeup turn [tx] [hw.rx hw.tx] */
+enum {
+	K_RTT, K_STACK, K_WAKEUP, K_PEER_WAKEUP, K_PEER_TURN, K_STACK_OUT, K_STACK_BACK, K_TURN,
+	K_TX, K_PEER_TX, K_LINK, K_HW_WIRE, K_HW_RX, K_HW_TX, K_N
+};
+static const char *const chan_names[K_N] = {
+	"rtt", "stack", "wakeup", "peer.wakeup", "peer.turn", "stack.out", "stack.back", "turn",
+	"tx", "peer.tx", "link", "hw.wire", "hw.rx", "hw.tx",
+};
 
 struct rxmsg {
 	unsigned char buf[UDP_MAX_SIZE + 1];
@@ -199,7 +206,7 @@ struct rxmsg {
 	struct iovec iov;
 	size_t len;
 	int flags;
-	uint64_t rx_ts;		/* kernel software RX timestamp, REALTIME ns; 0: none */
+	struct uts_stamps ts;	/* kernel RX timestamps (software REALTIME, hardware PHC); 0: none */
 };
 
 struct udp_ctx {
@@ -207,8 +214,9 @@ struct udp_ctx {
 	struct udp_cfg cfg_store;
 	/* the socket thread's state: one cache line group, written only by it */
 	_Alignas(RL_CACHELINE) atomic_uint_least64_t cnt[C_N];
-	_Alignas(RL_CACHELINE) struct channel *chans[8];
+	_Alignas(RL_CACHELINE) struct channel *chans[K_N];
 	size_t n_chans;
+	struct channel *ch[K_N]; /* by K_*; NULL: not measured in this run */
 	int fd, ep;
 	struct rxmsg *rx;	/* BATCH entries */
 	struct mmsghdr *mm;
@@ -224,12 +232,11 @@ struct udp_ctx {
 	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
 	cpu_set_t affinity;
 	/* socket facts */
-	int ts_err, busy_err, prefer_err, busy_eff;
+	int busy_err, prefer_err, busy_eff;
 	bool prefer_eff;
 	char local_s[80];
-	char ifname[IF_NAMESIZE];
-	char hw_reason[320];
-	bool hw_rx_capable, hw_tx_capable;
+	/* kernel timestamps: effective kinds, the exchanges ring (socket thread), the PHC */
+	struct uts_state ts;
 };
 
 static inline void inc(struct udp_ctx *c, int i)
@@ -262,6 +269,7 @@ static int udp_init(void **out, const struct opt_value *v, const struct probe_en
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->fd = ctx->ep = -1;
+	ctx->ts.phc.fd = -1;
 	struct udp_cfg *c = &ctx->cfg_store;
 	if (!v[O_MODE].set)
 		return bad(err, errlen, "give the mode: `udp reflect ...` or `udp ping ...` (--mode reflect|ping)", ctx);
@@ -385,7 +393,7 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 		jw_null(w, "busy_poll_us");
 	jw_str(w, "recv", recv_names[c->recv_call]);
 	jw_str(w, "wait", wait_names[c->wait_how]);
-	jw_str(w, "timestamps", ts_names[c->ts]);
+	jw_str(w, "timestamps", uts_kind_names[c->ts]);
 	jw_bool(w, "shared_clock", c->shared_clock);
 	jw_uint(w, "max_rate_pps", c->max_rate);
 	jw_uint(w, "burst", c->burst);
@@ -406,59 +414,6 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 
 /* ---- socket set-up ---------------------------------------------------- */
 
-static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
-{
-	if (a->sa_family != b->sa_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-}
-
-/* Hardware timestamping: is the interface of the local address capable? */
-static void probe_hw(struct udp_ctx *ctx, const struct sockaddr *local)
-{
-	struct ifaddrs *ifa = NULL;
-	if (getifaddrs(&ifa) != 0) {
-		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason), "getifaddrs: %s", strerror(errno));
-		return;
-	}
-	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-		if (i->ifa_addr && same_ip(i->ifa_addr, local)) {
-			snprintf(ctx->ifname, sizeof(ctx->ifname), "%s", i->ifa_name);
-			break;
-		}
-	freeifaddrs(ifa);
-	if (!ctx->ifname[0]) {
-		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
-			 "no interface carries the local address");
-		return;
-	}
-	struct ethtool_ts_info info = { .cmd = ETHTOOL_GET_TS_INFO };
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ctx->ifname);
-	ifr.ifr_data = (char *)&info;
-	if (ioctl(ctx->fd, SIOCETHTOOL, &ifr) != 0) {
-		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason), "%s: ETHTOOL_GET_TS_INFO: %s",
-			 ctx->ifname, strerror(errno));
-		return;
-	}
-	ctx->hw_rx_capable = info.so_timestamping & SOF_TIMESTAMPING_RX_HARDWARE;
-	ctx->hw_tx_capable = info.so_timestamping & SOF_TIMESTAMPING_TX_HARDWARE;
-	if (!ctx->hw_rx_capable)
-		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
-			 "%s has no hardware RX timestamping (ETHTOOL_GET_TS_INFO); %s",
-			 ctx->ifname, ctx->cfg->ts == TS_NONE ? "RX timestamps are off (--timestamps none)"
-							      : "using software RX timestamps");
-	else
-		snprintf(ctx->hw_reason, sizeof(ctx->hw_reason),
-			 "%s can timestamp in hardware (PHC %d), but this version uses software RX timestamps only (enabling the device filter, SIOCSHWTSTAMP, changes device state)",
-			 ctx->ifname, info.phc_index);
-}
-
 static int setup_socket(struct udp_ctx *ctx, char *msg, size_t len)
 {
 	const struct udp_cfg *c = ctx->cfg;
@@ -478,11 +433,6 @@ static int setup_socket(struct udp_ctx *ctx, char *msg, size_t len)
 		int e = errno;
 		snprintf(msg, len, "--peer %s: connect: %s", c->peer_s, strerror(e));
 		return -e;
-	}
-	if (c->ts == TS_SOFTWARE) {
-		int f = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
-		if (setsockopt(ctx->fd, SOL_SOCKET, SO_TIMESTAMPING, &f, sizeof(f)) != 0)
-			ctx->ts_err = -errno;
 	}
 	if (c->busy_poll >= 0) {
 		int us = c->busy_poll;
@@ -519,27 +469,15 @@ static int setup_socket(struct udp_ctx *ctx, char *msg, size_t len)
 	}
 	struct sockaddr_storage local;
 	socklen_t ll = sizeof(local);
-	if (getsockname(ctx->fd, (struct sockaddr *)&local, &ll) == 0) {
+	bool named = getsockname(ctx->fd, (struct sockaddr *)&local, &ll) == 0;
+	if (named)
 		udp_format_addr((const struct sockaddr *)&local, ctx->local_s, sizeof(ctx->local_s));
-		probe_hw(ctx, (const struct sockaddr *)&local);
-	}
-	return 0;
+	/* -EOPNOTSUPP: --timestamps hardware cannot be had here (msg says why) */
+	return uts_setup(&ctx->ts, ctx->fd, c->ts, named ? (const struct sockaddr *)&local : NULL,
+			 msg, len);
 }
 
 /* ---- the hot path ----------------------------------------------------- */
-
-static uint64_t rx_timestamp(struct msghdr *mh)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPING &&
-		    cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
-			struct timespec ts;
-			memcpy(&ts, CMSG_DATA(cm), sizeof(ts)); /* [0]: software */
-			return rl_ts_to_ns(&ts);
-		}
-	}
-	return 0;
-}
 
 static void prep_rx(struct udp_ctx *ctx, unsigned n)
 {
@@ -557,6 +495,8 @@ static void prep_rx(struct udp_ctx *ctx, unsigned n)
 		mh->msg_flags = 0;
 	}
 }
+
+static void tx_drain(struct udp_ctx *ctx, bool all);
 
 /*
  * Wait for and receive up to BATCH datagrams until deadline (CLOCK_MONOTONIC).
@@ -580,6 +520,12 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 				return -errno;
 			if (r <= 0)
 				continue;
+			/* EPOLLERR cannot be masked: TX stamps waiting on the error queue
+			 * (a ping's software stamp is there as soon as send() returns) are
+			 * read now, else this would spin; the receive below also clears a
+			 * pending socket error */
+			if (ev.events & EPOLLERR)
+				tx_drain(ctx, true);
 		}
 		const bool block = c->wait_how == WAIT_BLOCK;
 		if (block)
@@ -589,7 +535,7 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 			prep_rx(ctx, vlen);
 			n = recvmmsg(ctx->fd, ctx->mm, vlen, block ? MSG_WAITFORONE : MSG_DONTWAIT,
 				     NULL);
-		} else if (c->ts == TS_NONE) {
+		} else if (c->ts == UTS_NONE) {
 			/* no control data wanted: the plain call, as lean as sockperf's */
 			struct rxmsg *m = &ctx->rx[0];
 			socklen_t fl = sizeof(m->from);
@@ -617,9 +563,7 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 			for (int i = 0; i < n; i++) {
 				ctx->rx[i].len = ctx->mm[i].msg_len;
 				ctx->rx[i].flags = ctx->mm[i].msg_hdr.msg_flags;
-				ctx->rx[i].rx_ts = ctx->mm[i].msg_hdr.msg_controllen
-							   ? rx_timestamp(&ctx->mm[i].msg_hdr)
-							   : 0;
+				uts_rx_parse(&ctx->mm[i].msg_hdr, &ctx->rx[i].ts);
 			}
 			return n;
 		}
@@ -631,10 +575,65 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 	}
 }
 
-static void record(struct udp_ctx *ctx, int ch, uint64_t at, uint64_t later, uint64_t earlier)
+static void record(struct udp_ctx *ctx, int k, uint64_t at, uint64_t later, uint64_t earlier)
 {
 	bool neg = later < earlier;
-	channel_record(ctx->chans[ch], at, neg ? 0 : later - earlier, 0, neg);
+	if (ctx->ch[k])
+		channel_record(ctx->ch[k], at, neg ? 0 : later - earlier, 0, neg);
+}
+
+static void record_signed(struct udp_ctx *ctx, int k, uint64_t at, int64_t v)
+{
+	if (ctx->ch[k])
+		channel_record(ctx->ch[k], at, v < 0 ? 0 : (uint64_t)v, 0, v < 0);
+}
+
+/* Record the values of exchange x that became computable (each once). */
+static void take(struct udp_ctx *ctx, struct uts_xchg *x)
+{
+	static const int chan_of[UTS_V_N] = {
+		[UTS_V_TX] = K_TX, [UTS_V_HW_TX] = K_HW_TX, [UTS_V_HW_RX] = K_HW_RX,
+		[UTS_V_PEER_TX] = K_PEER_TX, [UTS_V_LINK] = K_LINK, [UTS_V_WIRE] = K_HW_WIRE,
+	};
+	struct uts_phc_model m;
+	bool conv = ctx->ts.rx == UTS_EFF_HARDWARE && uts_phc_read(&ctx->ts.phc, &m);
+	struct uts_vals v;
+	uts_take(x, conv ? &m : NULL, &v);
+	for (int i = 0; i < UTS_V_N; i++)
+		if (v.have & (1u << i))
+			record_signed(ctx, chan_of[i], x->at, v.v[i]);
+}
+
+/* Read TX timestamps off the error queue (non-blocking) and record what they complete. */
+static void tx_drain(struct udp_ctx *ctx, bool all)
+{
+	struct uts_drain d;
+	if (ctx->ts.tx == UTS_EFF_NONE || uts_drain(&ctx->ts, ctx->fd, all, &d) != 0)
+		return;
+	for (unsigned i = 0; i < d.matched; i++)
+		inc(ctx, C_TX_STAMPS);
+	for (unsigned i = 0; i < d.unmatched; i++)
+		inc(ctx, C_TX_UNMATCHED);
+	for (unsigned i = 0; i < d.n_upd; i++)
+		take(ctx, d.upd[i]);
+}
+
+/* A datagram was sent (ok) or not: the exchange it starts in the ring, or NULL. */
+static struct uts_xchg *tx_sent(struct udp_ctx *ctx, bool ok, uint64_t seq, uint64_t send_rt,
+				uint64_t at)
+{
+	if (ctx->ts.tx == UTS_EFF_NONE)
+		return NULL;
+	if (!ok) {
+		uts_ring_send_failed(&ctx->ts.ring);
+		return NULL;
+	}
+	bool evicted;
+	struct uts_xchg *x = uts_ring_sent(&ctx->ts.ring, seq, send_rt, &evicted);
+	if (evicted)
+		inc(ctx, C_TX_MISSING);
+	x->at = at;
+	return x;
 }
 
 static void reflect_loop(struct udp_ctx *ctx)
@@ -642,7 +641,10 @@ static void reflect_loop(struct udp_ctx *ctx)
 	const struct udp_cfg *c = ctx->cfg;
 	const uint64_t end = c->duration_ns ? ctx->start_mono + c->duration_ns : UINT64_MAX;
 	const bool block = c->wait_how == WAIT_BLOCK;
-	const bool stamps = c->ts != TS_NONE;
+	const bool stamps = c->ts != UTS_NONE;
+	const bool txs = ctx->ts.tx != UTS_EFF_NONE;
+	const bool hw = ctx->ts.rx == UTS_EFF_HARDWARE;
+	struct uts_ring *ring = &ctx->ts.ring;
 	struct udp_bucket tb;
 	uint64_t app_mono = rl_now_ns(CLOCK_MONOTONIC);
 	udp_bucket_init(&tb, c->max_rate, c->burst, app_mono);
@@ -682,52 +684,92 @@ static void reflect_loop(struct udp_ctx *ctx)
 				inc(ctx, C_RATE_LIMITED);
 				continue;
 			}
+			const bool carry = txs && (p.flags & UDP_FLAG_WANT_CARRY);
+			const uint64_t tag = txs ? udp_addr_tag((struct sockaddr *)&m->from) : 0;
 			p.type = UDP_TYPE_REPLY;
-			p.flags = m->rx_ts ? UDP_FLAG_RX_TS : 0;
-			p.r_rx_ts = m->rx_ts;
+			p.flags = m->ts.sw ? UDP_FLAG_RX_TS : 0;
+			p.r_rx_ts = m->ts.sw;
 			p.r_app = app_rt;
+			if (carry) {
+				/* the previous reply's TX stamps: normally read right after it was
+				 * sent; only a stamp still missing (hardware) costs a read here */
+				if (ring->last && !uts_tx_complete(ring, ring->last))
+					tx_drain(ctx, false);
+				uts_carry(ring->last, p.seq, tag, &p.flags, &p.carry_tx_sw,
+					  &p.carry_hw_resid);
+			}
 			uint64_t send_t = rl_now_ns(stamps ? CLOCK_REALTIME : CLOCK_MONOTONIC);
 			p.r_send = stamps ? send_t : 0;
 			udp_pkt_encode(m->buf, &p);
 			/* the reply is exactly as long as the ping: never an amplifier */
 			ssize_t s = sendto(ctx->fd, m->buf, m->len, 0, (struct sockaddr *)&m->from,
 					   ctx->mm[i].msg_hdr.msg_namelen);
+			uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
+			struct uts_xchg *x = tx_sent(ctx, s == (ssize_t)m->len, p.seq, send_t, at);
 			if (s != (ssize_t)m->len) {
 				inc(ctx, C_SEND_ERRORS);
 				continue;
 			}
 			inc(ctx, C_REPLIED);
-			uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
-			if (m->rx_ts)
-				record(ctx, RCH_WAKEUP, at, app_rt, m->rx_ts);
-			record(ctx, RCH_TURN, at, send_t, stamps ? app_rt : app_mono);
+			if (m->ts.sw)
+				record(ctx, K_WAKEUP, at, app_rt, m->ts.sw);
+			record(ctx, K_TURN, at, send_t, stamps ? app_rt : app_mono);
+			if (hw && !m->ts.hw)
+				inc(ctx, C_NO_HW_STAMP);
+			if (x) {
+				x->tag = tag;
+				x->have_rx = true;
+				x->rx = m->ts;
+				/* the reply is on its way: its software TX stamp is queued already
+				 * (veth, loopback: during sendto) */
+				tx_drain(ctx, false);
+				take(ctx, x);
+			}
 		}
 	}
+	tx_drain(ctx, true);
 }
 
 static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struct rxmsg *m,
-		       uint64_t app_mono, uint64_t app_rt)
+		       const struct udp_pkt *sent, uint64_t app_mono, uint64_t app_rt)
 {
 	uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
-	uint64_t rtt = app_mono - p->send_mono;
-	record(ctx, CH_RTT, at, app_mono, p->send_mono);
-	if (!m->rx_ts || !(p->flags & UDP_FLAG_RX_TS)) {
+	record(ctx, K_RTT, at, app_mono, sent->send_mono);
+	int64_t stack = UTS_NO_STACK;
+	if (!m->ts.sw || !(p->flags & UDP_FLAG_RX_TS)) {
 		inc(ctx, C_NO_TIMESTAMP);
+	} else {
+		uint64_t w_near = app_rt > m->ts.sw ? app_rt - m->ts.sw : 0;
+		uint64_t w_far = p->r_app > p->r_rx_ts ? p->r_app - p->r_rx_ts : 0;
+		uint64_t turn = p->r_send > p->r_app ? p->r_send - p->r_app : 0;
+		record(ctx, K_WAKEUP, at, app_rt, m->ts.sw);
+		record(ctx, K_PEER_WAKEUP, at, p->r_app, p->r_rx_ts);
+		record(ctx, K_PEER_TURN, at, p->r_send, p->r_app);
+		/* both directions: send() call -> kernel RX timestamp of the other end. On
+		 * CLOCK_REALTIME, the stamps' clock: a vCPU paused between this end's two
+		 * clock reads (MONOTONIC for rtt, REALTIME for the split) cannot skew it;
+		 * negative (a clock step) is counted, not clamped */
+		uint64_t rtt_rt = app_rt - sent->send_rt;
+		uint64_t rest = w_near + w_far + turn;
+		record(ctx, K_STACK, at, rtt_rt, rest);
+		stack = (int64_t)(rtt_rt - rest);
+		record(ctx, K_STACK_OUT, at, p->r_rx_ts, sent->send_rt);
+		record(ctx, K_STACK_BACK, at, m->ts.sw, p->r_send);
+	}
+	if (ctx->ts.tx == UTS_EFF_NONE)
 		return;
-	}
-	uint64_t w_near = app_rt > m->rx_ts ? app_rt - m->rx_ts : 0;
-	uint64_t w_far = p->r_app > p->r_rx_ts ? p->r_app - p->r_rx_ts : 0;
-	uint64_t turn = p->r_send > p->r_app ? p->r_send - p->r_app : 0;
-	record(ctx, CH_WAKEUP, at, app_rt, m->rx_ts);
-	record(ctx, CH_PEER_WAKEUP, at, p->r_app, p->r_rx_ts);
-	record(ctx, CH_PEER_TURN, at, p->r_send, p->r_app);
-	/* both directions: send() call -> kernel RX timestamp of the other end */
-	uint64_t rest = w_near + w_far + turn;
-	record(ctx, CH_STACK, at, rtt, rest < rtt ? rest : rtt);
-	if (ctx->cfg->shared_clock) {
-		record(ctx, CH_STACK_OUT, at, p->r_rx_ts, p->send_rt);
-		record(ctx, CH_STACK_BACK, at, m->rx_ts, p->r_send);
-	}
+	/* the reply is in: now (off the measured path) the ping's own TX stamps */
+	tx_drain(ctx, false);
+	if (ctx->ts.rx == UTS_EFF_HARDWARE && !m->ts.hw)
+		inc(ctx, C_NO_HW_STAMP);
+	/* this reply also carries the reflector's TX stamps of the previous exchange */
+	struct uts_xchg *x, *prev;
+	if (uts_ping_reply(&ctx->ts.ring, p, &m->ts, stack, &x, &prev))
+		inc(ctx, C_NO_CARRY);
+	if (x)
+		take(ctx, x);
+	if (prev)
+		take(ctx, prev);
 }
 
 static void ping_loop(struct udp_ctx *ctx)
@@ -736,6 +778,7 @@ static void ping_loop(struct udp_ctx *ctx)
 	const uint64_t start = ctx->start_mono;
 	const uint64_t end = c->duration_ns ? start + c->duration_ns : UINT64_MAX;
 	const uint64_t count = c->count ? c->count : UINT64_MAX;
+	const uint16_t want = ctx->ts.tx != UTS_EFF_NONE ? UDP_FLAG_WANT_CARRY : 0;
 	uint64_t next = start;
 	for (uint64_t seq = 0; seq < count; seq++) {
 		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
@@ -758,13 +801,16 @@ static void ping_loop(struct udp_ctx *ctx)
 				inc(ctx, C_MISSED_SENDS);
 			next = s.next_ns;
 		}
-		struct udp_pkt p = { .type = UDP_TYPE_PING, .session = c->session, .seq = seq };
+		struct udp_pkt p = { .type = UDP_TYPE_PING, .flags = want, .session = c->session,
+				     .seq = seq };
 		p.send_rt = rl_now_ns(CLOCK_REALTIME);
 		p.send_mono = rl_now_ns(CLOCK_MONOTONIC);
 		if (p.send_mono >= end)
 			break;
 		udp_pkt_encode(ctx->txbuf, &p);
-		if (send(ctx->fd, ctx->txbuf, c->size, 0) != (ssize_t)c->size) {
+		bool ok = send(ctx->fd, ctx->txbuf, c->size, 0) == (ssize_t)c->size;
+		tx_sent(ctx, ok, seq, p.send_rt, p.send_mono - start);
+		if (!ok) {
 			inc(ctx, C_SEND_ERRORS);
 			inc(ctx, C_SENT);
 			inc(ctx, C_LOST);
@@ -799,7 +845,7 @@ static void ping_loop(struct udp_ctx *ctx)
 				switch (k) {
 				case SEQ_CURRENT:
 					inc(ctx, C_REPLIES);
-					ping_reply(ctx, &r, m, app_mono, app_rt);
+					ping_reply(ctx, &r, m, &p, app_mono, app_rt);
 					got = true;
 					break;
 				case SEQ_LATE:
@@ -819,7 +865,12 @@ static void ping_loop(struct udp_ctx *ctx)
 			inc(ctx, C_LOST);
 		else if (!got)
 			inc(ctx, C_LOST); /* stopped while waiting: the ping had no reply */
+		/* no reply, no read after it: TX stamps share the socket's receive buffer
+		 * with the replies, so they never pile up */
+		if (!got)
+			tx_drain(ctx, false);
 	}
+	tx_drain(ctx, true);
 }
 
 static void on_wake(int sig)
@@ -876,8 +927,14 @@ static void write_counters(void *arg, struct jsonw *w, bool final)
 	bool ping = ctx->cfg->mode == MODE_PING;
 	jw_obj_begin(w, "udp");
 	jw_str(w, "mode", mode_names[ctx->cfg->mode]);
-	for (int i = ping ? 0 : C_RECEIVED; i < (ping ? C_RECEIVED : C_N); i++)
-		jw_uint(w, counter_names[i], atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed));
+	for (int i = 0; i < C_N; i++) {
+		bool mine = i >= C_TX_STAMPS || (ping ? i < C_RECEIVED : i >= C_RECEIVED);
+		if (mine)
+			jw_uint(w, counter_names[i],
+				atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed));
+	}
+	if (ctx->ts.phc.fd >= 0)
+		uts_write_phc(w, &ctx->ts.phc, "phc");
 	jw_obj_end(w);
 }
 
@@ -915,13 +972,7 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 	pc_effective_reporter(w, rep_aff, rep_pinned, rt_valid);
 	jw_obj_begin(w, "socket");
 	jw_str(w, "local", ctx->local_s);
-	jw_str_or_null(w, "interface", ctx->ifname[0] ? ctx->ifname : NULL);
-	jw_str(w, "rx_timestamps",
-	       c->ts == TS_SOFTWARE && !ctx->ts_err ? "software" : "none");
-	jw_str_or_null(w, "timestamp_error", ctx->ts_err ? strerror(-ctx->ts_err) : NULL);
-	jw_bool(w, "hw_rx_capable", ctx->hw_rx_capable);
-	jw_bool(w, "hw_tx_capable", ctx->hw_tx_capable);
-	jw_str_or_null(w, "hw_reason", ctx->hw_reason[0] ? ctx->hw_reason : NULL);
+	uts_write_effective(w, &ctx->ts);
 	if (c->busy_poll >= 0) {
 		jw_int(w, "busy_poll_us", ctx->busy_eff);
 		jw_bool(w, "prefer_busy_poll", ctx->prefer_eff);
@@ -956,17 +1007,23 @@ static void write_log(struct jsonw *w, int fd, const char *level, const char *co
 
 static int make_channels(struct udp_ctx *ctx)
 {
-	static const char *const ping_names[] = { "rtt", "stack", "wakeup", "peer.wakeup",
-						  "peer.turn", "stack.out", "stack.back" };
-	static const char *const refl_names[] = { "wakeup", "turn" };
 	const struct udp_cfg *c = ctx->cfg;
-	const char *const *names = c->mode == MODE_PING ? ping_names : refl_names;
-	size_t n = c->mode == MODE_PING ? (c->shared_clock ? 7 : 5) : 2;
-	for (size_t i = 0; i < n; i++) {
-		int e = channel_create(&ctx->chans[i], names[i], c->cpu, c->window_ns, 0);
+	const bool ping = c->mode == MODE_PING, tx = ctx->ts.tx != UTS_EFF_NONE,
+		   hw = ctx->ts.rx == UTS_EFF_HARDWARE;
+	bool on[K_N] = {
+		[K_RTT] = ping, [K_STACK] = ping, [K_WAKEUP] = true, [K_PEER_WAKEUP] = ping,
+		[K_PEER_TURN] = ping, [K_STACK_OUT] = ping && c->shared_clock,
+		[K_STACK_BACK] = ping && c->shared_clock, [K_TURN] = !ping, [K_TX] = tx,
+		[K_PEER_TX] = ping && tx, [K_LINK] = ping && tx, [K_HW_WIRE] = ping && hw,
+		[K_HW_RX] = hw, [K_HW_TX] = hw,
+	};
+	for (int k = 0; k < K_N; k++) {
+		if (!on[k])
+			continue;
+		int e = channel_create(&ctx->ch[k], chan_names[k], c->cpu, c->window_ns, 0);
 		if (e)
 			return e;
-		ctx->n_chans = i + 1;
+		ctx->chans[ctx->n_chans++] = ctx->ch[k];
 	}
 	return 0;
 }
@@ -987,10 +1044,20 @@ static bool watch_until_done(struct udp_ctx *ctx)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGUSR1);
 	bool interrupted = false;
+	/* hardware timestamps: the PHC - CLOCK_REALTIME model is measured again every
+	 * PHC_REFRESH_NS here, never on the socket thread */
+	const bool phc = ctx->ts.phc.fd >= 0;
+	uint64_t next_phc = rl_now_ns(CLOCK_MONOTONIC) + PHC_REFRESH_NS;
 	while (!atomic_load(&ctx->done)) {
 		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 		if (now >= end)
 			atomic_store(&ctx->stop, true);
+		if (phc && now >= next_phc) {
+			if (uts_phc_refresh(&ctx->ts.phc, rl_now_ns(CLOCK_REALTIME)) != 0) {
+				/* counted in the phc object's errors */
+			}
+			next_phc = now + PHC_REFRESH_NS;
+		}
 		bool stop = atomic_load(&ctx->stop);
 		uint64_t until = atomic_load_explicit(&ctx->wait_until, memory_order_relaxed);
 		if (block && (stop || (until && now >= until)))
@@ -1010,6 +1077,8 @@ static bool watch_until_done(struct udp_ctx *ctx)
 			wake = until;
 		if (end > now && end < wake)
 			wake = end;
+		if (phc && next_phc < wake)
+			wake = next_phc;
 		uint64_t nap = wake > now + WATCH_MIN_NS ? wake - now : WATCH_MIN_NS;
 		struct timespec ts = rl_ns_to_ts(nap);
 		int sig = sigtimedwait(&set, NULL, &ts);
@@ -1040,8 +1109,13 @@ static int udp_run(void *p, const struct probe_env *env)
 			return RL_EXIT_ERROR;
 		}
 	}
-	char msg[256];
+	char msg[512];
 	int e = setup_socket(ctx, msg, sizeof(msg));
+	if (e == -EOPNOTSUPP) { /* --timestamps hardware where there is none */
+		fprintf(stderr, "rtlab-probe udp: skipped: %s\n", msg);
+		code = RL_EXIT_SKIPPED;
+		goto out;
+	}
 	if (e) {
 		fprintf(stderr, "rtlab-probe udp: %s\n", msg);
 		code = e == -EADDRNOTAVAIL || e == -EACCES ? RL_EXIT_USAGE : RL_EXIT_ERROR;
@@ -1120,11 +1194,14 @@ static int udp_run(void *p, const struct probe_env *env)
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
 		write_log(&w, out_fd, "warning", "no_rt", why);
-	if (c->ts == TS_SOFTWARE && ctx->ts_err)
+	if (c->ts != UTS_NONE && ctx->ts.rx == UTS_EFF_NONE)
 		write_log(&w, out_fd, "warning", "no_rx_timestamps",
 			  "SO_TIMESTAMPING software RX timestamps are not available: no stack/wakeup split");
-	if (ctx->hw_reason[0])
-		write_log(&w, out_fd, "info", "hw_timestamps", ctx->hw_reason);
+	else if (c->ts != UTS_NONE && c->ts != UTS_SOFTWARE_RX && ctx->ts.tx == UTS_EFF_NONE)
+		write_log(&w, out_fd, "warning", "no_tx_timestamps",
+			  "SO_TIMESTAMPING TX timestamps (OPT_ID, OPT_TSONLY) are not available: no send-side split (tx, peer.tx, link)");
+	if (ctx->ts.reason[0])
+		write_log(&w, out_fd, "info", "hw_timestamps", ctx->ts.reason);
 	if (ctx->busy_err || ctx->prefer_err)
 		write_log(&w, out_fd, "warning", "busy_poll",
 			  "SO_BUSY_POLL/SO_PREFER_BUSY_POLL could not be set as requested (see effective.socket.errors; raising it needs CAP_NET_ADMIN)");
@@ -1189,6 +1266,7 @@ static void udp_fini(void *p)
 		close(ctx->ep);
 	if (ctx->fd >= 0)
 		close(ctx->fd);
+	uts_close(&ctx->ts);
 	free(ctx->rx);
 	free(ctx->mm);
 	free(ctx->txbuf);
@@ -1198,16 +1276,19 @@ static void udp_fini(void *p)
 
 const struct probe_ops udp_probe = {
 	.name = "udp",
-	.summary = "UDP ping-pong round trips with the stack/wakeup split (reflect | ping)",
+	.summary = "UDP ping-pong round trips with the stack/wakeup/send split (reflect | ping)",
 	.usage = "rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN [options]\n"
 		 "rtlab-probe udp ping --peer ADDR:PORT --session TOKEN [--rate HZ] [--size B]\n"
 		 "\n"
 		 "The pinger sends on absolute deadlines and histograms the round trip (rtt)\n"
-		 "and, with kernel RX timestamps, the split: wakeup (RX timestamp -> thread\n"
-		 "running) on both ends, and the stack/wire time. The reflector answers only\n"
-		 "well-formed pings of its session, never with more bytes than received, and\n"
-		 "at most --max-rate per second. Counters are in the `udp` object of snapshots\n"
-		 "and the result. See docs/probes/udp.md.",
+		 "and, with kernel timestamps, the split: wakeup (RX timestamp -> thread\n"
+		 "running) on both ends, the stack time, and with TX timestamps its send side\n"
+		 "(tx, peer.tx: send() -> driver) and the rest (link); with a NIC's hardware\n"
+		 "timestamps (--timestamps hardware|auto) also hw.wire, hw.rx, hw.tx.\n"
+		 "--timestamps hardware where the NIC has none (veth, lo) is refused (exit 4).\n"
+		 "The reflector answers only well-formed pings of its session, never with more\n"
+		 "bytes than received, and at most --max-rate per second. Counters are in the\n"
+		 "`udp` object of snapshots and the result. See docs/probes/udp.md.",
 	.opts = udp_opts,
 	.n_opts = O_N,
 	.unavailable = NULL,

@@ -64,8 +64,9 @@ void udp_pkt_encode(unsigned char *b, const struct udp_pkt *p)
 	put16(b + 6, p->flags);
 	put64(b + 8, p->session);
 	put64(b + 16, p->seq);
-	put64(b + 24, p->send_mono);
-	put64(b + 32, p->send_rt);
+	const bool reply = p->type == UDP_TYPE_REPLY;
+	put64(b + 24, reply && (p->flags & UDP_FLAG_CARRY_TX) ? p->carry_tx_sw : p->send_mono);
+	put64(b + 32, reply && (p->flags & UDP_FLAG_CARRY_HW) ? p->carry_hw_resid : p->send_rt);
 	put64(b + 40, p->r_rx_ts);
 	put64(b + 48, p->r_app);
 	put64(b + 56, p->r_send);
@@ -90,6 +91,9 @@ enum udp_verdict udp_pkt_decode(const unsigned char *b, size_t len, uint64_t ses
 	out->seq = get64(b + 16);
 	out->send_mono = get64(b + 24);
 	out->send_rt = get64(b + 32);
+	const bool reply = out->type == UDP_TYPE_REPLY;
+	out->carry_tx_sw = reply && (out->flags & UDP_FLAG_CARRY_TX) ? out->send_mono : 0;
+	out->carry_hw_resid = reply && (out->flags & UDP_FLAG_CARRY_HW) ? out->send_rt : 0;
 	out->r_rx_ts = get64(b + 40);
 	out->r_app = get64(b + 48);
 	out->r_send = get64(b + 56);
@@ -188,6 +192,30 @@ int udp_parse_addr(const char *s, struct sockaddr_storage *out, socklen_t *len)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+uint64_t udp_addr_tag(const struct sockaddr *sa)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const unsigned char *b = NULL;
+	size_t n = 0;
+	uint16_t port = 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+		b = (const unsigned char *)&a->sin_addr;
+		n = sizeof(a->sin_addr);
+		port = a->sin_port;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+		b = (const unsigned char *)&a->sin6_addr;
+		n = sizeof(a->sin6_addr);
+		port = a->sin6_port;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	h = (h ^ (port & 0xff)) * 0x100000001b3ULL;
+	h = (h ^ (port >> 8)) * 0x100000001b3ULL;
+	return (h ^ sa->sa_family) * 0x100000001b3ULL;
 }
 
 void udp_format_addr(const struct sockaddr *sa, char *buf, size_t len)

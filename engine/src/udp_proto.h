@@ -9,12 +9,27 @@
  * Packet (all fields little-endian), UDP_HDR_LEN bytes, then padding up to
  * --size bytes (zeros):
  *
- *   0  u32 magic "RTLU"        24 u64 ping send time, CLOCK_MONOTONIC
- *   4  u8  version (1)         32 u64 ping send time, CLOCK_REALTIME
+ *   0  u32 magic "RTLU"        24 u64 ping: send time, CLOCK_MONOTONIC   | reply: see below
+ *   4  u8  version (1)         32 u64 ping: send time, CLOCK_REALTIME    | reply: see below
  *   5  u8  type 1 ping/2 reply 40 u64 reflector: kernel RX timestamp (REALTIME, 0: none)
  *   6  u16 flags               48 u64 reflector: application running (REALTIME)
  *   8  u64 session token       56 u64 reflector: just before send (REALTIME)
  *  16  u64 sequence number
+ *
+ * Flags: ping UDP_FLAG_WANT_CARRY: the pinger reads carried data. Reply
+ * UDP_FLAG_RX_TS: offset 40 holds a kernel RX timestamp. A reflector's TX
+ * timestamps of a reply are known only after it was sent, so they travel in the
+ * NEXT reply to the same sender ("carried"), and only when the ping asked for it:
+ *   UDP_FLAG_CARRY_TX: offset 24 = the reflector's software TX timestamp
+ *       (REALTIME) of its reply to ping seq-1 of the same sender;
+ *   UDP_FLAG_CARRY_HW: offset 32 = hardware TX timestamp of that reply minus
+ *       hardware RX timestamp of ping seq-1 (ns, both on the reflector's PHC:
+ *       t3 - t2 needs no clock conversion).
+ * Without a carry flag a reply echoes offsets 24/32 of the ping. Compatibility:
+ * a version-1 reflector that predates carrying ignores WANT_CARRY and echoes
+ * (the pinger then counts no_carry and has no peer.tx/link/hw.wire); a pinger
+ * that predates it never sets WANT_CARRY and gets the plain echo. So the version
+ * stays 1: both old and new peers interoperate.
  */
 #ifndef RTLAB_UDP_PROTO_H
 #define RTLAB_UDP_PROTO_H
@@ -33,15 +48,20 @@
 #define UDP_MAX_SIZE 9000u
 #define UDP_TYPE_PING 1u
 #define UDP_TYPE_REPLY 2u
-#define UDP_FLAG_RX_TS 1u /* reflector had a kernel RX timestamp */
+#define UDP_FLAG_RX_TS 1u	    /* reply: reflector had a kernel RX timestamp */
+#define UDP_FLAG_WANT_CARRY 2u	    /* ping: the pinger reads carried TX data */
+#define UDP_FLAG_CARRY_TX 4u	    /* reply: carry_tx_sw valid (offset 24) */
+#define UDP_FLAG_CARRY_HW 8u	    /* reply: carry_hw_resid valid (offset 32) */
 
 struct udp_pkt {
 	uint8_t type;
 	uint16_t flags;
 	uint64_t session;
 	uint64_t seq;
-	uint64_t send_mono;
-	uint64_t send_rt;
+	uint64_t send_mono;	/* offset 24 unless UDP_FLAG_CARRY_TX */
+	uint64_t send_rt;	/* offset 32 unless UDP_FLAG_CARRY_HW */
+	uint64_t carry_tx_sw;	/* reply with UDP_FLAG_CARRY_TX: offset 24 */
+	uint64_t carry_hw_resid; /* reply with UDP_FLAG_CARRY_HW: offset 32 */
 	uint64_t r_rx_ts;
 	uint64_t r_app;
 	uint64_t r_send;
@@ -59,7 +79,8 @@ enum udp_verdict {
 /* 64-bit session token of a --session string (FNV-1a; never 0). */
 uint64_t udp_session_token(const char *s);
 
-/* Write the header into buf (len >= UDP_HDR_LEN). */
+/* Write the header into buf (len >= UDP_HDR_LEN). Offsets 24/32 of a reply hold the
+ * carried fields when their flag is set, else send_mono/send_rt. */
 void udp_pkt_encode(unsigned char *buf, const struct udp_pkt *p);
 
 /* Check and decode a received datagram of len bytes expected to be of type. */
@@ -111,6 +132,9 @@ enum udp_seq_kind udp_seq_note(struct udp_seq *s, uint64_t seq, uint64_t expecte
  * Returns 0 or -EINVAL.
  */
 int udp_parse_addr(const char *s, struct sockaddr_storage *out, socklen_t *len) RL_WUR;
+
+/* A 64-bit tag of a sender's address and port (to tell senders apart; not a secret). */
+uint64_t udp_addr_tag(const struct sockaddr *sa);
 
 /* Format an address as "A.B.C.D:PORT" / "[v6]:PORT". */
 void udp_format_addr(const struct sockaddr *sa, char *buf, size_t len);

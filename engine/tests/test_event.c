@@ -50,9 +50,9 @@ static void test_brackets(void)
 	struct clk_sample neg = { 10000, 100, 10000 };
 	CHECK_EQ_U(clk_offset_best(&neg, 1, &off, &unc), 0);
 	CHECK(off == -9900);
-	CHECK_EQ_U(clk_to_mono(100, off), 10000);
-	CHECK_EQ_U(clk_to_mono(5000, 4000), 1000);
-	CHECK_EQ_U(clk_to_mono(5, 10), 0);
+	CHECK_EQ_U(clk_convert(100, off), 10000);
+	CHECK_EQ_U(clk_convert(5000, 4000), 1000);
+	CHECK_EQ_U(clk_convert(5, 10), 0);
 	/* the live REALTIME - MONOTONIC measurement is narrow */
 	CHECK_EQ_U(clk_realtime_minus_mono(16, &off, &unc), 0);
 	CHECK(unc < 1000000);

@@ -101,11 +101,29 @@ static void test_addr(void)
 	CHECK_EQ_U(udp_parse_addr("10.1.2.3:", &a, &l), -EINVAL);
 }
 
+static void test_addr_tag(void)
+{
+	struct sockaddr_storage a, b;
+	socklen_t l;
+	CHECK_EQ_U(udp_parse_addr("10.1.2.3:7000", &a, &l), 0);
+	CHECK_EQ_U(udp_parse_addr("10.1.2.3:7000", &b, &l), 0);
+	uint64_t t = udp_addr_tag((struct sockaddr *)&a);
+	CHECK_EQ_U(t, udp_addr_tag((struct sockaddr *)&b));
+	CHECK_EQ_U(udp_parse_addr("10.1.2.3:7001", &b, &l), 0); /* another port */
+	CHECK(t != udp_addr_tag((struct sockaddr *)&b));
+	CHECK_EQ_U(udp_parse_addr("10.1.2.4:7000", &b, &l), 0); /* another host */
+	CHECK(t != udp_addr_tag((struct sockaddr *)&b));
+	CHECK_EQ_U(udp_parse_addr("[fd00::1]:7000", &a, &l), 0);
+	CHECK_EQ_U(udp_parse_addr("[fd00::2]:7000", &b, &l), 0);
+	CHECK(udp_addr_tag((struct sockaddr *)&a) != udp_addr_tag((struct sockaddr *)&b));
+}
+
 int main(void)
 {
 	test_packet();
 	test_bucket();
 	test_seq();
 	test_addr();
+	test_addr_tag();
 	return tap_done("udp");
 }

@@ -104,6 +104,7 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         if peer is not None:
             raise UsageError("--peer is for udp runs only (--probe udp or a udp scenario)")
         return None
+    stamps = udp_timestamps(variants)
     if peer is not None:
         parse_peer(peer)
         session = next((str(p.options["session"]) for v in variants for ph in v.phases
@@ -112,7 +113,7 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         if session is None:
             raise UsageError("--peer needs the reflector's token: --probe-opt session=TOKEN "
                              "(or session = \"TOKEN\" in the [[probe]] options)")
-        return RemotePeer(peer, session)
+        return RemotePeer(peer, session, timestamps=stamps)
     NetnsPeer.check_available()
     pinger = next((p for v in variants for ph in v.phases for p in ph.probes
                    if p.name == "udp"), None)
@@ -120,7 +121,19 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]
     # the reflector on another CPU than the pinger where there is one ("two boards")
-    return NetnsPeer(int(others[-1]) if others else (int(cpu) if cpu is not None else None))
+    return NetnsPeer(int(others[-1]) if others else (int(cpu) if cpu is not None else None),
+                     timestamps=stamps)
+
+
+def udp_timestamps(variants: Sequence[Scenario]) -> str | None:
+    """The --timestamps of the udp pingers, for the peer: the one value they all use;
+    "hardware"/"auto" if any wants the NIC's stamps ("hardware" wins); else None."""
+    kinds = {str(p.options["timestamps"]) if "timestamps" in p.options else None
+             for v in variants for ph in v.phases for p in ph.probes if p.name == "udp"}
+    for hw in ("hardware", "auto"):
+        if hw in kinds:
+            return hw
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def with_peer(sc: Scenario, addr: str, session: str) -> Scenario:

@@ -15,6 +15,15 @@
   another machine (`rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN`);
   the pinger runs here, nothing is created.
 
+Hardware timestamps (`timestamps = "hardware"` or `"auto"` in the pinger's
+options): before the run, each interface this machine pings through gets the
+journaled `hwtstamp` operation (`rtlab.system.nic`), applied by `rtlab-probe sys
+apply` in that interface's network namespace and undone by `close()` (or by
+`rtlab restore` after a crash). A refusal (the namespace peer's veth pair has no
+hardware timestamping) is a clean skip (exit 4) for "hardware" and a note for
+"auto" (the probe then uses software stamps). A remote reflector's NIC is its
+owner's business (docs/probes/udp.md).
+
 Remote execution (a later issue) adds a peer whose `start` spawns the reflector
 through an SSH `Transport` of the other board; nothing above this module changes.
 """
@@ -35,6 +44,7 @@ from typing import Any
 from rtlab.engine.transport import EngineProcess, LocalTransport, Transport, _LocalProcess
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
+from rtlab.system.nic import HW_MODES, HwTimestamping, enable_hw_timestamping, route_interface
 
 DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/30
 REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97
@@ -82,47 +92,68 @@ class UdpPeer(abc.ABC):
     """Where the reflector is, and the transport that runs the pinger."""
 
     session: str
+    timestamps: str | None = None  # the pingers' --timestamps (None: the default)
 
-    @abc.abstractmethod
-    def start(self, duration_ns: int | None) -> str:
-        """Make the reflector answer; return its ADDR:PORT."""
+    def __init__(self) -> None:
+        self.hw: list[HwTimestamping] = []  # what enabling the NICs' timestamping did
+        self._hw_sessions: list[Any] = []
 
-    @abc.abstractmethod
-    def pinger_transport(self) -> Transport: ...
+    def _enable_hw(self, targets: list[tuple[list[str], str]], journal: Path,
+                   advice: str) -> None:
+        """Hardware timestamping on each (probe command, interface) through the system
+        layer, one journaled session each (released by `_release_hw`)."""
+        from rtlab.system.journal import SystemSession
 
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Stop and remove whatever `start` created (idempotent, never raises)."""
+        if self.timestamps not in HW_MODES:
+            return
+        journal.mkdir(parents=True, exist_ok=True)
+        for i, (probe_cmd, ifname) in enumerate(targets):
+            s = SystemSession(probe_cmd, journal, name=f"udp-{os.getpid()}-hwts{i}")
+            self._hw_sessions.append(s.__enter__())
+            res = enable_hw_timestamping(s, ifname)
+            self.hw.append(res)
+            if not res.ok and self.timestamps == "hardware":
+                raise SkippedError(f'timestamps = "hardware": {res.error}', hint=advice)
 
-    @abc.abstractmethod
-    def describe(self) -> dict[str, Any]: ...
-
-    def __enter__(self) -> UdpPeer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _release_hw(self) -> None:
+        while self._hw_sessions:
+            with contextlib.suppress(Exception):
+                self._hw_sessions.pop().release()
 
 
 class RemotePeer(UdpPeer):
     """A reflector the user started elsewhere (`--peer ADDR:PORT`, `session=TOKEN`)."""
 
-    def __init__(self, peer: str, session: str, transport: Transport | None = None) -> None:
+    def __init__(self, peer: str, session: str, transport: Transport | None = None,
+                 timestamps: str | None = None, journal_dir: Path | None = None) -> None:
+        super().__init__()
         parse_peer(peer)
         self.peer, self.session = peer, session
         self._transport = transport or LocalTransport()
+        self.timestamps = timestamps
+        self._journal_dir = journal_dir
 
     def start(self, duration_ns: int | None) -> str:
+        if self.timestamps in HW_MODES:
+            from rtlab.engine.locate import find_probe
+            from rtlab.system.journal import journal_dir
+
+            ifname = route_interface(parse_peer(self.peer)[0])
+            self._enable_hw([([str(find_probe())], ifname)],
+                            self._journal_dir or journal_dir(),
+                            f"{ifname} must be a NIC with hardware timestamping; or use "
+                            'timestamps = "auto" to fall back to software stamps')
         return self.peer
 
     def pinger_transport(self) -> Transport:
         return self._transport
 
     def close(self) -> None:
-        pass
+        self._release_hw()
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "remote", "peer": self.peer}
+        return {"kind": "remote", "peer": self.peer,
+                "hw_timestamping": [h.describe() for h in self.hw]}
 
 
 class NetnsPeer(UdpPeer):
@@ -130,8 +161,10 @@ class NetnsPeer(UdpPeer):
 
     def __init__(self, reflector_cpu: int | None, *, subnet: str = DEFAULT_SUBNET,
                  priority: int = REFLECT_PRIORITY, probe: str | None = None,
-                 journal_dir: Path | None = None) -> None:
+                 journal_dir: Path | None = None, timestamps: str | None = None) -> None:
+        super().__init__()
         self.reflector_cpu, self.subnet, self.priority = reflector_cpu, subnet, priority
+        self.timestamps = timestamps
         self.session = secrets.token_hex(8)
         self.port = 20000 + secrets.randbelow(40000)
         self._probe = probe
@@ -167,11 +200,20 @@ class NetnsPeer(UdpPeer):
         d.mkdir(parents=True, exist_ok=True)
         self._session = SystemSession([probe], d, name=f"udp-{os.getpid()}").__enter__()
         self.pair = VethPair.create(self.subnet, self._session)
+        from rtlab.loads.net import DEV_A, DEV_B
+
+        self._enable_hw([(["ip", "netns", "exec", ns, probe], dev)
+                         for ns, dev in ((self.pair.ns_b, DEV_B), (self.pair.ns_a, DEV_A))], d,
+                        "the namespace peer is a veth pair, which has no hardware "
+                        "timestamping: ping a reflector on another board through a NIC "
+                        "that has it (--peer ADDR:PORT)")
         addr = f"{self.pair.addr_a}:{self.port}"
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
         argv = ["ip", "netns", "exec", self.pair.ns_a, probe, "udp", "reflect", "--bind", addr,
                 "--session", self.session, "--duration", f"{secs}s",
                 "--policy", "fifo", "--priority", str(self.priority), "--allow-non-rt"]
+        if self.timestamps is not None:  # the reflector stamps as its pingers do
+            argv += ["--timestamps", self.timestamps]
         if self.reflector_cpu is not None:
             argv += ["--cpu", str(self.reflector_cpu)]
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -204,6 +246,7 @@ class NetnsPeer(UdpPeer):
                     os.killpg(p.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(timeout=3)
+        self._release_hw()  # before the namespaces (and their interfaces) go
         if self.pair is not None:
             self.pair.delete()
         s, self._session = self._session, None
@@ -218,4 +261,5 @@ class NetnsPeer(UdpPeer):
             return {"kind": "netns"}
         return {"kind": "netns", "namespaces": list(self.pair.namespaces),
                 "reflector": f"{self.pair.addr_a}:{self.port}", "pinger": self.pair.addr_b,
-                "reflector_cpu": self.reflector_cpu, "reflector_priority": self.priority}
+                "reflector_cpu": self.reflector_cpu, "reflector_priority": self.priority,
+                "hw_timestamping": [h.describe() for h in self.hw]}

@@ -46,6 +46,17 @@ def _finish(p: subprocess.Popen) -> list[dict[str, Any]]:
     return recs
 
 
+def _ping(probe: str, ns: str, peer: str, *args: str, session: str = "t0k3n"
+          ) -> list[dict[str, Any]]:
+    """Run a pinger in namespace ns; its records, validated against the schema."""
+    r = subprocess.run(in_ns(ns, probe, "udp", "ping", "--peer", peer, "--session", session,
+                             *args), capture_output=True, text=True, timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    recs = parse_lines(r.stdout)
+    validate_all(recs)
+    return recs
+
+
 def _chan(rec: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in rec["channels"] if c["name"] == name)
 
@@ -54,7 +65,11 @@ def _mean(c: dict[str, Any]) -> float:
     return c["sum_ns"] / c["samples"]
 
 
-def _check_ping(recs: list[dict[str, Any]], shared: bool) -> dict[str, Any]:
+SPLIT = {"stack", "wakeup", "peer.wakeup", "peer.turn"}
+TX_SPLIT = {"tx", "peer.tx", "link"}
+
+
+def _check_ping(recs: list[dict[str, Any]], shared: bool, tx: bool = True) -> dict[str, Any]:
     res = recs[-1]
     assert res["status"] == "completed"
     u = res["udp"]
@@ -63,15 +78,19 @@ def _check_ping(recs: list[dict[str, Any]], shared: bool) -> dict[str, Any]:
     assert rtt["samples"] == u["sent"] - u["lost"] == u["replies"]
     assert hist_count(rtt) == rtt["samples"]
     names = {c["name"] for c in res["channels"]}
-    expect = {"rtt", "stack", "wakeup", "peer.wakeup", "peer.turn"}
+    expect = {"rtt"} | SPLIT | (TX_SPLIT if tx else set())
     if shared:
         expect |= {"stack.out", "stack.back"}
     assert names == expect
-    hdr = recs[0]
-    assert hdr["effective"]["socket"]["rx_timestamps"] == "software"
+    sock = recs[0]["effective"]["socket"]
+    assert sock["rx_timestamps"] == "software"
+    assert sock["tx_timestamps"] == ("software" if tx else "none")
+    assert sock["phc"] is None and sock["hw_rx_capable"] is False  # veth, lo: no NIC
     assert u["no_timestamp"] == 0
-    for n in expect - {"rtt"}:
+    for n in expect - {"rtt"} - TX_SPLIT:
         assert _chan(res, n)["samples"] == rtt["samples"]
+    if tx:
+        _check_tx_split(res)
     # the parts add up to no more than the whole (means; 1 % slack for clock rates)
     parts = _mean(_chan(res, "stack")) + _mean(_chan(res, "wakeup")) + _mean(
         _chan(res, "peer.wakeup")) + _mean(_chan(res, "peer.turn"))
@@ -81,6 +100,28 @@ def _check_ping(recs: list[dict[str, Any]], shared: bool) -> dict[str, Any]:
         both = _mean(_chan(res, "stack.out")) + _mean(_chan(res, "stack.back"))
         assert both <= _mean(rtt) * 1.01 + 1000
     return res
+
+
+def _check_tx_split(res: dict[str, Any]) -> None:
+    """Software TX stamps (veth and loopback have them): one per send, each matched;
+    the reflector's arrive one reply late (the last never does)."""
+    u = res["udp"]
+    assert u["tx_stamps"] == u["sent"]
+    assert u["tx_stamp_missing"] == u["tx_stamp_unmatched"] == 0
+    assert u["no_carry"] == 0
+    tx, ptx, link, stack = (_chan(res, n) for n in ("tx", "peer.tx", "link", "stack"))
+    n, m = u["replies"], _chan(res, "peer.tx")["samples"]
+    assert tx["samples"] == u["sent"]
+    # exchange k's carried stamp comes with reply k+1: every answered k followed by
+    # an answered k+1 has one; a lost ping costs at most one more than the last k
+    assert link["samples"] == m and n - 1 - u["lost"] <= m <= n - 1
+    for c in (tx, ptx, link):
+        assert c["negative"] == 0, c["name"]
+        assert hist_count(c) == c["samples"]
+    # link = stack - tx - peer.tx per exchange: the means agree up to the exchanges
+    # that have a stack but no carried stamp (exact sums, no timing)
+    diff = _mean(tx) + _mean(ptx) + _mean(link) - _mean(stack)
+    assert abs(diff) <= 2 * (stack["max_ns"] + tx["max_ns"]) * (n - m) / m + 10, diff
 
 
 def test_veth_two_namespaces(probe_bin: str) -> None:
@@ -100,6 +141,15 @@ def test_veth_two_namespaces(probe_bin: str) -> None:
         ru = rrecs[-1]["udp"]
         assert ru["replied"] == ru["received"] >= res["udp"]["replies"]
         assert _chan(rrecs[-1], "wakeup")["samples"] == ru["replied"]
+        # the reflector's own send split is what it carried to the pinger
+        assert {c["name"] for c in rrecs[-1]["channels"]} == {"wakeup", "turn", "tx"}
+        assert ru["tx_stamps"] == ru["replied"] and ru["tx_stamp_missing"] == 0
+        rtx, ptx = _chan(rrecs[-1], "tx"), _chan(res, "peer.tx")
+        assert rtx["samples"] == ru["replied"]
+        # peer.tx of exchanges 0..n-2 are the reflector's tx values; its last one
+        # was never carried (exact sums)
+        if ru["replied"] == res["udp"]["replies"]:
+            assert 0 <= rtx["sum_ns"] - ptx["sum_ns"] <= rtx["max_ns"]
 
 
 @pytest.mark.parametrize("recv,wait", [("recv", "block"), ("recvmmsg", "epoll"),
@@ -228,6 +278,9 @@ def test_no_reflector_counts_lost(probe_bin: str) -> None:
         u = recs[-1]["udp"]
         assert u["sent"] == 20 and u["lost"] == 20 and u["replies"] == 0
         assert _chan(recs[-1], "rtt")["samples"] == 0
+        # the TX stamps of unanswered pings are read (and recorded) all the same
+        assert u["tx_stamps"] == 20 and u["tx_stamp_unmatched"] == u["tx_stamp_missing"] == 0
+        assert _chan(recs[-1], "tx")["samples"] == 20
 
 
 _SILENT = """
@@ -260,6 +313,8 @@ def test_silent_peer_times_out_each_ping(probe_bin: str, stamps: str) -> None:
         assert r.returncode == 0, r.stderr
         u = parse_lines(r.stdout)[-1]["udp"]
         assert u["sent"] == 6 and u["lost"] == 6 and u["replies"] == 0
+        # no reply, still read: stamps never pile up in the receive buffer
+        assert u["tx_stamps"] == (6 if stamps == "software" else 0)
         # 6 timeouts of 40 ms (+ watchdog period 4 ms each), far from a hang
         assert 0.2 < took < 5, took
 
@@ -278,3 +333,176 @@ def test_idle_reflector_ends_at_its_duration_and_on_sigterm(probe_bin: str) -> N
         assert time.monotonic() - t0 < 3
         res = parse_lines(refl.header_line + out)[-1]  # type: ignore[attr-defined]
         assert res["type"] == "result" and res["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("where", ["veth", "loopback"])
+def test_hardware_timestamps_refused_without_a_nic(probe_bin: str, where: str) -> None:
+    # veth and loopback have no hardware timestamping: --timestamps hardware is a
+    # clean skip (exit 4, one line naming the interface), before any packet
+    ctx = veth_pair("u9") if where == "veth" else loopback_ns("u9")
+    with ctx as v:
+        ns, peer = (v.ns_b, f"{v.addr_a}:{PORT}") if where == "veth" else (v, f"127.0.0.1:{PORT}")
+        dev = "rtlv-b" if where == "veth" else "lo"
+        for mode, args in (("ping", ["--peer", peer]), ("reflect", ["--bind", peer])):
+            if mode == "reflect" and where == "veth":
+                ns, args = v.ns_a, ["--bind", f"{v.addr_a}:{PORT}"]
+                dev = "rtlv-a"
+            r = subprocess.run(in_ns(ns, probe_bin, "udp", mode, *args, "--session", "x",
+                                     "--count" if mode == "ping" else "--duration",
+                                     "5" if mode == "ping" else "1s",
+                                     "--timestamps", "hardware"),
+                               capture_output=True, text=True, timeout=10, check=False)
+            assert r.returncode == 4, (r.returncode, r.stderr)
+            assert r.stdout == ""
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1, r.stderr
+            assert "--timestamps hardware" in lines[0] and f"{dev} has no hardware" in lines[0]
+            assert "Traceback" not in r.stderr
+
+
+def test_auto_timestamps_fall_back_to_software(probe_bin: str) -> None:
+    with veth_pair("u10") as v:
+        refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", "--timestamps", "auto")
+        recs = _ping(probe_bin, v.ns_b, f"{v.addr_a}:{PORT}", "--rate", "1000", "--count",
+                     "300", "--timestamps", "auto")
+        assert recs[0]["config"]["timestamps"] == "auto"
+        _check_ping(recs, shared=False)
+        logs = [r for r in recs if r["type"] == "log" and r["code"] == "hw_timestamps"]
+        assert len(logs) == 1 and "rtlv-b has no hardware timestamping" in logs[0]["msg"]
+        assert not any(c["name"].startswith("hw.") for c in recs[-1]["channels"])
+        _finish(refl)
+
+
+def test_software_rx_only_has_no_send_split(probe_bin: str) -> None:
+    with loopback_ns("u11") as ns:
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", "--timestamps", "software-rx")
+        recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "0", "--count", "500",
+                     "--timestamps", "software-rx")
+        res = _check_ping(recs, shared=False, tx=False)
+        assert res["udp"]["tx_stamps"] == 0
+        rres = _finish(refl)[-1]
+        assert {c["name"] for c in rres["channels"]} == {"wakeup", "turn"}
+
+
+_PY_PING = r"""
+import socket, struct, sys, time
+port, token = int(sys.argv[1]), int(sys.argv[2], 16)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+s.connect(("127.0.0.1", port))
+for seq in range(4):
+    flags = int(sys.argv[3])
+    s.send(b"RTLU" + bytes([1, 1]) + struct.pack("<HQQQQQQQ", flags, token, seq, 111, 222,
+                                                  0, 0, 0))
+    b = s.recv(100)
+    f, = struct.unpack_from("<H", b, 6)
+    o24, o32, rx, app, snd = struct.unpack_from("<QQQQQ", b, 24)
+    print(seq, f, o24, o32, rx, app, snd, flush=True)
+"""
+
+
+def test_wire_format_carry_and_plain_echo(probe_bin: str) -> None:
+    # a pinger that predates carrying (flags 0) gets the plain echo of offsets
+    # 24/32; one that asks (WANT_CARRY = 2) gets, from its second ping on, the
+    # reflector's software TX stamp of the previous reply at offset 24 (flag 4)
+    with loopback_ns("u12") as ns:
+        refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", duration="3s")
+        tok = _token(refl.header_line)  # type: ignore[attr-defined]
+        out = {}
+        for flags in (0, 2):
+            r = subprocess.run(in_ns(ns, sys.executable, "-c", _PY_PING, str(PORT), tok,
+                                     str(flags)),
+                               capture_output=True, text=True, timeout=10, check=False)
+            assert r.returncode == 0, r.stderr
+            out[flags] = [list(map(int, line.split())) for line in r.stdout.splitlines()]
+        for _seq, f, o24, o32, _rx, _app, _snd in out[0]:
+            assert f & 1 and not f & (4 | 8)  # RX_TS, nothing carried
+            assert (o24, o32) == (111, 222)
+        prev_send = None
+        for seq, f, o24, o32, rx, app, snd in out[2]:
+            assert f & 1 and not f & 8  # no hardware here
+            if seq == 0:  # nothing before it from this sender
+                assert not f & 4 and (o24, o32) == (111, 222)
+            else:
+                assert f & 4
+                # the previous reply's driver stamp: after its send(), before this one
+                assert prev_send < o24 < rx <= app <= snd
+                assert o32 == 222
+            prev_send = snd
+        ru = _finish(refl)[-1]["udp"]
+        assert ru["replied"] == 8 and ru["tx_stamps"] == 8
+
+
+_OLD_REFLECTOR = r"""
+import socket, struct, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(5)
+print("ready", flush=True)
+while True:
+    try:
+        b, a = s.recvfrom(2000)
+    except socket.timeout:
+        break
+    # what a version-1 reflector without carrying does: type reply, flags RX_TS,
+    # offsets 24/32 echoed, its three times at 40/48/56
+    t = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    r = bytearray(b)
+    r[5] = 2
+    struct.pack_into("<H", r, 6, 1)
+    struct.pack_into("<QQQ", r, 40, t, t, t)
+    s.sendto(bytes(r), a)
+"""
+
+
+def test_pinger_with_a_reflector_that_predates_carrying(probe_bin: str) -> None:
+    with loopback_ns("u13") as ns:
+        peer = subprocess.Popen(in_ns(ns, sys.executable, "-c", _OLD_REFLECTOR, str(PORT)),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert peer.stdout is not None and peer.stdout.readline().strip() == "ready"
+            recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "500", "--count",
+                         "200", "--allow-non-rt", session="x")
+        finally:
+            peer.kill()
+            peer.wait()
+        res = recs[-1]
+        u = res["udp"]
+        assert u["replies"] == u["sent"] == 200 and u["no_timestamp"] == 0
+        # own TX stamps still split the pinger's send; nothing carried, all counted
+        assert u["tx_stamps"] == 200 and _chan(res, "tx")["samples"] == 200
+        assert u["no_carry"] == 199
+        assert _chan(res, "peer.tx")["samples"] == _chan(res, "link")["samples"] == 0
+        assert _chan(res, "rtt")["samples"] == _chan(res, "stack")["samples"] == 200
+
+
+def test_epoll_waiter_reads_the_error_queue_instead_of_spinning(probe_bin: str) -> None:
+    # EPOLLERR cannot be masked: a software TX stamp sits on the error queue as soon as
+    # send() returns; a waiter that did not read it would spin until the reply
+    import resource
+
+    with veth_pair("u14") as v:
+        refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", "--wait", "epoll",
+                          duration="3s")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ping = run_probe("ip", "netns", "exec", v.ns_b, probe_bin, "udp", "ping", "--peer",
+                         f"{v.addr_a}:{PORT}", "--session", "t0k3n", "--rate", "100",
+                         "--duration", "1s", "--wait", "epoll")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert ping.returncode == 0, ping.stderr
+        res = _check_ping(parse_lines(ping.stdout), shared=False)
+        assert res["udp"]["sent"] >= 90
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        assert cpu < 0.5, cpu  # 1 s of 100 Hz ping-pong: a spin would use ~1 s
+        _finish(refl)
+
+
+def test_ipv6_loopback_send_split(probe_bin: str) -> None:
+    # TX stamps of an IPv6 socket come with IPV6_RECVERR, not IP_RECVERR
+    with loopback_ns("u15") as ns:
+        refl = _reflector(probe_bin, ns, f"[::1]:{PORT}", duration="3s")
+        recs = _ping(probe_bin, ns, f"[::1]:{PORT}", "--rate", "1000", "--count", "400")
+        res = _check_ping(recs, shared=False)
+        assert res["udp"]["sent"] == 400
+        ru = _finish(refl)[-1]["udp"]
+        assert ru["tx_stamps"] == ru["replied"] == 400
