@@ -64,11 +64,11 @@
 
 enum {
 	XC_FRAMES, XC_BAD_FRAME, XC_NOT_FOR_US, XC_NOT_UNICAST, XC_NO_STAMP, XC_TX_BUSY,
-	XC_KICK_ERRORS, XC_N
+	XC_TX_DROPPED, XC_TX_DEFERRED, XC_KICK_ERRORS, XC_N
 };
 static const char *const xc_names[XC_N] = {
 	"frames", "bad_frames", "not_for_us", "not_unicast", "no_stamp", "tx_busy",
-	"kick_errors",
+	"tx_dropped", "tx_deferred", "kick_errors",
 };
 
 struct uxdp {
@@ -551,6 +551,9 @@ static int reserve(struct uxdp *x, const struct uxdp_cfg *cfg, const struct oops
 	return 0;
 }
 
+static void reclaim(struct uxdp *x);
+static void refill(struct uxdp *x);
+
 int uxdp_open(struct uxdp **out, const struct uxdp_cfg *cfg, char *err, size_t errlen,
 	      int *exit_code)
 {
@@ -611,6 +614,7 @@ int uxdp_open(struct uxdp **out, const struct uxdp_cfg *cfg, char *err, size_t e
 		uxdp_close(x);
 		return e;
 	}
+	refill(x); /* before the first frame can come */
 	if (x->rx_queues > 1)
 		snprintf(x->warning, sizeof(x->warning),
 			 "%s has %d RX queues and the AF_XDP socket serves queue %u only: the probe's frames on other queues go to the kernel stack, unanswered; steer the flow to queue %u (ethtool -N %s flow-type udp4 dst-port %u action %u) or use one queue (ethtool -L)",
@@ -622,15 +626,42 @@ int uxdp_open(struct uxdp **out, const struct uxdp_cfg *cfg, char *err, size_t e
 
 /* ---- the hot path ------------------------------------------------------------ */
 
-static void kick(struct uxdp *x)
+/* Descriptors in the TX ring the kernel has not taken yet. */
+static inline bool tx_pending(const struct uxdp *x)
+{
+	return uxr_space(&x->tx) != x->tx.size;
+}
+
+/*
+ * Make the kernel transmit what the TX ring holds (copy mode: within this call).
+ * 0; -EBUSY: the device dropped a frame (counted); -EAGAIN: frames are still in
+ * the ring (the completion ring was full, or the queue busy) and go with the next
+ * kick; another -errno: the call failed.
+ */
+static int kick(struct uxdp *x)
 {
 	if (x->need_wakeup && !uxr_needs_wakeup(&x->tx, XDP_RING_NEED_WAKEUP))
-		return;
-	/* copy mode transmits in this call; EAGAIN/EBUSY: the kernel is busy with the
-	 * ring and takes the frame with the next call */
-	if (sendto(x->xsk, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
-	    errno != EBUSY && errno != ENOBUFS)
-		xinc(x, XC_KICK_ERRORS);
+		return 0;
+	int rc = 0;
+	for (int tries = 0; tries < 4 && tx_pending(x); tries++) {
+		if (sendto(x->xsk, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
+			continue;
+		int e = errno;
+		if (e == EBUSY) { /* NET_XMIT_DROP: that frame is gone (and completed) */
+			xinc(x, XC_TX_DROPPED);
+			rc = -EBUSY;
+		} else if (e == EAGAIN || e == ENOBUFS) {
+			reclaim(x); /* room in the completion ring */
+		} else {
+			xinc(x, XC_KICK_ERRORS);
+			return -e;
+		}
+	}
+	if (!rc && tx_pending(x)) {
+		xinc(x, XC_TX_DEFERRED);
+		rc = -EAGAIN;
+	}
+	return rc;
 }
 
 /* Completed transmissions -> free frames. */
@@ -670,6 +701,8 @@ unsigned uxdp_recv(struct uxdp *x, struct uxdp_msg *out, unsigned max)
 	recycle_batch(x);
 	reclaim(x);
 	refill(x);
+	if (tx_pending(x))
+		(void)kick(x); /* a frame left behind by an earlier busy queue */
 	uint32_t avail = uxr_avail(&x->rx);
 	if (!avail)
 		return 0;
@@ -692,8 +725,9 @@ unsigned uxdp_recv(struct uxdp *x, struct uxdp_msg *out, unsigned max)
 			 fr.dst.port != x->local.port ||
 			 (x->ping && (fr.src.ip != x->peer.ip || fr.src.port != x->peer.port)))
 			xinc(x, XC_NOT_FOR_US);
-		else if (!uxf_unicast_source(&fr) || !fr.src.port)
-			xinc(x, XC_NOT_UNICAST);
+		else if (!uxf_unicast_source(&fr) || !fr.src.port || fr.src.ip == x->local.ip ||
+			 memcmp(fr.src.mac, x->local.mac, 6) == 0)
+			xinc(x, XC_NOT_UNICAST); /* what the kernel would drop as a martian */
 		else
 			ok = true;
 		if (!ok) {
@@ -746,8 +780,8 @@ int uxdp_reply(struct uxdp *x, unsigned i, const void *head, size_t head_len)
 							 .len = x->batch_len[i] };
 	uxr_submit(&x->tx, 1);
 	x->batch_sent[i] = true;
-	kick(x);
-	return 0;
+	int e = kick(x);
+	return e == -EAGAIN ? 0 : e; /* deferred: still goes out */
 }
 
 int uxdp_send(struct uxdp *x, const void *payload, size_t len)
@@ -767,8 +801,8 @@ int uxdp_send(struct uxdp *x, const void *payload, size_t len)
 	struct xdp_desc *d = x->tx.ring;
 	d[uxr_prod_slot(&x->tx, 0)] = (struct xdp_desc){ .addr = a, .len = (uint32_t)flen };
 	uxr_submit(&x->tx, 1);
-	kick(x);
-	return 0;
+	int e = kick(x);
+	return e == -EAGAIN ? 0 : e; /* deferred: still goes out */
 }
 
 /* ---- facts and counters ------------------------------------------------------- */
