@@ -1016,7 +1016,6 @@ static void *thread_main(void *arg)
 
 static void write_counters(void *arg, struct jsonw *w, bool final)
 {
-	(void)final;
 	struct udp_ctx *ctx = arg;
 	bool ping = ctx->cfg->mode == MODE_PING;
 	jw_obj_begin(w, "udp");
@@ -1024,7 +1023,7 @@ static void write_counters(void *arg, struct jsonw *w, bool final)
 	for (int i = ping ? 0 : C_RECEIVED; i < (ping ? C_RECEIVED : C_N); i++)
 		jw_uint(w, counter_names[i], atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed));
 	if (ctx->xdp)
-		uxdp_write_counters(ctx->xdp, w, "xdp");
+		uxdp_write_counters(ctx->xdp, w, "xdp", final);
 	jw_obj_end(w);
 }
 

@@ -642,6 +642,14 @@ static int kick(struct uxdp *x)
 {
 	if (x->need_wakeup && !uxr_needs_wakeup(&x->tx, XDP_RING_NEED_WAKEUP))
 		return 0;
+	if (x->zerocopy) { /* the driver transmits on its own time after this wake-up */
+		if (sendto(x->xsk, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
+		    errno != EBUSY && errno != ENOBUFS && errno != ENETDOWN) {
+			xinc(x, XC_KICK_ERRORS);
+			return -errno;
+		}
+		return 0;
+	}
 	int rc = 0;
 	for (int tries = 0; tries < 4 && tx_pending(x); tries++) {
 		if (sendto(x->xsk, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
@@ -701,7 +709,7 @@ unsigned uxdp_recv(struct uxdp *x, struct uxdp_msg *out, unsigned max)
 	recycle_batch(x);
 	reclaim(x);
 	refill(x);
-	if (tx_pending(x))
+	if (!x->zerocopy && tx_pending(x))
 		(void)kick(x); /* a frame left behind by an earlier busy queue */
 	uint32_t avail = uxr_avail(&x->rx);
 	if (!avail)
@@ -870,12 +878,17 @@ void uxdp_write_effective(const struct uxdp *x, struct jsonw *w, const char *key
 	jw_obj_end(w);
 }
 
-void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key)
+void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key, bool final)
 {
 	jw_obj_begin(w, key);
 	for (int i = 0; i < XC_N; i++)
 		jw_uint(w, xc_names[i], atomic_load_explicit(&x->cnt[i], memory_order_relaxed));
-	/* the kernel's own counters of this socket */
+	/* the kernel's own counters of this socket: at the end only (reading them takes
+	 * the socket's mutex, which every transmit takes too) */
+	if (!final) {
+		jw_obj_end(w);
+		return;
+	}
 	struct xdp_statistics st;
 	socklen_t l = sizeof(st);
 	memset(&st, 0, sizeof(st));

@@ -87,9 +87,10 @@ int uxdp_busy_poll(const struct uxdp *x, int *err);
 /* Something the user should know (several RX queues), or NULL. */
 const char *uxdp_warning(const struct uxdp *x);
 
-/* Header facts (effective.xdp) and cumulative counters (udp.xdp). */
+/* Header facts (effective.xdp) and cumulative counters (udp.xdp; the kernel's socket
+ * statistics only when final). */
 void uxdp_write_effective(const struct uxdp *x, struct jsonw *w, const char *key);
-void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key);
+void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key, bool final);
 
 void uxdp_close(struct uxdp *x);
 
@@ -142,9 +143,10 @@ static inline void uxdp_write_effective(const struct uxdp *x, struct jsonw *w, c
 {
 	(void)x, (void)w, (void)key;
 }
-static inline void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key)
+static inline void uxdp_write_counters(const struct uxdp *x, struct jsonw *w, const char *key,
+				       bool final)
 {
-	(void)x, (void)w, (void)key;
+	(void)x, (void)w, (void)key, (void)final;
 }
 static inline void uxdp_close(struct uxdp *x) { (void)x; }
 

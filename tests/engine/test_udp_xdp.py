@@ -287,6 +287,32 @@ def test_kill9_leaves_no_program(probe_bin: str) -> None:
         assert _xdp_progs(v.ns_a, DEVS["a"]) == [] and _xdp_progs(v.ns_b, DEVS["b"]) == []
 
 
+def test_never_replaces_another_program(probe_bin: str) -> None:
+    # two RX queues: a second reflector binds its own queue, then finds the first one's
+    # program on the interface, leaves it alone and says so (exit 1); the first keeps
+    # answering. Both warn that they serve one queue of two.
+    with veth_pair("x7", queues=2) as v:
+        refl, rhdr = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", "--path", "xdp",
+                                duration="3s")
+        assert rhdr["effective"]["xdp"]["rx_queues"] == 2
+        prog = rhdr["effective"]["xdp"]["prog_id"]
+        r = subprocess.run(in_ns(v.ns_a, probe_bin, "udp", "reflect", "--bind",
+                                 f"{v.addr_a}:{PORT + 1}", "--session", "s", "--path", "xdp",
+                                 "--xdp-queue", "1", "--duration", "1s"),
+                           capture_output=True, text=True, timeout=20, check=False)
+        assert r.returncode == 1, r.stderr
+        assert "already has an XDP program" in r.stderr
+        assert _xdp_progs(v.ns_a, DEVS["a"]) == [prog]
+        try:
+            # an xdp pinger sends on its queue 0, which veth delivers to queue 0
+            recs = _ping(probe_bin, v, "--path", "xdp", "--rate", "1000", "--count", "200")
+        finally:
+            rrecs = _finish(refl)
+        assert recs[-1]["udp"]["replies"] >= 190
+        logs = [x for x in rrecs if x["type"] == "log"]
+        assert any(x["code"] == "xdp_queues" and "ethtool" in x["msg"] for x in logs)
+
+
 @pytest.mark.parametrize("args,code,needle", [
     (["reflect", "--bind", "{a}:7000", "--ifname", "nosuch0"], 2, "--ifname nosuch0"),
     (["reflect", "--bind", "[fd00::1]:7000"], 2, "IPv4"),
