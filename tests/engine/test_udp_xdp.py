@@ -19,6 +19,7 @@ import pytest
 
 from .helpers import check_order, hist_count, parse_lines, run_probe, validate_all
 from .netns import VethPair, in_ns, veth_pair
+from .test_udp import _chan, _finish, _mean
 
 pytestmark = pytest.mark.usefixtures("require_root")
 
@@ -57,15 +58,6 @@ def _reflector(probe: str, ns: str, bind: str, *extra: str, duration: str = "4s"
     return p, json.loads(line)
 
 
-def _finish(p: subprocess.Popen) -> list[dict[str, Any]]:
-    out, err = p.communicate(timeout=20)
-    assert p.returncode == 0, err
-    recs = parse_lines(p.header_line + out)  # type: ignore[attr-defined]
-    validate_all(recs)
-    check_order(recs)
-    return recs
-
-
 def _ping(probe: str, v: VethPair, *extra: str, timeout: float = 30
           ) -> list[dict[str, Any]]:
     r = run_probe("ip", "netns", "exec", v.ns_b, probe, "udp", "ping", "--peer",
@@ -77,14 +69,6 @@ def _ping(probe: str, v: VethPair, *extra: str, timeout: float = 30
     validate_all(recs)
     check_order(recs)
     return recs
-
-
-def _chan(rec: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(c for c in rec["channels"] if c["name"] == name)
-
-
-def _mean(c: dict[str, Any]) -> float:
-    return c["sum_ns"] / c["samples"]
 
 
 def _check_xdp_header(hdr: dict[str, Any], dev: str, stamps: bool = True) -> None:
@@ -156,11 +140,11 @@ def test_generic_mode_and_waits_without_stamps(probe_bin: str, wait: str) -> Non
     with veth_pair("x2") as v:
         # back to back beyond the default --max-rate: raise it (as the benchmark does)
         refl, rhdr = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", *common,
-                                "--cpu", "1", "--max-rate", "10000000", "--burst", "4096")
+                                "--max-rate", "10000000", "--burst", "4096")
         assert rhdr["effective"]["xdp"]["attach"] == "generic"
         _check_xdp_header(rhdr, DEVS["a"], stamps=False)
         try:
-            recs = _ping(probe_bin, v, *common, "--rate", "0", "--count", "3000", "--cpu", "0",
+            recs = _ping(probe_bin, v, *common, "--rate", "0", "--count", "3000",
                          "--timeout", "20ms")
         finally:
             rrecs = _finish(refl)
