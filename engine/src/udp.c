@@ -1369,7 +1369,12 @@ const struct probe_ops udp_probe = {
 		 "an XDP program on the interface redirects only the probe's address and port\n"
 		 "to it and passes all other traffic on; it is attached through a BPF link and\n"
 		 "goes away with the process. The wakeup split then starts when the XDP program\n"
-		 "ran. Either path talks to either path. See docs/probes/udp.md.",
+		 "ran. Either path talks to either path. See docs/probes/udp.md.\n"
+#ifdef RTLAB_AF_XDP
+		 "This rtlab-probe is built with the AF_XDP path.",
+#else
+		 "This rtlab-probe is built WITHOUT the AF_XDP path (meson -Daf_xdp).",
+#endif
 	.opts = udp_opts,
 	.n_opts = O_N,
 	.unavailable = NULL,

@@ -608,13 +608,14 @@ int uxdp_open(struct uxdp **out, const struct uxdp_cfg *cfg, char *err, size_t e
 		e = resolve_peer_mac(x, x->peer.ip, &o);
 	if (!e)
 		e = make_socket(x, cfg->busy_poll, &o);
-	if (!e)
+	if (!e) {
+		refill(x); /* frames for the kernel to receive into, before any can come */
 		e = attach_program(x, &o);
+	}
 	if (e) {
 		uxdp_close(x);
 		return e;
 	}
-	refill(x); /* before the first frame can come */
 	if (x->rx_queues > 1)
 		snprintf(x->warning, sizeof(x->warning),
 			 "%s has %d RX queues and the AF_XDP socket serves queue %u only: the probe's frames on other queues go to the kernel stack, unanswered; steer the flow to queue %u (ethtool -N %s flow-type udp4 dst-port %u action %u) or use one queue (ethtool -L)",
