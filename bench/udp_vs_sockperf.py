@@ -10,6 +10,10 @@ rounds. sockperf's round trips come from its --full-log CSV (never its human tex
 rtlab's from its JSON Lines histogram. Prints median, p99, p99.9 and max per tool and
 the ratio rtlab/sockperf (< 1: rtlab is faster).
 
+With --xdp, a third contender runs on the veth path in the same rotation: rtlab with
+both ends on its AF_XDP path (`--path xdp`, with --xdp-mode), reported beside the
+socket path (ratio xdp/socket) and sockperf.
+
   sudo bench/udp_vs_sockperf.py --probe build/engine/rtlab-probe --duration 5 --rounds 3
 """
 
@@ -34,12 +38,14 @@ from benchlib import channel_percentile, default_probe
 
 QS = (0.5, 0.99, 0.999)
 TRACING = Path("/sys/kernel/tracing")
-OBS_EVENTS = ("sys_enter_sendto", "sys_exit_recvfrom", "sys_exit_recvmsg")
+# the xdp path sends with sendto (the TX kick) and waits in poll/ppoll (ready count > 0)
+OBS_EVENTS = ("sys_enter_sendto", "sys_exit_recvfrom", "sys_exit_recvmsg", "sys_exit_poll",
+              "sys_exit_ppoll", "sys_exit_epoll_wait")
 ERRQ_EVENTS = ("sys_enter_recvmsg",)  # --errqueue: rtlab's reads of TX timestamps
 MSG_ERRQUEUE = 0x2000
 _LINE = re.compile(r"^\s*.+?-(\d+)\s+\[\d+\]\s+\S+\s+(\d+): (.*)$")
-_EXIT = re.compile(r"^sys_(?:recvfrom|recvmsg) -> (0x[0-9a-f]+|-?\d+)")
 _ERRQ = re.compile(r"^sys_recvmsg\(.*flags: (0x[0-9a-f]+)\)")
+_EXIT = re.compile(r"^sys_(?:recvfrom|recvmsg|poll|ppoll|epoll_wait) -> (0x[0-9a-f]+|-?\d+)")
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
 
 
@@ -99,7 +105,11 @@ def sockperf_cmd(a: argparse.Namespace, *args: str) -> list[str]:
 
 
 class Observer:
-    """Round trips of the pinging process as ftrace sees its syscalls (see --observer)."""
+    """Round trips of the pinging process as ftrace sees its syscalls (see --observer).
+
+    Uses a trace instance of its own (instances/rtlab-udpbench-PID): its buffer, clock,
+    events and pid filter are private, so other users of tracefs neither disturb it nor
+    are disturbed; the instance is removed at the end."""
 
     def __init__(self, errqueue: bool = False) -> None:
         self.events = OBS_EVENTS + (ERRQ_EVENTS if errqueue else ())
@@ -110,14 +120,13 @@ class Observer:
         if not all((TRACING / "events/syscalls" / e).is_dir() for e in self.events):
             raise SystemExit("--observer needs tracefs with syscall events "
                              "(CONFIG_FTRACE_SYSCALLS)")
-        clock = (TRACING / "trace_clock").read_text()
-        self._clock = re.search(r"\[(\S+)\]", clock).group(1)  # type: ignore[union-attr]
-        self._buf = (TRACING / "buffer_size_kb").read_text().strip()
+        self._dir = TRACING / "instances" / f"rtlab-udpbench-{os.getpid()}"
 
     def _w(self, name: str, value: str) -> None:
-        (TRACING / name).write_text(value)
+        (self._dir / name).write_text(value)
 
     def __enter__(self) -> Observer:
+        self._dir.mkdir()
         self._w("tracing_on", "0")
         self._w("trace_clock", "x86-tsc")
         self._w("buffer_size_kb", "65536")
@@ -127,18 +136,15 @@ class Observer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._w("tracing_on", "0")
-        for e in self.events:
-            self._w(f"events/syscalls/{e}/enable", "0")
-        self._w("options/event-fork", "0")
-        self._w("set_event_pid", "")
-        self._w("trace", "")
-        self._w("trace_clock", self._clock)
-        self._w("buffer_size_kb", self._buf if self._buf.isdigit() else "1408")
+        with contextlib.suppress(OSError):
+            self._w("tracing_on", "0")
+            for e in self.events:
+                self._w(f"events/syscalls/{e}/enable", "0")
+        self._dir.rmdir()  # the instance and its buffer go away
 
     def wrap(self, cmd: list[str]) -> list[str]:
         """cmd, started by a shell that first puts itself into set_event_pid."""
-        return ["sh", "-c", f'echo $$ > {TRACING}/set_event_pid && exec "$@"', "sh", *cmd]
+        return ["sh", "-c", f'echo $$ > {self._dir}/set_event_pid && exec "$@"', "sh", *cmd]
 
     def start(self) -> None:
         self._w("set_event_pid", "")
@@ -152,7 +158,7 @@ class Observer:
         end = time.monotonic_ns()
         self._w("trace_marker", "rtlab-cal1")
         self._w("tracing_on", "0")
-        text = (TRACING / "trace").read_text()
+        text = (self._dir / "trace").read_text()
         cal: dict[str, int] = {}
         pending: dict[int, int] = {}
         errq: dict[int, int] = {}
@@ -166,7 +172,9 @@ class Observer:
             if rest.startswith("tracing_mark_write: "):
                 cal[rest.split(": ", 1)[1].strip()] = ts
             elif rest.startswith("sys_sendto("):
-                pending.setdefault(tid, ts)
+                # a send whose reply needed no waiting syscall (the xdp path finds it
+                # in its RX ring) is replaced by the next send: never mispaired
+                pending[tid] = ts
             elif (e := _ERRQ.match(rest)) and int(e.group(1), 16) & MSG_ERRQUEUE:
                 errq[tid] = ts
             elif tid in errq and rest.startswith("sys_recvmsg ->"):
@@ -183,10 +191,12 @@ class Observer:
 
 
 def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
-              obs: Observer | None = None) -> dict:
+              obs: Observer | None = None, xdp: bool = False) -> dict:
     sched = ["--policy", "fifo", "--priority", "98"] if a.sched == "fifo" else \
         ["--policy", "other", "--priority", "0", "--no-mlock"]
     sched += a.extra
+    if xdp:
+        sched += ["--path", "xdp", "--xdp-mode", a.xdp_mode]
     refl = subprocess.Popen(in_ns(srv, a.server_cpu, probe, "udp", "reflect", "--bind",
                                   f"{addr}:{PORT_RTLAB}", "--session", "bench", "--duration",
                                   f"{a.duration + 3}s",
@@ -203,14 +213,20 @@ def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
         if obs:
             obs.start()
         r = subprocess.run(obs.wrap(cmd) if obs else cmd,
-                           capture_output=True, text=True, timeout=a.duration + 30, check=True)
+                           capture_output=True, text=True, timeout=a.duration + 30, check=False)
         seen = obs.stop() if obs else None
+        if r.returncode != 0:
+            raise SystemExit(f"rtlab-probe udp ping failed ({r.returncode}): "
+                             f"{r.stderr.strip()}")
     finally:
         refl.terminate()
         refl.wait(timeout=10)
-    res = [json.loads(x) for x in r.stdout.splitlines() if x][-1]
+    recs = [json.loads(x) for x in r.stdout.splitlines() if x]
+    res = recs[-1]
     rtt = next(c for c in res["channels"] if c["name"] == "rtt")
     out = hist_quantiles(rtt)
+    if xdp:
+        out["attach"] = recs[0]["effective"]["xdp"]["attach"]
     if seen is not None:
         out["observed"] = quantiles(seen)
         if obs is not None and obs.errq:
@@ -272,6 +288,10 @@ def main() -> int:
     ap.add_argument("--rtlab-opt", dest="extra", action="append", default=[], metavar="ARG",
                     help="extra argument for both rtlab ends, e.g. --rtlab-opt=--timestamps "
                     "--rtlab-opt=none (repeatable)")
+    ap.add_argument("--xdp", action="store_true",
+                    help="veth path: also rtlab with both ends on --path xdp")
+    ap.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto",
+                    help="the XDP hook of --xdp (default: auto, native where possible)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
@@ -292,13 +312,18 @@ def main() -> int:
 
 
 def run_path(path: str, a: argparse.Namespace, obs: Observer | None) -> dict[str, list[dict]]:
-    res: dict[str, list[dict]] = {"rtlab": [], "sockperf": []}
+    tools = ["rtlab", "sockperf"] + (["rtlab-xdp"] if a.xdp and path == "veth" else [])
+    res: dict[str, list[dict]] = {t: [] for t in tools}
     with namespaces(path) as (srv, cli, addr):
         for rnd in range(a.rounds):
-            order = ("rtlab", "sockperf") if rnd % 2 == 0 else ("sockperf", "rtlab")
+            # every tool goes first, second, ... equally often
+            order = tools[rnd % len(tools):] + tools[:rnd % len(tools)]
+            if len(tools) == 2 and rnd % 2:
+                order = order[::-1]
             for tool in order:
-                if tool == "rtlab":
-                    res[tool].append(run_rtlab(a.probe, srv, cli, addr, a, obs))
+                if tool.startswith("rtlab"):
+                    res[tool].append(run_rtlab(a.probe, srv, cli, addr, a, obs,
+                                               xdp=tool == "rtlab-xdp"))
                 else:
                     res[tool].append(run_sockperf(srv, cli, addr, a, obs))
     return res
@@ -314,19 +339,37 @@ def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None
           f"server CPU {a.server_cpu}, client CPU {a.client_cpu}, SCHED_{a.sched.upper()} "
           "(RTT in µs, median over rounds)")
     print(f"{'':22} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'round trips':>12}")
+    if "rtlab-xdp" in res:
+        attach = sorted({r["attach"] for r in res["rtlab-xdp"]})
+        print(f"rtlab-xdp: --path xdp on both ends, XDP attached in {'/'.join(attach)} mode")
     views = [("own clock", lambda r: r)]
     if a.observer:
         views.append(("observer", lambda r: r["observed"]))
+    keys = ("p50", "p99", "p99.9", "max")
     for view, get in views:
         med: dict[str, dict[str, float]] = {}
-        for tool in ("rtlab", "sockperf"):
+        if view == "observer":
+            for tool in res:
+                seen = sum(r["observed"]["n"] for r in res[tool])
+                own = sum(r["n"] for r in res[tool])
+                if seen < 0.95 * own:
+                    print(f"note: the observer saw {seen} of {tool}'s {own} round trips "
+                          "(the others needed no waiting syscall): its percentiles for "
+                          f"{tool} cover only the round trips that waited")
+        for tool in res:
             med[tool] = m = _median_row([get(r) for r in res[tool]])
             print(f"{tool + ' (' + view + ')':22} {m['p50']:9.2f} {m['p99']:9.2f} "
                   f"{m['p99.9']:9.2f} {m['max']:10.1f} {int(m['n']):12d}")
-        ratio = {k: med["rtlab"][k] / med["sockperf"][k] for k in ("p50", "p99", "p99.9", "max")}
-        print(f"{'ratio (' + view + ')':22} {ratio['p50']:9.3f} {ratio['p99']:9.3f} "
-              f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   (rtlab / sockperf; < 1: rtlab "
-              "faster)")
+        pairs = [("rtlab", "sockperf", "rtlab / sockperf; < 1: rtlab faster")]
+        if "rtlab-xdp" in med:
+            pairs += [("rtlab-xdp", "sockperf", "rtlab xdp / sockperf"),
+                      ("rtlab-xdp", "rtlab", "xdp path / socket path; < 1: xdp faster")]
+        for num, den, what in pairs:
+            ratio = {k: med[num][k] / med[den][k] for k in keys}
+            label = "ratio (" + view + ")" if num == "rtlab" and den == "sockperf" else \
+                f"{num}/{den}"[:22]
+            print(f"{label:22} {ratio['p50']:9.3f} {ratio['p99']:9.3f} "
+                  f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   ({what})")
     eq = [r["errqueue"] for r in res["rtlab"] if "errqueue" in r]
     if eq:
         m = {k: sorted(e[k] for e in eq)[len(eq) // 2] for k in ("p50", "p99", "p99.9", "max",

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -42,6 +43,7 @@
 #include "sysinfo.h"
 #include "udp_proto.h"
 #include "udp_ts.h"
+#include "udp_xdp.h"
 
 #ifndef SO_BUSY_POLL
 #define SO_BUSY_POLL 46
@@ -68,16 +70,21 @@
 static const char *const mode_names[] = { "reflect", "ping", NULL };
 static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
 static const char *const wait_names[] = { "block", "epoll", "busy", NULL };
+static const char *const path_names[] = { "socket", "xdp", NULL };
+static const char *const xdp_mode_names[] = { "auto", "native", "generic", NULL };
 
 enum { MODE_REFLECT, MODE_PING };
 enum { RECV_RECV, RECV_MMSG };
 enum { WAIT_BLOCK, WAIT_EPOLL, WAIT_BUSY };
+enum { PATH_SOCKET, PATH_XDP };
 
 enum {
 	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
 	O_CPU, O_POLICY, O_PRIORITY, O_BUSY_POLL, O_RECV, O_WAIT, O_TIMESTAMPS, O_SHARED_CLOCK,
 	O_MAX_RATE, O_BURST, O_MLOCK, O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT,
-	O_ALLOW_NON_RT, O_N
+	O_ALLOW_NON_RT,
+	O_DATAPATH, O_IFNAME, O_XDP_QUEUE, O_XDP_MODE, /* the AF_XDP path: udp_xdp.h */
+	O_N
 };
 
 static const struct opt_def udp_opts[O_N] = {
@@ -141,6 +148,16 @@ static const struct opt_def udp_opts[O_N] = {
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			     NULL, "false", NULL },
+	[O_DATAPATH] = { "path", OPT_ENUM, "PATH",
+		     "socket (UDP socket) or xdp (AF_XDP socket + XDP filter; IPv4, needs CAP_NET_ADMIN/CAP_BPF)",
+		     0, 0, path_names, "socket", NULL },
+	[O_IFNAME] = { "ifname", OPT_STRING, "IF", "xdp: the interface to attach to", 0, 0, NULL,
+		       NULL, "the interface of --bind (reflect) or of the route to --peer (ping)" },
+	[O_XDP_QUEUE] = { "xdp-queue", OPT_INT, "N", "xdp: the RX queue the AF_XDP socket serves",
+			  0, 1023, NULL, "0", NULL },
+	[O_XDP_MODE] = { "xdp-mode", OPT_ENUM, "MODE",
+			 "xdp: attach the program in the driver (native), generic (skb) mode, or native if possible else generic",
+			 0, 0, xdp_mode_names, "auto", NULL },
 };
 
 struct udp_cfg {
@@ -169,6 +186,9 @@ struct udp_cfg {
 	uint64_t snapshot_ns, window_ns;
 	const char *output;
 	bool allow_non_rt;
+	int path, xdp_mode;
+	const char *ifname;	/* xdp: NULL = derived */
+	uint32_t xdp_queue;
 };
 
 /* Counters: written only by the socket thread (relaxed), read by the reporter. */
@@ -237,6 +257,7 @@ struct udp_ctx {
 	char local_s[80];
 	/* kernel timestamps: effective kinds, the exchanges ring (socket thread), the PHC */
 	struct uts_state ts;
+	struct uxdp *xdp;	/* --path xdp: the AF_XDP socket instead of fd */
 };
 
 static inline void inc(struct udp_ctx *c, int i)
@@ -357,6 +378,21 @@ static int udp_init(void **out, const struct opt_value *v, const struct probe_en
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
 	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
 	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->path = (int)v[O_DATAPATH].i;
+	c->ifname = v[O_IFNAME].set ? v[O_IFNAME].s : NULL;
+	c->xdp_queue = (uint32_t)v[O_XDP_QUEUE].i;
+	c->xdp_mode = (int)v[O_XDP_MODE].i;
+	if (c->path == PATH_XDP) {
+		if ((c->has_bind && c->bind.ss_family != AF_INET) ||
+		    (c->mode == MODE_PING && c->peer.ss_family != AF_INET))
+			return bad(err, errlen, "--path xdp: IPv4 addresses only (use --path socket for IPv6)", ctx);
+		if (v[O_RECV].given)
+			return bad(err, errlen, "--recv: only for --path socket (the xdp path takes up to 8 frames from its ring per wakeup)", ctx);
+		if (c->ts == UTS_HARDWARE)
+			return bad(err, errlen, "--timestamps hardware: only for --path socket (the xdp path stamps frames in its XDP program; use software or auto)", ctx);
+	} else if (v[O_IFNAME].given || v[O_XDP_QUEUE].given || v[O_XDP_MODE].given) {
+		return bad(err, errlen, "--ifname, --xdp-queue, --xdp-mode: only with --path xdp", ctx);
+	}
 	ctx->cfg = c;
 	*out = ctx;
 	return 0;
@@ -409,6 +445,10 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_bool(w, "allow_non_rt", c->allow_non_rt);
+	jw_str(w, "path", path_names[c->path]);
+	jw_str_or_null(w, "ifname", c->ifname);
+	jw_uint(w, "xdp_queue", c->xdp_queue);
+	jw_str(w, "xdp_mode", xdp_mode_names[c->xdp_mode]);
 	jw_obj_end(w);
 }
 
@@ -502,8 +542,12 @@ static void tx_drain(struct udp_ctx *ctx, bool all);
  * Wait for and receive up to BATCH datagrams until deadline (CLOCK_MONOTONIC).
  * Returns how many (0: deadline passed or stop), or -errno on a hard error.
  */
+static int xdp_rx_wait(struct udp_ctx *ctx, uint64_t deadline);
+
 static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 {
+	if (ctx->xdp)
+		return xdp_rx_wait(ctx, deadline);
 	const struct udp_cfg *c = ctx->cfg;
 	const unsigned vlen = c->recv_call == RECV_MMSG ? BATCH : 1;
 	for (;;) {
@@ -573,6 +617,107 @@ static int rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 		if (rl_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return 0;
 	}
+}
+
+/* ---- the AF_XDP path (udp_xdp.h) ------------------------------------------ */
+
+static int setup_xdp(struct udp_ctx *ctx, char *msg, size_t len, int *code)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	const bool ping = c->mode == MODE_PING;
+	const struct uxdp_cfg xc = {
+		.ping = ping,
+		.bind = c->has_bind ? (const struct sockaddr_in *)&c->bind : NULL,
+		.peer = ping ? (const struct sockaddr_in *)&c->peer : NULL,
+		.ifname = c->ifname,
+		.queue = c->xdp_queue,
+		.mode = c->xdp_mode,
+		.stamp = c->ts != UTS_NONE, /* hardware is refused at init; TX stamps: none */
+		.payload_max = ping ? c->size : 0,
+		.busy_poll = c->busy_poll,
+	};
+	int e = uxdp_open(&ctx->xdp, &xc, msg, len, code);
+	if (e)
+		return e;
+	snprintf(ctx->local_s, sizeof(ctx->local_s), "%s", uxdp_local(ctx->xdp));
+	snprintf(ctx->ts.ifname, sizeof(ctx->ts.ifname), "%s", uxdp_ifname(ctx->xdp));
+	ctx->busy_eff = uxdp_busy_poll(ctx->xdp, &ctx->busy_err);
+	if (c->wait_how == WAIT_EPOLL) {
+		ctx->ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event ev = { .events = EPOLLIN };
+		if (ctx->ep < 0 || epoll_ctl(ctx->ep, EPOLL_CTL_ADD, uxdp_fd(ctx->xdp), &ev) != 0) {
+			snprintf(msg, len, "epoll: %s", strerror(errno));
+			*code = RL_EXIT_ERROR;
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* CLOCK_REALTIME - CLOCK_MONOTONIC: the XDP program stamps MONOTONIC time, the
+ * wire format and the split use REALTIME (the two differ by a constant between
+ * clock steps); the middle of two MONOTONIC reads pairs with the REALTIME one. */
+static int64_t rt_minus_mono(void)
+{
+	uint64_t m0 = rl_now_ns(CLOCK_MONOTONIC);
+	uint64_t r = rl_now_ns(CLOCK_REALTIME);
+	uint64_t m1 = rl_now_ns(CLOCK_MONOTONIC);
+	return (int64_t)(r - (m0 + (m1 - m0) / 2));
+}
+
+/* rx_wait of the xdp path: the same contract, frames from the AF_XDP RX ring. */
+static int xdp_rx_wait(struct udp_ctx *ctx, uint64_t deadline)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	/* read before waiting: outside every measured interval */
+	const int64_t off = c->ts != UTS_NONE ? rt_minus_mono() : 0;
+	struct uxdp_msg msg[BATCH];
+	for (;;) {
+		unsigned n = uxdp_recv(ctx->xdp, msg, BATCH);
+		if (n) {
+			for (unsigned i = 0; i < n; i++) {
+				struct rxmsg *m = &ctx->rx[i];
+				memcpy(m->buf, msg[i].payload, msg[i].len);
+				m->len = msg[i].len;
+				m->flags = 0;
+				m->ts.sw = msg[i].rx_mono ? (uint64_t)((int64_t)msg[i].rx_mono + off)
+							  : 0;
+				m->ts.hw = 0;
+			}
+			return (int)n;
+		}
+		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			return 0;
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return 0;
+		int r = 0;
+		if (c->wait_how == WAIT_EPOLL) {
+			struct epoll_event ev;
+			r = epoll_wait(ctx->ep, &ev, 1,
+				       (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
+		} else if (c->wait_how == WAIT_BLOCK) {
+			/* no timeout: the watchdog's signal ends the wait (see WAKE_SIG) */
+			struct pollfd pfd = { .fd = uxdp_fd(ctx->xdp), .events = POLLIN };
+			atomic_store_explicit(&ctx->wait_until, deadline, memory_order_relaxed);
+			r = poll(&pfd, 1, -1);
+			atomic_store_explicit(&ctx->wait_until, 0, memory_order_relaxed);
+		}
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* The i-th datagram's reply in its own frame; the length sent, or -1. */
+static ssize_t xdp_reply(struct udp_ctx *ctx, int i, const struct rxmsg *m)
+{
+	return uxdp_reply(ctx->xdp, (unsigned)i, m->buf, UDP_HDR_LEN) == 0 ? (ssize_t)m->len : -1;
+}
+
+static ssize_t xdp_send(struct udp_ctx *ctx)
+{
+	const size_t n = ctx->cfg->size;
+	return uxdp_send(ctx->xdp, ctx->txbuf, n) == 0 ? (ssize_t)n : -1;
 }
 
 static void record(struct udp_ctx *ctx, int k, uint64_t at, uint64_t later, uint64_t earlier)
@@ -702,8 +847,10 @@ static void reflect_loop(struct udp_ctx *ctx)
 			p.r_send = stamps ? send_t : 0;
 			udp_pkt_encode(m->buf, &p);
 			/* the reply is exactly as long as the ping: never an amplifier */
-			ssize_t s = sendto(ctx->fd, m->buf, m->len, 0, (struct sockaddr *)&m->from,
-					   ctx->mm[i].msg_hdr.msg_namelen);
+			ssize_t s = ctx->xdp ? xdp_reply(ctx, i, m)
+					     : sendto(ctx->fd, m->buf, m->len, 0,
+						      (struct sockaddr *)&m->from,
+						      ctx->mm[i].msg_hdr.msg_namelen);
 			uint64_t at = app_mono > ctx->start_mono ? app_mono - ctx->start_mono : 0;
 			struct uts_xchg *x = tx_sent(ctx, s == (ssize_t)m->len, p.seq, send_t, at);
 			if (s != (ssize_t)m->len) {
@@ -808,7 +955,8 @@ static void ping_loop(struct udp_ctx *ctx)
 		if (p.send_mono >= end)
 			break;
 		udp_pkt_encode(ctx->txbuf, &p);
-		bool ok = send(ctx->fd, ctx->txbuf, c->size, 0) == (ssize_t)c->size;
+		bool ok = (ctx->xdp ? xdp_send(ctx) : send(ctx->fd, ctx->txbuf, c->size, 0)) ==
+			  (ssize_t)c->size;
 		tx_sent(ctx, ok, seq, p.send_rt, p.send_mono - start);
 		if (!ok) {
 			inc(ctx, C_SEND_ERRORS);
@@ -922,7 +1070,6 @@ static void *thread_main(void *arg)
 
 static void write_counters(void *arg, struct jsonw *w, bool final)
 {
-	(void)final;
 	struct udp_ctx *ctx = arg;
 	bool ping = ctx->cfg->mode == MODE_PING;
 	jw_obj_begin(w, "udp");
@@ -935,6 +1082,8 @@ static void write_counters(void *arg, struct jsonw *w, bool final)
 	}
 	if (ctx->ts.phc.fd >= 0)
 		uts_write_phc(w, &ctx->ts.phc, "phc");
+	if (ctx->xdp)
+		uxdp_write_counters(ctx->xdp, w, "xdp", final);
 	jw_obj_end(w);
 }
 
@@ -970,9 +1119,13 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 		.pin_err = ctx->pin_err, .sched_err = ctx->sched_err, .get_err = ctx->get_err });
 	jw_arr_end(w);
 	pc_effective_reporter(w, rep_aff, rep_pinned, rt_valid);
+	jw_str(w, "path", ctx->xdp ? "xdp" : "socket");
+	if (ctx->xdp)
+		uxdp_write_effective(ctx->xdp, w, "xdp");
 	jw_obj_begin(w, "socket");
 	jw_str(w, "local", ctx->local_s);
-	uts_write_effective(w, &ctx->ts);
+	uts_write_effective(w, &ctx->ts,
+			    ctx->xdp ? (uxdp_stamping(ctx->xdp) ? "xdp" : "none") : NULL);
 	if (c->busy_poll >= 0) {
 		jw_int(w, "busy_poll_us", ctx->busy_eff);
 		jw_bool(w, "prefer_busy_poll", ctx->prefer_eff);
@@ -1110,15 +1263,18 @@ static int udp_run(void *p, const struct probe_env *env)
 		}
 	}
 	char msg[512];
-	int e = setup_socket(ctx, msg, sizeof(msg));
-	if (e == -EOPNOTSUPP) { /* --timestamps hardware where there is none */
+	int xcode = 0;
+	int e = c->path == PATH_XDP ? setup_xdp(ctx, msg, sizeof(msg), &xcode)
+				    : setup_socket(ctx, msg, sizeof(msg));
+	if (e == -EOPNOTSUPP && !xcode) { /* --timestamps hardware where there is none */
 		fprintf(stderr, "rtlab-probe udp: skipped: %s\n", msg);
 		code = RL_EXIT_SKIPPED;
 		goto out;
 	}
 	if (e) {
 		fprintf(stderr, "rtlab-probe udp: %s\n", msg);
-		code = e == -EADDRNOTAVAIL || e == -EACCES ? RL_EXIT_USAGE : RL_EXIT_ERROR;
+		code = xcode ? xcode
+		       : e == -EADDRNOTAVAIL || e == -EACCES ? RL_EXIT_USAGE : RL_EXIT_ERROR;
 		goto out;
 	}
 	ctx->rx = calloc(BATCH, sizeof(*ctx->rx));
@@ -1194,12 +1350,19 @@ static int udp_run(void *p, const struct probe_env *env)
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
 		write_log(&w, out_fd, "warning", "no_rt", why);
-	if (c->ts != UTS_NONE && ctx->ts.rx == UTS_EFF_NONE)
+	if (ctx->xdp) { /* no socket stamps on this path: the XDP program's, RX only */
+		if (c->ts != UTS_NONE && !uxdp_stamping(ctx->xdp))
+			write_log(&w, out_fd, "warning", "no_rx_timestamps",
+				  "the XDP program could not stamp frames (no XDP metadata here): no stack/wakeup split");
+		if (uxdp_warning(ctx->xdp))
+			write_log(&w, out_fd, "warning", "xdp_queues", uxdp_warning(ctx->xdp));
+	} else if (c->ts != UTS_NONE && ctx->ts.rx == UTS_EFF_NONE) {
 		write_log(&w, out_fd, "warning", "no_rx_timestamps",
 			  "SO_TIMESTAMPING software RX timestamps are not available: no stack/wakeup split");
-	else if (c->ts != UTS_NONE && c->ts != UTS_SOFTWARE_RX && ctx->ts.tx == UTS_EFF_NONE)
+	} else if (c->ts != UTS_NONE && c->ts != UTS_SOFTWARE_RX && ctx->ts.tx == UTS_EFF_NONE) {
 		write_log(&w, out_fd, "warning", "no_tx_timestamps",
 			  "SO_TIMESTAMPING TX timestamps (OPT_ID, OPT_TSONLY) are not available: no send-side split (tx, peer.tx, link)");
+	}
 	if (ctx->ts.reason[0])
 		write_log(&w, out_fd, "info", "hw_timestamps", ctx->ts.reason);
 	if (ctx->busy_err || ctx->prefer_err)
@@ -1267,6 +1430,7 @@ static void udp_fini(void *p)
 	if (ctx->fd >= 0)
 		close(ctx->fd);
 	uts_close(&ctx->ts);
+	uxdp_close(ctx->xdp);
 	free(ctx->rx);
 	free(ctx->mm);
 	free(ctx->txbuf);
@@ -1288,7 +1452,19 @@ const struct probe_ops udp_probe = {
 		 "--timestamps hardware where the NIC has none (veth, lo) is refused (exit 4).\n"
 		 "The reflector answers only well-formed pings of its session, never with more\n"
 		 "bytes than received, and at most --max-rate per second. Counters are in the\n"
-		 "`udp` object of snapshots and the result. See docs/probes/udp.md.",
+		 "`udp` object of snapshots and the result.\n"
+		 "\n"
+		 "--path xdp sends and receives through an AF_XDP socket instead (IPv4, root):\n"
+		 "an XDP program on the interface redirects only the probe's address and port\n"
+		 "to it and passes all other traffic on; it is attached through a BPF link and\n"
+		 "goes away with the process. The wakeup split then starts when the XDP program\n"
+		 "ran (no TX or hardware stamps on this path). Either path talks to either path.\n"
+		 "See docs/probes/udp.md.\n"
+#ifdef RTLAB_AF_XDP
+		 "This rtlab-probe is built with the AF_XDP path.",
+#else
+		 "This rtlab-probe is built WITHOUT the AF_XDP path (meson -Daf_xdp).",
+#endif
 	.opts = udp_opts,
 	.n_opts = O_N,
 	.unavailable = NULL,

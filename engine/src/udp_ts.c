@@ -571,10 +571,10 @@ void uts_write_phc(struct jsonw *w, const struct uts_phc *p, const char *key)
 	jw_obj_end(w);
 }
 
-void uts_write_effective(struct jsonw *w, const struct uts_state *st)
+void uts_write_effective(struct jsonw *w, const struct uts_state *st, const char *rx_kind)
 {
 	jw_str_or_null(w, "interface", st->ifname[0] ? st->ifname : NULL);
-	jw_str(w, "rx_timestamps", uts_eff_names[st->rx]);
+	jw_str(w, "rx_timestamps", rx_kind ? rx_kind : uts_eff_names[st->rx]);
 	jw_str(w, "tx_timestamps", uts_eff_names[st->tx]);
 	jw_str_or_null(w, "timestamp_error", st->so_err ? strerror(-st->so_err) : NULL);
 	jw_bool(w, "hw_rx_capable", st->hw_rx_capable);

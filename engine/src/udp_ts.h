@@ -244,7 +244,8 @@ int uts_drain(struct uts_state *st, int fd, bool all, struct uts_drain *d) RL_WU
 
 struct jsonw;
 /* The timestamp fields of the header's effective.socket. */
-void uts_write_effective(struct jsonw *w, const struct uts_state *st);
+/* rx_kind: what to report as rx_timestamps instead of st's (the xdp path: "xdp"), or NULL */
+void uts_write_effective(struct jsonw *w, const struct uts_state *st, const char *rx_kind);
 /* The PHC conversion's state: {device, method, measurements, errors, offset_ns,
  * rate_ppb, uncertainty_ns, max_uncertainty_ns, max_prediction_error_ns}. */
 void uts_write_phc(struct jsonw *w, const struct uts_phc *p, const char *key);

@@ -124,6 +124,15 @@ class VethPair:
                     out[f"{side}_{d}_{k}"] = int(stats.get(d, {}).get(k, 0))
         return out
 
+    def xdp_prog(self, side: str) -> int | None:
+        """Id of the XDP program attached to end `side` ("a" or "b"), None if none."""
+        ns, dev = (self.ns_a, DEV_A) if side == "a" else (self.ns_b, DEV_B)
+        try:
+            info = json.loads(_ip("-n", ns, "-j", "-d", "link", "show", "dev", dev))[0]
+            return int(info["xdp"]["prog"]["id"])
+        except (RtlabError, ValueError, IndexError, KeyError, TypeError):
+            return None
+
     def delete(self) -> None:
         """Delete both namespaces (the veth pair goes with them). Idempotent."""
         for ns in self.namespaces:

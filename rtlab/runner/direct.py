@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rtlab.errors import UsageError
-from rtlab.scenario.model import Phase, ProbeSpec, Scenario
+from rtlab.scenario.model import UDP_HOST_CHOICES, Phase, ProbeSpec, Scenario
 
 DEFAULT_DURATION_NS = 10_000_000_000
 OVERHEAD_TESTS = 5  # overhead's --duration is per test: the run is split over its tests
@@ -120,9 +120,16 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
     o = pinger.options if pinger is not None else {}
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]
+    # the reflector's path is the pinger's: both ends of the "two boards" measured alike
+    path, xdp_mode = str(o.get("path", "socket")), o.get("xdp_mode")
+    for key, value in (("path", path), ("xdp_mode", xdp_mode)):
+        if value is not None and value not in UDP_HOST_CHOICES[key]:
+            raise UsageError(f"--probe-opt {key}={value}: allowed: "
+                             + ", ".join(UDP_HOST_CHOICES[key]))
     # the reflector on another CPU than the pinger where there is one ("two boards")
     return NetnsPeer(int(others[-1]) if others else (int(cpu) if cpu is not None else None),
-                     timestamps=stamps)
+                     timestamps=stamps, path=path,
+                     xdp_mode=str(xdp_mode) if xdp_mode else None)
 
 
 def udp_timestamps(variants: Sequence[Scenario]) -> str | None:

@@ -6,11 +6,11 @@
 * `NetnsPeer` (the default: "two boards" on one machine): two private network
   namespaces joined by a veth pair (`rtlab.loads.net.VethPair`), journaled
   before they are created, with `rtlab-probe udp reflect` started in namespace A
-  (pinned, SCHED_FIFO 98) and the pinger run in namespace B through a
-  `NetnsTransport`. `close()` stops the reflector and deletes the namespaces on
-  every exit path; after a `kill -9` of rtlab, `rtlab restore` does it from the
-  journal (and the reflector ends by itself: it runs for the run's duration plus
-  a margin).
+  (pinned, SCHED_FIFO 98, on the pinger's `path`: socket or xdp) and the pinger
+  run in namespace B through a `NetnsTransport`. `close()` stops the reflector and
+  deletes the namespaces on every exit path; after a `kill -9` of rtlab, `rtlab
+  restore` does it from the journal (and the reflector ends by itself: it runs for
+  the run's duration plus a margin; an XDP program goes with it).
 * `RemotePeer` (`rtlab run --peer ADDR:PORT`): the user started the reflector on
   another machine (`rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN`);
   the pinger runs here, nothing is created.
@@ -161,10 +161,12 @@ class NetnsPeer(UdpPeer):
 
     def __init__(self, reflector_cpu: int | None, *, subnet: str = DEFAULT_SUBNET,
                  priority: int = REFLECT_PRIORITY, probe: str | None = None,
-                 journal_dir: Path | None = None, timestamps: str | None = None) -> None:
+                 journal_dir: Path | None = None, timestamps: str | None = None,
+                 path: str = "socket", xdp_mode: str | None = None) -> None:
         super().__init__()
         self.reflector_cpu, self.subnet, self.priority = reflector_cpu, subnet, priority
         self.timestamps = timestamps
+        self.path, self.xdp_mode = path, xdp_mode
         self.session = secrets.token_hex(8)
         self.port = 20000 + secrets.randbelow(40000)
         self._probe = probe
@@ -216,12 +218,18 @@ class NetnsPeer(UdpPeer):
             argv += ["--timestamps", self.timestamps]
         if self.reflector_cpu is not None:
             argv += ["--cpu", str(self.reflector_cpu)]
+        if self.path != "socket":
+            argv += ["--path", self.path]
+            if self.xdp_mode:
+                argv += ["--xdp-mode", self.xdp_mode]
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, process_group=0,
                                       preexec_fn=die_with_parent(signal.SIGTERM))
         self._session.record_spawn(self._proc.pid)
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
-        while not udp_listening(self._proc.pid, self.port):
+        # bound, and with --path xdp also attached (it binds first, then attaches)
+        while not udp_listening(self._proc.pid, self.port) or (
+                self.path == "xdp" and self.pair.xdp_prog("a") is None):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 err = self._proc.stderr.read().decode(errors="replace") if (
                     self._proc.poll() is not None and self._proc.stderr) else ""
@@ -262,4 +270,5 @@ class NetnsPeer(UdpPeer):
         return {"kind": "netns", "namespaces": list(self.pair.namespaces),
                 "reflector": f"{self.pair.addr_a}:{self.port}", "pinger": self.pair.addr_b,
                 "reflector_cpu": self.reflector_cpu, "reflector_priority": self.priority,
-                "hw_timestamping": [h.describe() for h in self.hw]}
+                "hw_timestamping": [h.describe() for h in self.hw],
+                "reflector_path": self.path}

@@ -23,6 +23,7 @@ from rtlab.errors import UsageError
 from rtlab.scenario.cpus import CpuExprError, expand
 from rtlab.scenario.model import (
     DEFAULT_SNAPSHOT_NS,
+    UDP_HOST_CHOICES,
     LoadSpec,
     Phase,
     ProbeSpec,
@@ -428,6 +429,10 @@ def _probes(ctx: _Ctx, raws: list[dict[str, Any]], online: Sequence[int],
                         key, 10_000_000, 3_600_000_000_000)
                 continue
             options[k] = value if isinstance(value, bool | str) else str(value)
+            allowed = UDP_HOST_CHOICES.get(k) if probe == "udp" else None
+            if allowed and options[k] not in allowed:
+                raise ctx.fail(opath, f"{value!r} is not allowed; allowed: "
+                               + ", ".join(allowed), "probe", i, "options")
         out.append(ProbeSpec(probe, options, label))
     return out
 

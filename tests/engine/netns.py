@@ -23,15 +23,17 @@ class VethPair:
 
 
 @contextmanager
-def veth_pair(tag: str) -> Iterator[VethPair]:
-    """Namespaces rtl-<tag>-a/b joined by a veth pair, 10.231.0.1/2 (private)."""
+def veth_pair(tag: str, queues: int = 1) -> Iterator[VethPair]:
+    """Namespaces rtl-<tag>-a/b joined by a veth pair, 10.231.0.1/2 (private), with
+    `queues` RX and TX queues on each end."""
     suffix = f"{tag}-{os.getpid() % 100000}"
     a, b = f"rtl-{suffix}-a", f"rtl-{suffix}-b"
+    q = ["numrxqueues", str(queues), "numtxqueues", str(queues)]
     try:
         _ip("netns", "add", a)
         _ip("netns", "add", b)
-        _ip("link", "add", "rtlv-a", "netns", a, "type", "veth", "peer", "name", "rtlv-b",
-            "netns", b)
+        _ip("link", "add", "rtlv-a", "netns", a, *q, "type", "veth", "peer", "name",
+            "rtlv-b", "netns", b, *q)
         for ns, dev, addr in ((a, "rtlv-a", "10.231.0.1"), (b, "rtlv-b", "10.231.0.2")):
             _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
             _ip("-n", ns, "link", "set", dev, "up")

@@ -50,6 +50,8 @@ def test_options_table(probe_bin: str) -> None:
     ("--probe", "noise", "--interval", "1ms"),
     ("--probe", "noise", "--peer", "192.0.2.1:7"),
     ("--probe", "udp", "--peer", "nonsense"),
+    ("--probe", "udp", "--probe-opt", "path=dpdk"),
+    ("--probe", "udp", "--probe-opt", "path=xdp", "--probe-opt", "xdp-mode=hw"),
     ("--probe-opt", "window=1s"),
 ])
 def test_bad_input_one_line_exit_2(probe_bin: str, tmp_path: Path, args: tuple[str, ...]
@@ -92,3 +94,28 @@ def test_probe_runs_stored_shown_exported(probe_bin: str, require_root: None, tm
         after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
         assert not {n for n in after - before if n.startswith("rtlab-")}
         assert not list((tmp_path / "j").glob("*.journal"))
+
+
+def test_udp_xdp_path_both_ends(probe_bin: str, require_root: None, tmp_path: Path) -> None:
+    """`--probe-opt path=xdp`: the pinger and the reflector rtlab starts both on AF_XDP."""
+    store = tmp_path / "s.db"
+    env = {**os.environ, "RTLAB_PROBE": probe_bin, "RTLAB_JOURNAL_DIR": str(tmp_path / "j")}
+    with subprocess.Popen([sys.executable, "-m", "rtlab", "run", "--probe", "udp", "--duration",
+                           "1s", "--cpus", "1", "--probe-opt", "path=xdp", "--no-progress",
+                           "--store", str(store)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env) as p:
+        out, err = p.communicate(timeout=90)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    if r.returncode == 4:
+        pytest.skip("the xdp path is refused here: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "udp ping packets: sent" in r.stdout
+    d = json.loads(rtlab(probe_bin, store, "export", run_id(r.stdout), "--format",
+                         "json").stdout)
+    eff = d["provenance"]["engine"]["effective"]
+    assert eff["path"] == "xdp" and eff["xdp"]["attach"] in ("native", "generic")
+    udp = d["phases"][0]["extras"]["udp"]
+    assert udp["replies"] > 0 and udp["xdp"]["frames"] >= udp["replies"]
+    # (the run starts the pinger only once the reflector's XDP program is attached in
+    # its namespace: NetnsPeer.start); both namespaces (named after rtlab's pid) are gone
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"rtlab-{p.pid}-")]

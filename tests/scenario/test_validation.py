@@ -78,6 +78,10 @@ CASES = [
      "matrix.variant[0].shield: 3 is not allowed"),
     (bad('name = "idle"', 'name = "load"'), 23, "phase[1].name: duplicate phase name"),
     (bad("[scenario]", "[scenario"), 1, "not valid TOML"),
+    (bad("priority = 99", 'priority = 99\nprobe = "udp"\noptions = { path = "dpdk" }'), 18,
+     "probe[0].options.path: 'dpdk' is not allowed; allowed: socket, xdp"),
+    (bad("priority = 99", 'priority = 99\nprobe = "udp"\noptions = { xdp-mode = "hw" }'), 18,
+     "probe[0].options.xdp-mode: 'hw' is not allowed; allowed: auto, native, generic"),
 ]
 
 
@@ -101,6 +105,18 @@ def test_good_scenario_resolves() -> None:
     assert [p.duration_ns for p in scale_durations(sc, 4 * 10**9).phases] == [2 * 10**9] * 2
     with pytest.raises(UsageError, match="too short"):
         scale_durations(sc, 1_000_000)
+
+
+def test_udp_path_option() -> None:
+    text = bad("priority = 99", 'priority = 99\nprobe = "udp"\noptions = { path = "xdp", '
+               'xdp-mode = "generic" }')
+    (sc,) = parse_text(text, "udp.toml", online=[0, 1]).variants
+    o = sc.phases[0].probe.options
+    assert o["path"] == "xdp" and o["xdp_mode"] == "generic"
+    # another probe's option of that name is the engine's to check
+    (sc,) = parse_text(bad("priority = 99", 'priority = 99\noptions = { path = "x" }'),
+                       "t.toml", online=[0, 1]).variants
+    assert sc.phases[0].probe.options["path"] == "x"
 
 
 def test_one_cpu_machine_cannot_shield() -> None:
