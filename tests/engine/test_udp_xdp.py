@@ -119,10 +119,20 @@ def test_paths_talk_to_each_other(probe_bin: str, refl_path: str, ping_path: str
         assert rtt["samples"] == u["sent"] - u["lost"] == u["replies"] > 0.95 * u["sent"]
         assert hist_count(rtt) == rtt["samples"]
         names = {c["name"] for c in res["channels"]}
-        assert names == {"rtt", "stack", "wakeup", "peer.wakeup", "peer.turn", "stack.out",
-                         "stack.back"}
-        for n in names - {"rtt"}:
+        split = {"rtt", "stack", "wakeup", "peer.wakeup", "peer.turn", "stack.out",
+                 "stack.back"}
+        # a socket pinger also has TX stamps (the send side); the xdp path has none, and
+        # an xdp reflector carries none back (peer.tx, link stay empty, counted no_carry)
+        send_side = {"tx", "peer.tx", "link"} if ping_path == "socket" else set()
+        assert names == split | send_side
+        for n in split - {"rtt"} | ({"tx"} & send_side):
             assert _chan(res, n)["samples"] == rtt["samples"], n
+        if send_side:
+            carried = refl_path == "socket"
+            for n in ("peer.tx", "link"):  # carried in the next reply: one fewer
+                got = _chan(res, n)["samples"]
+                assert (got >= rtt["samples"] - 2 - u["lost"]) if carried else got == 0, n
+            assert carried or u["no_carry"] >= rtt["samples"] - 1
         # the split adds up to no more than the whole (means; 1 % slack for clock rates)
         parts = sum(_mean(_chan(res, n)) for n in ("stack", "wakeup", "peer.wakeup",
                                                    "peer.turn"))
@@ -313,6 +323,7 @@ def test_never_replaces_another_program(probe_bin: str) -> None:
     (["ping", "--peer", "{a}:7000", "--size", "1473"], 2, "--size: at most 1472"),
     (["ping", "--peer", "{a}:7000", "--recv", "recvmmsg"], 2, "--recv"),
     (["ping", "--peer", "{b}:7000"], 2, "local address"),
+    (["ping", "--peer", "{a}:7000", "--timestamps", "hardware"], 2, "only for --path socket"),
 ])
 def test_bad_input(probe_bin: str, args: list[str], code: int, needle: str) -> None:
     with veth_pair("x5") as v:
