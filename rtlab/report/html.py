@@ -488,7 +488,9 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     if not any(c.samples for c in chans):
         out.append("<p>No samples in this phase.</p>")
         return "".join(out)
-    out.append(f"<h4>Histograms per CPU ({_e(label)})</h4>")
+    # one channel per CPU (timer, noise, ...), or channels of other kinds (udp: rtt, stack...)
+    per = "CPU" if all(c.name == f"cpu{c.cpu}" for c in chans) else "channel"
+    out.append(f"<h4>Histograms per {per} ({_e(label)})</h4>")
     out.append(_fig(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
     headline = phase.headline(result.probe)

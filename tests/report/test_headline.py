@@ -76,3 +76,13 @@ def test_slo_and_worst_case_judge_the_round_trip() -> None:
     maxima, window_ns = run_window_maxima(r)
     rtt = r.phases[0].channels[0]
     assert window_ns == WINDOW_NS and maxima.max() == rtt.max_ns
+
+
+def test_html_names_udp_histograms_per_channel_and_timer_ones_per_cpu() -> None:
+    from synth import synthetic_result
+
+    from rtlab.report.html import render_html
+
+    udp = render_html([_udp_result()])
+    assert "Histograms per channel" in udp and "Histograms per CPU" not in udp
+    assert "Histograms per CPU" in render_html([synthetic_result()])
