@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 from functools import lru_cache
@@ -59,6 +60,22 @@ def run_probe(
     return subprocess.run(
         [probe, *args], capture_output=True, text=True, timeout=timeout, check=False, **kw
     )
+
+
+def read_line_raw(p: subprocess.Popen) -> str:
+    """One line of p's stdout, read straight from the pipe byte by byte ('' at its end).
+
+    `p.stdout.readline()` may pull later lines into the file object's buffer, and
+    `communicate()` (with stdout and stderr piped) reads the raw pipe and never sees
+    them: lines after the first would be lost, at random."""
+    assert p.stdout is not None
+    fd, buf = p.stdout.fileno(), bytearray()
+    while not buf.endswith(b"\n"):
+        b = os.read(fd, 1)
+        if not b:
+            break
+        buf += b
+    return buf.decode()
 
 
 def bucket_lo(index: int) -> int:

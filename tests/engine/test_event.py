@@ -12,7 +12,14 @@ import sys
 
 import pytest
 
-from .helpers import check_order, hist_count, parse_lines, run_probe, validate_all
+from .helpers import (
+    check_order,
+    hist_count,
+    parse_lines,
+    read_line_raw,
+    run_probe,
+    validate_all,
+)
 from .netns import in_ns, loopback_ns
 
 pytestmark = pytest.mark.usefixtures("require_root")
@@ -51,7 +58,7 @@ def test_net_source(probe_bin: str) -> None:
                                    "127.0.0.1:7401", "--count", "200", "--duration", "10s"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert p.stdout is not None
-        header = p.stdout.readline()
+        header = read_line_raw(p)
         assert '"type":"header"' in header
         s = subprocess.run(in_ns(ns, sys.executable, "-c", NET_SENDER, "7401", "200"),
                            capture_output=True, text=True, timeout=20, check=False)

@@ -22,6 +22,7 @@ from .helpers import (
     count_at_least,
     hist_count,
     parse_lines,
+    read_line_raw,
     read_samples,
     run_probe,
     validate_all,
@@ -43,7 +44,7 @@ def _read_until(proc: subprocess.Popen, n_snapshots: int, timeout: float = 10) -
     seen = 0
     deadline = time.monotonic() + timeout
     while seen < n_snapshots and time.monotonic() < deadline:
-        line = proc.stdout.readline()
+        line = read_line_raw(proc)
         if not line:
             break
         out.append(line)
@@ -239,7 +240,7 @@ def test_injected_disturbance(probe_bin: str, tmp_path: Path) -> None:
          "--duration", "3800ms", "--samples", str(samples)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert probe.stdout is not None
-    header_line = probe.stdout.readline()
+    header_line = read_line_raw(probe)
     recs = parse_lines(header_line)
     assert recs and recs[0]["type"] == "header", probe.stderr.read() if probe.stderr else ""
     start = recs[0]["start_monotonic_ns"]

@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from .helpers import check_order, hist_count, parse_lines, run_probe, validate_all
+from .helpers import (
+    check_order,
+    hist_count,
+    parse_lines,
+    read_line_raw,
+    run_probe,
+    validate_all,
+)
 from .netns import in_ns, loopback_ns, veth_pair
 
 pytestmark = pytest.mark.usefixtures("require_root")
@@ -31,7 +38,7 @@ def _reflector(probe: str, ns: str, bind: str, *extra: str, duration: str = "4s"
               "--duration", duration, "--snapshot-interval", "500ms", *extra),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
-    line = p.stdout.readline()  # the header: the socket is bound
+    line = read_line_raw(p)  # the header: the socket is bound
     assert '"type":"header"' in line, p.stderr.read() if p.stderr else ""
     p.header_line = line  # type: ignore[attr-defined]
     return p

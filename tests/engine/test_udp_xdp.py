@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from .helpers import check_order, hist_count, parse_lines, run_probe, validate_all
+from .helpers import (
+    check_order,
+    hist_count,
+    parse_lines,
+    read_line_raw,
+    run_probe,
+    validate_all,
+)
 from .netns import VethPair, in_ns, veth_pair
 from .test_udp import _chan, _finish, _mean
 
@@ -54,7 +61,7 @@ def _reflector(probe: str, ns: str, bind: str, *extra: str, duration: str = "4s"
               "--duration", duration, "--snapshot-interval", "500ms", *extra),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stderr is not None
-    line = p.stdout.readline()  # the header: bound, and the program attached
+    line = read_line_raw(p)  # the header: bound, and the program attached
     if not line:
         err = p.stderr.read()
         p.wait(timeout=10)
@@ -312,7 +319,8 @@ def test_never_replaces_another_program(probe_bin: str) -> None:
             rrecs = _finish(refl)
         assert recs[-1]["udp"]["replies"] >= 190
         logs = [x for x in rrecs if x["type"] == "log"]
-        assert any(x["code"] == "xdp_queues" and "ethtool" in x["msg"] for x in logs)
+        assert any(x["code"] == "xdp_queues" and "ethtool" in x["msg"] for x in logs), \
+            [x for x in rrecs if x["type"] != "snapshot"]
 
 
 @pytest.mark.parametrize("args,code,needle", [
