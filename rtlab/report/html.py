@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rtlab import __version__
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.errors import RtlabError
-from rtlab.report.format import NA, bounded_us, duration, human, seconds, us
+from rtlab.report.format import NA, bounded_us, duration, human, preemption, seconds, us
 from rtlab.report.terminal import channel_label, verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -211,7 +211,7 @@ def _provenance(result: RunResult) -> str:
         ("host", system.get("hostname") or host.get("hostname")),
         ("kernel", " ".join(str(x) for x in (system.get("release"), system.get("version"))
                             if x)),
-        ("preemption model", system.get("preempt")),
+        ("preemption model", preemption(system)),
         ("kernel command line", system.get("cmdline")),
         ("CPU model", system.get("cpu_model")),
         ("CPUs online / isolated / nohz_full",
