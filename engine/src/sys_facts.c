@@ -400,8 +400,11 @@ int sys_facts(int fd)
 		return r;
 	}
 	jw_arr_begin(&w, "tasks");
+	pid_t self = getpid();
 	for (size_t k = 0; k < np; k++) {
 		char path[64];
+		if (pids[k] == self)
+			continue;	/* the reader: gone before anyone acts on the facts */
 		int *tids = NULL;
 		size_t ntid = 0;
 		snprintf(path, sizeof(path), "/proc/%d/task", pids[k]);

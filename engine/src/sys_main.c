@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "opts.h"
+#include "preempt.h"
 #include "sys.h"
 
 static volatile sig_atomic_t sys_stop;
@@ -26,6 +27,8 @@ static const struct opt_def sys_opts[] = {
 	  .help = "journal file (e.g. /run/rtlab/NAME.journal)" },
 	{ .name = "detach", .type = OPT_BOOL,
 	  .help = "apply: exit after the last operation, leaving the changes" },
+	{ .name = "root", .type = OPT_STRING, .metavar = "DIR",
+	  .help = "preempt: read a copy of a board's /proc, /sys and /boot below DIR" },
 };
 #define N_SYS_OPTS (sizeof(sys_opts) / sizeof(sys_opts[0]))
 
@@ -33,6 +36,7 @@ static void sys_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rtlab-probe sys facts\n"
+		"       rtlab-probe sys preempt [--root DIR]             the preemption model\n"
 		"       rtlab-probe sys apply --journal FILE [--detach]   ops (JSON Lines) on stdin\n"
 		"       rtlab-probe sys restore --journal FILE\n"
 		"       rtlab-probe sys status --journal FILE\n"
@@ -373,6 +377,23 @@ int sys_main(int argc, char **argv)
 	}
 	const char *journal = vals[0].set ? vals[0].s : NULL;
 	bool detach = vals[1].set && vals[1].i;
+	const char *root = vals[2].set ? vals[2].s : NULL;
+	if (root && strcmp(sub, "preempt") != 0) {
+		fprintf(stderr, "rtlab-probe sys %s: --root is only for preempt\n", sub);
+		return RL_EXIT_USAGE;
+	}
+	if (strcmp(sub, "preempt") == 0) {
+		struct stat st;
+		if (root && (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))) {
+			fprintf(stderr, "rtlab-probe sys preempt: --root %s is not a directory\n", root);
+			return RL_EXIT_USAGE;
+		}
+		if (preempt_sys(root, STDOUT_FILENO) != 0) {
+			fprintf(stderr, "rtlab-probe sys preempt: cannot write the answer\n");
+			return RL_EXIT_ERROR;
+		}
+		return RL_EXIT_OK;
+	}
 	if (strcmp(sub, "facts") == 0) {
 		r = sys_facts(STDOUT_FILENO);
 		if (r) {
@@ -384,7 +405,7 @@ int sys_main(int argc, char **argv)
 	bool known = strcmp(sub, "apply") == 0 || strcmp(sub, "restore") == 0 ||
 		     strcmp(sub, "status") == 0;
 	if (!known) {
-		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, apply, restore, status)\n",
+		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, apply, restore, status)\n",
 			sub);
 		return RL_EXIT_USAGE;
 	}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "opts.h"
+#include "preempt.h"
 
 int sysinfo_read_file(const char *path, char *buf, size_t len)
 {
@@ -83,63 +84,6 @@ static void write_file_int(struct jsonw *w, const char *key, const char *path)
 		jw_null(w, key);
 }
 
-static const char *const preempt_models[] = { "none", "voluntary", "full", "lazy", "rt", NULL };
-
-/* "none voluntary (full) lazy" -> "full" */
-static const char *preempt_from_debugfs(const char *s)
-{
-	const char *o = strchr(s, '(');
-	const char *c = o ? strchr(o, ')') : NULL;
-	if (!o || !c)
-		return NULL;
-	for (size_t i = 0; preempt_models[i]; i++) {
-		size_t l = strlen(preempt_models[i]);
-		if ((size_t)(c - o - 1) == l && strncmp(o + 1, preempt_models[i], l) == 0)
-			return preempt_models[i];
-	}
-	return NULL;
-}
-
-static void write_preempt(struct jsonw *w, const char *cmdline, const char *version)
-{
-	char buf[256];
-	const char *model = NULL, *source = NULL;
-	if (sysinfo_read_file("/sys/kernel/realtime", buf, sizeof(buf)) == 0 &&
-	    strcmp(buf, "1") == 0) {
-		model = "rt";
-		source = "/sys/kernel/realtime";
-	}
-	if (!model && sysinfo_read_file("/sys/kernel/debug/sched/preempt", buf, sizeof(buf)) == 0) {
-		model = preempt_from_debugfs(buf);
-		source = model ? "/sys/kernel/debug/sched/preempt" : NULL;
-	}
-	if (!model && version && strstr(version, "PREEMPT_RT")) {
-		model = "rt";
-		source = "uname -v";
-	}
-	if (!model && cmdline && version && strstr(version, "PREEMPT_DYNAMIC")) {
-		const char *p = strstr(cmdline, "preempt=");
-		if (p && (p == cmdline || p[-1] == ' ')) {
-			p += 8;
-			for (size_t i = 0; preempt_models[i]; i++) {
-				size_t l = strlen(preempt_models[i]);
-				if (strncmp(p, preempt_models[i], l) == 0 &&
-				    (p[l] == ' ' || p[l] == '\0')) {
-					model = preempt_models[i];
-					source = "/proc/cmdline";
-				}
-			}
-		}
-	}
-	if (!model && version && !strstr(version, "PREEMPT_DYNAMIC") &&
-	    strstr(version, " PREEMPT ")) {
-		model = "full";
-		source = "uname -v";
-	}
-	jw_str(w, "preempt", model ? model : "unknown");
-	jw_str_or_null(w, "preempt_source", source);
-}
-
 static void write_cpu_model(struct jsonw *w)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");
@@ -188,7 +132,11 @@ void sysinfo_write(struct jsonw *w, const char *key)
 	jw_str_or_null(w, "version", have_u ? u.version : NULL);
 	jw_str_or_null(w, "machine", have_u ? u.machine : NULL);
 	jw_str_or_null(w, "cmdline", have_cmd ? cmdline : NULL);
-	write_preempt(w, have_cmd ? cmdline : NULL, have_u ? u.version : NULL);
+	{
+		struct preempt_info p;
+		preempt_detect(NULL, &p);
+		preempt_write(w, &p);
+	}
 	{
 		char buf[16];
 		if (sysinfo_read_file("/sys/kernel/realtime", buf, sizeof(buf)) == 0)

@@ -90,6 +90,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rtlab.report import render
+    from rtlab.report.format import preemption
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
 
@@ -105,7 +106,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"run {result.run_id}: {result.status}, probe {result.probe}, "
         f"scenario {result.scenario.get('name') or 'n/a'}, started {host.get('start_wall')}, "
         f"host {system.get('hostname') or host.get('hostname')}, "
-        f"kernel {system.get('release')} ({system.get('preempt')})",
+        f"kernel {system.get('release')}, preemption {preemption(system) or 'n/a'}",
         highlight=False,
     )
     render(result, console)

@@ -130,7 +130,9 @@ def _print_status(st: dict) -> None:
     eff = st["in_effect"]
     for cpu, c in eff["cpus"].items():
         print(
-            f"  in effect on CPU {cpu}: {len(c['user_tasks'])} user task(s), "
+            f"  in effect on CPU {cpu}: {len(c['user_tasks'])} user task(s)"
+            + (f" (and {len(c['own_tasks'])} thread(s) of rtlab itself)"
+               if c.get("own_tasks") else "") + ", "
             f"{len(c['kthreads_movable'])} unbound kthread(s), {c['kthreads_per_cpu']} per-CPU "
             f"kthread(s), IRQ affinity {_ints(c['irqs_affinity']) or 'none'}, "
             f"effective {_ints(c['irqs_effective']) or 'none'}"

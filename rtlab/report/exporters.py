@@ -24,7 +24,7 @@ import json
 from abc import ABC, abstractmethod
 
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
-from rtlab.report.format import NA, us
+from rtlab.report.format import NA, preemption, us
 from rtlab.report.terminal import channel_label, verdict
 from rtlab.results.model import RunResult
 
@@ -109,7 +109,7 @@ class MarkdownExporter(Exporter):
         if sysinfo.get("release"):
             facts.append(f"kernel `{sysinfo['release']}`")
         if sysinfo.get("preempt"):
-            facts.append(f"preempt `{sysinfo['preempt']}`")
+            facts.append(f"preempt `{preemption(sysinfo)}`")
         out += [", ".join(facts), ""]
         for phase in result.phases:
             out += [f"## Phase {phase.name} (latency in µs; {NA} = too few samples)", ""]

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Number formatting shared by the terminal report and the exporters."""
+"""Number (and provenance) formatting shared by the terminal report and the exporters."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 NA = "n/a"
 
@@ -63,3 +66,16 @@ def duration(ns: float | None) -> str:
         if s >= 2 * size or (unit in ("h", "min") and s >= size):
             return f"{s / size:.3g} {unit}"
     return f"{s:.3g} s"
+
+
+def preemption(system: Mapping[str, Any]) -> str | None:
+    """The recorded preemption model with where the engine read it, e.g.
+    "none (kernel config default: /proc/config.gz (CONFIG_PREEMPT_NONE=y); live mode
+    unreadable: debugfs not mounted)"; None when nothing was recorded."""
+    model = system.get("preempt")
+    if not model:
+        return None
+    why = [str(system["preempt_source"])] if system.get("preempt_source") else []
+    if system.get("preempt_live_error"):
+        why.append(f"live mode unreadable: {system['preempt_live_error']}")
+    return f"{model} ({'; '.join(why)})" if why else str(model)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rtlab import __version__
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.errors import RtlabError
-from rtlab.report.format import NA, bounded_us, duration, human, seconds, us
+from rtlab.report.format import NA, bounded_us, duration, human, preemption, seconds, us
 from rtlab.report.terminal import channel_label, verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -211,7 +211,7 @@ def _provenance(result: RunResult) -> str:
         ("host", system.get("hostname") or host.get("hostname")),
         ("kernel", " ".join(str(x) for x in (system.get("release"), system.get("version"))
                             if x)),
-        ("preemption model", system.get("preempt")),
+        ("preemption model", preemption(system)),
         ("kernel command line", system.get("cmdline")),
         ("CPU model", system.get("cpu_model")),
         ("CPUs online / isolated / nohz_full",
@@ -298,6 +298,21 @@ def _doctor_html(doctor: Any) -> str:
     return "".join(out)
 
 
+def _own_on_shield(cpus: Any) -> str:
+    """"CPU 1: rtlab runner (...) [pid 812]; ..." from the check's own_tasks."""
+    if not isinstance(cpus, dict):
+        return ""
+    parts = []
+    for cpu, c in cpus.items():
+        seen: dict[Any, str] = {}
+        for t in (c.get("own_tasks") or []) if isinstance(c, dict) else []:
+            if isinstance(t, dict):
+                seen.setdefault(t.get("pid"), f"{t.get('what')} [pid {t.get('pid')}]")
+        if seen:
+            parts.append(f"CPU {cpu}: " + ", ".join(seen.values()))
+    return "; ".join(parts)
+
+
 def _shield_html(shield: Any) -> str:
     """What was asked for and what the kernel reported afterwards, in words; the full
     record folded below it."""
@@ -319,6 +334,9 @@ def _shield_html(shield: Any) -> str:
         ok = inner.get("ok")
         rows.append(("in effect", "yes, verified" if ok else "not completely (see below)"
                      if ok is False else NA))
+        own = _own_on_shield(inner.get("cpus"))
+        if own:
+            rows.append(("the run's own processes there (not leaks)", own))
         if plan:
             rows.append(("plan", f"{plan.get('backend') or ''} cpuset "
                          f"{plan.get('shield_cgroup') or ''}: {plan.get('tasks_moved', 0)} "

@@ -121,11 +121,21 @@ class SystemShield:
                    if not a.get("ok")]
         after = read_facts(cmd)
         effect = verify_shield(after, spec.user, backend=backend, shield_cgroup=cgroup,
-                               requested=spec.to_dict(), allowed_tids=[os.getpid()],
+                               requested=spec.to_dict(), own=self.own_processes(),
                                before=before, priorities=spec.thread_priorities)
         effect["refused"] = refused[:50]
         effect["plan"] = self.plan_summary
         return effect
+
+    def own_processes(self) -> dict[int, str]:
+        """What this run itself keeps outside the cpusets, by process id: the runner
+        (left where it is so that the probes it starts can reach the shielded CPUs)
+        and the journal's applier. The shield check lists them, never as leaks."""
+        own = {os.getpid(): "rtlab runner (starts the probes on the shielded CPUs)"}
+        applier = getattr(self._session, "applier", None)
+        if applier is not None and getattr(applier, "pid", None):
+            own[int(applier.pid)] = "rtlab-probe sys apply (holds the journal)"
+        return own
 
     def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
         from rtlab.system.shield import (

@@ -155,6 +155,52 @@ def read_facts(probe_cmd: Sequence[str], timeout_s: float = 30.0) -> Facts:
         ) from exc
 
 
+@dataclass(frozen=True)
+class Preemption:
+    """The kernel's preemption model as `rtlab-probe sys preempt` decides it: the same
+    decision that writes `system.preempt` into every probe's header, so the doctor and
+    the run's provenance cannot disagree (docs/engine-output.md#preemption-model)."""
+
+    model: str  # rt | full | lazy | voluntary | none | unknown
+    source: str | None  # where it was read, e.g. "/proc/cmdline (preempt=full)"
+    dynamic: bool | None  # PREEMPT_DYNAMIC kernel (None: unknown)
+    live_error: str | None  # dynamic only: why debugfs sched/preempt was not read
+    version: str | None  # uname -v
+    realtime: str | None  # /sys/kernel/realtime as read
+    config: str | None  # where the kernel config was read
+
+    @property
+    def described(self) -> str:
+        """The model, where it came from and, if so, why the live mode was not read."""
+        how = f"{self.model} (from {self.source})" if self.source else self.model
+        if self.live_error:
+            how += f"; live mode unreadable: {self.live_error}"
+        return how
+
+
+def read_preemption(probe_cmd: Sequence[str], root: str | None = None,
+                    timeout_s: float = 30.0) -> Preemption:
+    """Run `<probe_cmd> sys preempt [--root DIR]`; RtlabError if it fails."""
+    args = [*probe_cmd, "sys", "preempt", *(["--root", root] if root else [])]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RtlabError(f"cannot read the preemption model: {exc}") from exc
+    if proc.returncode != 0:
+        raise RtlabError(f"`sys preempt` failed: {proc.stderr.strip() or proc.returncode}")
+    try:
+        obj = json.loads(proc.stdout)
+        if obj.get("type") != "preempt" or obj.get("schema") != SCHEMA:
+            raise ValueError(f"type={obj.get('type')!r}, schema={obj.get('schema')!r}")
+        return Preemption(model=str(obj["preempt"]), source=obj["preempt_source"],
+                          dynamic=obj["preempt_dynamic"], live_error=obj["preempt_live_error"],
+                          version=obj.get("version"), realtime=obj.get("realtime"),
+                          config=obj.get("config"))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RtlabError(f"`sys preempt` printed something that is not a preempt record: {exc}",
+                         hint="rtlab and rtlab-probe versions differ; reinstall both") from exc
+
+
 def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> frozenset[int]:
     """A user CPU list, validated against the online CPUs (UsageError, exit 2)."""
     try:

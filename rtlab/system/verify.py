@@ -5,12 +5,17 @@
 which tasks may still run there (and why), which IRQs may still fire there
 (affinity, effective affinity, and counts that grew), and what the cpuset says
 (effective CPUs, v2 partition state). The dict goes into the result as is.
+
+Processes the caller put there on purpose (`own`: process id -> what it is, e.g.
+the runner itself, its journal applier, a load the scenario places on every CPU)
+are listed per CPU under `own_tasks`, every thread of them, and are not problems;
+any other task that may run on a shielded CPU is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +45,13 @@ def verify_shield(
     backend: str = "v1",
     shield_cgroup: str | None = None,
     requested: dict[str, Any] | None = None,
-    allowed_tids: Iterable[int] = (),
+    own: Mapping[int, str] | None = None,
     before: Facts | None = None,
     read_file: ReadFile = _read_local,
     priorities: Sequence[tuple[str, str, int]] = (),
 ) -> dict[str, Any]:
     shield = frozenset(shield_cpus)
-    allowed = set(allowed_tids)
+    own = dict(own or {})
     name = shield_cgroup.rstrip("/").rsplit("/", 1)[-1] if shield_cgroup else None
     problems: list[str] = []
     per_cpu: dict[str, dict[str, Any]] = {}
@@ -54,16 +59,21 @@ def verify_shield(
     for cpu in sorted(shield):
         tasks: list[dict[str, Any]] = []
         kthreads: list[dict[str, Any]] = []
+        ours: list[dict[str, Any]] = []
         pinned = 0
         for t in facts.tasks:
-            if cpu not in t.affinity or t.tid in allowed:
+            if cpu not in t.affinity:
                 continue
             if t.per_cpu:
                 pinned += 1
                 continue
             if name and _in_cgroup(t.cgroups, backend, name):
                 continue  # the measured work itself
-            entry = {"tid": t.tid, "comm": t.comm, "affinity": format_cpulist(t.affinity)}
+            entry = {"tid": t.tid, "pid": t.pid, "comm": t.comm,
+                     "affinity": format_cpulist(t.affinity)}
+            if t.pid in own and not t.kthread:  # by process: every thread of it
+                ours.append({**entry, "what": own[t.pid]})
+                continue
             (kthreads if t.kthread else tasks).append(entry)
         irq_aff = [i.irq for i in facts.irqs if i.affinity is not None and cpu in i.affinity]
         irq_eff = [i.irq for i in facts.irqs if i.effective is not None and cpu in i.effective]
@@ -74,6 +84,7 @@ def verify_shield(
                 fired[str(i.irq)] = i.counts[cpu] - old[cpu]
         per_cpu[str(cpu)] = {
             "user_tasks": tasks,
+            "own_tasks": ours,
             "kthreads_movable": kthreads,
             "kthreads_per_cpu": pinned,
             "irqs_affinity": irq_aff,

@@ -94,6 +94,12 @@ class Chan:
 
 def main() -> int:
     argv = sys.argv[1:]
+    if argv[:2] == ["sys", "preempt"]:  # the doctor asks (rtlab/system/doctor/kernel.py)
+        emit({"type": "preempt", "schema": 1, "root": "/", "preempt": "full",
+              "preempt_source": "uname -v", "preempt_dynamic": False,
+              "preempt_live_error": None, "version": "#1 SMP PREEMPT fake", "realtime": None,
+              "live": None, "config": None})
+        return 0
     if os.environ.get("FAKE_ARGV_OUT"):
         with open(os.environ["FAKE_ARGV_OUT"], "w") as f:
             json.dump(argv, f)
@@ -149,7 +155,7 @@ def main() -> int:
         "effective": {"rt_valid": "--allow-non-rt" not in argv,
                       "mlock": {"requested": True, "locked": True, "error": None}},
         "system": {"hostname": "fakehost", "sysname": "Linux", "release": "6.1.0-fake",
-                   "preempt": "full", "cpus_online": [0, 1]},
+                   "preempt": "full", "preempt_source": "uname -v", "cpus_online": [0, 1]},
     })
     if mode == "schema":
         return 0

@@ -28,12 +28,17 @@ def _rich_result():
              "summary": "not PREEMPT_RT", "advice": "boot a PREEMPT_RT kernel"}]}
     r.provenance["host"]["shield"] = {
         "requested": {"system": [0], "user": [1], "cpuset": True, "irqs": True},
-        "in_effect": {"in_effect": {"ok": False}, "problems": ["CPU 1: IRQ 36 may be delivered "
-                                                               "there"],
+        "in_effect": {"in_effect": {"ok": False, "cpus": {"1": {"own_tasks": [
+                          {"tid": 812, "pid": 812, "what": "rtlab runner"},
+                          {"tid": 813, "pid": 812, "what": "rtlab runner"}]}}},
+                      "problems": ["CPU 1: IRQ 36 may be delivered there"],
                       "refused": [{"error": "cannot write /proc/irq/36/smp_affinity_list"}],
                       "plan": {"backend": "v1", "tasks_moved": 56, "kthreads_moved": 40,
                                "irqs_planned": [24, 25]}},
         "released": {"restored": 117, "failed": 0}}
+    r.system.update(preempt="none", preempt_live_error="debugfs not mounted",
+                    preempt_source="kernel config default: /proc/config.gz "
+                                   "(CONFIG_PREEMPT_NONE=y)")
     r.phases[1].spikes = [{"cpu": 0, "at_ns": 2_000_000_000, "latency_ns": 900_000,
                            "class": "irq", "summary": "irq/9-acpi ran 0.8 ms"}]
     r.phases[1].spike_summary = {"threshold_ns": 100_000, "spikes": 1, "attributed": 1,
@@ -56,6 +61,10 @@ def test_self_contained_and_complete() -> None:
                    "0-1 / 1 / none", "1 critical, 1 warning, 1 ok (worst: critical)",
                    "measured (shielded) CPUs", "not completely", "IRQ 36 may be delivered",
                    "117 change(s) undone", "ok: Swap",
+                   "own processes there (not leaks)", "CPU 1: rtlab runner [pid 812]<",
+                   # where the preemption model was read
+                   "none (kernel config default: /proc/config.gz (CONFIG_PREEMPT_NONE=y); "
+                   "live mode unreadable: debugfs not mounted)",
                    # the doctor's top finding under the verdict
                    "what may explain these numbers", "boot a PREEMPT_RT kernel",
                    # extreme-value estimate with its uncertainty

@@ -78,7 +78,6 @@ def test_session_shield_then_release_restores_everything(probe_bin: str, tmp_pat
                 {1},
                 shield_cgroup=plan.shield_cgroup,
                 before=facts,
-                allowed_tids=set(),
             )
             refused = refused_irqs(plan.ops, answers)
             moved = [
@@ -416,3 +415,78 @@ def test_scenario_thread_priorities_validated(tmp_path: Path) -> None:
         with pytest.raises(UsageError) as exc:
             load_file(f)
         assert error in exc.value.message and "thread_priorities" in exc.value.message
+
+
+def test_facts_leave_out_their_reader(probe_bin: str) -> None:
+    """Regression: `sys facts` listed itself; the runner then planned to move the dead
+    reader (refused: ESRCH) and the shield check reported it on the shielded CPU."""
+    out = subprocess.run(["sh", "-c", 'echo $$; exec "$0" sys facts', probe_bin],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    reader = int(out.stdout.splitlines()[0])
+    tasks = json.loads(out.stdout.splitlines()[1])["tasks"]
+    pids = {t["pid"] for t in tasks}
+    assert reader not in pids
+    assert os.getpid() in pids and 1 in pids
+
+
+def _in_root_cpuset(mount: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start argv in the root cpuset (affinity: every CPU), outside the shield's sets,
+    as a load of the scenario or a foreign program started meanwhile would be."""
+    return subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', mount,
+                             *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_shield_check_own_load_is_not_a_leak_but_a_foreign_task_is(
+        probe_bin: str, tmp_path: Path) -> None:
+    """On a real cpuset shield of CPU 1: a FIFO 98 timer on every CPU that the run itself
+    started (seed-shielded-cyclic's competitors) is listed as the run's own, every thread
+    of it; a foreign process that may run on CPU 1 is still a problem."""
+    _need_v1_two_cpus(probe_bin)
+    before = snapshot.snapshot()
+    facts = read_facts([probe_bin])
+    mount = facts.cgroup.v1_cpuset
+    assert mount
+    req = ShieldRequest(cpus=frozenset({1}), irqs=False, kthreads=False,
+                        exclude_pids=foreign_pids(facts))
+    plan = plan_shield(facts, req)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with SystemSession([probe_bin], tmp_path) as s:
+            s.apply(plan.ops, required=plan.required)
+            competitor = _in_root_cpuset(mount, [
+                probe_bin, "timer", "--cpus", "0,1", "--policy", "fifo", "--priority", "98",
+                "--interval", "1ms", "--duration", "60s"])
+            foreign = _in_root_cpuset(mount, ["sleep", "60"])
+            procs += [competitor, foreign]
+            deadline = time.monotonic() + 10
+            while True:
+                after = read_facts([probe_bin])
+                worker = [t for t in after.tasks if t.pid == competitor.pid
+                          and t.policy == "fifo" and t.affinity == frozenset({1})]
+                asleep = after.task(foreign.pid)
+                if (worker and asleep and asleep.comm == "sleep") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert worker, "the competitor's FIFO 98 thread on CPU 1 never appeared"
+            v = verify_shield(after, {1}, shield_cgroup=plan.shield_cgroup, before=facts,
+                              own={competitor.pid: "load competitors"})
+            cpu1 = v["in_effect"]["cpus"]["1"]
+            own_tids = {e["tid"] for e in cpu1["own_tasks"]}
+            assert worker[0].tid in own_tids and worker[0].tid != competitor.pid
+            assert {e["what"] for e in cpu1["own_tasks"]} == {"load competitors"}
+            leaks = {e["tid"]: e for e in cpu1["user_tasks"]}
+            assert not own_tids & set(leaks)
+            assert foreign.pid in leaks and leaks[foreign.pid]["comm"] == "sleep"
+            assert any(p.startswith("CPU 1: ") and "user task(s) may still run there" in p
+                       for p in v["problems"]), v["problems"]
+            assert not v["in_effect"]["ok"]
+            for p in procs:
+                p.kill()
+                p.wait()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    _assert_same(before)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from rtlab.results.importers.common import (
     ImportFormatError,
@@ -15,10 +16,30 @@ from rtlab.results.importers.common import (
 )
 from rtlab.results.model import RunResult
 
+# jitterdebugger prints each CPU's avg as total/count with "%.2f": for a CPU whose
+# thread never measured (count 0) that is "-nan", which is not JSON.
+_NAN_AVG = re.compile(r'"(\d+)"\s*:\s*\{\s*"histogram"\s*:\s*\{[^{}]*\}\s*,\s*"count"\s*:\s*'
+                      r'(\d+)\s*,[^{}]*?"avg"\s*:\s*(?P<nan>-?nan)\b', re.IGNORECASE)
+
+
+def _invalid_json(text: str, exc: json.JSONDecodeError) -> ImportFormatError:
+    """That defect, named (when it is what the parser stopped at), else the parser's words."""
+    starved = [(m.group(1), int(m.group(2)), m.start("nan")) for m in _NAN_AVG.finditer(text)]
+    if starved and starved[0][2] == exc.pos and all(n == 0 for _, n, _ in starved):
+        cpus = ", ".join(cpu for cpu, _, _ in starved)
+        return ImportFormatError(
+            f"cpu {cpus}: jitterdebugger measured nothing there (count 0) and wrote its avg as "
+            f"-nan, which is not JSON (line {exc.lineno}): that CPU's thread never ran during "
+            "the run (a higher-priority task held the CPU), so its latency is unknown; "
+            "measure again, or leave that CPU out with jitterdebugger -a")
+    return ImportFormatError(f"invalid JSON ({exc})")
+
 
 def parse(text: str, run_id: str) -> RunResult:
     try:
         doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _invalid_json(text, exc) from None
     except ValueError as exc:
         raise ImportFormatError(f"invalid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cpu"), dict):

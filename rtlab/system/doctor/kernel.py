@@ -3,26 +3,20 @@
 
 from __future__ import annotations
 
-import re
-
 from rtlab.cpulist import format_cpulist
+from rtlab.errors import RtlabError
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.facts import Preemption, read_preemption
 from rtlab.system.sysroot import parse_cpulist
 
-_CONFIG_MODES = (
-    ("CONFIG_PREEMPT_RT", "rt"),
-    ("CONFIG_PREEMPT_LAZY", "lazy"),
-    ("CONFIG_PREEMPT", "full"),
-    ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
-    ("CONFIG_PREEMPT_NONE", "none"),
-)
 
+def _read_preemption(ctx: Context) -> Preemption:
+    """The engine decides (`rtlab-probe sys preempt`): the same answer every probe's
+    header records as system.preempt, so doctor and provenance always agree."""
+    from rtlab.engine.locate import find_probe
 
-def _config_mode(cfg: dict[str, str]) -> str | None:
-    for key, mode in _CONFIG_MODES:
-        if cfg.get(key) == "y":
-            return mode
-    return None
+    root = None if ctx.sys.live else str(ctx.sys.root)
+    return read_preemption([str(find_probe())], root=root)
 
 
 class PreemptionCheck(Check):
@@ -34,82 +28,53 @@ class PreemptionCheck(Check):
     )
 
     def run(self, ctx: Context) -> Finding:
-        s = ctx.sys
-        version = s.uname_version() or ""
-        realtime = s.read("sys/kernel/realtime")
-        cfg = ctx.kconfig
+        try:
+            p = _read_preemption(ctx)
+        except RtlabError as exc:
+            return self.unknown(f"preemption model not read: {exc.one_line()}")
         facts: dict[str, object] = {
-            "uname_v": version,
-            "sys_kernel_realtime": realtime,
-            "config_source": ctx.kconfig_with_source[1],
+            "model": None if p.model == "unknown" else p.model,
+            "model_source": p.source,
+            "dynamic": p.dynamic,
+            "live_error": p.live_error,
+            "uname_v": p.version,
+            "sys_kernel_realtime": p.realtime,
+            "config_source": p.config,
         }
-        is_rt = (
-            realtime == "1"
-            or bool(re.search(r"PREEMPT[_ ]RT", version))
-            or cfg.get("CONFIG_PREEMPT_RT") == "y"
-        )
-        if is_rt:
-            facts["model"] = "rt"
+        if p.model == "rt":
             return self.finding(
-                Severity.OK, "PREEMPT_RT kernel", facts=facts, codes=(Code.PREEMPT_RT,)
+                Severity.OK, f"PREEMPT_RT kernel (from {p.source})", facts=facts,
+                codes=(Code.PREEMPT_RT,)
             )
-        dynamic = "PREEMPT_DYNAMIC" in version or cfg.get("CONFIG_PREEMPT_DYNAMIC") == "y"
-        facts["dynamic"] = dynamic
-        mode: str | None = None
-        source = ""
-        if dynamic:
-            rel = "sys/kernel/debug/sched/preempt"
-            text = s.read(rel)
-            if text is not None:
-                m = re.search(r"\((\w+)\)", text)
-                if m:
-                    mode, source = m.group(1), "debugfs sched/preempt"
-            else:
-                reason = s.read_reason(rel)
-                if reason == "missing":
-                    reason = (
-                        "no sched/preempt in debugfs"
-                        if s.listdir("sys/kernel/debug")
-                        else "debugfs not mounted"
-                    )
-                facts["debugfs_preempt"] = reason
-            if mode is None and ctx.cmdline.get("preempt"):
-                mode, source = ctx.cmdline["preempt"], "cmdline preempt="
-        if mode is None:
-            mode = _config_mode(cfg)
-            source = "kernel config default" if mode else ""
-        if mode is None and not cfg and not dynamic and "PREEMPT " in version + " ":
-            mode, source = "full", "uname -v"
-        facts.update({"model": mode, "model_source": source})
-        if mode is None:
+        if p.model == "unknown":
+            why = "no kernel config"
+            if p.dynamic:
+                why += f", live mode unreadable: {p.live_error}"
             return self.finding(
                 Severity.UNKNOWN,
-                "not PREEMPT_RT; preemption mode unknown (no kernel config, "
-                "debugfs sched/preempt unreadable)",
+                f"not PREEMPT_RT; preemption mode unknown ({why})",
                 facts=facts,
-                advice="expose the config (CONFIG_IKCONFIG_PROC=y or /boot/config-$(uname -r))",
+                advice="expose the config (CONFIG_IKCONFIG_PROC=y or /boot/config-$(uname -r))"
+                + ("; mount debugfs to read the live mode" if p.dynamic else ""),
                 codes=(Code.PREEMPT_MODE_UNREADABLE,),
             )
-        how = f"{mode} (from {source})"
-        if dynamic and source != "debugfs sched/preempt":
-            how += f"; live mode unreadable: {facts.get('debugfs_preempt', 'n/a')}"
         rt_advice = (
             "boot a PREEMPT_RT kernel (CONFIG_PREEMPT_RT=y; Debian: "
             "apt install linux-image-rt-amd64 / -rt-arm64)"
         )
-        if mode in ("full", "lazy"):
+        if p.model in ("full", "lazy"):
             return self.finding(
                 Severity.WARNING,
-                f"not PREEMPT_RT; preemption {how}",
+                f"not PREEMPT_RT; preemption {p.described}",
                 advice=rt_advice,
                 facts=facts,
                 codes=(Code.PREEMPT_FULL,),
             )
-        if dynamic:
+        if p.dynamic:
             rt_advice += "; meanwhile add preempt=full to the kernel command line"
         return self.finding(
             Severity.CRITICAL,
-            f"not PREEMPT_RT; preemption {how}",
+            f"not PREEMPT_RT; preemption {p.described}",
             advice=rt_advice,
             facts=facts,
             codes=(Code.PREEMPT_NONE,),

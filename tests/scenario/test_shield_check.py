@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+"""The shield check of a real run: rtlab's own processes (the runner, every thread of
+it, and the journal's applier) are listed as its own, never as tasks that leak onto
+the shielded CPU, while a foreign task pinned there still is one.
+
+The shield here moves nothing (cpuset = false, tasks = false): the check reads the
+same facts and runs the same code as with seed-shielded-cyclic, without taking the
+other users' processes of this shared machine off their CPUs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rtlab.results.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCENARIO = """\
+[scenario]
+name = "shield-check-own"
+
+[shield]
+user = "last"
+system = "others"
+cpuset = false
+tasks = false
+
+[[probe]]
+name = "measured"
+probe = "timer"
+cpus = "user"
+policy = "fifo"
+priority = 99
+interval = "1ms"
+
+[[phase]]
+name = "only"
+duration = "1s"
+"""
+
+
+def _family(pid: int) -> set[int]:
+    """Every thread of pid and of its descendants that exist right now."""
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            continue
+        out.update(tids)
+        for t in tids:
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+    return out
+
+
+def test_run_lists_its_own_processes_apart_from_a_foreign_task(
+        require_root: None, probe_bin: str, store_path: Path, tmp_path: Path) -> None:
+    last = max(os.sched_getaffinity(0))
+    if last == 0:
+        pytest.skip("needs two CPUs")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO)
+    foreign = subprocess.Popen(["taskset", "-c", str(last), "sleep", "60"])
+    seen: set[int] = set()
+    stop = threading.Event()
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "rtlab", "run", str(scenario), "--no-progress", "--no-report"],
+            env=dict(os.environ, RTLAB_PROBE=probe_bin, PYTHONPATH=str(ROOT)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def watch() -> None:  # the runner's threads and children as they come and go
+            while not stop.is_set():
+                seen.update(_family(run.pid))
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        _out, err = run.communicate(timeout=120)
+        stop.set()
+        watcher.join()
+        assert run.returncode == 0, err
+    finally:
+        foreign.kill()
+        foreign.wait()
+    (row,) = Store.open(str(store_path)).list()
+    result = Store.open(str(store_path)).get(row.id)
+    check = result.provenance["host"]["shield"]["in_effect"]
+    cpu = check["in_effect"]["cpus"][str(last)]
+    leaked = {e["tid"]: e for e in cpu["user_tasks"]}
+    assert not set(leaked) & seen, [leaked[t] for t in set(leaked) & seen]
+    assert foreign.pid in leaked and leaked[foreign.pid]["comm"] == "sleep"
+    own = {e["pid"]: e["what"] for e in cpu["own_tasks"]}
+    assert own.get(run.pid, "").startswith("rtlab runner")
+    appliers = [p for p, what in own.items() if what.startswith("rtlab-probe sys apply")]
+    assert len(appliers) == 1 and appliers[0] in seen
+    assert any(p.startswith(f"CPU {last}: ") and "user task(s)" in p for p in check["problems"])
