@@ -288,6 +288,8 @@ def move_ops(plan: Plan, facts: Facts) -> list[dict[str, Any]]:
             continue
         if t.kthread and not plan.request.kthreads:
             continue
+        if not t.kthread and not plan.request.tasks:  # `tasks = false`: user tasks stay
+            continue
         if t.pid in plan.request.exclude_pids:
             if t not in plan.left_alone:
                 plan.left_alone.append(t)
@@ -331,6 +333,12 @@ def _plan_v2(plan: Plan, facts: Facts, root: str, shield_cpus: str) -> None:
         "cgroup v2: the partition takes the shielded CPUs away from every other cgroup, "
         "so the kernel moves the tasks; none are moved one by one"
     )
+    if not plan.request.tasks:
+        plan.notes.append(
+            "cgroup v2: tasks = false cannot be honoured with a cpuset partition: the "
+            "kernel moves every task off the shielded CPUs (use cpuset = false to leave "
+            "user tasks where they are)"
+        )
     for t in facts.tasks:
         if t.per_cpu and t.kthread:
             plan.not_movable.append(t)

@@ -141,6 +141,17 @@ def test_v1_plan() -> None:
     assert {"op": "sched", "tid": 20, "policy": "fifo", "priority": 99} in plan.ops
 
 
+def test_v1_plan_without_tasks_moves_only_kthreads() -> None:
+    # `tasks = false` with a cpuset shield: user tasks stay in the root cpuset (they were
+    # moved regardless before), unbound kthreads still go to the system set
+    f = parse_facts(_facts(v1_cpuset="/cs", v1_mems="0"))
+    plan = plan_shield(f, ShieldRequest(cpus=frozenset({3}), tasks=False))
+    assert [op["tid"] for op in plan.ops if op["op"] == "move"] == [11, 20]
+    assert plan.summary()["tasks_moved"] == 0
+    none = plan_shield(f, ShieldRequest(cpus=frozenset({3}), tasks=False, kthreads=False))
+    assert [op for op in none.ops if op["op"] == "move"] == []
+
+
 def _fake_apply(root: Path, ops: list[dict[str, Any]]) -> None:
     """Execute write/mkdir ops on a fake tree the way cgroupfs would store them."""
     for op in ops:
