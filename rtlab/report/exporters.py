@@ -51,8 +51,8 @@ def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary, bool]]:
     for phase in result.phases:
         for ch in phase.channels:
             rows.append((phase.name, ch.summary(), False))
-        if len(phase.headline(result.probe)) > 1:
-            rows.append((phase.name, phase.merged(result.probe).summary(), True))
+        if (merged := phase.all_row(result.probe)) is not None:
+            rows.append((phase.name, merged.summary(), True))
     return rows
 
 
@@ -116,8 +116,8 @@ class MarkdownExporter(Exporter):
             out.append("| " + " | ".join(heads) + " |")
             out.append("|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|")
             summaries = [(channel_label(c), c.summary()) for c in phase.channels]
-            if len(phase.headline(result.probe)) > 1:
-                summaries.append(("**all**", phase.merged(result.probe).summary()))
+            if (merged := phase.all_row(result.probe)) is not None:
+                summaries.append(("**all**", merged.summary()))
             for label, s in summaries:
                 cells = [label, str(s.samples), us(s.min_ns), us(s.mean_ns),
                          *(us(s.p(q)) for q in DEFAULT_PERCENTILES), us(s.max_ns), str(s.missed)]

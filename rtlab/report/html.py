@@ -117,8 +117,8 @@ def _summary_table(phase: Phase, probe: str) -> str:
                             for i, h in enumerate(heads)), "</tr>"]
     for ch in phase.channels:
         out.append(_summary_row(ch.summary(), channel_label(ch)))
-    if len(phase.headline(probe)) > 1:
-        out.append(_summary_row(phase.merged(probe).summary(), "all", "all"))
+    if (merged := phase.all_row(probe)) is not None:
+        out.append(_summary_row(merged.summary(), "all", "all"))
     out.append("</table><p class='sub'>latency in µs; n/a = too few samples to support the "
                "percentile; “max at” = run time of the maximum</p>")
     return "".join(out)
@@ -511,14 +511,14 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     out.append(f"<h4>Histograms per {per} ({_e(label)})</h4>")
     out.append(_fig(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
-    headline = phase.headline(result.probe)
-    if len(headline) > 1:
-        series.append(("all", phase.merged(result.probe)))
+    if (merged := phase.all_row(result.probe)) is not None:
+        series.append(("all", merged))
     out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
     out.append(_fig(ccdf_figure(series)))
     out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
     out.append(_fig(timeline_figure(chans, end_ns=phase.elapsed_ns)))
-    out.append(_evt_section(headline, budgets, f"run {result.run_id} {phase.name}"))
+    out.append(_evt_section(phase.headline(result.probe), budgets,
+                            f"run {result.run_id} {phase.name}"))
     out.append(_phase_spikes(phase))
     return "".join(out)
 

@@ -55,8 +55,8 @@ def build_tables(result: RunResult) -> list[Table]:
             table.add_column(name, justify="right")
         for ch in phase.channels:
             table.add_row(*_row(ch.summary(), channel_label(ch)))
-        if len(phase.headline(result.probe)) > 1:
-            table.add_row(*_row(phase.merged(result.probe).summary(), "all"), style="bold")
+        if (merged := phase.all_row(result.probe)) is not None:
+            table.add_row(*_row(merged.summary(), "all"), style="bold")
         tables.append(table)
     return tables
 

@@ -150,6 +150,11 @@ class Phase:
         """Exact merge of the headline channels (the `all` row)."""
         return Channel.merged("all", self.headline(probe))
 
+    def all_row(self, probe: str) -> Channel | None:
+        """The `all` row of tables and plots: the merge of the headline channels when
+        there are several (one CPU each), None when one channel is the headline."""
+        return self.merged(probe) if len(self.headline(probe)) > 1 else None
+
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "elapsed_ns": self.elapsed_ns,
                              "channels": [c.to_dict(packed) for c in self.channels]}
