@@ -177,19 +177,27 @@ def test_loopback_modes(probe_bin: str, recv: str, wait: str) -> None:
         _finish(refl)
 
 
-SENDER = r"""
-import socket, struct, sys, time
-port, token = int(sys.argv[1]), int(sys.argv[2], 16)
+# Python source for sender scripts (needs `token`): a ping of the wire format, and the
+# datagrams every reflector must ignore (too short, wrong magic/version/session/type, junk)
+BAD_PINGS = r"""
+import struct
 def pkt(magic=b"RTLU", ver=1, typ=1, tok=token, size=64):
     h = magic + bytes([ver, typ]) + b"\0\0" + struct.pack("<QQ", tok, 0)
     return (h + bytes(size))[:size]
+BAD = (b"", b"x" * 10, pkt()[:63], pkt(magic=b"XXXX"), pkt(ver=9), pkt(tok=token ^ 1),
+       pkt(typ=2), b"\xff" * 1400)
+"""
+
+SENDER = r"""
+import socket, struct, sys, time
+port, token = int(sys.argv[1]), int(sys.argv[2], 16)
+""" + BAD_PINGS + r"""
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(0.3)
 s.connect(("127.0.0.1", port))
 mode = sys.argv[3]
 if mode == "garbage":
-    for p in (b"", b"x" * 10, pkt()[:63], pkt(magic=b"XXXX"), pkt(ver=9), pkt(tok=token ^ 1),
-              pkt(typ=2), b"\xff" * 1400):
+    for p in BAD:
         s.send(p)
     try:
         print("reply", len(s.recv(65536)))

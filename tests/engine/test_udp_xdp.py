@@ -26,7 +26,7 @@ from .helpers import (
     validate_all,
 )
 from .netns import VethPair, in_ns, veth_pair
-from .test_udp import _chan, _finish, _mean
+from .test_udp import BAD_PINGS, _chan, _finish, _mean
 
 pytestmark = pytest.mark.usefixtures("require_root")
 
@@ -184,16 +184,13 @@ def test_generic_mode_and_waits_without_stamps(probe_bin: str, wait: str) -> Non
 
 
 SENDER = r"""
-import socket, struct, sys
+import socket, sys
 addr, port, token = sys.argv[1], int(sys.argv[2]), int(sys.argv[3], 16)
-def pkt(magic=b"RTLU", ver=1, typ=1, tok=token, size=64):
-    h = magic + bytes([ver, typ]) + b"\0\0" + struct.pack("<QQ", tok, 0)
-    return (h + bytes(size))[:size]
+""" + BAD_PINGS + r"""
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(0.5)
 s.connect((addr, port))
-for p in (b"", b"x" * 10, pkt()[:63], pkt(magic=b"XXXX"), pkt(ver=9), pkt(tok=token ^ 1),
-          pkt(typ=2), b"\xff" * 1400):
+for p in BAD:
     s.send(p)
 try:
     print("reply", len(s.recv(65536)))
