@@ -35,6 +35,7 @@
 #include "channel.h"
 #include "jsonw.h"
 #include "opts.h"
+#include "phc.h"
 #include "period.h"
 #include "probe.h"
 #include "probe_common.h"
@@ -654,23 +655,17 @@ static int setup_xdp(struct udp_ctx *ctx, char *msg, size_t len, int *code)
 	return 0;
 }
 
-/* CLOCK_REALTIME - CLOCK_MONOTONIC: the XDP program stamps MONOTONIC time, the
- * wire format and the split use REALTIME (the two differ by a constant between
- * clock steps); the middle of two MONOTONIC reads pairs with the REALTIME one. */
-static int64_t rt_minus_mono(void)
-{
-	uint64_t m0 = rl_now_ns(CLOCK_MONOTONIC);
-	uint64_t r = rl_now_ns(CLOCK_REALTIME);
-	uint64_t m1 = rl_now_ns(CLOCK_MONOTONIC);
-	return (int64_t)(r - (m0 + (m1 - m0) / 2));
-}
-
 /* rx_wait of the xdp path: the same contract, frames from the AF_XDP RX ring. */
 static int xdp_rx_wait(struct udp_ctx *ctx, uint64_t deadline)
 {
 	const struct udp_cfg *c = ctx->cfg;
-	/* read before waiting: outside every measured interval */
-	const int64_t off = c->ts != UTS_NONE ? rt_minus_mono() : 0;
+	/* The XDP program stamps CLOCK_MONOTONIC, the wire format and the split use
+	 * CLOCK_REALTIME (the two differ by a constant between clock steps): their offset,
+	 * from one bracketed reading, read before waiting (outside every measured interval). */
+	int64_t off = 0;
+	uint64_t unc;
+	if (c->ts != UTS_NONE && clk_realtime_minus_mono(1, &off, &unc) != 0)
+		off = 0;
 	struct uxdp_msg msg[BATCH];
 	for (;;) {
 		unsigned n = uxdp_recv(ctx->xdp, msg, BATCH);
