@@ -45,6 +45,7 @@ SOFTIRQ_NAMES = (
 )
 DEFAULT_MARGIN_NS = 20_000_000
 DEFAULT_GAP_NS = 100_000
+DEFAULT_LEAD_NS = 1_000_000
 _SHORT_KINDS = frozenset({"irq", "vector", "hrtimer", "wake_path", "ipi"})
 _VECTOR_RE = re.compile(r"^(?P<name>\w+)_(?P<edge>entry|exit)$")
 _VECTOR_EVENTS = frozenset(
@@ -263,6 +264,88 @@ def _infer_tid(evs: Sequence[Event], spike: Spike) -> int | None:
     return None
 
 
+def _frame_of(
+    ev: Event, ctx: tuple[str, str, tuple[str, object], bool], resolve: Callable[[int], str] | None
+) -> _Frame:
+    """The frame an entry event opens."""
+    kind, name, key, _ = ctx
+    f = ev.fields
+    ident: int | None = None
+    if kind == "irq":
+        ident = int(f.get("irq", -1))  # type: ignore[arg-type]
+    elif kind == "softirq":
+        ident = key[1]  # type: ignore[assignment]
+    elif kind == "hrtimer":
+        fn = f.get("function")
+        name = (
+            resolve(fn)
+            if (resolve and isinstance(fn, int))
+            else (f"{fn:#x}" if isinstance(fn, int) else "?")
+        )
+    return _Frame(kind, name, key, ident, ev.ts)
+
+
+_Task = tuple[int, str, int | None]  # pid, comm, prio
+
+
+def _state_before(
+    evs: Sequence[Event], k: int, resolve: Callable[[int], str] | None
+) -> tuple[_Task, list[_Frame], int] | None:
+    """(current task, open frames, inferred switches) just before evs[k], found by
+    scanning back to the last sched_switch; None when there is none before k (or k is 0).
+
+    Interrupt frames do not span a context switch, so the frames still open at k are the
+    entries after that switch whose exits come before k.
+    """
+    if k <= 0:
+        return None
+    closed: dict[tuple[str, object], int] = {}
+    open_rev: list[_Frame] = []
+    cur: _Task | None = None
+    for j in range(k - 1, -1, -1):
+        ev = evs[j]
+        n = ev.name
+        if n == "sched_switch":
+            f = ev.fields
+            cur = (int(f["next_pid"]), str(f["next_comm"]), int(f["next_prio"]))  # type: ignore[arg-type]
+            break
+        if n.endswith(("_entry", "_exit")):
+            ctx = _ctx_of(ev)
+            if ctx is None:
+                continue
+            key = ctx[2]
+            if not ctx[3]:
+                closed[key] = closed.get(key, 0) + 1
+            elif closed.get(key):
+                closed[key] -= 1
+            else:
+                open_rev.append(_frame_of(ev, ctx, resolve))
+    if cur is None:
+        return None
+    stack = open_rev[::-1][-17:]
+    implicit = 0
+    last = evs[k - 1]
+    moved = last.name != "sched_switch" and last.pid >= 0 and last.pid != cur[0]
+    if moved and not (last.pid == 0 and stack):
+        # The replay would have named it when its first event of this run was seen.
+        m = k - 1
+        while m > 0 and evs[m - 1].pid == last.pid:
+            m -= 1
+        comm, prio = _latest_name(evs, last.pid, m)
+        cur = (last.pid, comm, prio)
+        implicit = 1
+    return cur, stack, implicit
+
+
+def _latest_name(evs: Sequence[Event], pid: int, before: int) -> tuple[str, int | None]:
+    """(comm, prio) of the last wake-up of `pid` before evs[before], else ("?", None)."""
+    for j in range(before - 1, -1, -1):
+        ev = evs[j]
+        if ev.name in ("sched_waking", "sched_wakeup") and ev.fields.get("pid") == pid:
+            return str(ev.fields["comm"]), int(ev.fields["prio"])  # type: ignore[arg-type]
+    return "?", None
+
+
 def attribute_spike(
     events: Sequence[Event],
     spike: Spike,
@@ -272,12 +355,16 @@ def attribute_spike(
     resolve: Callable[[int], str] | None = None,
     trace_start_ns: int | None = None,
     virtualized: bool | None = None,
+    lead_ns: int | None = DEFAULT_LEAD_NS,
 ) -> Cause:
     """Explain one spike from the CPU's events covering [deadline - margin, wake].
 
     `events` are that CPU's events in time order (extra ones outside the window are
     ignored). `idle_allowance_ns` is the idle-exit time considered normal (the
     deepest cpuidle state's exit latency); idle time beyond it is unexplained.
+    `lead_ns`: the full replay starts this long before the deadline; the state at that
+    point (current task, open interrupt frames) comes from a cheap backward scan to the
+    last context switch. None replays the whole window (same result, slower on busy CPUs).
     """
     d, w = spike.deadline_ns, spike.wake_ns
     cause = Cause(spike.cpu, d, w, w - d, spike.tid, spike.source, "full", virtualized=virtualized)
@@ -306,7 +393,15 @@ def attribute_spike(
     comps: dict[tuple[str, object], Component] = {}
     stack: list[_Frame] = []
     unexplained = 0
-    t_prev = evs[0].ts
+    names: dict[int, tuple[str, int | None]] = {}  # pid -> (comm, prio) seen in the window
+    implicit = 0
+    begin, t_prev = 0, evs[0].ts
+    if lead_ns is not None:
+        k = bisect.bisect_left(evs, d - max(lead_ns, 2 * gap_ns), key=lambda e: e.ts)
+        state = _state_before(evs, k, resolve)
+        if state is not None:
+            cur, stack, implicit = state
+            begin, t_prev = k, evs[k - 1].ts
 
     def add(
         kind: str,
@@ -356,9 +451,8 @@ def attribute_spike(
             return
         add(kind, name, ident, dur, prio)
 
-    names: dict[int, tuple[str, int | None]] = {}  # pid -> (comm, prio) seen in the window
-    implicit = 0
-    for ev in evs:
+    for i in range(begin, len(evs)):
+        ev = evs[i]
         n = ev.name
         f = ev.fields
         if n in ("sched_waking", "sched_wakeup"):
@@ -367,7 +461,7 @@ def attribute_spike(
             # Every event carries the pid of the task current on its CPU. A different
             # pid means a switch we did not see (some kernels do not trace switches out
             # of idle): it happened in (t_prev, ev.ts]; give that interval to the new task.
-            comm, prio = names.get(ev.pid, ("?", None))
+            comm, prio = names.get(ev.pid) or _latest_name(evs, ev.pid, i)
             cur = (ev.pid, comm, prio)
             implicit += 1
             if tid is not None and ev.pid == tid and t_prev >= d and cause.switch_in_ns is None:
@@ -402,26 +496,15 @@ def attribute_spike(
         ctx = _ctx_of(ev)
         if ctx is None:
             continue
-        kind, name, key, entry = ctx
-        if entry:
-            ident: int | None = None
-            if kind == "irq":
-                ident = int(f.get("irq", -1))  # type: ignore[arg-type]
-            elif kind == "softirq":
-                ident = key[1]  # type: ignore[assignment]
-            elif kind == "hrtimer":
-                fn = f.get("function")
-                name = (
-                    resolve(fn)
-                    if (resolve and isinstance(fn, int))
-                    else (f"{fn:#x}" if isinstance(fn, int) else "?")
-                )
+        if ctx[3]:
+            fr = _frame_of(ev, ctx, resolve)
             if len(stack) > 16:
                 stack.clear()  # lost exits (dropped events): start over
-            stack.append(_Frame(kind, name, key, ident, ev.ts))
+            stack.append(fr)
             if ev.ts >= d:
-                add(kind, name, ident, 0, count=True)
+                add(fr.kind, fr.name, fr.ident, 0, count=True)
         else:
+            key = ctx[2]
             for i in range(len(stack) - 1, -1, -1):
                 if stack[i].key == key:
                     del stack[i:]
@@ -589,6 +672,7 @@ def attribute_run(
     idle_allowance_ns: int = 0,
     virtualized: bool | None = None,
     resolve: Callable[[int], str] | None = None,
+    lead_ns: int | None = DEFAULT_LEAD_NS,
 ) -> list[Cause]:
     """One Cause per spike of a probe run, in time order.
 
@@ -631,6 +715,7 @@ def attribute_run(
                 resolve=resolve,
                 trace_start_ns=src.first_ts(s.cpu),
                 virtualized=virtualized,
+                lead_ns=lead_ns,
             )
         )
     return out

@@ -94,6 +94,9 @@ class TraceCapture:
         self._decoder = self.formats.decoder()
         self._page_ts: dict[int, list[int]] = {}
         self._cache: dict[int, list[Event]] = {}
+        # Pages decoded for the last window asked of each CPU: attribution asks for
+        # overlapping windows in time order, so each page is decoded about once.
+        self._recent: dict[int, dict[int, list[Event]]] = {}
 
     @property
     def cpus(self) -> list[int]:
@@ -122,9 +125,14 @@ class TraceCapture:
         # The page holding t0 starts at or before t0.
         i = max(0, bisect.bisect_right(starts, t0) - 1)
         j = bisect.bisect_right(starts, t1)
+        old = self._recent.get(cpu, {})
+        recent = {
+            k: old[k] if k in old else self._decoder.decode_page(pages[k], cpu) for k in range(i, j)
+        }
+        self._recent[cpu] = recent
         out = []
-        for p in pages[i:j]:
-            out.extend(e for e in self._decoder.iter_page(p, cpu) if t0 <= e.ts <= t1)
+        for k in range(i, j):
+            out.extend(e for e in recent[k] if t0 <= e.ts <= t1)
         return out
 
     def first_ts(self, cpu: int) -> int | None:

@@ -66,6 +66,7 @@ def measure(
         virtualized=is_virtualized(),
     )
     meta["lost"] = rec.lost_events()
+    meta["capture"], meta["samples"] = cap, src
     meta["load_pid"] = proc.pid if proc else None
     return causes, meta, rec
 

@@ -175,3 +175,14 @@ def test_recorded_irq_name_data_loc() -> None:
     cap = TraceCapture.load(FIXTURE)
     irqs = [e for e in cap.events(1) if e.name == "irq_handler_entry"]
     assert irqs and all(isinstance(e.fields["name"], str) and e.fields["name"] for e in irqs)
+
+
+def test_sliding_windows_reuse_pages_and_agree_with_the_full_decode() -> None:
+    evs = TraceCapture.load(FIXTURE).events(1)
+    cap = TraceCapture.load(FIXTURE)  # fresh: windows decode pages themselves
+    first, last = evs[0].ts, evs[-1].ts
+    step = (last - first) // 40
+    for t in [*range(first - step, last + step, step), first + step]:  # and one step back
+        want = [e for e in evs if t - 3 * step <= e.ts <= t + step]
+        assert cap.window(1, t - 3 * step, t + step) == want
+    assert 0 < len(cap._recent[1]) < len(cap.pages[1])
