@@ -313,6 +313,31 @@ def _own_on_shield(cpus: Any) -> str:
     return "; ".join(parts)
 
 
+def _phase_check_text(chk: dict[str, Any]) -> str:
+    """One line: the shield re-checked at the end of a phase (docs/system.md)."""
+    if chk.get("error"):
+        return f"not possible: {chk['error']}"
+    new, problems = chk.get("new_tasks") or [], chk.get("problems") or []
+    if new:
+        more = int(chk.get("new_tasks_total") or len(new)) - 5
+        head = "NEW tasks that may run on shielded CPUs: " + ", ".join(
+            f"{t.get('comm')}[{t.get('tid')}] (CPU {t.get('cpu')})" for t in new[:5]) + (
+            f" and {more} more" if more > 0 else "")
+    elif problems:
+        head = (f"{len(problems)} problem(s), no task new since the start: "
+                + "; ".join(map(str, problems[:2])))
+    else:
+        head = "still in effect"
+    parts = [head]
+    fired = chk.get("irqs_fired") or {}
+    if fired:
+        parts.append("IRQs handled there during the phase: " + "; ".join(
+            f"CPU {c}: " + ", ".join(f"IRQ {i} ×{n}" for i, n in sorted(
+                irqs.items(), key=lambda kv: -int(kv[1]))[:5])
+            for c, irqs in fired.items()))
+    return "; ".join(parts)
+
+
 def _shield_html(shield: Any) -> str:
     """What was asked for and what the kernel reported afterwards, in words; the full
     record folded below it."""
@@ -342,6 +367,10 @@ def _shield_html(shield: Any) -> str:
                          f"{plan.get('shield_cgroup') or ''}: {plan.get('tasks_moved', 0)} "
                          f"tasks, {plan.get('kthreads_moved', 0)} kthreads and "
                          f"{len(plan.get('irqs_planned') or [])} IRQs to move"))
+    for chk in shield.get("phase_checks") or []:
+        if isinstance(chk, dict):
+            rows.append((f"checked again after phase {chk.get('phase', '?')}",
+                         _phase_check_text(chk)))
     released = shield.get("released")
     if isinstance(released, dict):
         rows.append(("restored after the run",

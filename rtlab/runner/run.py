@@ -40,7 +40,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -353,6 +353,7 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
     host["phases"].append(info)
     active = [loads[n] for n in phase.loads]
     tracer = None
+    shield_notes: list[str] = []
     traced: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]] | None = None
     if scenario.trace is not None and scenario.trace.enabled:
         phase, tracer = _traced_phase(scenario, index, phase, run_id, first_raw)
@@ -370,6 +371,12 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             loadset.start()
         if control.signal is not None:
             return None
+        if backend is not None and scenario.shield is not None:
+            # if this fails, the check at the end has no IRQ counts to compare with
+            with suppress(RtlabError, OSError, ValueError):
+                backend.phase_start()
+            stack.callback(lambda: _recheck_shield(backend, scenario.shield, phase.name,
+                                                   active, host, shield_notes))
         if tracer is not None:
             _event(opts, f"phase {phase.name}: tracing CPUs "
                    + ",".join(map(str, tracer.cpus)))
@@ -408,6 +415,7 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             raise error
         return None
     base, code = results[0]
+    base.notes += shield_notes
     if traced is not None:
         spikes, summary, tinfo, tnotes = traced
         ph = base.phases[0]
@@ -420,6 +428,37 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
         if _STATUS_RANK[res.status] > _STATUS_RANK[base.status]:
             base.status, base.partial = res.status, res.partial
     return base, code
+
+
+def _recheck_shield(backend: ShieldBackend, spec: ShieldSpec, phase: str, loads: list[Any],
+                    host: dict[str, Any], notes: list[str]) -> None:
+    """The shield checked again after the phase measured, its loads still running: into
+    provenance.host.shield.phase_checks, and a note for tasks that appeared on the
+    shielded CPUs during the phase. A failed check is recorded, never fatal."""
+    from rtlab.cpulist import format_cpulist
+
+    user = set(spec.user)
+    own: dict[int, str] = {}
+    for ld in loads:  # loads placed on shielded CPUs on purpose, every process of them
+        cpus = getattr(getattr(ld, "placement", None), "cpus", None)
+        if cpus is None or not user & set(cpus):
+            continue
+        what = f"load {ld.name} (placed on CPUs {format_cpulist(cpus)})"
+        for p in getattr(ld, "procs", []):
+            own[p.pid] = what
+            for w in p.workers():
+                own[w.pid] = what
+    try:
+        check = {"phase": phase, **backend.phase_check(own)}
+    except (RtlabError, OSError, ValueError) as exc:
+        check = {"phase": phase, "error": str(exc)}
+    host["shield"].setdefault("phase_checks", []).append(check)
+    new = check.get("new_tasks") or []
+    if new:
+        named = ", ".join(f"{t['comm']}[{t['tid']}] (CPU {t['cpu']})" for t in new[:3])
+        more = check.get("new_tasks_total", len(new)) - 3
+        notes.append(f"phase {phase}: task(s) that may run on a shielded CPU appeared during "
+                     f"the phase: {named}" + (f" and {more} more" if more > 0 else ""))
 
 
 def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,

@@ -69,6 +69,13 @@ class ShieldBackend(Protocol):
     def apply(self) -> dict[str, Any]:
         """Apply the shield (journaled); return what is in effect (verified)."""
 
+    def phase_start(self) -> None:
+        """Note what is true now (IRQ counts), before a phase measures."""
+
+    def phase_check(self, own: dict[int, str]) -> dict[str, Any]:
+        """The shield checked again after a phase measured (`own`: load processes placed
+        on the shielded CPUs on purpose): docs/system.md, "Checked again"."""
+
     def release(self) -> dict[str, Any]:
         """Undo everything (idempotent); return what was restored."""
 
@@ -96,6 +103,9 @@ class SystemShield:
         self._dir = directory or journal_dir()
         self._session: Any = None
         self.plan_summary: dict[str, Any] = {}
+        self._where: tuple[str, str | None] = ("none", None)  # backend, shield cgroup
+        self._applied: dict[str, Any] | None = None
+        self._phase_before: Any = None
 
     def _probe_cmd(self) -> list[str]:
         if self._probe is None:
@@ -125,7 +135,24 @@ class SystemShield:
                                before=before, priorities=spec.thread_priorities)
         effect["refused"] = refused[:50]
         effect["plan"] = self.plan_summary
+        self._where, self._applied = (backend, cgroup), effect
         return effect
+
+    def phase_start(self) -> None:
+        from rtlab.system.facts import read_facts
+
+        self._phase_before = read_facts(self._probe_cmd())
+
+    def phase_check(self, own: dict[int, str]) -> dict[str, Any]:
+        from rtlab.system.facts import read_facts
+        from rtlab.system.verify import phase_recheck, verify_shield
+
+        spec = self.spec
+        backend, cgroup = self._where
+        now = verify_shield(read_facts(self._probe_cmd()), spec.user, backend=backend,
+                            shield_cgroup=cgroup, own={**self.own_processes(), **own},
+                            before=self._phase_before, priorities=spec.thread_priorities)
+        return phase_recheck(now, self._applied)
 
     def own_processes(self) -> dict[int, str]:
         """What this run itself keeps outside the cpusets, by process id: the runner

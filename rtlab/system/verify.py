@@ -159,3 +159,31 @@ def verify_priorities(facts: Facts, priorities: Sequence[tuple[str, str, int]],
             problems.append(f"{len(wrong)} thread(s) matching {pattern!r} do not run as "
                             f"{policy}/{priority}: " + ", ".join(wrong[:3]))
     return out
+
+
+def phase_recheck(now: Mapping[str, Any], at_apply: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The shield checked again at the end of a phase (`now`: verify_shield() with the
+    phase's start as `before`), summed up against the check made when it was applied:
+    tasks that may run on a shielded CPU now but could not then (`new_tasks`: started
+    or moved during the phase, e.g. a load's worker that escaped its placement), and
+    the IRQs that fired on each shielded CPU during the phase."""
+    def leaks(v: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+        cpus = ((v or {}).get("in_effect") or {}).get("cpus") or {}
+        return {c: list(e.get("user_tasks") or []) + list(e.get("kthreads_movable") or [])
+                for c, e in cpus.items()}
+
+    old = {(c, t["tid"]) for c, ts in leaks(at_apply).items() for t in ts}
+    new_tasks = [{**t, "cpu": int(c)} for c, ts in sorted(leaks(now).items())
+                 for t in ts if (c, t["tid"]) not in old]
+    cpus = (now.get("in_effect") or {}).get("cpus") or {}
+    fired = {c: e["irqs_fired"] for c, e in sorted(cpus.items()) if e.get("irqs_fired")}
+    own = sorted({(t["pid"], t["what"]) for e in cpus.values()
+                  for t in e.get("own_tasks") or []})
+    return {
+        "ok": bool((now.get("in_effect") or {}).get("ok")),
+        "problems": list(now.get("problems") or []),
+        "new_tasks": new_tasks[:50],
+        "new_tasks_total": len(new_tasks),
+        "irqs_fired": fired,
+        "own": [{"pid": p, "what": w} for p, w in own],
+    }

@@ -35,6 +35,12 @@ def _rich_result():
                       "refused": [{"error": "cannot write /proc/irq/36/smp_affinity_list"}],
                       "plan": {"backend": "v1", "tasks_moved": 56, "kthreads_moved": 40,
                                "irqs_planned": [24, 25]}},
+        "phase_checks": [
+            {"phase": "idle", "ok": False, "problems": ["CPU 1: IRQ 36 may be delivered there"],
+             "new_tasks": [], "new_tasks_total": 0, "irqs_fired": {"1": {"36": 12, "24": 400}}},
+            {"phase": "load", "ok": False, "problems": ["CPU 1: 1 user task(s)"],
+             "new_tasks": [{"tid": 4242, "pid": 4242, "comm": "sleep", "cpu": 1}],
+             "new_tasks_total": 1, "irqs_fired": {}}],
         "released": {"restored": 117, "failed": 0}}
     r.system.update(preempt="none", preempt_live_error="debugfs not mounted",
                     preempt_source="kernel config default: /proc/config.gz "
@@ -62,6 +68,10 @@ def test_self_contained_and_complete() -> None:
                    "measured (shielded) CPUs", "not completely", "IRQ 36 may be delivered",
                    "117 change(s) undone", "ok: Swap",
                    "own processes there (not leaks)", "CPU 1: rtlab runner [pid 812]<",
+                   # the shield checked again after each phase, the busiest IRQ first
+                   "checked again after phase idle", "no task new since the start",
+                   "CPU 1: IRQ 24 ×400, IRQ 36 ×12",
+                   "NEW tasks that may run on shielded CPUs: sleep[4242] (CPU 1)",
                    # where the preemption model was read
                    "none (kernel config default: /proc/config.gz (CONFIG_PREEMPT_NONE=y); "
                    "live mode unreadable: debugfs not mounted)",

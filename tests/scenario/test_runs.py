@@ -135,6 +135,13 @@ class FakeShield:
         self.log.append("apply")
         return {"ok": True, "cpus": [1]}
 
+    def phase_start(self) -> None:
+        self.log.append("phase_start")
+
+    def phase_check(self, own: dict[int, str]) -> dict[str, Any]:
+        self.log.append("phase_check")
+        return {"ok": True, "problems": [], "new_tasks": [], "new_tasks_total": 0}
+
     def release(self) -> dict[str, Any]:
         self.log.append("release")
         return {"released": True}
@@ -166,7 +173,11 @@ def test_shield_released_on_every_path(
             "ok": True, "cpus": [1]}
         if mode == "crash":  # the first phase broke: the second is not run
             assert out.result.partial and "phases not run: b" in out.result.notes
-    assert log == ["apply", "release"]
+        checks = shield["phase_checks"]
+        assert [c["phase"] for c in checks] == (["a"] if mode == "crash" else ["a", "b"])
+    per_phase = ["phase_start", "phase_check"]
+    phases = {"normal": 2, "crash": 1, "usage": 1}[mode]
+    assert log == ["apply", *per_phase * phases, "release"]
 
 
 def _ok() -> Any:

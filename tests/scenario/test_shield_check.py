@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,79 @@ def test_run_lists_its_own_processes_apart_from_a_foreign_task(
     appliers = [p for p, what in own.items() if what.startswith("rtlab-probe sys apply")]
     assert len(appliers) == 1 and appliers[0] in seen
     assert any(p.startswith(f"CPU {last}: ") and "user task(s)" in p for p in check["problems"])
+
+
+RECHECK = """\
+[scenario]
+name = "shield-recheck"
+
+[shield]
+user = "last"
+system = "others"
+cpuset = false
+tasks = false
+
+[[load]]
+name = "placed"
+kind = "stress"
+cpu = 1
+cpus = "all"
+
+[[load]]
+name = "escapee"
+kind = "stress"
+cpu = 1
+cpus = "system"
+
+[[probe]]
+name = "measured"
+probe = "timer"
+cpus = "user"
+policy = "fifo"
+priority = 99
+interval = "1ms"
+
+[[phase]]
+name = "only"
+duration = "1s"
+loads = ["placed", "escapee"]
+"""
+
+
+def test_shield_checked_again_after_the_phase_names_a_task_that_arrived(
+        require_root: None, probe_bin: str, store_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load process that escapes its placement onto the shielded CPU during the phase
+    (it did not exist when the shield was applied) is named by the check made at the
+    end of the phase; a load placed there on purpose (stress-ng on every CPU, every
+    worker of it) is the run's own."""
+    from rtlab.loads import CommandLoad, from_spec
+    from rtlab.runner import RunOptions, run_scenario
+    from rtlab.scenario.loader import parse_text
+
+    last = max(os.sched_getaffinity(0))
+    if last == 0:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setenv("RTLAB_PROBE", probe_bin)
+    (sc,) = parse_text(RECHECK, "s.toml").variants
+
+    def factory(spec: Any) -> Any:
+        if spec.name == "escapee":  # placed on the system CPUs, but pins itself to `last`
+            return CommandLoad(["taskset", "-c", str(last), "sleep", "30"], name="escapee")
+        return from_spec(spec.to_spec())
+
+    store = Store.open(str(store_path))
+    out = run_scenario(sc, RunOptions(store=store, handle_signals=False, doctor=False,
+                                      load_factory=factory))
+    shield = out.result.provenance["host"]["shield"]
+    (check,) = shield["phase_checks"]
+    assert check["phase"] == "only" and "error" not in check, check
+    new = {t["comm"]: t for t in check["new_tasks"]}
+    assert new.get("sleep", {}).get("cpu") == last, check["new_tasks"]
+    assert not any(c.startswith("stress-ng") for c in new), check["new_tasks"]
+    placed = [o for o in check["own"] if o["what"].startswith("load placed")]
+    assert len(placed) >= 2, check["own"]  # the stress-ng leader and its worker
+    at_apply = shield["in_effect"]["in_effect"]["cpus"][str(last)]["user_tasks"]
+    assert new["sleep"]["tid"] not in {t["tid"] for t in at_apply}
+    assert any("appeared during the phase" in n and "sleep[" in n
+               for n in out.result.notes), out.result.notes

@@ -15,7 +15,7 @@ from rtlab.errors import SkippedError, UsageError
 from rtlab.system.facts import cpumask_hex, cpumask_parse, parse_cpus_arg, parse_facts
 from rtlab.system.journal import read_journal
 from rtlab.system.shield import ShieldRequest, ThreadPriority, plan_shield, shield_from_journal
-from rtlab.system.verify import verify_shield
+from rtlab.system.verify import phase_recheck, verify_shield
 
 
 def _facts(**cg: Any) -> dict[str, Any]:
@@ -368,6 +368,33 @@ def test_affinity_plan_flags_and_errors() -> None:
                         (frozenset(), "empty")):
         with pytest.raises(UsageError, match=msg):
             plan_affinity(f, ShieldRequest(cpus=frozenset({3})), system)
+
+
+def test_phase_recheck_names_what_arrived_and_what_fired() -> None:
+    """Against the check made when the shield was applied: a task that may run on the
+    shielded CPU only now is new (the ones already there are not), an own load is not a
+    leak, and the IRQs counted on the CPU during the phase are listed."""
+    raw = _facts(v1_cpuset="/cs")
+    at_apply = verify_shield(parse_facts(raw), {3}, shield_cgroup="/cs/rtlab-shield")
+    start = parse_facts(raw)
+    base = raw["tasks"][0]
+    raw["tasks"] += [
+        {**base, "pid": 70, "tid": 70, "comm": "escapee", "affinity": [3]},
+        {**base, "pid": 80, "tid": 81, "comm": "stress-ng-cpu", "affinity": [0, 3]},
+    ]
+    raw["irqs"][0]["counts"] = [0, 0, 0, 9]
+    now = verify_shield(parse_facts(raw), {3}, shield_cgroup="/cs/rtlab-shield",
+                        own={80: "load placed (placed on CPUs 0,3)"}, before=start)
+    chk = phase_recheck(now, at_apply)
+    assert [(t["tid"], t["comm"], t["cpu"]) for t in chk["new_tasks"]] == [(70, "escapee", 3)]
+    assert chk["new_tasks_total"] == 1 and not chk["ok"]
+    assert chk["irqs_fired"] == {"3": {"30": 4}}
+    assert chk["own"] == [{"pid": 80, "what": "load placed (placed on CPUs 0,3)"}]
+    assert any("escapee[70]" in p for p in chk["problems"])
+    # nothing changed during the phase: nothing new, nothing fired
+    same = phase_recheck(verify_shield(start, {3}, shield_cgroup="/cs/rtlab-shield",
+                                       before=start), at_apply)
+    assert same["new_tasks"] == [] and same["irqs_fired"] == {}
 
 
 def test_verify_reads_back_thread_priorities() -> None:
