@@ -37,7 +37,7 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -68,11 +68,14 @@ def group_key(result: RunResult, by: str) -> str:
     return result.run_id
 
 
-def beyond_range(result: RunResult) -> tuple[int, int | None]:
+def beyond_range(result: RunResult, channels: Collection[str] | None = None
+                 ) -> tuple[int, int | None]:
     """Samples an imported run's peer tool counted beyond its histogram range (placed at
-    the max; docs/report.md#importers) and the smallest lower bound of their values."""
+    the max; docs/report.md#importers) and the smallest lower bound of their values, over
+    all channels or the named ones."""
     beyond = (result.provenance.get("imported") or {}).get("beyond_range") or {}
-    items = [v for v in beyond.values() if isinstance(v, dict) and v.get("count")]
+    items = [v for k, v in beyond.items() if (channels is None or k in channels)
+             and isinstance(v, dict) and v.get("count")]
     if not items:
         return 0, None
     return (sum(int(v["count"]) for v in items),

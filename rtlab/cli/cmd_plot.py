@@ -45,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
                              hint=f"phases: {names}")
     title = f"run {result.run_id} ({result.system.get('release') or 'kernel n/a'})" + (
         f", phase {args.phase}" if args.phase else "")
-    path = save_figure(figure_for(args.kind, phases, title), args.output)
+    path = save_figure(figure_for(args.kind, phases, title, result), args.output)
     print(f"{args.kind} plot written to {path}")
     return 0

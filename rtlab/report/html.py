@@ -523,7 +523,7 @@ def _dur(ns: float | None) -> str:
 
 def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
                    several: bool) -> str:
-    from rtlab.report.plots import ccdf_figure, hist_figure, timeline_figure
+    from rtlab.report.plots import ccdf_figure, censored_of, hist_figure, timeline_figure
 
     out = []
     label = f"phase {phase.name}" + (f" ({duration(phase.elapsed_ns)})"
@@ -540,10 +540,12 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     out.append(f"<h4>Histograms per {per} ({_e(label)})</h4>")
     out.append(_fig(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
+    cuts = [censored_of(result, [c.name]) for c in chans]
     if (merged := phase.all_row(result.probe)) is not None:
         series.append(("all", merged))
+        cuts.append(censored_of(result, [c.name for c in phase.headline(result.probe)]))
     out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
-    out.append(_fig(ccdf_figure(series)))
+    out.append(_fig(ccdf_figure(series, censored=cuts)))
     out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
     out.append(_fig(timeline_figure(chans, end_ns=phase.elapsed_ns)))
     out.append(_evt_section(phase.headline(result.probe), budgets,
@@ -618,7 +620,10 @@ def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison
                                         "histograms, configurations overlaid",
                                         labels=[c.label for c in configs])))
     out.append(_fig(ccdf_figure([(c.label, c.channel) for c in configs],
-                                "P(latency > x), configurations overlaid")))
+                                "P(latency > x), configurations overlaid",
+                                censored=[(c.censored, c.censored_above_ns)
+                                          if c.censored and c.censored_above_ns is not None
+                                          else None for c in configs])))
     if pairs:
         out.append("<h3>Changes against the baseline (first configuration)</h3>")
         out.append(

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from rtlab.analysis.evt import EvtEstimate
     from rtlab.results.histogram import LogLinHistogram
-    from rtlab.results.model import Channel, Phase
+    from rtlab.results.model import Channel, Phase, RunResult
 
 MAX_POINTS = 1500
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -271,6 +271,16 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
     return fig
 
 
+def censored_of(result: RunResult | None, channels: Sequence[str]) -> tuple[int, int] | None:
+    """ccdf_figure's `censored` entry for these channels of an imported run, or None."""
+    from rtlab.analysis.compare import beyond_range
+
+    if result is None:
+        return None
+    count, above = beyond_range(result, channels)
+    return (count, above) if count and above is not None else None
+
+
 def ccdf_points(hist: LogLinHistogram, min_ns: int | None, max_ns: int | None
                 ) -> tuple[list[float], list[float]]:
     """x (µs) and P(latency > x) at each non-empty bucket's upper edge (clamped to max)."""
@@ -292,8 +302,14 @@ def ccdf_points(hist: LogLinHistogram, min_ns: int | None, max_ns: int | None
 
 
 def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
-                width: float = 11, height: float = 4.6) -> Figure:
-    """P(latency > x) on log-log axes, one line per (label, channel)."""
+                width: float = 11, height: float = 4.6,
+                censored: Sequence[tuple[int, int] | None] | None = None) -> Figure:
+    """P(latency > x) on log-log axes, one line per (label, channel).
+
+    `censored[i]` = (count, above_ns): that many samples of series i are only known to be
+    at or above above_ns (an imported peer tool counted them beyond its histogram range;
+    the importer placed them at the max). Beyond above_ns the curve is drawn dashed: it is
+    only an upper bound there (the true curve lies between it and zero)."""
     from matplotlib import rc_context
 
     with rc_context(_RC):
@@ -311,8 +327,22 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
             # draw as steps; the last point (0) is invisible on log y, so end the line
             # at 1/N at the max to show where the data stop
             ys_plot = [y if y > 0 else 1 / n for y in ys]
-            ax.step(xs, ys_plot, where="post", color=color(i), linewidth=1.2,
-                    label=f"{label} (max {_us_text(ch.max_ns or 0)})")
+            cut = censored[i] if censored is not None and i < len(censored) else None
+            text = f"{label} (max {_us_text(ch.max_ns or 0)})"
+            if cut and cut[0] > 0:
+                above = max(cut[1], 1) / 1000
+                k = next((j for j, x in enumerate(xs) if x > above), len(xs))
+                if 0 < k < len(xs):
+                    text = (f"{label} (max {_us_text(ch.max_ns or 0)}; {cut[0]} beyond "
+                            f"{_us_text(cut[1])}: dashed = upper bound)")
+                    ax.step([*xs[:k], above], [*ys_plot[:k], ys_plot[k - 1]], where="post",
+                            color=color(i), linewidth=1.2, label=text)
+                    ax.step([above, *xs[k:]], [ys_plot[k - 1], *ys_plot[k:]], where="post",
+                            color=color(i), linewidth=1.2, linestyle="--")
+                    ax.plot([xs[-1]], [1 / n], marker="o", color=color(i), markersize=4,
+                            fillstyle="none")
+                    continue
+            ax.step(xs, ys_plot, where="post", color=color(i), linewidth=1.2, label=text)
             ax.plot([xs[-1]], [1 / n], marker="o", color=color(i), markersize=4)
         for q, lab in ((1e-2, "p99"), (1e-3, "p99.9"), (1e-4, "p99.99"), (1e-6, "p99.9999")):
             if q >= floor:
@@ -502,7 +532,8 @@ def plot_kinds() -> tuple[str, ...]:
     return ("hist", "ccdf", "timeline")
 
 
-def figure_for(kind: str, phases: Sequence[Phase], title: str) -> Any:
+def figure_for(kind: str, phases: Sequence[Phase], title: str,
+               result: RunResult | None = None) -> Any:
     """The `rtlab plot` figure of one or several phases. Phases ran one after the other:
     with several, channels are labelled with their phase, and the timeline puts the phases
     back to back (each phase's windows count from its own start) with their starts marked."""
@@ -517,7 +548,9 @@ def figure_for(kind: str, phases: Sequence[Phase], title: str) -> Any:
         chans = [named(ph, c) for ph in phases for c in ph.channels]
         if kind == "hist":
             return hist_figure(chans, title)
-        return ccdf_figure([(c.name if several else _label(c), c) for c in chans], title)
+        cuts = [censored_of(result, [c.name]) for ph in phases for c in ph.channels]
+        return ccdf_figure([(c.name if several else _label(c), c) for c in chans], title,
+                           censored=cuts)
     if kind != "timeline":
         raise UsageError(f"unknown plot kind {kind!r}", hint="hist, ccdf or timeline")
     if not several:

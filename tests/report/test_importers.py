@@ -324,3 +324,27 @@ def test_engine_format_garbage_is_usage_error(tmp_path: Path, store_path: Path,
     err = capsys.readouterr().err
     assert "nothing to import" in err and err.count("\n") == 1
     assert not store_path.exists() or not Store.open(str(store_path)).list()
+
+
+def test_ccdf_of_overflow_samples_is_dashed_beyond_the_range() -> None:
+    """The one overflow of cyclictest -H 200 (placed at the 237 µs max) must not draw as
+    a measured shelf from 200 µs on: beyond 200 µs the CCDF is an upper bound, dashed,
+    and says so; without censoring (a measured run) the line is solid."""
+    from rtlab.report.html import render_html
+    from rtlab.report.plots import ccdf_figure, censored_of, figure_for
+
+    r = import_file(DATA / "cyclictest_H_hist.txt", "cyclictest-hist", "cccc0015")
+    (ch,) = r.phases[0].channels
+    assert censored_of(r, [ch.name]) == (1, 200_000)
+    fig = figure_for("ccdf", r.phases, "t", r)
+    lines = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) > 1]
+    dashed = [ln for ln in lines if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1 and min(dashed[0].get_xdata()) == pytest.approx(200.0)
+    assert max(dashed[0].get_xdata()) == pytest.approx(237.0)
+    solid = [ln for ln in lines if ln.get_linestyle() == "-"]
+    assert max(solid[0].get_xdata()) == pytest.approx(200.0)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "1 beyond 200 µs: dashed = upper bound" in legend[0], legend
+    plain = ccdf_figure([("x", ch)])
+    assert not [ln for ln in plain.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert "dashed = upper bound" in render_html([r])
