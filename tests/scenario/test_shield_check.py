@@ -109,17 +109,9 @@ def test_run_lists_its_own_processes_apart_from_a_foreign_task(
     assert any(p.startswith(f"CPU {last}: ") and "user task(s)" in p for p in check["problems"])
 
 
-RECHECK = """\
-[scenario]
-name = "shield-recheck"
-
-[shield]
-user = "last"
-system = "others"
-cpuset = false
-tasks = false
-
-[[load]]
+# The same scenario with two loads in its phase: one placed on every CPU, one not.
+RECHECK = SCENARIO.replace('name = "shield-check-own"', 'name = "shield-recheck"').replace(
+    "[[probe]]", """[[load]]
 name = "placed"
 kind = "stress"
 cpu = 1
@@ -131,19 +123,7 @@ kind = "stress"
 cpu = 1
 cpus = "system"
 
-[[probe]]
-name = "measured"
-probe = "timer"
-cpus = "user"
-policy = "fifo"
-priority = 99
-interval = "1ms"
-
-[[phase]]
-name = "only"
-duration = "1s"
-loads = ["placed", "escapee"]
-"""
+[[probe]]""") + 'loads = ["placed", "escapee"]\n'
 
 
 def test_shield_checked_again_after_the_phase_names_a_task_that_arrived(
