@@ -505,9 +505,9 @@ def attribute_spike(
                 add(fr.kind, fr.name, fr.ident, 0, count=True)
         else:
             key = ctx[2]
-            for i in range(len(stack) - 1, -1, -1):
-                if stack[i].key == key:
-                    del stack[i:]
+            for j in range(len(stack) - 1, -1, -1):
+                if stack[j].key == key:
+                    del stack[j:]
                     break
     if after is not None and after.pid > 0 and after.pid != cur[0] and after.pid == tid:
         cur = (after.pid, "?", None)
