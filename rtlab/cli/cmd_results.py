@@ -32,9 +32,10 @@ def register(sub: Any) -> None:
 
     imp = rsub.add_parser(
         "import", help="store a raw engine output file (JSON Lines) or a peer tool's output",
-        description="The whole file is parsed before anything is stored. A raw file of a "
-        "multi-phase run in the store's runs/ directory (ID.jsonl with ID.N-PHASE.jsonl beside "
-        "it, or any one of them) brings the whole run: one run ID, a phase per phase file. "
+        description="The whole file (every file of a multi-phase run) is parsed before "
+        "anything is stored. A raw file of a multi-phase run (ID.jsonl with "
+        "ID.N-PHASE[-LABEL].jsonl beside it, or any one of them) brings the whole run: one run "
+        "ID, its phases named from the file names (docs/usage.md). "
         "Exit codes: 0 ok, 1 error (e.g. the run id is already stored), 2 usage or a "
         "malformed file (one line saying what is wrong; nothing stored).")
     imp.add_argument("file", metavar="FILE", help="rtlab-probe output (e.g. a file in runs/) or "

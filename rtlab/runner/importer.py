@@ -54,8 +54,8 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
     run_id = path.stem if _ID_RE.fullmatch(path.stem) else None
     _refuse_stored(store, run_id)
     run_id = run_id or store.new_id()
-    status, partial, _ = _status(col)
-    host = _host(col, col, path, command_line)
+    status, partial = _status(col)
+    host = _host(col, path, command_line)
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            extra_notes=[f"imported from {path.name}"])
     store.add(result)
@@ -74,16 +74,16 @@ def _read(path: Path) -> StreamCollector:
     return col
 
 
-def _status(col: StreamCollector) -> tuple[str, bool, ExitCode]:
-    """Status, partial and exit code from what the engine said last (cf. runner.classify)."""
+def _status(col: StreamCollector) -> tuple[str, bool]:
+    """Status and partial from what the engine said last (cf. runner.classify)."""
     engine_status = col.result.get("status") if col.result else None
     if engine_status == "completed":
-        return "completed", False, ExitCode.OK
+        return "completed", False
     if engine_status == "threshold":
-        return "threshold", False, ExitCode.THRESHOLD
+        return "threshold", False
     if engine_status == "error":
-        return "failed", True, ExitCode.ERROR
-    return "partial", True, ExitCode.ERROR
+        return "failed", True
+    return "partial", True
 
 
 def _refuse_stored(store: Store, run_id: str | None) -> None:
@@ -91,20 +91,22 @@ def _refuse_stored(store: Store, run_id: str | None) -> None:
         raise RtlabError(f"run {run_id} is already stored; stored runs are never overwritten")
 
 
-def _host(first: StreamCollector, last: StreamCollector, given: Path,
-          command_line: list[str] | None) -> dict[str, Any]:
-    system = (first.header or {}).get("system") or {}
-    start_ns = (first.header or {}).get("start_realtime_ns")
-    end_ns = last.result.get("end_realtime_ns") if last.result else None
+def _host(col: StreamCollector, given: Path, command_line: list[str] | None
+          ) -> dict[str, Any]:
+    system = (col.header or {}).get("system") or {}
     return {
         "rtlab_version": __version__,
         "hostname": system.get("hostname") or socket.gethostname(),
-        "start_wall": _iso(start_ns),
-        "end_wall": _iso(end_ns),
+        "start_wall": _iso((col.header or {}).get("start_realtime_ns")),
+        "end_wall": _end_wall(col),
         "command_line": command_line if command_line is not None else list(sys.argv),
         "transport": None,
         "imported_from": str(given),
     }
+
+
+def _end_wall(col: StreamCollector) -> str | None:
+    return _iso(col.result.get("end_realtime_ns")) if col.result else None
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -162,7 +164,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     last_col: StreamCollector | None = None
     host: dict[str, Any] = {}  # filled in below, shared by every phase's result
     for ph in phases:
-        merged: tuple[RunResult, ExitCode] | None = None
+        merged: RunResult | None = None
         for label, p in ph.files:
             col = cols.get(p)
             why = (col if isinstance(col, str) else
@@ -173,9 +175,9 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                 continue
             assert isinstance(col, StreamCollector)
             if not host:
-                host.update(_host(col, col, given, command_line))
+                host.update(_host(col, given, command_line))
             last_col = col
-            status, partial, code = _status(col)
+            status, partial = _status(col)
             res = col.to_result(run_id, status=status, partial=partial, host=host,
                                 phase=ph.name)
             if label is not None:
@@ -183,21 +185,21 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                     ch.name = f"{label}.{ch.name}"
                 res.notes = [f"{label}: {n}" for n in res.notes]
             if merged is None:
-                merged = (res, code)
+                merged = res
                 continue
-            base = merged[0]
+            base = merged
             base.phases[0].channels += res.phases[0].channels
             base.notes += res.notes
             if _STATUS_RANK[res.status] > _STATUS_RANK[base.status]:
                 base.status, base.partial = res.status, res.partial
         if merged is not None:
-            done.append(merged)
+            done.append((merged, ExitCode.OK))  # an import's exit code is 0 (or it fails)
     if not done:
         raise UsageError(f"no raw file of run {run_id} holds an engine snapshot or result: "
                          "nothing to import (" + "; ".join(lost) + ")")
     _refuse_stored(store, run_id)
     assert last_col is not None
-    host["end_wall"] = _host(last_col, last_col, given, command_line)["end_wall"]
+    host["end_wall"] = _end_wall(last_col)
     host["phases"] = [{"name": ph.name, "raw": [p.name for _, p in ph.files]}
                       for ph in phases]
     # _merge reads only the number of the scenario's phases (note prefixes)

@@ -180,6 +180,29 @@ def test_killed_run_imported_as_one_run(
     _check_killed_one(result, files)
 
 
+@pytest.mark.parametrize("where", ["header", "capture"])
+def test_first_phase_name_from_a_traced_run_s_files(
+    where: str, killed_one: Path, store_path: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A traced phase's samples file (ID.N-PHASE.samples, named in the engine header when
+    the runner chose it) or its capture directory (ID.N-PHASE.trace) names it."""
+    files = _copy(killed_one, tmp_path / "elsewhere")
+    run_id = files["ID.jsonl"].stem
+    if where == "capture":
+        (tmp_path / "elsewhere" / f"{run_id}.1-warm.trace").mkdir()
+    else:
+        header, *rest = files["ID.jsonl"].read_text().splitlines(keepends=True)
+        rec = json.loads(header)
+        rec["config"]["samples_file"] = f"/elsewhere/runs/{run_id}.1-warm.samples"
+        files["ID.jsonl"].write_text(json.dumps(rec) + "\n" + "".join(rest))
+    code, err = _import(capsys, str(files["ID.jsonl"]))
+    assert code == 0, err
+    (result,) = _stored(store_path)
+    assert [ph.name for ph in result.phases] == ["warm", "busy"]
+    assert not any("in no raw file" in n for n in result.notes)
+
+
 def test_any_phase_file_brings_the_whole_run_and_its_files(
     killed_one: Path, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
