@@ -293,6 +293,9 @@ def test_multi_probe_phases_keep_their_label_prefixes(
         {**prefixed("zeta", files["ID.2-load-x-zeta.jsonl"]),
          **prefixed("alpha", files["ID.2-load-x-alpha.jsonl"])}]
     assert result.status == "partial" and result.partial
+    for label in ("zeta", "alpha"):  # both probes of the killed phase say so, by label
+        assert any(n.startswith(f"phase load-x: {label}: no final engine result")
+                   for n in result.notes), result.notes
     assert not any("in no raw file" in n or "in no file name" in n for n in result.notes)
 
 
