@@ -32,10 +32,17 @@ def register(sub: Any) -> None:
 
     imp = rsub.add_parser(
         "import", help="store a raw engine output file (JSON Lines) or a peer tool's output",
-        description="The whole file is parsed before anything is stored. Exit codes: 0 ok, "
-        "1 error, 2 usage or a malformed file (one line saying what is wrong; nothing stored).")
+        description="The whole file (every file of a multi-phase run) is parsed before "
+        "anything is stored. A raw file of a multi-phase run (ID.jsonl with "
+        "ID.N-PHASE[-LABEL].jsonl beside it, or any one of them) brings the whole run: one run "
+        "ID, its phases named from the file names (docs/usage.md). "
+        "Exit codes: 0 ok, 1 error (e.g. the run id is already stored), 2 usage or a "
+        "malformed file (one line saying what is wrong; nothing stored).")
     imp.add_argument("file", metavar="FILE", help="rtlab-probe output (e.g. a file in runs/) or "
                      "a peer tool's output (with --format)")
+    imp.add_argument("--one-file", action="store_true",
+                     help="import only FILE, as a run of its own, not the other phase files "
+                     "of its run")
     imp.add_argument("--format", default="rtlab", metavar="FMT",
                      choices=("rtlab", "cyclictest-json", "cyclictest-hist", "jitterdebugger",
                               "rtla-timerlat-hist", "sockperf"),
@@ -126,6 +133,10 @@ def cmd_import(args: argparse.Namespace) -> int:
              if getattr(args, k, None) is not None]
     if getattr(args, "nsecs", False):
         given.append("--nsecs")
+    one_file = getattr(args, "one_file", False)
+    if fmt != "rtlab" and one_file:
+        raise UsageError("--one-file only applies to rtlab engine files (--format rtlab)",
+                         hint="a peer tool's file is always imported on its own")
     context = None
     if fmt != "rtlab":
         from rtlab.results.importers import ImportContext
@@ -142,7 +153,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             result = import_into_store(Path(args.file), fmt, store,
                                        ["rtlab", *sys.argv[1:]], context, nsecs=args.nsecs)
         else:
-            result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]])
+            result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]],
+                                  one_file=one_file)
     finally:
         store.close()
     console = make_console()
