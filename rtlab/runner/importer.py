@@ -21,7 +21,6 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from rtlab import __version__
@@ -146,7 +145,7 @@ class _PhaseFiles:
 
 def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                 store: Store, command_line: list[str] | None) -> RunResult:
-    from rtlab.runner.run import _STATUS_RANK, _merge
+    from rtlab.runner.run import STATUS_RANK, combine_probes, merge_phases
 
     first = given.parent / f"{run_id}.jsonl"
     paths = ([first] if first.exists() else []) + [p for _, _, p in siblings]
@@ -164,7 +163,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     last_col: StreamCollector | None = None
     host: dict[str, Any] = {}  # filled in below, shared by every phase's result
     for ph in phases:
-        merged: RunResult | None = None
+        probes: list[tuple[RunResult, ExitCode]] = []
         for label, p in ph.files:
             col = cols.get(p)
             why = (col if isinstance(col, str) else
@@ -184,16 +183,9 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                 for ch in res.phases[0].channels:
                     ch.name = f"{label}.{ch.name}"
                 res.notes = [f"{label}: {n}" for n in res.notes]
-            if merged is None:
-                merged = res
-                continue
-            base = merged
-            base.phases[0].channels += res.phases[0].channels
-            base.notes += res.notes
-            if _STATUS_RANK[res.status] > _STATUS_RANK[base.status]:
-                base.status, base.partial = res.status, res.partial
-        if merged is not None:
-            done.append((merged, ExitCode.OK))  # an import's exit code is 0 (or it fails)
+            probes.append((res, ExitCode.OK))  # an import's exit code is 0 (or it fails)
+        if probes:
+            done.append(combine_probes(probes))
     if not done:
         raise UsageError(f"no raw file of run {run_id} holds an engine snapshot or result: "
                          "nothing to import (" + "; ".join(lost) + ")")
@@ -202,10 +194,9 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     host["end_wall"] = _end_wall(last_col)
     host["phases"] = [{"name": ph.name, "raw": [p.name for _, p in ph.files]}
                       for ph in phases]
-    # _merge reads only the number of the scenario's phases (note prefixes)
-    result, _ = _merge(done, SimpleNamespace(phases=phases), False, None)  # type: ignore[arg-type]
+    result, _ = merge_phases(done, len(phases), False, None)
     result.notes += notes + lost
-    if lost and _STATUS_RANK[result.status] < _STATUS_RANK["partial"]:
+    if lost and STATUS_RANK[result.status] < STATUS_RANK["partial"]:
         result.status = "partial"
     result.partial = result.partial or bool(lost)
     result.notes.append("imported from " + ", ".join(p.name for p in paths))

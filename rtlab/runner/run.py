@@ -152,7 +152,7 @@ def _handle_signals(control: _Control, enabled: bool) -> Iterator[None]:
             signal.signal(s, h)
 
 
-_STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3}
+STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3}
 _EXIT_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2,
               ExitCode.INTERRUPTED: 3}
 
@@ -298,11 +298,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
             raise RtlabError("interrupted before anything was measured",
                              code=ExitCode.INTERRUPTED)
         raise RtlabError("nothing was measured")  # pragma: no cover
-    result, code = _merge(done, scenario, interrupted, control.signal)
+    result, code = merge_phases(done, len(scenario.phases), interrupted, control.signal)
     if error is not None:
         result.notes.append(f"stopped: {error.one_line()}")
         result.partial = True
-        if _STATUS_RANK[result.status] < _STATUS_RANK["partial"]:
+        if STATUS_RANK[result.status] < STATUS_RANK["partial"]:
             result.status = "partial"
         code = max(code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
     elif len(done) < len(scenario.phases) and result.status == "completed":
@@ -414,18 +414,25 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
         if error is not None:
             raise error
         return None
-    base, code = results[0]
+    base = results[0][0]
     base.notes += shield_notes
     if traced is not None:
         spikes, summary, tinfo, tnotes = traced
         ph = base.phases[0]
         ph.spikes, ph.spike_summary, ph.trace = spikes, summary, tinfo
         base.notes += tnotes
+    return combine_probes(results)
+
+
+def combine_probes(results: list[tuple[RunResult, ExitCode]]) -> tuple[RunResult, ExitCode]:
+    """The results of one phase's probes as one: the first's, with the others' channels
+    and notes added, the worst status and exit code."""
+    base, code = results[0]
     for res, c in results[1:]:
         base.phases[0].channels += res.phases[0].channels
         base.notes += res.notes
         code = max(code, c, key=lambda x: _EXIT_RANK[x])
-        if _STATUS_RANK[res.status] > _STATUS_RANK[base.status]:
+        if STATUS_RANK[res.status] > STATUS_RANK[base.status]:
             base.status, base.partial = res.status, res.partial
     return base, code
 
@@ -575,9 +582,10 @@ def _bind(cb: Any, session: EngineSession) -> Callable[[dict[str, Any]], None] |
     return lambda rec: cb(rec, session)
 
 
-def _merge(done: list[tuple[RunResult, ExitCode]], scenario: Scenario, interrupted: bool,
-           sig: int | None) -> tuple[RunResult, ExitCode]:
-    """The phases' results as one run: phases in order, worst status, notes per phase."""
+def merge_phases(done: list[tuple[RunResult, ExitCode]], n_phases: int, interrupted: bool,
+                 sig: int | None) -> tuple[RunResult, ExitCode]:
+    """The phases' results as one run: phases in order, worst status, notes per phase
+    (prefixed with the phase's name when the scenario has `n_phases` > 1)."""
     first = done[0][0]
     phases: list[ResultPhase] = []
     notes: list[str] = []
@@ -585,9 +593,9 @@ def _merge(done: list[tuple[RunResult, ExitCode]], scenario: Scenario, interrupt
     rt_valid: bool | None = True
     for res, c in done:
         phases += res.phases
-        prefix = f"phase {res.phases[0].name}: " if len(scenario.phases) > 1 else ""
+        prefix = f"phase {res.phases[0].name}: " if n_phases > 1 else ""
         notes += [prefix + n for n in res.notes]
-        if _STATUS_RANK[res.status] > _STATUS_RANK[status]:
+        if STATUS_RANK[res.status] > STATUS_RANK[status]:
             status = res.status
         code = max(code, c, key=lambda x: _EXIT_RANK[x])
         if res.rt_valid is False:
