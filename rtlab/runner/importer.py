@@ -8,9 +8,11 @@ store's runs/ directory line by line while measuring) or a probe run by hand
 A run writes one raw file per probe and phase (`runner.run._raw_for`): `ID.jsonl`
 is the first phase's (first probe's), `ID.N-PHASE.jsonl` phase N's, and when a
 phase has several probes `ID.N-PHASE-LABEL.jsonl` the others (in the first
-phase) or all of them (in later phases). Given any of these files, the whole run
-is imported as one result, its phases named from the file names; `one_file`
-imports just the file given, as before.
+phase) or all of them (in later phases), and before anything runs
+`ID.layout.json` lists every phase with its files and labels
+(`runner.run.write_layout`). Given any of these files, the whole run is imported as
+one result, its phases named from the layout (or, without one, from the file
+names); `one_file` imports just the file given, as before.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
+from rtlab.runner.run import LAYOUT_SUFFIX
 
 _ID_RE = re.compile(r"[0-9a-f]{8}")
 # a later phase's (or an extra probe's) raw file: ID.N-PHASE[-LABEL].jsonl
@@ -133,7 +136,24 @@ def _run_files(path: Path) -> tuple[str, list[tuple[int, str, Path]]] | None:
         s = _PHASE_FILE_RE.fullmatch(p.name)
         if s is not None and s["id"] == run_id:
             siblings.append((int(s["n"]), s["rest"], p))
-    return (run_id, siblings) if siblings else None
+    has_layout = (path.parent / (run_id + LAYOUT_SUFFIX)).is_file()
+    return (run_id, siblings) if siblings or has_layout else None
+
+
+def _layout_file(directory: Path, run_id: str) -> list[_PhaseFiles] | None:
+    """The phases and files the runner wrote down before it started (`ID.layout.json`,
+    runner.run.write_layout); None when there is none or it cannot be read."""
+    import json
+
+    try:
+        doc = json.loads((directory / (run_id + LAYOUT_SUFFIX)).read_text())
+        phases = [_PhaseFiles(i + 1, str(ph["name"]),
+                              [(None if f.get("label") is None else str(f["label"]),
+                                directory / Path(str(f["file"])).name) for f in ph["files"]])
+                  for i, ph in enumerate(doc["phases"])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return phases if doc.get("run_id") == run_id and phases else None
 
 
 @dataclass
@@ -148,17 +168,28 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     from rtlab.runner.run import STATUS_RANK, combine_probes, merge_phases
 
     first = given.parent / f"{run_id}.jsonl"
-    paths = ([first] if first.exists() else []) + [p for _, _, p in siblings]
+    written = _layout_file(given.parent, run_id)
+    if written is not None:
+        paths = [p for ph in written for _, p in ph.files if p.exists()]
+    else:
+        paths = ([first] if first.exists() else []) + [p for _, _, p in siblings]
     cols: dict[Path, StreamCollector | str] = {}
     for p in paths:
         try:
             cols[p] = _read(p)
         except UsageError as exc:  # unreadable: this phase (probe) is lost, not the run
             cols[p] = exc.one_line()
-    phases, notes = _layout(run_id, first, siblings, cols)
-    numbers = {ph.number for ph in phases}
-    lost = [f"phase {n} lost: no raw file {run_id}.{n}-*.jsonl"
-            for n in range(2, max(numbers)) if n not in numbers]
+    lost: list[str] = []
+    if written is not None:
+        phases, notes = written, []
+        while len(phases) > 1 and not any(p.exists() for _, p in phases[-1].files):
+            lost.insert(0, phases.pop().name)  # the host died before these phases
+        lost = [f"phases not run: {', '.join(lost)}"] if lost else []
+    else:
+        phases, notes = _layout(run_id, first, siblings, cols)
+        numbers = {ph.number for ph in phases}
+        lost = [f"phase {n} lost: no raw file {run_id}.{n}-*.jsonl"
+                for n in range(2, max(numbers)) if n not in numbers]
     done: list[tuple[RunResult, ExitCode]] = []
     last_col: StreamCollector | None = None
     host: dict[str, Any] = {}  # filled in below, shared by every phase's result
@@ -203,6 +234,9 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     store.add(result)
     for p in paths:
         _copy(p, store.runs_dir / p.name)
+    if written is not None:
+        layout = given.parent / (run_id + LAYOUT_SUFFIX)
+        _copy(layout, store.runs_dir / layout.name)
     return result
 
 

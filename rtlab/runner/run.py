@@ -232,6 +232,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     store = opts.store
     run_id = store.new_id()
     first_raw = store.raw_path(run_id)
+    write_layout(first_raw, run_id, scenario)
     host: dict[str, Any] = {
         "rtlab_version": __version__,
         "hostname": socket.gethostname(),
@@ -329,6 +330,26 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
 def _event(opts: RunOptions, text: str) -> None:
     if opts.on_event is not None:
         opts.on_event(text)
+
+
+LAYOUT_SUFFIX = ".layout.json"
+
+
+def write_layout(first: Path, run_id: str, scenario: Scenario) -> None:
+    """`runs/ID.layout.json` beside the raw files, before anything runs: every phase's
+    name and its raw files with their probe labels, so that `rtlab results import` can
+    rebuild a run whose host died without guessing from file names. Best effort."""
+    import json
+
+    phases = [{"name": ph.name,
+               "files": [{"label": (p.label or p.name) if ph.more_probes else None,
+                          "file": _raw_for(first, run_id, scenario, i, ph, p).name}
+                         for p in ph.probes]}
+              for i, ph in enumerate(scenario.phases)]
+    doc = {"version": 1, "run_id": run_id, "phases": phases}
+    with suppress(OSError):
+        first.parent.mkdir(parents=True, exist_ok=True)
+        first.with_name(run_id + LAYOUT_SUFFIX).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _raw_for(first: Path, run_id: str, scenario: Scenario, index: int, phase: Phase,

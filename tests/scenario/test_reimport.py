@@ -358,3 +358,54 @@ def test_stored_run_refused_and_one_file(
             assert _samples(r) == [_raw_samples(files["ID.2-busy.jsonl"])]
     code, err = _import(capsys, "--one-file", "--format", "sockperf", str(by_hand))
     assert code == 2 and "--one-file only applies" in err
+
+
+def _with_layout(runs: Path, dest: Path) -> dict[str, Path]:
+    """The run's raw files and the layout the runner wrote before it started."""
+    files = _copy(runs, dest)
+    (layout,) = runs.glob("*.layout.json")
+    shutil.copyfile(layout, dest / layout.name)
+    files["ID.layout.json"] = dest / layout.name
+    return files
+
+
+def test_the_runner_s_layout_names_every_phase_and_label(
+    killed_one: Path, killed_two: Path, store_path: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With `ID.layout.json` (written by the runner before anything ran) nothing is
+    guessed: the first phase's name and the first probe's label are exact."""
+    files = _with_layout(killed_one, tmp_path / "one")
+    code, err = _import(capsys, str(files["ID.2-busy.jsonl"]))
+    assert code == 0, err
+    two = _with_layout(killed_two, tmp_path / "two")
+    code, err = _import(capsys, str(two["ID.jsonl"]))
+    assert code == 0, err
+    one_r, two_r = sorted(_stored(store_path), key=lambda r: r.run_id != files["ID.jsonl"].stem)
+    assert [ph.name for ph in one_r.phases] == ["warm", "busy"]
+    assert _samples(one_r) == [_raw_samples(files["ID.jsonl"]),
+                               _raw_samples(files["ID.2-busy.jsonl"])]
+    assert [ph.name for ph in two_r.phases] == ["warm-up", "load-x"]
+    assert [[c.name for c in ph.channels] for ph in two_r.phases] == [
+        ["zeta.cpu0", "alpha.cpu0"]] * 2
+    for r in (one_r, two_r):
+        assert not any("in no raw file" in n or "in no file name" in n for n in r.notes)
+        assert r.status == "partial" and r.partial
+    runs = store_path.parent / "runs"
+    assert (runs / files["ID.layout.json"].name).read_bytes() == \
+        files["ID.layout.json"].read_bytes()
+
+
+def test_phases_the_host_never_reached_are_named(
+    completed_two: tuple[Path, Path], store_path: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = _with_layout(completed_two[0], tmp_path / "elsewhere")
+    for key in ("ID.2-load-x-alpha.jsonl", "ID.2-load-x-zeta.jsonl"):
+        files.pop(key).unlink()  # as if the host died before phase 2 started
+    code, err = _import(capsys, str(files["ID.jsonl"]))
+    assert code == 0, err
+    (result,) = _stored(store_path)
+    assert [ph.name for ph in result.phases] == ["warm-up"]
+    assert "phases not run: load-x" in result.notes
+    assert result.status == "partial" and result.partial
