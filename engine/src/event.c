@@ -212,14 +212,8 @@ static void ev_report_config(const void *p, struct jsonw *w, const char *key)
 	jw_str(w, "gpio_clock", gclk_names[c->src.gpio_clock]);
 	jw_str_or_null(w, "bind", c->src.bind);
 	jw_uint(w, "rate_hz", NS_PER_SEC / c->src.interval_ns);
-	if (c->src.gen_cpu >= 0)
-		jw_int(w, "gen_cpu", c->src.gen_cpu);
-	else
-		jw_null(w, "gen_cpu");
-	if (c->cpu >= 0)
-		jw_int(w, "cpu", c->cpu);
-	else
-		jw_null(w, "cpu");
+	jw_int_or_null(w, "gen_cpu", c->src.gen_cpu);
+	jw_int_or_null(w, "cpu", c->cpu);
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
 	if (c->duration_ns)
@@ -231,10 +225,7 @@ static void ev_report_config(const void *p, struct jsonw *w, const char *key)
 	else
 		jw_null(w, "count");
 	jw_bool(w, "mlock", c->mlock);
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_bool(w, "allow_non_rt", c->allow_non_rt);

@@ -216,6 +216,14 @@ void jw_str_or_null(struct jsonw *w, const char *key, const char *s)
 		jw_null(w, key);
 }
 
+void jw_int_or_null(struct jsonw *w, const char *key, int64_t v)
+{
+	if (v >= 0)
+		jw_int(w, key, v);
+	else
+		jw_null(w, key);
+}
+
 void jw_strf(struct jsonw *w, const char *key, const char *fmt, ...)
 {
 	char tmp[512];

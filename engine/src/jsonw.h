@@ -46,6 +46,8 @@ void jw_strn(struct jsonw *w, const char *key, const char *s, size_t len);
 void jw_str_or_null(struct jsonw *w, const char *key, const char *s);
 void jw_strf(struct jsonw *w, const char *key, const char *fmt, ...) RL_PRINTF(3, 4);
 void jw_int(struct jsonw *w, const char *key, int64_t v);
+/* An integer, or null when v is negative (the engine's "not set / not known"). */
+void jw_int_or_null(struct jsonw *w, const char *key, int64_t v);
 void jw_uint(struct jsonw *w, const char *key, uint64_t v);
 void jw_bool(struct jsonw *w, const char *key, bool v);
 void jw_null(struct jsonw *w, const char *key);

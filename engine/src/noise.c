@@ -250,10 +250,7 @@ static void noise_report_config(const void *p, struct jsonw *w, const char *key)
 		jw_null(w, "threshold_ns");
 	jw_str(w, "counter", counter_names[c->counter_idx]);
 	jw_bool(w, "mlock", c->mlock);
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_str_or_null(w, "output", c->output);

@@ -170,10 +170,7 @@ static void overhead_report_config(const void *p, struct jsonw *w, const char *k
 			jw_str(w, NULL, test_names[i]);
 	jw_arr_end(w);
 	jw_int(w, "cpu", c->cpu);
-	if (c->other_cpu >= 0)
-		jw_int(w, "other_cpu", c->other_cpu);
-	else
-		jw_null(w, "other_cpu");
+	jw_int_or_null(w, "other_cpu", c->other_cpu);
 	jw_str(w, "policy", "fifo");
 	jw_int(w, "priority", c->priority);
 	if (c->duration_ns) {
@@ -184,10 +181,7 @@ static void overhead_report_config(const void *p, struct jsonw *w, const char *k
 		jw_null(w, "duration_ns");
 	}
 	jw_bool(w, "mlock", c->mlock);
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_bool(w, "allow_non_rt", c->allow_non_rt);

@@ -46,10 +46,7 @@ void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 	int tid = atomic_load_explicit(&((struct channel *)ch)->tid, memory_order_relaxed);
 	jw_obj_begin(w, NULL);
 	jw_str(w, "name", ch->name);
-	if (ch->cpu >= 0)
-		jw_int(w, "cpu", ch->cpu);
-	else
-		jw_null(w, "cpu");
+	jw_int_or_null(w, "cpu", ch->cpu);
 	if (tid > 0)
 		jw_int(w, "tid", tid);
 	else
@@ -194,10 +191,7 @@ static void write_result(struct reporter *r)
 		const struct channel *ch = r->cfg.chans[o->thr_chan];
 		jw_obj_begin(&r->w, "threshold_hit");
 		jw_str(&r->w, "channel", ch->name);
-		if (ch->cpu >= 0)
-			jw_int(&r->w, "cpu", ch->cpu);
-		else
-			jw_null(&r->w, "cpu");
+		jw_int_or_null(&r->w, "cpu", ch->cpu);
 		jw_uint(&r->w, "latency_ns", o->thr_latency_ns);
 		jw_uint(&r->w, "at_ns", o->thr_at_ns);
 		jw_obj_end(&r->w);

@@ -228,10 +228,7 @@ void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t)
 {
 	jw_obj_begin(w, NULL);
 	jw_str(w, "channel", t->channel);
-	if (t->cpu >= 0)
-		jw_int(w, "cpu", t->cpu);
-	else
-		jw_null(w, "cpu");
+	jw_int_or_null(w, "cpu", t->cpu);
 	if (t->tid > 0)
 		jw_int(w, "tid", t->tid);
 	else

@@ -312,10 +312,7 @@ static void switch_report_config(const void *p, struct jsonw *w, const char *key
 	jw_arr_end(w);
 	jw_str(w, "placement", placement_names[c->placement]);
 	jw_int(w, "cpu", c->cpu);
-	if (c->waker_cpu >= 0)
-		jw_int(w, "waker_cpu", c->waker_cpu);
-	else
-		jw_null(w, "waker_cpu");
+	jw_int_or_null(w, "waker_cpu", c->waker_cpu);
 	jw_str(w, "policy", "fifo");
 	jw_int(w, "priority", c->priority);
 	jw_int(w, "waker_priority", c->priority - 1);
@@ -339,10 +336,7 @@ static void switch_report_config(const void *p, struct jsonw *w, const char *key
 	jw_int(w, "pi_rounds", c->pi_rounds);
 	jw_bool(w, "check_strict", c->strict);
 	jw_bool(w, "mlock", c->mlock);
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_bool(w, "allow_non_rt", c->allow_non_rt);

@@ -220,14 +220,8 @@ static void timer_report_config(const void *p, struct jsonw *w, const char *key)
 		jw_null(w, "loops");
 	jw_str(w, "clock", clock_names[c->clock_idx]);
 	jw_bool(w, "mlock", c->mlock);
-	if (c->dma_us >= 0)
-		jw_int(w, "dma_latency_us", c->dma_us);
-	else
-		jw_null(w, "dma_latency_us");
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "dma_latency_us", c->dma_us);
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	if (c->threshold_ns)
@@ -383,10 +377,7 @@ static void write_effective(struct jsonw *w, const struct timer_ctx *ctx, int ml
 	const struct timer_cfg *c = ctx->cfg;
 	pc_effective_open(w, c->mlock, mlock_err);
 	jw_obj_begin(w, "dma_latency");
-	if (c->dma_us >= 0)
-		jw_int(w, "requested_us", c->dma_us);
-	else
-		jw_null(w, "requested_us");
+	jw_int_or_null(w, "requested_us", c->dma_us);
 	jw_bool(w, "held", dma_fd >= 0);
 	jw_str_or_null(w, "error", dma_err ? strerror(-dma_err) : NULL);
 	jw_obj_end(w);

@@ -418,16 +418,10 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 	else
 		jw_null(w, "count");
 	jw_uint(w, "timeout_ns", c->timeout_ns);
-	if (c->cpu >= 0)
-		jw_int(w, "cpu", c->cpu);
-	else
-		jw_null(w, "cpu");
+	jw_int_or_null(w, "cpu", c->cpu);
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
-	if (c->busy_poll >= 0)
-		jw_int(w, "busy_poll_us", c->busy_poll);
-	else
-		jw_null(w, "busy_poll_us");
+	jw_int_or_null(w, "busy_poll_us", c->busy_poll);
 	jw_str(w, "recv", recv_names[c->recv_call]);
 	jw_str(w, "wait", wait_names[c->wait_how]);
 	jw_str(w, "timestamps", uts_kind_names[c->ts]);
@@ -435,14 +429,8 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 	jw_uint(w, "max_rate_pps", c->max_rate);
 	jw_uint(w, "burst", c->burst);
 	jw_bool(w, "mlock", c->mlock);
-	if (c->dma_us >= 0)
-		jw_int(w, "dma_latency_us", c->dma_us);
-	else
-		jw_null(w, "dma_latency_us");
-	if (c->housekeeping >= 0)
-		jw_int(w, "housekeeping_cpu", c->housekeeping);
-	else
-		jw_null(w, "housekeeping_cpu");
+	jw_int_or_null(w, "dma_latency_us", c->dma_us);
+	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
 	jw_bool(w, "allow_non_rt", c->allow_non_rt);
@@ -1099,10 +1087,7 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 	const struct udp_cfg *c = ctx->cfg;
 	pc_effective_open(w, c->mlock, mlock_err);
 	jw_obj_begin(w, "dma_latency");
-	if (c->dma_us >= 0)
-		jw_int(w, "requested_us", c->dma_us);
-	else
-		jw_null(w, "requested_us");
+	jw_int_or_null(w, "requested_us", c->dma_us);
 	jw_bool(w, "held", dma_fd >= 0);
 	jw_str_or_null(w, "error", dma_err ? strerror(-dma_err) : NULL);
 	jw_obj_end(w);

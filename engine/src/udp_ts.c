@@ -579,10 +579,7 @@ void uts_write_effective(struct jsonw *w, const struct uts_state *st, const char
 	jw_str_or_null(w, "timestamp_error", st->so_err ? strerror(-st->so_err) : NULL);
 	jw_bool(w, "hw_rx_capable", st->hw_rx_capable);
 	jw_bool(w, "hw_tx_capable", st->hw_tx_capable);
-	if (st->phc_index >= 0)
-		jw_int(w, "phc_index", st->phc_index);
-	else
-		jw_null(w, "phc_index");
+	jw_int_or_null(w, "phc_index", st->phc_index);
 	if (st->ifname[0] && !st->hw_cfg_err) {
 		const char *tx = hwts_tx_name(st->hw_tx_type), *rx = hwts_rx_name(st->hw_rx_filter);
 		jw_obj_begin(w, "hw_config");

@@ -854,10 +854,7 @@ void uxdp_write_effective(const struct uxdp *x, struct jsonw *w, const char *key
 	jw_str(w, "interface", x->ifname);
 	jw_int(w, "ifindex", x->ifindex);
 	jw_int(w, "mtu", x->mtu);
-	if (x->rx_queues >= 0)
-		jw_int(w, "rx_queues", x->rx_queues);
-	else
-		jw_null(w, "rx_queues");
+	jw_int_or_null(w, "rx_queues", x->rx_queues);
 	jw_uint(w, "queue", x->queue);
 	jw_str(w, "attach", x->native ? "native" : "generic");
 	jw_str_or_null(w, "native_error", x->native_err[0] ? x->native_err : NULL);

@@ -53,6 +53,14 @@ int main(void)
 	jw_str(&w, NULL, "\xed\xa0\x80"); /* surrogate */
 	CHECK(eq(&w, "\"\\ufffd\\ufffd\\ufffd\""));
 
+	/* not set / not known (negative) is null; 0 is a value */
+	jw_obj_begin(&w, NULL);
+	jw_int_or_null(&w, "cpu", 0);
+	jw_int_or_null(&w, "hk", -1);
+	jw_int_or_null(&w, "us", 250);
+	jw_obj_end(&w);
+	CHECK(eq(&w, "{\"cpu\":0,\"hk\":null,\"us\":250}"));
+
 	/* keys are escaped too */
 	jw_obj_begin(&w, NULL);
 	jw_int(&w, "k\"1", 1);
