@@ -13,7 +13,13 @@ VENV=${VENV:-.venv}
 # binaries the tests start a throw-away server from (no system cluster, see below).
 PKGS=(python3 python3-venv python3-dev gcc libc6-dev make meson ninja-build
       rt-tests stress-ng sockperf jitterdebugger iproute2 util-linux procps
-      chromium linux-perf libpq5 postgresql)
+      chromium linux-perf libpq5 postgresql
+      # boards: the SSH client (the user's ~/.ssh/config), the cross compilers of the
+      # static engines, qemu-user to test them, qemu-system and cpio for the emulated
+      # board lab, dropbear (binaries only, no daemon) as the board-side SSH server
+      openssh-client dropbear-bin cpio qemu-user-static qemu-system-x86 qemu-system-arm
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+      gcc-powerpc64-linux-gnu libc6-dev-ppc64-cross gcc-powerpc-linux-gnu libc6-dev-powerpc-cross)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
 
 
@@ -15,30 +16,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="undo system changes left behind (stale journals in /run/rtlab)",
         description="Restore every journal in /run/rtlab (or $RTLAB_JOURNAL_DIR) that no live "
         "rtlab process holds: changes left by `kill -9`, a crash, or a persistent "
-        "`rtlab shield`.",
+        "`rtlab shield`. With --target, the journals on that board (kept there, in "
+        "/run/rtlab) are restored by the board's engine.",
     )
     p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    add_target_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.engine.locate import find_probe
     from rtlab.system import journal as jr
 
-    directory = args.journal_dir or jr.journal_dir()
-    stale = jr.stale_journals(directory)
-    live = [j for j in jr.journals(directory) if j.held]
-    for j in live:
-        print(f"{j.path}: held by a running session (pid {j.pid}); it restores by itself")
-    if not stale:
-        print("nothing to restore")
-        return int(ExitCode.OK)
-    probe = [str(find_probe())]
-    code = ExitCode.OK
-    for j in stale:
-        what = "persistent shield" if j.detached else f"session of pid {j.pid}"
-        rep = jr.restore_journal(probe, j.path)
-        print(f"restored {what}: {rep.summary()}")
-        if not rep.ok:
-            code = ExitCode.ERROR
-    return int(code)
+    with open_target(args.target, args.engine_dir) as target:
+        directory = args.journal_dir or (jr.journal_dir() if target.is_local
+                                         else jr.DEFAULT_DIR)
+        on = "" if target.is_local else f" on {target.target}"
+        found = jr.journals(directory, target)
+        for j in found:
+            if j.held:
+                print(f"{j.path}{on}: held by a running session (pid {j.pid}); "
+                      "it restores by itself")
+        stale = [j for j in found if j.stale]
+        if not stale:
+            print(f"nothing to restore{on}")
+            return int(ExitCode.OK)
+        code = ExitCode.OK
+        for j in stale:
+            what = "persistent shield" if j.detached else f"session of pid {j.pid}"
+            rep = jr.restore_journal(target, j.path)
+            print(f"restored {what}{on}: {rep.summary()}")
+            if not rep.ok:
+                code = ExitCode.ERROR
+        return int(code)

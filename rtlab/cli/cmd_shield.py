@@ -6,8 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from rtlab.engine.transport import Transport
+    from rtlab.system.shield import ThreadPriority
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,48 +54,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_target_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.engine.locate import find_probe
     from rtlab.errors import UsageError
     from rtlab.system import journal as jr
-    from rtlab.system.shield import (
-        ShieldRequest,
-        apply_shield,
-        parse_thread_priority,
-        reset_shield,
-        shield_status,
-    )
+    from rtlab.system.shield import parse_thread_priority
 
-    directory = args.journal_dir or jr.journal_dir()
     if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude
                                         or args.thread_priority or args.rt_runtime is not None):
         raise UsageError("--irqs, --kthreads, --thread-priority, --rt-runtime and --exclude go "
                          "with --cpus")
     priorities = tuple(parse_thread_priority(t) for t in args.thread_priority)
-    probe = [str(find_probe())]
+    try:
+        exclude = frozenset(int(x) for x in args.exclude.split(",") if x.strip())
+    except ValueError as exc:
+        raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
+    with open_target(args.target, args.engine_dir) as probe:
+        directory = args.journal_dir or (jr.journal_dir() if probe.is_local
+                                         else jr.DEFAULT_DIR)
+        return _run(args, probe, directory, priorities, exclude)
+
+
+def _run(args: argparse.Namespace, probe: Transport, directory: Path,
+         priorities: tuple[ThreadPriority, ...], exclude: frozenset[int]) -> int:
+    from rtlab.system.shield import ShieldRequest, apply_shield, reset_shield, shield_status
+
+    on = "" if probe.is_local else f" on {probe.target}"
+    again = "" if probe.is_local else f" --target {probe.target}"
     if args.reset:
         rep = reset_shield(probe, directory)
         if rep is None:
-            print("no shield is applied: nothing to reset")
+            print(f"no shield is applied{on}: nothing to reset")
             return int(ExitCode.OK)
-        print(f"shield removed: {rep.summary()}")
+        print(f"shield removed{on}: {rep.summary()}")
         return int(ExitCode.OK if rep.ok else ExitCode.ERROR)
     if args.status:
         st = shield_status(probe, directory)
         if args.json:
             print(json.dumps(st, indent=1))
         elif st is None:
-            print("no shield is applied")
+            print(f"no shield is applied{on}")
         else:
             _print_status(st)
         return int(ExitCode.OK)
-    try:
-        exclude = frozenset(int(x) for x in args.exclude.split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
     from rtlab.system.facts import parse_cpus_arg, read_facts
 
     facts = read_facts(probe)
@@ -103,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitCode.OK)
     s = out["summary"]
     print(
-        f"shielded CPU {s['shield_cpus']} ({s['backend']} cpuset {s['shield_cgroup']}); "
+        f"shielded CPU {s['shield_cpus']}{on} ({s['backend']} cpuset {s['shield_cgroup']}); "
         f"system on CPU {s['housekeeping_cpus']}"
     )
     print(
@@ -117,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     for f in out["failed"]:
         print(f"  not applied: {f}")
     _print_status(out["verify"])
-    print("undo with: rtlab shield --reset")
+    print(f"undo with: rtlab shield --reset{again}")
     return int(ExitCode.OK)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,11 +48,10 @@ def flag_name(key: str) -> str:
 
 
 def _run(probe_bin: str, args: list[str]) -> str:
-    try:
-        r = subprocess.run([probe_bin, *args], capture_output=True, text=True, timeout=10,
-                           check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RtlabError(f"cannot run {probe_bin} {' '.join(args)}: {exc}") from exc
+    """This machine's engine (the same version as every board's: its option tables)."""
+    from rtlab.engine.transport import LocalTransport
+
+    r = LocalTransport(probe_bin).run(args, timeout_s=10)
     if r.returncode != 0:
         raise RtlabError(f"{probe_bin} {' '.join(args)} failed: "
                          f"{(r.stderr.strip().splitlines() or [f'exit {r.returncode}'])[-1]}")
@@ -145,9 +143,14 @@ def check_option(table: ProbeOptions, key: str, value: str) -> tuple[str, Any]:
 def adapt_for(transport: Any, probe: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """`adapt_options` for a local engine (its tables are readable here); the timer probe
     and engines whose tables cannot be read get the options unchanged."""
-    path = getattr(transport, "probe", None) if probe != "timer" else None
-    if path is None:
+    if probe == "timer":
         return dict(options)
+    path = getattr(transport, "probe", None)
+    if path is None:  # a board: its engine is this machine's version, with the same tables
+        try:
+            path = _bin(None)
+        except RtlabError:
+            return dict(options)
     try:
         return adapt_options(options, probe_options(probe, str(path)))
     except RtlabError:

@@ -51,8 +51,10 @@ class EngineSession:
         stop_grace_s: float = 5.0,
         kill_grace_s: float = 1.0,
         on_record: Callable[[dict[str, Any]], None] | None = None,
+        keep_as: str | None = None,
     ) -> None:
         self.transport = transport
+        self.keep_as = keep_as  # the name a board keeps its own copy of the output under
         self.args = args
         self.raw_path = raw_path
         self.watchdog_s = watchdog_s
@@ -72,7 +74,7 @@ class EngineSession:
             self._stop_count += 1
 
     def run(self) -> SessionOutcome:
-        proc = self.transport.spawn(self.args)
+        proc = self.transport.spawn(self.args, keep_as=self.keep_as)
         outcome = SessionOutcome(self.collector, None, "")
         try:
             self._pump(proc, outcome)

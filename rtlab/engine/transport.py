@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""How the host reaches an engine: spawn `rtlab-probe ARGS`, read its stdout lines.
+"""How the host reaches a target's engine: the one way `rtlab-probe` is started.
 
-`Transport` is the seam for remote targets: `LocalTransport` runs the probe
-here; an SSH transport (later) runs it on a board and streams the same lines
-back. Everything above this module only sees `EngineProcess`.
+A `Transport` is a target (this machine, a network namespace on it, or a board over
+SSH: `rtlab.engine.ssh`) plus the way to start `rtlab-probe ARGS` there. Everything
+that starts the engine goes through one: a measurement streams its JSON Lines
+(`spawn`), a fact or a restore runs to completion (`run`), the journaled applier
+keeps its pipes open (`popen`). Nothing above this module builds an engine command
+line itself, and no other notion of "where" exists.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from rtlab.engine.locate import find_probe
 from rtlab.errors import RtlabError
@@ -23,6 +27,7 @@ from rtlab.lifeline import die_with_parent
 
 _EOF = object()
 _STDERR_KEEP = 64 * 1024
+RUN_TIMEOUT_S = 30.0
 
 
 class EngineProcess(abc.ABC):
@@ -35,7 +40,8 @@ class EngineProcess(abc.ABC):
         caller can run its watchdog and signal checks. Ends at end of output."""
 
     @abc.abstractmethod
-    def send_signal(self, sig: int) -> None: ...
+    def send_signal(self, sig: int) -> None:
+        """Ask the engine to stop (SIGINT/SIGTERM) or kill it (SIGKILL)."""
 
     @abc.abstractmethod
     def kill(self) -> None: ...
@@ -48,20 +54,9 @@ class EngineProcess(abc.ABC):
     def stderr_text(self) -> str: ...
 
 
-class Transport(abc.ABC):
-    """Where probes run."""
+class PipeProcess(EngineProcess):
+    """An engine started as a child process of this one, read through its pipes."""
 
-    name: str = "abstract"
-
-    @abc.abstractmethod
-    def spawn(self, args: list[str]) -> EngineProcess:
-        """Start `rtlab-probe ARGS...` (args exclude the binary itself)."""
-
-    @abc.abstractmethod
-    def describe(self) -> str: ...
-
-
-class _LocalProcess(EngineProcess):
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._p = popen
         self._q: queue.Queue[object] = queue.Queue()
@@ -121,6 +116,92 @@ class _LocalProcess(EngineProcess):
         return self._stderr.decode("utf-8", errors="replace")
 
 
+class Transport(abc.ABC):
+    """A target and the way to start its engine."""
+
+    name: str = "abstract"  # "local", "netns", "ssh"
+
+    @property
+    def target(self) -> str:
+        """The target as the user names it ("local", a namespace, an SSH destination)."""
+        return "local"
+
+    @property
+    def is_local(self) -> bool:
+        """The engine runs on this machine (its /proc, /sys and tracefs are ours)."""
+        return True
+
+    @abc.abstractmethod
+    def engine_argv(self, args: list[str]) -> list[str]:
+        """The command line, run here, that starts `rtlab-probe ARGS` on the target."""
+
+    @abc.abstractmethod
+    def describe(self) -> str: ...
+
+    def spawn(self, args: list[str], *, keep_as: str | None = None) -> EngineProcess:
+        """Start a measurement `rtlab-probe ARGS` and stream its output. `keep_as`: a
+        name under which a remote target keeps its own copy of the raw output (a
+        dropped connection then loses nothing); local runs ignore it."""
+        del keep_as
+        try:
+            popen = subprocess.Popen(
+                self.engine_argv(args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                # Own process group: a terminal Ctrl-C reaches only rtlab, which
+                # forwards it exactly once and then waits for the engine's result.
+                process_group=0,
+                # A kill -9 of rtlab ends the measurement too (SIGTERM: the engine
+                # stops as on Ctrl-C instead of measuring on, unobserved, at RT priority).
+                preexec_fn=die_with_parent(signal.SIGTERM),
+            )
+        except OSError as exc:
+            raise RtlabError(f"cannot start the engine ({self.describe()}): "
+                             f"{exc.strerror or exc}") from exc
+        return PipeProcess(popen)
+
+    def run(self, args: list[str], *, input: str | None = None,
+            timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        """Run `rtlab-probe ARGS` to completion; its stdout and stderr as text.
+        RtlabError when it cannot be started or does not end in time."""
+        argv = self.engine_argv(args)
+        try:
+            return subprocess.run(argv, input=input, capture_output=True, text=True,
+                                  timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise RtlabError(f"`rtlab-probe {' '.join(args[:2])}` on {self.target} did not "
+                             f"end within {timeout_s:g} s") from exc
+        except OSError as exc:
+            raise RtlabError(f"cannot start the engine ({self.describe()}): "
+                             f"{exc.strerror or exc}") from exc
+
+    def popen(self, args: list[str], *, stdin: int | IO[Any] | None = subprocess.PIPE,
+              start_new_session: bool = True) -> subprocess.Popen[bytes]:
+        """Start `rtlab-probe ARGS` with pipes to talk to it (the journaled applier).
+        Own session: a Ctrl-C on the terminal reaches the host only."""
+        try:
+            return subprocess.Popen(self.engine_argv(args), stdin=stdin,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=start_new_session)
+        except OSError as exc:
+            raise RtlabError(f"cannot start the engine ({self.describe()}): "
+                             f"{exc.strerror or exc}") from exc
+
+    def command_argv(self, argv: list[str]) -> list[str]:
+        """The command line, run here, that runs another program (a load) on the target."""
+        return list(argv)
+
+    def close(self) -> None:  # noqa: B027 (nothing to release for most targets)
+        """Release what reaching the target holds (an SSH connection)."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class LocalTransport(Transport):
     """Run the probe on this machine."""
 
@@ -138,20 +219,33 @@ class LocalTransport(Transport):
     def describe(self) -> str:
         return f"local ({self.probe})"
 
-    def spawn(self, args: list[str]) -> EngineProcess:
-        try:
-            popen = subprocess.Popen(
-                [str(self.probe), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                # Own process group: a terminal Ctrl-C reaches only rtlab, which
-                # forwards it exactly once and then waits for the engine's result.
-                process_group=0,
-                # A kill -9 of rtlab ends the measurement too (SIGTERM: the engine
-                # stops as on Ctrl-C instead of measuring on, unobserved, at RT priority).
-                preexec_fn=die_with_parent(signal.SIGTERM),
-            )
-        except OSError as exc:
-            raise RtlabError(f"cannot start {self.probe}: {exc.strerror or exc}") from exc
-        return _LocalProcess(popen)
+    def engine_argv(self, args: list[str]) -> list[str]:
+        return [str(self.probe), *args]
+
+
+class NetnsTransport(LocalTransport):
+    """Run the probe on this machine inside network namespace `netns` (`ip netns exec`)."""
+
+    name = "netns"
+
+    def __init__(self, netns: str, probe: Path | str | None = None) -> None:
+        super().__init__(probe)
+        self.netns = netns
+
+    @property
+    def target(self) -> str:
+        return f"netns:{self.netns}"
+
+    def describe(self) -> str:
+        return f"local, network namespace {self.netns} ({self.probe})"
+
+    def engine_argv(self, args: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, str(self.probe), *args]
+
+    def command_argv(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+
+def as_local(transport: Transport | None) -> Transport:
+    """The transport given, or this machine's."""
+    return transport if transport is not None else LocalTransport()

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rtlab.engine.transport import EngineProcess, LocalTransport, Transport, _LocalProcess
+from rtlab.engine.transport import LocalTransport, NetnsTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
 from rtlab.system.nic import HW_MODES, HwTimestamping, enable_hw_timestamping, route_interface
@@ -66,28 +66,6 @@ def parse_peer(text: str) -> tuple[str, int]:
     return host, p
 
 
-class NetnsTransport(LocalTransport):
-    """Run the probe on this machine inside network namespace `netns`."""
-
-    def __init__(self, netns: str, probe: Path | str | None = None) -> None:
-        super().__init__(probe)
-        self.netns = netns
-
-    def describe(self) -> str:
-        return f"local, network namespace {self.netns} ({self.probe})"
-
-    def spawn(self, args: list[str]) -> EngineProcess:
-        try:
-            popen = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns, str(self.probe), *args],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                process_group=0, preexec_fn=die_with_parent(signal.SIGTERM))
-        except OSError as exc:
-            raise RtlabError(f"cannot start {self.probe} in {self.netns}: "
-                             f"{exc.strerror or exc}") from exc
-        return _LocalProcess(popen)
-
-
 class UdpPeer(abc.ABC):
     """Where the reflector is, and the transport that runs the pinger."""
 
@@ -98,17 +76,17 @@ class UdpPeer(abc.ABC):
         self.hw: list[HwTimestamping] = []  # what enabling the NICs' timestamping did
         self._hw_sessions: list[Any] = []
 
-    def _enable_hw(self, targets: list[tuple[list[str], str]], journal: Path,
+    def _enable_hw(self, targets: list[tuple[Transport, str]], journal: Path,
                    advice: str) -> None:
-        """Hardware timestamping on each (probe command, interface) through the system
-        layer, one journaled session each (released by `_release_hw`)."""
+        """Hardware timestamping on each (target, interface) through the system layer,
+        one journaled session each (released by `_release_hw`)."""
         from rtlab.system.journal import SystemSession
 
         if self.timestamps not in HW_MODES:
             return
         journal.mkdir(parents=True, exist_ok=True)
-        for i, (probe_cmd, ifname) in enumerate(targets):
-            s = SystemSession(probe_cmd, journal, name=f"udp-{os.getpid()}-hwts{i}")
+        for i, (transport, ifname) in enumerate(targets):
+            s = SystemSession(transport, journal, name=f"udp-{os.getpid()}-hwts{i}")
             self._hw_sessions.append(s.__enter__())
             res = enable_hw_timestamping(s, ifname)
             self.hw.append(res)
@@ -135,11 +113,10 @@ class RemotePeer(UdpPeer):
 
     def start(self, duration_ns: int | None) -> str:
         if self.timestamps in HW_MODES:
-            from rtlab.engine.locate import find_probe
             from rtlab.system.journal import journal_dir
 
             ifname = route_interface(parse_peer(self.peer)[0])
-            self._enable_hw([([str(find_probe())], ifname)],
+            self._enable_hw([(LocalTransport(), ifname)],
                             self._journal_dir or journal_dir(),
                             f"{ifname} must be a NIC with hardware timestamping; or use "
                             'timestamps = "auto" to fall back to software stamps')
@@ -200,18 +177,19 @@ class NetnsPeer(UdpPeer):
         probe = self._probe_path()
         d = self._journal_dir or journal_dir()
         d.mkdir(parents=True, exist_ok=True)
-        self._session = SystemSession([probe], d, name=f"udp-{os.getpid()}").__enter__()
+        self._session = SystemSession(LocalTransport(probe), d,
+                                      name=f"udp-{os.getpid()}").__enter__()
         self.pair = VethPair.create(self.subnet, self._session)
         from rtlab.loads.net import DEV_A, DEV_B
 
-        self._enable_hw([(["ip", "netns", "exec", ns, probe], dev)
+        self._enable_hw([(NetnsTransport(ns, probe), dev)
                          for ns, dev in ((self.pair.ns_b, DEV_B), (self.pair.ns_a, DEV_A))], d,
                         "the namespace peer is a veth pair, which has no hardware "
                         "timestamping: ping a reflector on another board through a NIC "
                         "that has it (--peer ADDR:PORT)")
         addr = f"{self.pair.addr_a}:{self.port}"
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
-        argv = ["ip", "netns", "exec", self.pair.ns_a, probe, "udp", "reflect", "--bind", addr,
+        argv = ["udp", "reflect", "--bind", addr,
                 "--session", self.session, "--duration", f"{secs}s",
                 "--policy", "fifo", "--priority", str(self.priority), "--allow-non-rt"]
         if self.timestamps is not None:  # the reflector stamps as its pingers do
@@ -222,6 +200,7 @@ class NetnsPeer(UdpPeer):
             argv += ["--path", self.path]
             if self.xdp_mode:
                 argv += ["--xdp-mode", self.xdp_mode]
+        argv = NetnsTransport(self.pair.ns_a, probe).engine_argv(argv)
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, process_group=0,
                                       preexec_fn=die_with_parent(signal.SIGTERM))

@@ -38,6 +38,7 @@ import secrets
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -90,7 +91,7 @@ class RunOptions:
     restore_first: bool = False  # restore a stale journal instead of refusing
     no_shield: bool = False  # run without the scenario's shield (recorded)
     doctor: bool = True  # doctor findings into the provenance (local runs)
-    shield_backend: Callable[[ShieldSpec], ShieldBackend] = default_backend
+    shield_backend: Callable[[ShieldSpec, Transport], ShieldBackend] = default_backend
     load_factory: Callable[[LoadSpec], Any] | None = None  # default rtlab.loads.from_spec
     load_settle_s: float = 0.5
     journal_dir: Path | None = None
@@ -193,14 +194,30 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
     return out
 
 
+def _journal_dir(opts: RunOptions, transport: Transport) -> Path | None:
+    """Where the target keeps its journals: a board always in /run/rtlab."""
+    if opts.journal_dir is not None or transport.is_local:
+        return opts.journal_dir
+    from rtlab.system.journal import DEFAULT_DIR
+
+    return DEFAULT_DIR
+
+
 def _doctor(scenario: Scenario, transport: Transport) -> dict[str, Any] | None:
-    if transport.name != "local":
+    if transport.name not in ("local", "ssh"):
         return None
     try:
         from rtlab.system.doctor import run_checks, summarize, top_findings
 
         cpus = scenario.measured_cpus or None
-        findings = run_checks("/", cpus=cpus)
+        if transport.is_local:
+            findings = run_checks("/", cpus=cpus)
+        else:
+            from rtlab.system.remote import doctor_tree
+
+            with tempfile.TemporaryDirectory(prefix="rtlab-board-") as tree:
+                findings = run_checks(str(doctor_tree(transport, Path(tree))), cpus=cpus,
+                                      engine=transport)
     except Exception as exc:  # the doctor informs; it never stops a measurement
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"cpus": cpus, "summary": summarize(findings),
@@ -223,10 +240,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
 
         check_available()
     if scenario.shield is not None and not opts.no_shield:
-        notes += check_stale(opts.restore_first, opts.journal_dir)
-    _preflight(scenario, opts)
+        notes += check_stale(opts.restore_first, _journal_dir(opts, transport), transport)
+    if transport.is_local:  # a board's engine says itself when RT is refused (exit 4)
+        _preflight(scenario, opts)
     loads = _build_loads(scenario, opts)
-    backend = (opts.shield_backend(scenario.shield)
+    backend = (opts.shield_backend(scenario.shield, transport)
                if scenario.shield is not None and not opts.no_shield else None)
 
     store = opts.store
@@ -240,6 +258,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         "end_wall": None,
         "command_line": opts.command_line,
         "transport": transport.name,
+        "target": _target_info(transport),
         "engine_args": None,
         "phases": [],
     }
@@ -325,6 +344,14 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     result.provenance["host"]["end_wall"] = host["end_wall"]
     store.add(result)
     return RunOutcome(result, code, first_raw)
+
+
+def _target_info(transport: Transport) -> dict[str, Any]:
+    """Where the run measured: this machine, or the board and the engine on it."""
+    board = getattr(transport, "board", None)
+    if board is None:
+        return {"kind": transport.name, "target": transport.target}
+    return {"kind": transport.name, **board.describe()}
 
 
 def _event(opts: RunOptions, text: str) -> None:
@@ -548,7 +575,7 @@ def _run_probes(scenario: Scenario, index: int, phase: Phase, control: _Control,
         raw = _raw_for(first_raw, run_id, scenario, index, phase, probe)
         watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
         session = EngineSession(transport, args, raw, watchdog_s=watchdog,
-                                stop_grace_s=opts.stop_grace_s,
+                                stop_grace_s=opts.stop_grace_s, keep_as=raw.name,
                                 on_record=_progress_cb(opts, phase, index, len(scenario.phases)))
         info["engine_args"].append(args)
         info["raw"].append(raw.name)

@@ -15,52 +15,51 @@ or restores first with `--restore-first`.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.scenario.model import ShieldSpec
 
 
-def stale_journals(directory: Path | None = None) -> list[Path]:
-    """Journal files nobody holds (a persistent `rtlab shield` is not stale)."""
+def stale_journals(directory: Path | None = None,
+                   transport: Transport | None = None) -> list[Path]:
+    """Journal files nobody holds on the target (a persistent `rtlab shield` is not stale)."""
     from rtlab.system import journal
 
     d = directory or journal.journal_dir()
-    return [j.path for j in journal.stale_journals(d, include_shield=False)]
+    return [j.path for j in journal.stale_journals(d, include_shield=False,
+                                                   transport=transport)]
 
 
-def restore_journals(paths: list[Path], probe: str | None = None) -> None:
+def restore_journals(paths: list[Path], transport: Transport | None = None) -> None:
     """`rtlab-probe sys restore --journal FILE` for each; RtlabError if one fails."""
-    if not paths:
-        return
-    if probe is None:
-        from rtlab.engine.locate import find_probe
+    from rtlab.system.journal import restore_journal
 
-        probe = str(find_probe())
     for path in paths:
-        proc = subprocess.run([probe, "sys", "restore", "--journal", str(path)],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-            raise RtlabError(f"restoring the stale journal {path} failed: {line}",
+        rep = restore_journal(transport or LocalTransport(), path)
+        if not rep.ok:
+            raise RtlabError(f"restoring the stale journal {path} failed: {rep.summary()}",
                              hint="run `rtlab restore` and check its output")
 
 
-def check_stale(restore_first: bool, directory: Path | None = None) -> list[str]:
+def check_stale(restore_first: bool, directory: Path | None = None,
+                transport: Transport | None = None) -> list[str]:
     """Refuse (or restore first) when a previous run left a journal. Returns notes."""
-    stale = stale_journals(directory)
+    stale = stale_journals(directory, transport)
     if not stale:
         return []
     names = ", ".join(str(p) for p in stale)
+    where = "" if transport is None or transport.is_local else f" on {transport.target}"
     if not restore_first:
+        target = "" if not where else f" --target {transport.target}"  # type: ignore[union-attr]
         raise RtlabError(
-            f"a previous run left system changes behind (stale journal {names})",
-            hint="run `rtlab restore` first, or pass --restore-first")
-    restore_journals(stale)
-    return [f"restored the stale journal {names} before starting"]
+            f"a previous run left system changes behind{where} (stale journal {names})",
+            hint=f"run `rtlab restore{target}` first, or pass --restore-first")
+    restore_journals(stale, transport)
+    return [f"restored the stale journal {names}{where} before starting"]
 
 
 class ShieldBackend(Protocol):
@@ -94,10 +93,10 @@ class SystemShield:
     CPUs, as asked.
     """
 
-    def __init__(self, spec: ShieldSpec, probe: str | None = None,
+    def __init__(self, spec: ShieldSpec, transport: Transport | None = None,
                  directory: Path | None = None) -> None:
         self.spec = spec
-        self._probe = probe
+        self._transport = transport or LocalTransport()
         from rtlab.system.journal import journal_dir
 
         self._dir = directory or journal_dir()
@@ -107,25 +106,21 @@ class SystemShield:
         self._applied: dict[str, Any] | None = None
         self._phase_before: Any = None
 
-    def _probe_cmd(self) -> list[str]:
-        if self._probe is None:
-            from rtlab.engine.locate import find_probe
-
-            self._probe = str(find_probe())
-        return [self._probe]
-
     def apply(self) -> dict[str, Any]:
         from rtlab.system import journal
         from rtlab.system.facts import read_facts
         from rtlab.system.verify import verify_shield
 
         spec = self.spec
-        cmd = self._probe_cmd()
-        before = read_facts(cmd)
-        self._dir.mkdir(parents=True, exist_ok=True)
-        ops, required, backend, cgroup = self._plan(before)
+        cmd = self._transport
+        if cmd.is_local:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        # the applier first: on a board, the SSH server process that hosts this run's
+        # connection is its ancestor and stays where it is (the probes start from it)
         self._session = journal.SystemSession(cmd, self._dir,
                                               name=f"run-{os.getpid()}").__enter__()
+        before = read_facts(cmd)
+        ops, required, backend, cgroup = self._plan(before)
         answers = self._session.apply(ops, required=required)
         refused = [{"op": o, "error": a.get("error")} for o, a in zip(ops, answers, strict=False)
                    if not a.get("ok")]
@@ -141,7 +136,7 @@ class SystemShield:
     def phase_start(self) -> None:
         from rtlab.system.facts import read_facts
 
-        self._phase_before = read_facts(self._probe_cmd())
+        self._phase_before = read_facts(self._transport)
 
     def phase_check(self, own: dict[int, str]) -> dict[str, Any]:
         from rtlab.system.facts import read_facts
@@ -149,17 +144,26 @@ class SystemShield:
 
         spec = self.spec
         backend, cgroup = self._where
-        now = verify_shield(read_facts(self._probe_cmd()), spec.user, backend=backend,
+        now = verify_shield(read_facts(self._transport), spec.user, backend=backend,
                             shield_cgroup=cgroup, own={**self.own_processes(), **own},
                             before=self._phase_before, priorities=spec.thread_priorities)
         return phase_recheck(now, self._applied)
 
     def own_processes(self) -> dict[int, str]:
         """What this run itself keeps outside the cpusets, by process id: the runner
-        (left where it is so that the probes it starts can reach the shielded CPUs)
-        and the journal's applier. The shield check lists them, never as leaks."""
-        own = {os.getpid(): "rtlab runner (starts the probes on the shielded CPUs)"}
+        (left where it is so that the probes it starts can reach the shielded CPUs),
+        on a board the SSH server processes that carry this run's connection (the
+        probes start from them), and the journal's applier. The shield check lists
+        them, never as leaks."""
+        own: dict[int, str] = {}
         applier = getattr(self._session, "applier", None)
+        if self._transport.is_local:
+            own[os.getpid()] = "rtlab runner (starts the probes on the shielded CPUs)"
+        elif applier is not None and getattr(applier, "pid", None):
+            from rtlab.system.remote import ancestors
+
+            for pid, comm in ancestors(self._transport, int(applier.pid)):
+                own[pid] = f"{comm} (carries this run's SSH connection; starts the probes)"
         if applier is not None and getattr(applier, "pid", None):
             own[int(applier.pid)] = "rtlab-probe sys apply (holds the journal)"
         return own
@@ -179,7 +183,7 @@ class SystemShield:
         req = ShieldRequest(cpus=user, irqs=spec.irqs, kthreads=spec.kthreads,
                             priorities=priorities, rt_runtime_us=spec.sched_rt_runtime_us,
                             dma_latency_us=spec.dma_latency,
-                            exclude_pids=frozenset({os.getpid()}), tasks=spec.tasks,
+                            exclude_pids=frozenset(self.own_processes()), tasks=spec.tasks,
                             default_smp_affinity=spec.default_smp_affinity)
         if spec.cpuset:
             plan = plan_shield(facts, replace(req, irqs=spec.irqs or spec.default_smp_affinity))
@@ -209,7 +213,7 @@ class SystemShield:
         return self._session
 
 
-def default_backend(spec: ShieldSpec) -> ShieldBackend:
+def default_backend(spec: ShieldSpec, transport: Transport | None = None) -> ShieldBackend:
     """The system layer's shield, or SkippedError when this build has none."""
     try:
         import rtlab.system.journal
@@ -220,7 +224,7 @@ def default_backend(spec: ShieldSpec) -> ShieldBackend:
                            f"is not available in this build ({exc})",
                            hint="run it with --no-shield to measure without the shield"
                            ) from None
-    if os.geteuid() != 0:
+    if (transport is None or transport.is_local) and os.geteuid() != 0:
         raise SkippedError("this scenario's CPU shield needs root (cpusets, IRQ affinity)",
                            hint="run as root, or with --no-shield")
-    return SystemShield(spec)
+    return SystemShield(spec, transport)

@@ -8,14 +8,15 @@ the local /proc directly, so the same code plans a shield for a remote board.
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.system.sysroot import parse_cpulist
+
+if TYPE_CHECKING:
+    from rtlab.engine.transport import Transport
 
 SCHEMA = 1
 
@@ -137,14 +138,9 @@ def parse_facts(obj: dict[str, Any]) -> Facts:
     )
 
 
-def read_facts(probe_cmd: Sequence[str], timeout_s: float = 30.0) -> Facts:
-    """Run `<probe_cmd> sys facts` (probe_cmd: [path] locally, or an SSH prefix)."""
-    try:
-        proc = subprocess.run(
-            [*probe_cmd, "sys", "facts"], capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RtlabError(f"cannot read system facts: {exc}") from exc
+def read_facts(transport: Transport, timeout_s: float = 30.0) -> Facts:
+    """`rtlab-probe sys facts` on the transport's target."""
+    proc = transport.run(["sys", "facts"], timeout_s=timeout_s)
     if proc.returncode != 0:
         raise RtlabError(f"`sys facts` failed: {proc.stderr.strip() or proc.returncode}")
     try:
@@ -178,14 +174,12 @@ class Preemption:
         return how
 
 
-def read_preemption(probe_cmd: Sequence[str], root: str | None = None,
+def read_preemption(transport: Transport, root: str | None = None,
                     timeout_s: float = 30.0) -> Preemption:
-    """Run `<probe_cmd> sys preempt [--root DIR]`; RtlabError if it fails."""
-    args = [*probe_cmd, "sys", "preempt", *(["--root", root] if root else [])]
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RtlabError(f"cannot read the preemption model: {exc}") from exc
+    """`rtlab-probe sys preempt [--root DIR]` on the transport's target; RtlabError if
+    it fails."""
+    proc = transport.run(["sys", "preempt", *(["--root", root] if root else [])],
+                         timeout_s=timeout_s)
     if proc.returncode != 0:
         raise RtlabError(f"`sys preempt` failed: {proc.stderr.strip() or proc.returncode}")
     try:

@@ -21,9 +21,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtlab.errors import RtlabError
+
+if TYPE_CHECKING:
+    from rtlab.engine.transport import Transport
 
 SCHEMA = 1
 DEFAULT_DIR = Path("/run/rtlab")
@@ -107,18 +110,7 @@ def read_journal(path: Path) -> JournalInfo:
         except BlockingIOError:
             held = True
         text = f.read().decode("utf-8", "replace")
-    recs = _parse_lines(text)
-    header = recs[0] if recs and recs[0].get("type") == "journal" else {}
-    entries = [r for r in recs[1:] if r.get("op") != "cancel"]
-    cancelled = {r.get("seq") for r in recs if r.get("op") == "cancel"}
-    entries = [r for r in entries if r.get("seq") not in cancelled]
-    return JournalInfo(
-        path=path,
-        held=held,
-        detached=bool(header.get("detached")),
-        pid=header.get("pid"),
-        entries=entries,
-    )
+    return _journal_info(path, held, _parse_lines(text))
 
 
 def journal_dir() -> Path:
@@ -127,7 +119,20 @@ def journal_dir() -> Path:
     return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_DIR)
 
 
-def journals(directory: Path = DEFAULT_DIR) -> list[JournalInfo]:
+def _journal_info(path: Path, held: bool, recs: list[dict[str, Any]]) -> JournalInfo:
+    header = recs[0] if recs and recs[0].get("type") == "journal" else {}
+    cancelled = {r.get("seq") for r in recs if r.get("op") == "cancel"}
+    entries = [r for r in recs[1:] if r.get("op") != "cancel" and r.get("seq") not in cancelled]
+    return JournalInfo(path=path, held=held, detached=bool(header.get("detached")),
+                       pid=header.get("pid"), entries=entries)
+
+
+def journals(directory: Path = DEFAULT_DIR,
+             transport: Transport | None = None) -> list[JournalInfo]:
+    """The journals in `directory` of the target (this machine when `transport` is None
+    or local; a board's through its engine, `sys journals`)."""
+    if transport is not None and not transport.is_local:
+        return remote_journals(transport, directory)
     if not directory.is_dir():
         return []
     out: list[JournalInfo] = []
@@ -139,26 +144,46 @@ def journals(directory: Path = DEFAULT_DIR) -> list[JournalInfo]:
     return out
 
 
+def remote_journals(transport: Transport, directory: Path) -> list[JournalInfo]:
+    """`rtlab-probe sys journals --dir DIR` on the target: one status line per journal
+    followed by its lines (docs/sys-protocol.md)."""
+    proc = transport.run(["sys", "journals", "--dir", str(directory)])
+    if proc.returncode != 0:
+        line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise RtlabError(f"cannot list the journals on {transport.target}: {line}")
+    out: list[JournalInfo] = []
+    current: tuple[Path, bool] | None = None
+    recs: list[dict[str, Any]] = []
+    for rec in [*_parse_lines(proc.stdout), {"type": "journals_done"}]:
+        if rec.get("type") in ("status", "journals_done"):
+            if current is not None:
+                out.append(_journal_info(current[0], current[1], recs))
+            current = (Path(str(rec.get("path"))), bool(rec.get("held"))) \
+                if rec.get("type") == "status" else None
+            recs = []
+        elif current is not None:
+            recs.append(rec)
+    return out
+
+
 def stale_journals(
-    directory: Path = DEFAULT_DIR, *, include_shield: bool = True
+    directory: Path = DEFAULT_DIR, *, include_shield: bool = True,
+    transport: Transport | None = None,
 ) -> list[JournalInfo]:
     """Journals no live applier holds: changes left by a crash (or a persistent
     `rtlab shield`, which has `detached` set; leave it out with include_shield=False)."""
-    return [j for j in journals(directory) if j.stale and (include_shield or not j.detached)]
+    return [j for j in journals(directory, transport)
+            if j.stale and (include_shield or not j.detached)]
 
 
-def restore_journal(probe_cmd: Sequence[str], path: Path | str) -> RestoreReport:
-    """`sys restore --journal PATH`: undo it in reverse order (idempotent)."""
+def restore_journal(transport: Transport, path: Path | str) -> RestoreReport:
+    """`sys restore --journal PATH` on the target: undo it in reverse order (idempotent)."""
     rep = RestoreReport(journal=str(path))
     try:
-        proc = subprocess.run(
-            [*probe_cmd, "sys", "restore", "--journal", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=RESTORE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        rep.error = f"cannot run restore: {exc}"
+        proc = transport.run(["sys", "restore", "--journal", str(path)],
+                             timeout_s=RESTORE_TIMEOUT_S)
+    except RtlabError as exc:
+        rep.error = f"cannot run restore: {exc.message}"
         return rep
     _fill_report(rep, _parse_lines(proc.stdout))
     if proc.returncode != 0 and not rep.failed:
@@ -178,9 +203,10 @@ def _fill_report(rep: RestoreReport, recs: Iterable[dict[str, Any]]) -> None:
             rep.journal_kept = bool(r.get("journal_kept"))
 
 
-def restore_all(probe_cmd: Sequence[str], directory: Path = DEFAULT_DIR) -> list[RestoreReport]:
+def restore_all(transport: Transport, directory: Path = DEFAULT_DIR) -> list[RestoreReport]:
     """Restore every stale journal in directory (held ones belong to live sessions)."""
-    return [restore_journal(probe_cmd, j.path) for j in stale_journals(directory)]
+    return [restore_journal(transport, j.path)
+            for j in stale_journals(directory, transport=transport)]
 
 
 class Applier:
@@ -188,33 +214,27 @@ class Applier:
 
     def __init__(
         self,
-        probe_cmd: Sequence[str],
+        transport: Transport,
         journal: Path | str,
         *,
         detach: bool = False,
         timeout_s: float = ANSWER_TIMEOUT_S,
+        lock: tuple[str, str] | None = None,
     ) -> None:
         self.journal = str(journal)
         self.detach = detach
         self.timeout_s = timeout_s
         self.answers: list[dict[str, Any]] = []
         self._buf = b""
-        args = [*probe_cmd, "sys", "apply", "--journal", self.journal]
+        args = ["sys", "apply", "--journal", self.journal]
         if detach:
             args.append("--detach")
-        try:
-            # Own session: a Ctrl-C on the terminal reaches the host only; the
-            # host then releases. close_fds (default) keeps stdin's write end
-            # only in this process, so our death means EOF for the applier.
-            self.proc = subprocess.Popen(
-                args,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise RtlabError(f"cannot start the applier: {exc}") from exc
+        if lock is not None:  # (lock file, owner label): one owner of the target at a time
+            args += ["--lock", lock[0], "--owner", lock[1]]
+        # Own session: a Ctrl-C on the terminal reaches the host only; the host then
+        # releases. close_fds (default) keeps stdin's write end only in this process,
+        # so our death means EOF for the applier (on a board: through SSH).
+        self.proc = transport.popen(args)
         ready = self._read_record()
         if ready is None or ready.get("type") != "ready":
             err = self._stderr()
@@ -328,18 +348,18 @@ class SystemSession:
 
     def __init__(
         self,
-        probe_cmd: Sequence[str],
+        transport: Transport,
         journal_dir: Path | str = DEFAULT_DIR,
         *,
         name: str | None = None,
     ) -> None:
-        self.probe_cmd = list(probe_cmd)
+        self.transport = transport
         self.journal = Path(journal_dir) / f"{name or f'session-{os.getpid()}'}.journal"
         self.applier: Applier | None = None
         self.report: RestoreReport | None = None
 
     def __enter__(self) -> SystemSession:
-        self.applier = Applier(self.probe_cmd, self.journal)
+        self.applier = Applier(self.transport, self.journal)
         return self
 
     def __exit__(self, *exc: object) -> None:

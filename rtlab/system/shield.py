@@ -25,7 +25,8 @@ WORKQUEUE_MASK = "/sys/devices/virtual/workqueue/cpumask"
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
 if TYPE_CHECKING:
-    from rtlab.system.journal import RestoreReport
+    from rtlab.engine.transport import Transport
+    from rtlab.system.journal import JournalInfo, RestoreReport
 
 Backend = Literal["v1", "v2"]
 PlanKind = Literal["v1", "v2", "affinity"]
@@ -393,8 +394,18 @@ def _journal_path(directory: Path) -> Path:
     return Path(directory) / SHIELD_JOURNAL
 
 
+def _shield_journal(transport: Transport, directory: Path) -> JournalInfo | None:
+    """The persistent shield's journal on the target, if there is one."""
+    from rtlab.system import journal as jr
+
+    path = _journal_path(directory)
+    if transport.is_local:
+        return jr.read_journal(path) if path.exists() else None
+    return next((j for j in jr.journals(directory, transport) if j.path == path), None)
+
+
 def apply_shield(
-    probe_cmd: Sequence[str],
+    transport: Transport,
     req: ShieldRequest,
     directory: Path,
     *,
@@ -406,15 +417,15 @@ def apply_shield(
     from rtlab.system.verify import verify_shield
 
     path = _journal_path(directory)
-    if path.exists():
+    if _shield_journal(transport, directory) is not None:
         raise RtlabError(
             f"a shield is already applied ({path})", hint="run `rtlab shield --reset` first"
         )
     if req.dma_latency_us is not None:
         raise UsageError("cpu_dma_latency can only be held by a running session, not a shield")
-    facts = facts or read_facts(probe_cmd)
+    facts = facts or read_facts(transport)
     plan = plan_shield(facts, req)
-    applier = jr.Applier(probe_cmd, path, detach=True)
+    applier = jr.Applier(transport, path, detach=True)
     try:
         answers = applier.apply(plan.ops)
         bad = [i for i in plan.required if not answers[i].get("ok")]
@@ -425,7 +436,7 @@ def apply_shield(
             )
         # Second pass: tasks forked while the first pass ran.
         n_first = len(plan.ops)
-        extra = move_ops(plan, read_facts(probe_cmd))
+        extra = move_ops(plan, read_facts(transport))
         ops = plan.ops + extra
         answers += applier.apply(extra)
     except BaseException:
@@ -452,7 +463,7 @@ def apply_shield(
         for op, ans in zip(ops, answers, strict=True)
         if (m := IRQ_PATH.match(str(op.get("path", "")))) and ans.get("ok")
     ]
-    after = read_facts(probe_cmd)
+    after = read_facts(transport)
     requested = {"irqs": req.irqs, "kthreads": req.kthreads, "backend": plan.backend}
     return {
         "summary": plan.summary(),
@@ -494,22 +505,21 @@ def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], 
     return frozenset(parse_cpulist(found[1])), backend, found[0]
 
 
-def shield_status(probe_cmd: Sequence[str], directory: Path) -> dict[str, Any] | None:
-    from rtlab.system import journal as jr
+def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | None:
     from rtlab.system.facts import read_facts
     from rtlab.system.verify import verify_shield
 
     path = _journal_path(directory)
-    if not path.exists():
+    info = _shield_journal(transport, directory)
+    if info is None:
         return None
-    info = jr.read_journal(path)
     shield = shield_from_journal(info.entries)
     if shield is None:
         return None
     cpus, backend, cgroup = shield
     irqs = any(IRQ_PATH.match(str(e.get("path", ""))) for e in info.entries)
     st = verify_shield(
-        read_facts(probe_cmd),
+        read_facts(transport),
         cpus,
         backend=backend,
         shield_cgroup=cgroup,
@@ -518,10 +528,9 @@ def shield_status(probe_cmd: Sequence[str], directory: Path) -> dict[str, Any] |
     return st
 
 
-def reset_shield(probe_cmd: Sequence[str], directory: Path) -> RestoreReport | None:
+def reset_shield(transport: Transport, directory: Path) -> RestoreReport | None:
     from rtlab.system import journal as jr
 
-    path = _journal_path(directory)
-    if not path.exists():
+    if _shield_journal(transport, directory) is None:
         return None
-    return jr.restore_journal(probe_cmd, path)
+    return jr.restore_journal(transport, _journal_path(directory))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.engine.transport import LocalTransport
 from rtlab.results.store import Store
 from rtlab.system.doctor import Severity, run_checks
 from rtlab.system.facts import read_preemption
@@ -129,7 +130,7 @@ DYN_CFG = ("CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_VOLUNTARY=y\n# CONFIG_PREEMPT
 def test_decision_order_on_trees(probe_bin: str, tmp_path: Path, kw: dict, model: str,
                                  source: str | None, live_error: str | None) -> None:
     root = _tree(tmp_path, version=DYN, **kw)
-    p = read_preemption([probe_bin], root=str(root))
+    p = read_preemption(LocalTransport(probe_bin), root=str(root))
     assert (p.model, p.source, p.live_error) == (model, source, live_error)
     assert p.dynamic is True
 
@@ -166,7 +167,7 @@ def test_live_mode_from_a_private_debugfs(probe_bin: str, require_root: None,
     they are): the engine reads the live mode there, or says why it cannot."""
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare(1)")
-    if not read_preemption([probe_bin]).dynamic:
+    if not read_preemption(LocalTransport(probe_bin)).dynamic:
         pytest.skip("not a PREEMPT_DYNAMIC kernel")
     mounted_before = _debugfs_mounted()
     script = ("mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug "

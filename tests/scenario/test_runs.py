@@ -161,7 +161,7 @@ def test_shield_released_on_every_path(
     (sc,) = parse_text(text, "s.toml", online=[0, 1]).variants
     log: list[str] = []
     opts = RunOptions(store=Store.open(str(store_path)), handle_signals=False,
-                      shield_backend=lambda _spec: FakeShield(log), doctor=False,
+                      shield_backend=lambda _spec, _target: FakeShield(log), doctor=False,
                       preflight=lambda _p, _q: _ok())
     if mode == "usage":
         with pytest.raises(Exception, match="refused its arguments"):

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 
+from rtlab.engine.transport import LocalTransport
 from rtlab.system.facts import read_facts
 from rtlab.system.journal import SystemSession
 from rtlab.system.shield import ShieldRequest, plan_shield
@@ -19,11 +20,11 @@ from rtlab.system.shield import ShieldRequest, plan_shield
 def main() -> None:
     probe, directory, exclude = sys.argv[1], sys.argv[2], sys.argv[3]
     pids = frozenset(int(x) for x in exclude.split(",") if x)
-    facts = read_facts([probe])
+    facts = read_facts(LocalTransport(probe))
     plan = plan_shield(
         facts, ShieldRequest(cpus=frozenset({1}), irqs=True, kthreads=True, exclude_pids=pids)
     )
-    with SystemSession([probe], directory, name="holder") as s:
+    with SystemSession(LocalTransport(probe), directory, name="holder") as s:
         answers = s.apply(plan.ops, required=plan.required)
         assert s.applier is not None
         print(json.dumps({"applier": s.applier.pid, "answers": len(answers)}), flush=True)

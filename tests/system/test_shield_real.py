@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.engine.transport import LocalTransport
 from rtlab.system.facts import read_facts
 from rtlab.system.journal import SystemSession, read_journal, stale_journals
 from rtlab.system.shield import ShieldRequest, plan_shield, refused_irqs
@@ -36,7 +37,7 @@ def _restore_leftovers(probe_bin: str, tmp_path: Path) -> Iterator[None]:
 
 
 def _need_v1_two_cpus(probe: str) -> None:
-    facts = read_facts([probe])
+    facts = read_facts(LocalTransport(probe))
     if not facts.cgroup.v1_cpuset or len(facts.cpus_online) < 2 or 1 not in facts.cpus_online:
         pytest.skip("needs a cgroup v1 cpuset hierarchy and CPU 1 online")
 
@@ -63,16 +64,16 @@ def test_session_shield_then_release_restores_everything(probe_bin: str, tmp_pat
     before = snapshot.snapshot()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        facts = read_facts([probe_bin])
+        facts = read_facts(LocalTransport(probe_bin))
         req = ShieldRequest(
             cpus=frozenset({1}), irqs=True, kthreads=True, exclude_pids=foreign_pids(facts)
         )
         plan = plan_shield(facts, req)
-        with SystemSession([probe_bin], tmp_path) as s:
+        with SystemSession(LocalTransport(probe_bin), tmp_path) as s:
             answers = s.apply(plan.ops, required=plan.required)
             assert s.applier is not None
             s.move(sleeper.pid, plan.shield_cgroup)  # the "measured" task
-            after = read_facts([probe_bin])
+            after = read_facts(LocalTransport(probe_bin))
             v = verify_shield(
                 after,
                 {1},
@@ -121,7 +122,7 @@ def test_session_shield_then_release_restores_everything(probe_bin: str, tmp_pat
 
 
 def _start_holder(probe: str, directory: Path) -> tuple[subprocess.Popen[str], dict]:
-    facts = read_facts([probe])
+    facts = read_facts(LocalTransport(probe))
     exclude = foreign_pids(facts)
     holder = subprocess.Popen(
         [
@@ -191,7 +192,7 @@ def test_kill9_of_both_then_rtlab_restore(probe_bin: str, tmp_path: Path) -> Non
 def test_cli_persistent_shield_status_reset(probe_bin: str, tmp_path: Path) -> None:
     _need_v1_two_cpus(probe_bin)
     before = snapshot.snapshot()
-    exclude = ",".join(map(str, sorted(foreign_pids(read_facts([probe_bin])))))
+    exclude = ",".join(map(str, sorted(foreign_pids(read_facts(LocalTransport(probe_bin))))))
     r = _rtlab(
         "shield",
         "--cpus",
@@ -305,7 +306,7 @@ def test_sched_and_sysctl_and_hold_roundtrip(probe_bin: str, tmp_path: Path) -> 
     before = snapshot.snapshot()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        with SystemSession([probe_bin], tmp_path) as s:
+        with SystemSession(LocalTransport(probe_bin), tmp_path) as s:
             a = s.apply(
                 [
                     {"op": "sched", "tid": sleeper.pid, "policy": "fifo", "priority": 10},
@@ -333,13 +334,13 @@ def test_sched_and_sysctl_and_hold_roundtrip(probe_bin: str, tmp_path: Path) -> 
 
 def test_spawned_group_is_killed_on_release(probe_bin: str, tmp_path: Path) -> None:
     load = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    with SystemSession([probe_bin], tmp_path) as s:
+    with SystemSession(LocalTransport(probe_bin), tmp_path) as s:
         s.record_spawn(load.pid)
     assert load.wait(timeout=5) == -signal.SIGTERM
 
 
 def test_v2_apply_skipped_here(probe_bin: str) -> None:
-    facts = read_facts([probe_bin])
+    facts = read_facts(LocalTransport(probe_bin))
     if facts.cgroup.v2_cpuset:
         pytest.skip("v2 cpuset available: covered by the v2 tests on such machines")
     pytest.skip(
@@ -376,7 +377,7 @@ def test_cli_thread_priority_and_rt_runtime_are_applied_and_undone(
     runtime_before = Path("/proc/sys/kernel/sched_rt_runtime_us").read_text().strip()
     period = int(Path("/proc/sys/kernel/sched_rt_period_us").read_text())
     new_runtime = min(period, int(runtime_before) + 10_000) if int(runtime_before) >= 0 else -1
-    exclude = ",".join(map(str, sorted(foreign_pids(read_facts([probe_bin])))))
+    exclude = ",".join(map(str, sorted(foreign_pids(read_facts(LocalTransport(probe_bin))))))
     r = _rtlab("shield", "--cpus", "1", "--thread-priority", "ksoftirqd/1=fifo:2",
                "--rt-runtime", str(new_runtime), "--exclude", exclude,
                "--journal-dir", str(tmp_path), probe=probe_bin)
@@ -444,7 +445,7 @@ def test_shield_check_own_load_is_not_a_leak_but_a_foreign_task_is(
     of it; a foreign process that may run on CPU 1 is still a problem."""
     _need_v1_two_cpus(probe_bin)
     before = snapshot.snapshot()
-    facts = read_facts([probe_bin])
+    facts = read_facts(LocalTransport(probe_bin))
     mount = facts.cgroup.v1_cpuset
     assert mount
     req = ShieldRequest(cpus=frozenset({1}), irqs=False, kthreads=False,
@@ -452,7 +453,7 @@ def test_shield_check_own_load_is_not_a_leak_but_a_foreign_task_is(
     plan = plan_shield(facts, req)
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        with SystemSession([probe_bin], tmp_path) as s:
+        with SystemSession(LocalTransport(probe_bin), tmp_path) as s:
             s.apply(plan.ops, required=plan.required)
             competitor = _in_root_cpuset(mount, [
                 probe_bin, "timer", "--cpus", "0,1", "--policy", "fifo", "--priority", "98",
@@ -461,7 +462,7 @@ def test_shield_check_own_load_is_not_a_leak_but_a_foreign_task_is(
             procs += [competitor, foreign]
             deadline = time.monotonic() + 10
             while True:
-                after = read_facts([probe_bin])
+                after = read_facts(LocalTransport(probe_bin))
                 worker = [t for t in after.tasks if t.pid == competitor.pid
                           and t.policy == "fifo" and t.affinity == frozenset({1})]
                 asleep = after.task(foreign.pid)

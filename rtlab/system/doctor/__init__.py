@@ -14,7 +14,7 @@ a class plus one line in CHECKS.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import UsageError
@@ -42,6 +42,9 @@ from rtlab.system.doctor.sched import (
     WorkqueueCheck,
 )
 from rtlab.system.sysroot import SysRoot, parse_cpulist
+
+if TYPE_CHECKING:
+    from rtlab.engine.transport import Transport
 
 __all__ = [
     "CHECKS",
@@ -108,15 +111,17 @@ def validate_cpus(sysroot: SysRoot, cpus: str | list[int] | None) -> list[int] |
 
 
 def run_checks(
-    root: str = "/", cpus: list[int] | None = None, only: Iterable[str] | None = None
+    root: str = "/", cpus: list[int] | None = None, only: Iterable[str] | None = None,
+    engine: Transport | None = None,
 ) -> list[Finding]:
     """Run every applicable check against the system tree at `root`.
 
     `cpus` narrows the per-CPU checks (default: all online CPUs). A check that crashes
-    on an unexpected file becomes an UNKNOWN finding, never an exception.
+    on an unexpected file becomes an UNKNOWN finding, never an exception. `engine`: the
+    target's engine when `root` is a snapshot of a board (`rtlab doctor --target`).
     """
     sysroot = SysRoot(root)
-    ctx = Context(sysroot, validate_cpus(sysroot, cpus))
+    ctx = Context(sysroot, validate_cpus(sysroot, cpus), engine)
     wanted = set(only) if only is not None else None
     findings: list[Finding] = []
     for cls in CHECKS:

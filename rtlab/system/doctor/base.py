@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rtlab.system.sysroot import SysRoot
+
+if TYPE_CHECKING:
+    from rtlab.engine.transport import Transport
 
 
 class Severity(Enum):
@@ -112,8 +115,10 @@ class Finding:
 class Context:
     """What every check may read: the system tree, the CPUs of interest, shared facts."""
 
-    def __init__(self, sysroot: SysRoot, cpus: list[int] | None = None) -> None:
+    def __init__(self, sysroot: SysRoot, cpus: list[int] | None = None,
+                 engine: Transport | None = None) -> None:
         self.sys = sysroot
+        self.engine = engine  # a board's engine (`--target`): asked live where it decides
         self.requested_cpus = cpus
         online = sysroot.online_cpus()
         self.online: list[int] = online if online is not None else []

@@ -12,11 +12,15 @@ from rtlab.system.sysroot import parse_cpulist
 
 def _read_preemption(ctx: Context) -> Preemption:
     """The engine decides (`rtlab-probe sys preempt`): the same answer every probe's
-    header records as system.preempt, so doctor and provenance always agree."""
-    from rtlab.engine.locate import find_probe
+    header records as system.preempt, so doctor and provenance always agree. A board's
+    engine decides live on the board (`ctx.engine`); a copied tree is read by this
+    machine's engine with `--root`."""
+    if ctx.engine is not None:
+        return read_preemption(ctx.engine)
+    from rtlab.engine.transport import LocalTransport
 
     root = None if ctx.sys.live else str(ctx.sys.root)
-    return read_preemption([str(find_probe())], root=root)
+    return read_preemption(LocalTransport(), root=root)
 
 
 class PreemptionCheck(Check):
