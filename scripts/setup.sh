@@ -70,3 +70,7 @@ if [[ ! -f "$stamp" ]] || [[ -n "$(find rtlab engine scenarios docs/schema meson
       ".[dev,postgres]"
   touch "$stamp"
 fi
+
+# The static engines for boards, one per architecture whose cross compiler is
+# installed (rebuilt only when the engine's sources changed).
+VENV="$VENV" scripts/cross-build.sh

@@ -19,6 +19,12 @@
 #define RTLAB_VERSION "0.0.0-unknown"
 #endif
 
+/*
+ * The schema of the JSON Lines a probe writes (header, log, snapshot, result;
+ * docs/engine-output.md) and of `list --json`: every record's "schema".
+ */
+#define RL_OUTPUT_SCHEMA 1
+
 /* Process exit codes (docs/engine-output.md). */
 enum rl_exit {
 	RL_EXIT_OK = 0,

@@ -61,7 +61,10 @@ const char *jw_text(const struct jsonw *w);
  */
 int jw_emit(struct jsonw *w, int fd) RL_WUR;
 
-/* Write the whole buffer to fd, retrying short writes and EINTR. */
+/*
+ * Write the whole buffer to fd, retrying short writes and EINTR. Writes to
+ * STDOUT_FILENO go through out_write() (the --tee mirror, output.h).
+ */
 int rl_write_all(int fd, const void *buf, size_t len) RL_WUR;
 
 #endif

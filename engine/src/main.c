@@ -1,28 +1,45 @@
 /* SPDX-License-Identifier: MIT */
 /* rtlab-probe: command dispatch. The only place that exits. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
+#include "globals.h"
 #include "jsonw.h"
+#include "lifeline.h"
+#include "load.h"
 #include "opts.h"
+#include "output.h"
 #include "probe.h"
 #include "sys.h"
 #include "sysinfo.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rtlab-probe PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
+		"usage: rtlab-probe [GLOBAL] PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
 		"       rtlab-probe list [--json]     list the probes (--json: with their options)\n"
 		"       rtlab-probe sys facts|apply|restore|status  journaled system changes\n"
-		"       rtlab-probe --version         print the engine version\n"
+		"       rtlab-probe [GLOBAL] load [OPTIONS]  CPU/memory load without stress-ng (load --help)\n"
+		"       rtlab-probe --version [--json]  print the engine version (--json: one JSON line)\n"
 		"\n"
-		"Output: JSON Lines (schema 1) on stdout, see docs/engine-output.md.\n"
+		"GLOBAL options (before the command):\n"
+		"  --tee FILE          also write every JSON line of stdout to FILE (created 0600,\n"
+		"                      truncated, fdatasync'ed line by line); when stdout fails\n"
+		"                      (the reader or the SSH connection went away) the run goes on\n"
+		"                      writing FILE alone\n"
+		"  --stdin-lifeline    stop as on SIGTERM when stdin reaches EOF (the controller\n"
+		"                      went away); probes and load\n"
+		"\n"
+		"Output: JSON Lines (schema %d) on stdout, see docs/engine-output.md.\n"
 		"Exit codes: 0 completed, 1 error, 2 usage, 3 threshold exceeded,\n"
-		"            4 skipped (privilege or kernel feature missing), 130 interrupted.\n");
+		"            4 skipped (privilege or kernel feature missing), 130 interrupted.\n",
+		RL_OUTPUT_SCHEMA);
 }
 
 static void list_probes(void)
@@ -39,6 +56,7 @@ static void list_probes(void)
 static const char *const opt_type_names[] = {
 	[OPT_INT] = "int", [OPT_DURATION] = "duration", [OPT_CPULIST] = "cpulist",
 	[OPT_ENUM] = "enum", [OPT_BOOL] = "bool", [OPT_STRING] = "string",
+	[OPT_SIZE] = "size", /* used by no probe (load is not one): never listed */
 };
 
 /* `list --json`: the probe table and every option table, for the host (never --help). */
@@ -48,7 +66,7 @@ static int list_probes_json(void)
 	jw_init(&w);
 	jw_obj_begin(&w, NULL);
 	jw_str(&w, "type", "probes");
-	jw_int(&w, "schema", 1);
+	jw_int(&w, "schema", RL_OUTPUT_SCHEMA);
 	jw_str(&w, "engine_version", RTLAB_VERSION);
 	jw_arr_begin(&w, "probes");
 	for (size_t i = 0; probe_table[i]; i++) {
@@ -65,7 +83,7 @@ static int list_probes_json(void)
 			jw_str(&w, "name", d->name);
 			jw_str(&w, "type", opt_type_names[d->type]);
 			jw_str(&w, "help", d->help);
-			if (d->type == OPT_INT || d->type == OPT_DURATION) {
+			if (d->type == OPT_INT || d->type == OPT_DURATION || d->type == OPT_SIZE) {
 				jw_int(&w, "min", d->min);
 				jw_int(&w, "max", d->max);
 			}
@@ -96,45 +114,89 @@ static void probe_help(const struct probe_ops *p)
 	printf("  %-28s show this help\n", "--help");
 }
 
-int main(int argc, char **argv)
+/* `--version [--json]`. */
+static int print_version(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return RL_EXIT_USAGE;
-	}
-	const char *cmd = argv[1];
-	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+	if (argc == 1) {
 		printf("rtlab-probe %s\n", RTLAB_VERSION);
 		return RL_EXIT_OK;
 	}
+	if (argc > 2 || strcmp(argv[1], "--json") != 0) {
+		const char *bad = strcmp(argv[1], "--json") != 0 ? argv[1] : argv[2];
+		fprintf(stderr, "rtlab-probe %s: unknown argument '%s' (only --json)\n", argv[0],
+			bad);
+		return RL_EXIT_USAGE;
+	}
+	struct jsonw w;
+	jw_init(&w);
+	rl_version_write(&w);
+	int e = jw_emit(&w, STDOUT_FILENO);
+	jw_free(&w);
+	return e ? RL_EXIT_ERROR : RL_EXIT_OK;
+}
+
+/*
+ * --stdin-lifeline for a probe or load: SIGINT/SIGTERM are blocked first, so an
+ * EOF that comes before the probe waits for signals is kept pending, not fatal.
+ */
+static int start_lifeline(const char *who)
+{
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	int e = lifeline_start();
+	if (e)
+		fprintf(stderr, "rtlab-probe %s: cannot start the stdin lifeline: %s\n", who,
+			strerror(-e));
+	return e;
+}
+
+/* argv[0] is the command word (after the global options); full_* is the whole line. */
+static int run_command(int argc, char **argv, int full_argc, char **full_argv,
+		       const struct rl_globals *g)
+{
+	const char *cmd = argv[0];
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0)
+		return print_version(argc, argv);
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		return RL_EXIT_OK;
 	}
 	if (strcmp(cmd, "list") == 0) {
-		if (argc > 2 && strcmp(argv[2], "--json") == 0)
+		if (argc > 1 && strcmp(argv[1], "--json") == 0)
 			return list_probes_json() == 0 ? RL_EXIT_OK : RL_EXIT_ERROR;
-		if (argc > 2) {
+		if (argc > 1) {
 			fprintf(stderr, "rtlab-probe list: unknown argument '%s' (only --json)\n",
-				argv[2]);
+				argv[1]);
 			return RL_EXIT_USAGE;
 		}
 		list_probes();
 		return RL_EXIT_OK;
 	}
-	if (strcmp(cmd, "sys") == 0) /* journaled system changes: sys_main.c */
-		return sys_main(argc - 2, argv + 2);
-	const struct probe_ops *p = probe_find(cmd);
-	if (!p) {
-		fprintf(stderr, "rtlab-probe: unknown probe or command '%s' (see `rtlab-probe list`)\n",
-			cmd);
-		return RL_EXIT_USAGE;
-	}
+	/*
+	 * journaled system changes: sys_main.c. --stdin-lifeline starts nothing there:
+	 * `apply` reads stdin itself and restores at its EOF; the other sub-commands are
+	 * short and must run to the end (a restore is never cut short).
+	 */
+	if (strcmp(cmd, "sys") == 0)
+		return sys_main(argc - 1, argv + 1);
 
 	cpu_set_t online;
 	if (sysinfo_online_cpus(&online) != 0) {
 		fprintf(stderr, "rtlab-probe: cannot read the online CPUs\n");
 		return RL_EXIT_ERROR;
+	}
+	struct probe_env env = { .argc = full_argc, .argv = full_argv, .online = &online };
+	if (strcmp(cmd, "load") == 0) /* not a probe: load.c */
+		return load_main(argc - 1, argv + 1, &env, g->lifeline);
+
+	const struct probe_ops *p = probe_find(cmd);
+	if (!p) {
+		fprintf(stderr, "rtlab-probe: unknown probe or command '%s' (see `rtlab-probe list`)\n",
+			cmd);
+		return RL_EXIT_USAGE;
 	}
 	struct opt_value *vals = calloc(p->n_opts ? p->n_opts : 1, sizeof(*vals));
 	if (!vals) {
@@ -143,8 +205,8 @@ int main(int argc, char **argv)
 	}
 	char err[512] = "";
 	/* `PROBE WORD ...` is `PROBE --<positional> WORD ...` for probes with a sub-mode */
-	char *const *pargv = argv + 2;
-	int pargc = argc - 2;
+	char *const *pargv = argv + 1;
+	int pargc = argc - 1;
 	char **rewritten = NULL;
 	char posopt[64];
 	if (p->positional && pargc > 0 && pargv[0][0] != '-') {
@@ -178,7 +240,6 @@ int main(int argc, char **argv)
 		return RL_EXIT_SKIPPED;
 	}
 
-	struct probe_env env = { .argc = argc, .argv = argv, .online = &online };
 	void *ctx = NULL;
 	r = p->init(&ctx, vals, &env, err, sizeof(err));
 	free(vals);
@@ -190,7 +251,44 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err[0] ? err : strerror(-r));
 		return RL_EXIT_ERROR;
 	}
+	if (g->lifeline && start_lifeline(p->name) != 0) {
+		p->fini(ctx);
+		return RL_EXIT_ERROR;
+	}
 	int code = p->run(ctx, &env);
 	p->fini(ctx);
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	/* a reader that went away is EPIPE, not death: --tee goes on, sys apply restores */
+	signal(SIGPIPE, SIG_IGN);
+	struct rl_globals g;
+	char err[256];
+	int first = rl_globals_parse(argc, argv, &g, err, sizeof(err));
+	if (first < 0) {
+		fprintf(stderr, "rtlab-probe: %s\n", err);
+		return RL_EXIT_USAGE;
+	}
+	if (first >= argc) {
+		usage(stderr);
+		return RL_EXIT_USAGE;
+	}
+	if (g.tee) {
+		int e = out_tee_open(g.tee);
+		if (e) {
+			fprintf(stderr, "rtlab-probe: --tee %s: cannot create it: %s\n", g.tee,
+				strerror(-e));
+			return RL_EXIT_ERROR;
+		}
+	}
+	int code = run_command(argc - first, argv + first, argc, argv, &g);
+	if (g.tee) {
+		int e = out_tee_close();
+		if (e)
+			fprintf(stderr, "rtlab-probe: --tee %s: %s: the file is incomplete\n", g.tee,
+				strerror(-e));
+	}
 	return code;
 }

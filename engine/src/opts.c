@@ -108,6 +108,51 @@ void opt_format_duration(uint64_t ns, char *buf, size_t len)
 	}
 }
 
+static const struct {
+	char lower, upper;
+	unsigned shift;
+} size_units[] = { { 't', 'T', 40 }, { 'g', 'G', 30 }, { 'm', 'M', 20 }, { 'k', 'K', 10 } };
+
+int opt_parse_size(const char *s, uint64_t *out)
+{
+	const char *p = s;
+	uint64_t v = 0;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	if (*p == '\0') {
+		*out = v;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
+		if ((*p != size_units[i].lower && *p != size_units[i].upper) || p[1] != '\0')
+			continue;
+		if (v > (UINT64_MAX >> size_units[i].shift))
+			return -ERANGE;
+		*out = v << size_units[i].shift;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void opt_format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char names[] = { 'T', 'G', 'M', 'k' };
+	for (size_t i = 0; bytes && i < sizeof(size_units) / sizeof(size_units[0]); i++) {
+		uint64_t u = 1ull << size_units[i].shift;
+		if (bytes % u == 0) {
+			snprintf(buf, len, "%" PRIu64 "%c", bytes / u, names[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%" PRIu64, bytes);
+}
+
 static int parse_uint_prefix(const char **pp, unsigned *out)
 {
 	const char *p = *pp;
@@ -192,6 +237,7 @@ static const char *metavar(const struct opt_def *d)
 	case OPT_ENUM: return "CHOICE";
 	case OPT_BOOL: return "";
 	case OPT_STRING: return "STR";
+	case OPT_SIZE: return "SIZE";
 	}
 	return "";
 }
@@ -218,6 +264,11 @@ static void allowed(const struct opt_def *d, char *buf, size_t len)
 				return;
 			off += (size_t)n;
 		}
+		return;
+	case OPT_SIZE:
+		opt_format_size((uint64_t)d->min, a, sizeof(a));
+		opt_format_size((uint64_t)d->max, b, sizeof(b));
+		snprintf(buf, len, "%s..%s", a, b);
 		return;
 	case OPT_CPULIST:
 		snprintf(buf, len, "online CPUs");
@@ -266,6 +317,23 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 		if (r == -EINVAL) {
 			set_err(err, errlen,
 				"--%s: '%s' is not a duration (a number with a unit ns, us, ms, s, m or h, e.g. 500us); allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
+			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
+				d->name, s, range);
+			return -EINVAL;
+		}
+		v->i = (int64_t)x;
+		return 0;
+	}
+	case OPT_SIZE: {
+		uint64_t x;
+		int r = opt_parse_size(s, &x);
+		if (r == -EINVAL) {
+			set_err(err, errlen,
+				"--%s: '%s' is not a size (bytes, or a number with k, M, G or T, e.g. 256M); allowed range %s",
 				d->name, s, range);
 			return -EINVAL;
 		}
@@ -417,6 +485,7 @@ void opts_help(FILE *f, const struct opt_def *defs, size_t n)
 		case OPT_ENUM: type = "one of"; break;
 		case OPT_BOOL: type = "flag"; break;
 		case OPT_STRING: type = "string"; break;
+		case OPT_SIZE: type = "size in bytes (k|M|G|T: x1024)"; break;
 		}
 		fprintf(f, "  %-28s [%s%s%s", "", type, range[0] ? " " : "", range);
 		if (d->def)

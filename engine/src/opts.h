@@ -26,6 +26,7 @@ enum opt_type {
 	OPT_ENUM,	/* one of choices; value is the index */
 	OPT_BOOL,	/* --x / --no-x */
 	OPT_STRING,	/* non-empty string (path, name) */
+	OPT_SIZE,	/* bytes from "<integer>[k|M|G|T]" (binary: k = 1024), [min, max] */
 };
 
 struct opt_def {
@@ -42,7 +43,7 @@ struct opt_def {
 struct opt_value {
 	bool set;	/* has a value (given or default) */
 	bool given;	/* given on the command line */
-	int64_t i;	/* INT, DURATION (ns), ENUM (index), BOOL (0/1) */
+	int64_t i;	/* INT, DURATION (ns), ENUM (index), BOOL (0/1), SIZE (bytes) */
 	const char *s;	/* STRING (points into argv or def) */
 	cpu_set_t cpus;	/* CPULIST */
 };
@@ -70,6 +71,10 @@ int opts_find(const struct opt_def *defs, size_t n, const char *name);
 int opt_parse_int(const char *s, int64_t *out) RL_WUR;
 int opt_parse_duration(const char *s, uint64_t *out) RL_WUR;
 int opt_parse_cpulist(const char *s, cpu_set_t *out) RL_WUR;
+/* "256M", "4k", "1G", "4096": bytes; suffixes k|K, m|M, g|G, t|T are powers of 1024. */
+int opt_parse_size(const char *s, uint64_t *out) RL_WUR;
+/* "256M", "4k", "1000": the largest suffix that divides exactly. */
+void opt_format_size(uint64_t bytes, char *buf, size_t len);
 /* "1ms", "1500us", "0ns": the largest unit that divides exactly. */
 void opt_format_duration(uint64_t ns, char *buf, size_t len);
 /* "0-3,6" */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "sysinfo.h"
+#include "version.h"
 
 #define PC_PREFAULT_STACK (64 * 1024)
 
@@ -60,7 +61,7 @@ void pc_write_log(struct jsonw *w, int fd, const char *level, const char *code,
 {
 	jw_obj_begin(w, NULL);
 	jw_str(w, "type", "log");
-	jw_int(w, "schema", 1);
+	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
 	jw_str(w, "level", level);
 	jw_str(w, "code", code);
 	jw_str(w, "msg", msg);
@@ -75,8 +76,9 @@ void pc_header_begin(struct jsonw *w, const char *probe, const struct probe_env 
 {
 	jw_obj_begin(w, NULL);
 	jw_str(w, "type", "header");
-	jw_int(w, "schema", 1);
+	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
 	jw_str(w, "engine_version", RTLAB_VERSION);
+	jw_str(w, "engine_arch", rl_build_arch());
 	jw_str(w, "probe", probe);
 	jw_arr_begin(w, "argv");
 	for (int i = 0; i < env->argc; i++)

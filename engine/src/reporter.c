@@ -150,7 +150,7 @@ static void write_snapshot(struct reporter *r, uint64_t now)
 		collect(r, c);
 	jw_obj_begin(&r->w, NULL);
 	jw_str(&r->w, "type", "snapshot");
-	jw_int(&r->w, "schema", 1);
+	jw_int(&r->w, "schema", RL_OUTPUT_SCHEMA);
 	jw_uint(&r->w, "seq", ++r->seq);
 	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
 	jw_arr_begin(&r->w, "channels");
@@ -175,7 +175,7 @@ static void write_result(struct reporter *r)
 	}
 	jw_obj_begin(&r->w, NULL);
 	jw_str(&r->w, "type", "result");
-	jw_int(&r->w, "schema", 1);
+	jw_int(&r->w, "schema", RL_OUTPUT_SCHEMA);
 	jw_str(&r->w, "status", o->status);
 	jw_int(&r->w, "exit_code", o->exit_code);
 	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `rtlab-probe sys`: journaled system changes (docs/sys-protocol.md).
- * facts | apply --journal FILE [--detach] | restore --journal FILE |
- * status --journal FILE. The host decides what to change; this applies,
- * journals (fsync before every change) and restores.
+ * facts | preempt | apply --journal FILE [--detach] [--lock FILE --owner LABEL] |
+ * restore --journal FILE | status --journal FILE | journals [--dir DIR] |
+ * lockinfo --lock FILE | snapshot. The host decides what to change; this
+ * applies, journals (fsync before every change) and restores, and reads a
+ * board's facts for a host that has no other way in.
  */
 #ifndef RTLAB_SYS_H
 #define RTLAB_SYS_H
@@ -16,6 +18,9 @@
 #include "jsonw.h"
 
 #define SYS_SCHEMA 1
+
+/* Exit code of `sys apply --lock` when another owner holds the target ("target busy"). */
+#define SYS_EXIT_BUSY 5
 
 /* Entry point from main(): argv[0] is the sub-command. Returns an exit code. */
 int sys_main(int argc, char **argv);
@@ -96,5 +101,69 @@ int sys_slurp(int fd, char **buf, size_t *len) RL_WUR;
 
 /* Field 22 of /proc/TID/stat; 0 when the task does not exist. */
 uint64_t sys_starttime(int tid);
+
+/* ---- sys_snapshot.c: `sys snapshot` (copy /proc, /sys, /boot files to the host) ---- */
+
+#define SYS_SNAP_MAX_FILE_DEFAULT (4LL << 20)
+#define SYS_SNAP_MAX_TOTAL_DEFAULT (64LL << 20)
+
+struct snap_limits {
+	size_t max_file;	/* bytes of one file, then "truncated" */
+	uint64_t max_total;	/* bytes of all files, then stop */
+};
+
+/*
+ * Check one pattern: absolute, no ".." component, shorter than PATH_MAX, no
+ * control characters. Returns 0 or -EINVAL with a reason in err.
+ */
+int snap_check_pattern(const char *pat, char *err, size_t errlen) RL_WUR;
+/* True when the pattern has a glob(3) metacharacter: * ? [ or a backslash. */
+bool snap_is_glob(const char *pat);
+/* True when buf is valid UTF-8 (no overlong forms, surrogates) without NUL bytes. */
+bool snap_is_text(const char *buf, size_t len);
+/* Standard base64 with padding into out (4 * ((len + 2) / 3) + 1 bytes); returns its length. */
+size_t snap_base64(const void *in, size_t len, char *out);
+/* "EACCES" for EACCES; NULL when not in the table. */
+const char *sys_errno_name(int err);
+/* {"type":"error","path":…,"errno":N,"error":"EACCES"} on fd. */
+int sys_emit_error(int fd, const char *path, int err) RL_WUR;
+
+/*
+ * Read patterns (one per line) from in_fd and write the snapshot as JSON Lines
+ * on out_fd. Returns 0 (done, errors are lines), -EINVAL (a bad pattern: message
+ * in err, nothing written), -EFBIG (stopped at max_total) or another -errno.
+ */
+int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err,
+		 size_t errlen) RL_WUR;
+
+/* ---- sys_lock.c: one owner of a target at a time (`apply --lock`, `lockinfo`) ---- */
+
+#define SYS_OWNER_MAX 128
+
+struct sys_lock_info {
+	bool valid;		/* the file held a parsable line */
+	int64_t pid;
+	char owner[SYS_OWNER_MAX + 1];
+	int64_t since_ns;	/* CLOCK_REALTIME */
+};
+
+/* A label: 1..SYS_OWNER_MAX bytes, no control characters. */
+bool sys_owner_valid(const char *owner);
+/* Parse the lock file's line {"pid":N,"owner":"…","since_ns":N}. 0 or -EINVAL. */
+int sys_lock_parse(const char *text, size_t len, struct sys_lock_info *li) RL_WUR;
+/* "LABEL (pid N) since 2025-01-02T03:04:05Z", or "an unknown holder". */
+void sys_lock_describe(const struct sys_lock_info *li, char *buf, size_t len);
+/*
+ * Take the lock: create path (0644), flock it exclusively without blocking
+ * (retrying for about half a second, so a reader testing it does not make us
+ * fail), then write our line. Returns 0 with *fdp held, -EBUSY with the
+ * holder's line in *holder, or another -errno.
+ */
+int sys_lock_take(const char *path, const char *owner, int *fdp,
+		  struct sys_lock_info *holder) RL_WUR;
+/* Empty the file and close (unlock). */
+void sys_lock_release(int fd);
+/* Whether the lock is held, and its line. A missing file is not held. */
+int sys_lock_query(const char *path, bool *held, struct sys_lock_info *li) RL_WUR;
 
 #endif

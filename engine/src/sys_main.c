@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `rtlab-probe sys`: command line, the apply/hold loop, restore and status. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,24 +23,62 @@ static void on_signal(int sig)
 	sys_stop = sig;
 }
 
+/* Indices into sys_opts. */
+enum { SO_JOURNAL, SO_DETACH, SO_ROOT, SO_MAX_FILE, SO_MAX_TOTAL, SO_DIR, SO_LOCK, SO_OWNER };
+
 static const struct opt_def sys_opts[] = {
-	{ .name = "journal", .type = OPT_STRING, .metavar = "FILE",
+	[SO_JOURNAL] = { .name = "journal", .type = OPT_STRING, .metavar = "FILE",
 	  .help = "journal file (e.g. /run/rtlab/NAME.journal)" },
-	{ .name = "detach", .type = OPT_BOOL,
+	[SO_DETACH] = { .name = "detach", .type = OPT_BOOL,
 	  .help = "apply: exit after the last operation, leaving the changes" },
-	{ .name = "root", .type = OPT_STRING, .metavar = "DIR",
+	[SO_ROOT] = { .name = "root", .type = OPT_STRING, .metavar = "DIR",
 	  .help = "preempt: read a copy of a board's /proc, /sys and /boot below DIR" },
+	[SO_MAX_FILE] = { .name = "max-file", .type = OPT_INT, .metavar = "BYTES",
+	  .help = "snapshot: bytes of one file, then \"truncated\"", .min = 1,
+	  .max = 1LL << 30, .def_help = "4194304 (4 MiB)" },
+	[SO_MAX_TOTAL] = { .name = "max-total", .type = OPT_INT, .metavar = "BYTES",
+	  .help = "snapshot: bytes of all files, then stop with an error", .min = 1,
+	  .max = 1LL << 40, .def_help = "67108864 (64 MiB)" },
+	[SO_DIR] = { .name = "dir", .type = OPT_STRING, .metavar = "DIR",
+	  .help = "journals: the journal directory", .def_help = "/run/rtlab" },
+	[SO_LOCK] = { .name = "lock", .type = OPT_STRING, .metavar = "FILE",
+	  .help = "apply, lockinfo: the target lock (e.g. /run/rtlab/target.lock)" },
+	[SO_OWNER] = { .name = "owner", .type = OPT_STRING, .metavar = "LABEL",
+	  .help = "apply: who holds the target lock (with --lock)" },
 };
 #define N_SYS_OPTS (sizeof(sys_opts) / sizeof(sys_opts[0]))
+
+#define SO_BIT(o) (1u << (o))
+
+/* The sub-commands, the options each takes, and whether they need root. */
+static const struct sys_sub {
+	const char *name;
+	unsigned opts;
+	bool root;
+} sys_subs[] = {
+	{ "facts", 0, false },
+	{ "preempt", SO_BIT(SO_ROOT), false },
+	{ "apply", SO_BIT(SO_JOURNAL) | SO_BIT(SO_DETACH) | SO_BIT(SO_LOCK) | SO_BIT(SO_OWNER), true },
+	{ "restore", SO_BIT(SO_JOURNAL), true },
+	{ "status", SO_BIT(SO_JOURNAL), false },
+	{ "journals", SO_BIT(SO_DIR), false },
+	{ "lockinfo", SO_BIT(SO_LOCK), false },
+	{ "snapshot", SO_BIT(SO_MAX_FILE) | SO_BIT(SO_MAX_TOTAL), false },
+};
 
 static void sys_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rtlab-probe sys facts\n"
 		"       rtlab-probe sys preempt [--root DIR]             the preemption model\n"
-		"       rtlab-probe sys apply --journal FILE [--detach]   ops (JSON Lines) on stdin\n"
+		"       rtlab-probe sys apply --journal FILE [--detach] [--lock FILE --owner LABEL]\n"
+		"                                                        ops (JSON Lines) on stdin\n"
 		"       rtlab-probe sys restore --journal FILE\n"
 		"       rtlab-probe sys status --journal FILE\n"
+		"       rtlab-probe sys journals [--dir DIR]             status of every DIR/*.journal\n"
+		"       rtlab-probe sys lockinfo --lock FILE             who holds the target lock\n"
+		"       rtlab-probe sys snapshot [--max-file BYTES] [--max-total BYTES]\n"
+		"                                                        files named by patterns on stdin\n"
 		"\nJournaled system changes, see docs/sys-protocol.md.\n\noptions:\n");
 	opts_help(f, sys_opts, N_SYS_OPTS);
 }
@@ -116,17 +155,8 @@ static int restore_locked(int fd, const char *journal, const char *type)
 	return keep ? RL_EXIT_ERROR : RL_EXIT_OK;
 }
 
-static int cmd_apply(const char *journal, bool detach)
+static int apply_journaled(const char *journal, bool detach, const char *owner)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal; /* no SA_RESTART: read() returns EINTR */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN); /* a dead host must not kill us before we restore */
-
 	int r = ensure_dir(journal);
 	if (r) {
 		fprintf(stderr, "rtlab-probe sys apply: cannot create the directory of %s: %s\n", journal,
@@ -158,6 +188,8 @@ static int cmd_apply(const char *journal, bool detach)
 	jw_int(&c.jw, "pid", getpid());
 	jw_uint(&c.jw, "starttime", sys_starttime(getpid()));
 	jw_bool(&c.jw, "detached", detach);
+	if (owner)
+		jw_str(&c.jw, "owner", owner);
 	jw_str(&c.jw, "engine_version", RTLAB_VERSION);
 	jw_uint(&c.jw, "time_ns", rl_now_ns(CLOCK_REALTIME));
 	jw_obj_end(&c.jw);
@@ -270,6 +302,45 @@ static int cmd_apply(const char *journal, bool detach)
 	return rc;
 }
 
+/*
+ * apply: with a lock, take the target lock first (before anything is journaled
+ * or changed), hold it while applying and holding, release it at exit.
+ */
+static int cmd_apply(const char *journal, bool detach, const char *lock, const char *owner)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: read() returns EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN); /* a dead host must not kill us before we restore */
+
+	int lock_fd = -1;
+	if (lock) {
+		int r = ensure_dir(lock);
+		struct sys_lock_info holder;
+		if (!r)
+			r = sys_lock_take(lock, owner, &lock_fd, &holder);
+		if (r == -EBUSY) {
+			char who[SYS_OWNER_MAX + 128];
+			sys_lock_describe(&holder, who, sizeof(who));
+			fprintf(stderr, "rtlab-probe sys apply: the target is in use by %s (lock %s)\n",
+				who, lock);
+			return SYS_EXIT_BUSY;
+		}
+		if (r) {
+			fprintf(stderr, "rtlab-probe sys apply: cannot take the lock %s: %s\n", lock,
+				strerror(-r));
+			return RL_EXIT_ERROR;
+		}
+	}
+	int rc = apply_journaled(journal, detach, owner);
+	sys_lock_release(lock_fd);
+	return rc;
+}
+
 static int open_locked(const char *journal, int *fdp, bool *held)
 {
 	int fd = open(journal, O_RDWR | O_CLOEXEC);
@@ -317,41 +388,211 @@ static int cmd_restore(const char *journal)
 	return r;
 }
 
-static int cmd_status(const char *journal)
+/*
+ * The status line ("path" added when listing) and the journal's complete lines,
+ * verbatim (a torn last line is left out). Returns 0, or -errno with nothing
+ * written when the journal cannot be opened or read.
+ */
+static int write_status(const char *journal, bool listing)
 {
 	int fd = -1;
 	bool held = false;
 	int r = open_locked(journal, &fd, &held);
-	if (r) {
-		fprintf(stderr, "rtlab-probe sys status: cannot open %s: %s\n", journal, strerror(-r));
-		return r == -ENOENT ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
-	}
+	if (r)
+		return r;
 	char *text;
 	size_t len;
 	r = sys_slurp(fd, &text, &len);
 	if (!held)
 		flock(fd, LOCK_UN);
 	close(fd);
-	if (r) {
-		fprintf(stderr, "rtlab-probe sys status: cannot read %s: %s\n", journal, strerror(-r));
-		return RL_EXIT_ERROR;
-	}
+	if (r)
+		return r;
 	struct jsonw w;
 	jw_init(&w);
 	jw_obj_begin(&w, NULL);
 	jw_str(&w, "type", "status");
 	jw_int(&w, "schema", SYS_SCHEMA);
 	jw_str(&w, "journal", journal);
+	if (listing)
+		jw_str(&w, "path", journal);
 	jw_bool(&w, "held", held);
 	jw_obj_end(&w);
-	(void)emit_line(&w, STDOUT_FILENO);
+	r = emit_line(&w, STDOUT_FILENO);
 	jw_free(&w);
-	/* The complete lines, verbatim (a torn last line is left out). */
 	const char *last = len ? memrchr(text, '\n', len) : NULL;
-	if (last)
+	if (!r && last)
 		r = rl_write_all(STDOUT_FILENO, text, (size_t)(last - text) + 1);
 	free(text);
+	return r ? -EPIPE : 0;
+}
+
+static int cmd_status(const char *journal)
+{
+	int r = write_status(journal, false);
+	if (r == -EPIPE)
+		return RL_EXIT_ERROR;
+	if (r) {
+		fprintf(stderr, "rtlab-probe sys status: cannot read %s: %s\n", journal, strerror(-r));
+		return r == -ENOENT ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
+	}
+	return RL_EXIT_OK;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The regular files DIR/NAME.journal, sorted by name. 0 or -errno. */
+static int list_journals(const char *dir, char ***names, size_t *count)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	size_t n = 0, cap = 16;
+	char **v = malloc(cap * sizeof(*v));
+	int r = v ? 0 : -ENOMEM;
+	struct dirent *e;
+	while (!r && (e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l <= 8 || strcmp(e->d_name + l - 8, ".journal") != 0)
+			continue;
+		if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+			continue;
+		if (n == cap) {
+			char **nv = realloc(v, 2 * cap * sizeof(*nv));
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[n] = strdup(e->d_name);
+		if (!v[n])
+			r = -ENOMEM;
+		else
+			n++;
+	}
+	closedir(d);
+	if (r) {
+		for (size_t k = 0; k < n; k++)
+			free(v[k]);
+		free(v);
+		return r;
+	}
+	qsort(v, n, sizeof(*v), cmp_name);
+	*names = v;
+	*count = n;
+	return 0;
+}
+
+/* journals: the status of every journal (NAME.journal) in DIR, then journals_done. Read-only. */
+static int cmd_journals(const char *dir)
+{
+	char **names = NULL;
+	size_t n = 0;
+	int r = list_journals(dir, &names, &n);
+	if (r && r != -ENOENT) {
+		fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n", dir, strerror(-r));
+		return r == -EACCES || r == -EPERM ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
+	}
+	size_t dl = strlen(dir);
+	bool slash = dl && dir[dl - 1] == '/';
+	uint64_t count = 0, errors = 0;
+	bool out_ok = true;
+	for (size_t k = 0; k < n && out_ok; k++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s%s%s", dir, slash ? "" : "/", names[k]);
+		int e = write_status(path, true);
+		if (e == 0) {
+			count++;
+		} else if (e == -EPIPE) {
+			out_ok = false;
+		} else if (e != -ENOENT) {	/* ENOENT: restored meanwhile */
+			errors++;
+			fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n", path,
+				strerror(-e));
+			if (sys_emit_error(STDOUT_FILENO, path, -e) != 0)
+				out_ok = false;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		free(names[k]);
+	free(names);
+	if (!out_ok)
+		return RL_EXIT_ERROR;
+	struct jsonw w;
+	jw_init(&w);
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "journals_done");
+	jw_int(&w, "schema", SYS_SCHEMA);
+	jw_str(&w, "dir", dir);
+	jw_uint(&w, "count", count);
+	jw_uint(&w, "errors", errors);
+	jw_obj_end(&w);
+	r = emit_line(&w, STDOUT_FILENO);
+	jw_free(&w);
+	return r || errors ? RL_EXIT_ERROR : RL_EXIT_OK;
+}
+
+/* lockinfo: who holds the target lock, as one line. Read-only. */
+static int cmd_lockinfo(const char *lock)
+{
+	bool held;
+	struct sys_lock_info li;
+	int r = sys_lock_query(lock, &held, &li);
+	if (r) {
+		fprintf(stderr, "rtlab-probe sys lockinfo: cannot read %s: %s\n", lock, strerror(-r));
+		return RL_EXIT_ERROR;
+	}
+	struct jsonw w;
+	jw_init(&w);
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "lock");
+	jw_int(&w, "schema", SYS_SCHEMA);
+	jw_str(&w, "lock", lock);
+	jw_bool(&w, "held", held);
+	if (li.valid) {
+		jw_int(&w, "pid", li.pid);
+		jw_str(&w, "owner", li.owner);
+		jw_int(&w, "since_ns", li.since_ns);
+	} else {
+		jw_null(&w, "pid");
+		jw_null(&w, "owner");
+		jw_null(&w, "since_ns");
+	}
+	jw_obj_end(&w);
+	r = emit_line(&w, STDOUT_FILENO);
+	jw_free(&w);
 	return r ? RL_EXIT_ERROR : RL_EXIT_OK;
+}
+
+static int cmd_snapshot(const struct opt_value *vals)
+{
+	struct snap_limits lim = {
+		.max_file = (size_t)(vals[SO_MAX_FILE].given ? vals[SO_MAX_FILE].i
+							  : SYS_SNAP_MAX_FILE_DEFAULT),
+		.max_total = (uint64_t)(vals[SO_MAX_TOTAL].given ? vals[SO_MAX_TOTAL].i
+							   : SYS_SNAP_MAX_TOTAL_DEFAULT),
+	};
+	char err[512] = "";
+	int r = sys_snapshot(STDIN_FILENO, STDOUT_FILENO, &lim, err, sizeof(err));
+	if (r == -EINVAL) {
+		fprintf(stderr, "rtlab-probe sys snapshot: %s\n", err);
+		return RL_EXIT_USAGE;
+	}
+	if (r == -EFBIG) {
+		fprintf(stderr, "rtlab-probe sys snapshot: stopped at --max-total %llu bytes\n",
+			(unsigned long long)lim.max_total);
+		return RL_EXIT_ERROR;
+	}
+	if (r) {
+		fprintf(stderr, "rtlab-probe sys snapshot: %s\n", err[0] ? err : strerror(-r));
+		return RL_EXIT_ERROR;
+	}
+	return RL_EXIT_OK;
 }
 
 int sys_main(int argc, char **argv)
@@ -375,13 +616,26 @@ int sys_main(int argc, char **argv)
 		fprintf(stderr, "rtlab-probe sys %s: %s\n", sub, err);
 		return RL_EXIT_USAGE;
 	}
-	const char *journal = vals[0].set ? vals[0].s : NULL;
-	bool detach = vals[1].set && vals[1].i;
-	const char *root = vals[2].set ? vals[2].s : NULL;
-	if (root && strcmp(sub, "preempt") != 0) {
-		fprintf(stderr, "rtlab-probe sys %s: --root is only for preempt\n", sub);
+	const struct sys_sub *sc = NULL;
+	for (size_t k = 0; k < sizeof(sys_subs) / sizeof(sys_subs[0]); k++)
+		if (strcmp(sub, sys_subs[k].name) == 0)
+			sc = &sys_subs[k];
+	if (!sc) {
+		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, apply, "
+			"restore, status, journals, lockinfo, snapshot)\n", sub);
 		return RL_EXIT_USAGE;
 	}
+	for (size_t k = 0; k < N_SYS_OPTS; k++)
+		if (vals[k].given && !(sc->opts & SO_BIT(k))) {
+			fprintf(stderr, "rtlab-probe sys %s: --%s is not an option of %s\n", sub,
+				sys_opts[k].name, sub);
+			return RL_EXIT_USAGE;
+		}
+	const char *journal = vals[SO_JOURNAL].given ? vals[SO_JOURNAL].s : NULL;
+	bool detach = vals[SO_DETACH].given && vals[SO_DETACH].i;
+	const char *root = vals[SO_ROOT].given ? vals[SO_ROOT].s : NULL;
+	const char *lock = vals[SO_LOCK].given ? vals[SO_LOCK].s : NULL;
+	const char *owner = vals[SO_OWNER].given ? vals[SO_OWNER].s : NULL;
 	if (strcmp(sub, "preempt") == 0) {
 		struct stat st;
 		if (root && (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))) {
@@ -402,27 +656,39 @@ int sys_main(int argc, char **argv)
 		}
 		return RL_EXIT_OK;
 	}
-	bool known = strcmp(sub, "apply") == 0 || strcmp(sub, "restore") == 0 ||
-		     strcmp(sub, "status") == 0;
-	if (!known) {
-		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, apply, restore, status)\n",
-			sub);
-		return RL_EXIT_USAGE;
-	}
-	if (!journal || journal[0] != '/') {
+	if (strcmp(sub, "snapshot") == 0)
+		return cmd_snapshot(vals);
+	if (strcmp(sub, "journals") == 0)
+		return cmd_journals(vals[SO_DIR].given ? vals[SO_DIR].s : "/run/rtlab");
+	if ((sc->opts & SO_BIT(SO_JOURNAL)) && (!journal || journal[0] != '/')) {
 		fprintf(stderr, "rtlab-probe sys %s: --journal FILE (an absolute path) is required\n", sub);
 		return RL_EXIT_USAGE;
 	}
-	if (detach && strcmp(sub, "apply") != 0) {
-		fprintf(stderr, "rtlab-probe sys %s: --detach is only for apply\n", sub);
+	if (strcmp(sub, "lockinfo") == 0 && !lock) {
+		fprintf(stderr, "rtlab-probe sys lockinfo: --lock FILE is required\n");
 		return RL_EXIT_USAGE;
 	}
-	if (geteuid() != 0 && strcmp(sub, "status") != 0) {
+	if (lock && lock[0] != '/') {
+		fprintf(stderr, "rtlab-probe sys %s: --lock FILE must be an absolute path\n", sub);
+		return RL_EXIT_USAGE;
+	}
+	if (strcmp(sub, "lockinfo") == 0)
+		return cmd_lockinfo(lock);
+	if (!lock != !owner) {
+		fprintf(stderr, "rtlab-probe sys apply: --lock FILE and --owner LABEL go together\n");
+		return RL_EXIT_USAGE;
+	}
+	if (owner && !sys_owner_valid(owner)) {
+		fprintf(stderr, "rtlab-probe sys apply: --owner: 1 to %d bytes without control "
+			"characters\n", SYS_OWNER_MAX);
+		return RL_EXIT_USAGE;
+	}
+	if (sc->root && geteuid() != 0) {
 		fprintf(stderr, "rtlab-probe sys %s: skipped: needs root\n", sub);
 		return RL_EXIT_SKIPPED;
 	}
 	if (strcmp(sub, "apply") == 0)
-		return cmd_apply(journal, detach);
+		return cmd_apply(journal, detach, lock, owner);
 	if (strcmp(sub, "restore") == 0)
 		return cmd_restore(journal);
 	return cmd_status(journal);

@@ -1128,7 +1128,7 @@ static void write_log(struct jsonw *w, int fd, const char *level, const char *co
 {
 	jw_obj_begin(w, NULL);
 	jw_str(w, "type", "log");
-	jw_int(w, "schema", 1);
+	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
 	jw_str(w, "level", level);
 	jw_str(w, "code", code);
 	jw_str(w, "msg", msg);

@@ -14,6 +14,7 @@ static const struct opt_def defs[] = {
 	{ "colour", OPT_ENUM, NULL, "colour", 0, 0, colours, "red", NULL },
 	{ "mlock", OPT_BOOL, NULL, "lock", 0, 0, NULL, "true", NULL },
 	{ "out", OPT_STRING, "FILE", "output", 0, 0, NULL, NULL, "stdout" },
+	{ "bytes", OPT_SIZE, NULL, "a size", 4096, 1LL << 30, NULL, "1M", NULL },
 };
 #define N (sizeof(defs) / sizeof(defs[0]))
 
@@ -106,6 +107,36 @@ int main(void)
 	opt_format_cpulist(&s, buf, sizeof(buf));
 	CHECK(strcmp(buf, "0-3,6,8-9") == 0);
 
+	/* sizes: bytes, binary suffixes */
+	uint64_t z;
+	CHECK(opt_parse_size("4096", &z) == 0 && z == 4096);
+	CHECK(opt_parse_size("4k", &z) == 0 && z == 4096);
+	CHECK(opt_parse_size("4K", &z) == 0 && z == 4096);
+	CHECK(opt_parse_size("256M", &z) == 0 && z == 256ull << 20);
+	CHECK(opt_parse_size("256m", &z) == 0 && z == 256ull << 20);
+	CHECK(opt_parse_size("2G", &z) == 0 && z == 2ull << 30);
+	CHECK(opt_parse_size("1T", &z) == 0 && z == 1ull << 40);
+	CHECK(opt_parse_size("0", &z) == 0 && z == 0);
+	CHECK(opt_parse_size("", &z) == -EINVAL);
+	CHECK(opt_parse_size("M", &z) == -EINVAL);
+	CHECK(opt_parse_size("1.5G", &z) == -EINVAL);
+	CHECK(opt_parse_size("-1M", &z) == -EINVAL);
+	CHECK(opt_parse_size("1MB", &z) == -EINVAL);
+	CHECK(opt_parse_size("1 M", &z) == -EINVAL);
+	CHECK(opt_parse_size("1x", &z) == -EINVAL);
+	CHECK(opt_parse_size("99999999999T", &z) == -ERANGE);
+	CHECK(opt_parse_size("99999999999999999999", &z) == -ERANGE);
+	opt_format_size(256ull << 20, buf, sizeof(buf));
+	CHECK(strcmp(buf, "256M") == 0);
+	opt_format_size(4096, buf, sizeof(buf));
+	CHECK(strcmp(buf, "4k") == 0);
+	opt_format_size(1ull << 40, buf, sizeof(buf));
+	CHECK(strcmp(buf, "1T") == 0);
+	opt_format_size(1000, buf, sizeof(buf));
+	CHECK(strcmp(buf, "1000") == 0);
+	opt_format_size(0, buf, sizeof(buf));
+	CHECK(strcmp(buf, "0") == 0);
+
 	/* full parser: defaults */
 	CHECK(parse(0, NULL) == 0);
 	CHECK(vals[0].set && !vals[0].given && vals[0].i == 5);
@@ -114,6 +145,7 @@ int main(void)
 	CHECK(vals[3].i == 0);
 	CHECK(vals[4].i == 1);
 	CHECK(!vals[5].set);
+	CHECK(vals[6].set && vals[6].i == 1 << 20);
 
 	char *ok[] = { "--count", "7", "--interval=250us", "--cpus", "1-2", "--colour", "green",
 		       "--no-mlock", "--out", "x.json" };
@@ -148,6 +180,11 @@ int main(void)
 	CHECK(bad("stray", NULL, "unexpected argument 'stray'"));
 	CHECK(bad("--out", "", "--out: the value must not be empty"));
 	CHECK(bad("--count=3", "--count=4", "--count: given more than once"));
+	CHECK(bad("--bytes", "1k", "--bytes: 1k is out of range; allowed range 4k..1G"));
+	CHECK(bad("--bytes", "2G", "allowed range 4k..1G"));
+	CHECK(bad("--bytes", "lots", "--bytes: 'lots' is not a size"));
+	char *sz[] = { "--bytes=64M" };
+	CHECK(parse(1, sz) == 0 && vals[6].given && vals[6].i == 64 << 20);
 
 	CHECK(opts_find(defs, N, "colour") == 3);
 	CHECK(opts_find(defs, N, "nope") == -1);

@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "compare",
     "history",
     "spikes",
+    "board",
 )
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+from rtlab.cli.target import add_target_args
 from rtlab.exitcodes import ExitCode
 
 _STYLE = {
@@ -46,20 +48,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default="/",
         help="system tree to inspect (a copy of a board's /proc and /sys)",
     )
+    add_target_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rtlab.errors import UsageError
+
+    if args.target is None:
+        return _report(args, args.root, None)
+    if args.root != "/":
+        raise UsageError("give either --root DIR (a copied tree) or --target (a board), "
+                         "not both")
+    import tempfile
+    from pathlib import Path
+
+    from rtlab.cli.target import open_target
+    from rtlab.system.remote import doctor_tree
+
+    with open_target(args.target, args.engine_dir) as target, \
+            tempfile.TemporaryDirectory(prefix="rtlab-board-") as tree:
+        if target.is_local:
+            return _report(args, "/", None)
+        doctor_tree(target, Path(tree))
+        return _report(args, tree, target)
+
+
+def _report(args: argparse.Namespace, root: str, target: Any) -> int:
     from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst
     from rtlab.system.sysroot import SysRoot
 
-    sysroot = SysRoot(args.root)
+    sysroot = SysRoot(root)
     cpus = validate_cpus(sysroot, args.cpus)
-    findings = run_checks(args.root, cpus)
+    findings = run_checks(root, cpus, engine=target)
     if args.json:
         doc = {
             "schema": 1,
             "root": args.root,
+            "target": target.target if target is not None else "local",
             "cpus": cpus,
             "summary": summarize(findings),
             "findings": [f.to_dict() for f in findings],
@@ -67,20 +93,21 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _table(findings)
+        _table(findings, None if target is None else target.target)
     if args.strict and worst(findings).rank >= Severity.WARNING.rank:
         return int(ExitCode.THRESHOLD)
     return int(ExitCode.OK)
 
 
-def _table(findings: list) -> None:  # type: ignore[type-arg]
+def _table(findings: list, target: str | None) -> None:  # type: ignore[type-arg]
     from rich.console import Console
     from rich.table import Table
 
     from rtlab.system.doctor import summarize
 
     console = Console()
-    table = Table(title="rtlab doctor", show_lines=False, expand=False)
+    title = "rtlab doctor" + (f" (board {target})" if target else "")
+    table = Table(title=title, show_lines=False, expand=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
     table.add_column("finding", overflow="fold")

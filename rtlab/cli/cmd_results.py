@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from rtlab.cli.target import add_target_args
 from rtlab.errors import UsageError
 
 
@@ -61,6 +62,17 @@ def register(sub: Any) -> None:
                      "(rows and trailers in ns; the text does not say so)")
     _store_arg(imp)
     imp.set_defaults(func=cmd_import)
+
+    fetch = rsub.add_parser(
+        "fetch", help="bring home the runs a board kept (after a dropped connection or a "
+        "killed host)",
+        description="Every run on a board also keeps its raw output there (in the engine "
+        "directory's runs/). This copies those files into the store's raw directory and "
+        "imports every run that is not stored yet; stored runs are never overwritten. "
+        "Exit codes: 0 ok, 1 a file could not be imported or the board not reached.")
+    add_target_args(fetch)
+    _store_arg(fetch)
+    fetch.set_defaults(func=cmd_fetch)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -161,3 +173,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     render(result, console)
     console.print(f"run {result.run_id} imported into {store.display}", highlight=False)
     return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from rtlab.cli.target import open_target
+    from rtlab.exitcodes import ExitCode
+    from rtlab.results.store import Store
+    from rtlab.runner.fetch import fetch_runs
+
+    if args.target in (None, "local"):
+        raise UsageError("rtlab results fetch needs --target [USER@]HOST[:PORT]")
+    with open_target(args.target, args.engine_dir) as target:
+        store = Store.open(args.store)
+        try:
+            rep = fetch_runs(target, store, ["rtlab", *sys.argv[1:]])
+        finally:
+            store.close()
+    for run_id in rep.imported:
+        print(f"run {run_id} fetched from {args.target} and stored in {store.display}")
+    if rep.already:
+        print(f"already stored: {', '.join(rep.already)}")
+    for what, why in rep.failed:
+        print(f"not imported: {what}: {why}", file=sys.stderr)
+    if not (rep.imported or rep.already or rep.failed):
+        print(f"{args.target} keeps no runs")
+    return int(ExitCode.ERROR if rep.failed else ExitCode.OK)

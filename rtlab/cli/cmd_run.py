@@ -7,7 +7,9 @@ import argparse
 import sys
 from typing import Any
 
+from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
+from rtlab.runner.remote import check_remote, target_online_cpus
 
 
 def register(sub: Any) -> None:
@@ -83,10 +85,12 @@ def register(sub: Any) -> None:
                    'p99.99 < 20us"; exit code 3 when violated')
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per SLO "
                    "clause and channel (without --slo: one validity check per channel)")
+    add_target_args(p)
     p.set_defaults(func=run)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+def _prepare(args: argparse.Namespace, online: list[int] | None = None
+             ) -> tuple[Any, list[Any]]:
     """Everything validated and resolved before anything starts: (file, variants)."""
     from pathlib import Path
 
@@ -105,7 +109,8 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     duration = parse_duration(args.duration, "--duration") if args.duration else None
     interval = parse_duration(args.interval, "--interval") if args.interval else None
     threshold = parse_duration(args.threshold, "--threshold") if args.threshold else None
-    cpus = parse_cpu_list(args.cpus, online_cpus()) if args.cpus is not None else None
+    online = online if online is not None else online_cpus()
+    cpus = parse_cpu_list(args.cpus, online) if args.cpus is not None else None
     if args.priority is not None and args.policy is None and not 0 <= args.priority <= 99:
         raise UsageError(f"--priority {args.priority} out of range (1-99 for fifo/rr, 0 for "
                          "other)")
@@ -118,7 +123,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     if args.probe_opt:
         raise UsageError("--probe-opt needs --probe NAME (scenario files set probe options "
                          "in [[probe]] options)")
-    sfile = load_file(find(args.scenario or "quick"))
+    sfile = load_file(find(args.scenario or "quick"), online=online)
     variants = list(sfile.variants)
     if args.variant:
         known = [v.variant for v in variants]
@@ -187,19 +192,27 @@ def _samples(sc: Any, base: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.report import render
-    from rtlab.report.spikes import spike_lines
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.runner import RunOptions, run_variants
-
     # Validate everything before anything starts.
     slo = None
     if args.slo is not None:
         from rtlab.analysis.slo import parse_slo
 
         slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
-    sfile, variants = _prepare(args)
+    with open_target(args.target, args.engine_dir) as target:
+        return _run_on(args, slo, target)
+
+
+def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
+    from rtlab.report import render
+    from rtlab.report.spikes import spike_lines
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+    from rtlab.runner import RunOptions, run_variants
+
+    online = None if target.is_local else target_online_cpus(target)
+    sfile, variants = _prepare(args, online)
+    if not target.is_local:
+        check_remote(variants, target, peer=args.peer)
     peer = _udp_peer(args, variants)  # validated; nothing is created before run_variants
 
     console = make_console()
@@ -214,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         command_line=["rtlab", *sys.argv[1:]],
         restore_first=args.restore_first,
         no_shield=args.no_shield,
+        transport=target,
     )
 
     def shown(outcome: Any) -> None:

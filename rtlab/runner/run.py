@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from os import getpid as os_getpid
 from pathlib import Path
 from typing import Any
 
@@ -283,8 +284,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     error: RtlabError | None = None
     if opts.on_start is not None:
         opts.on_start(run_id, first_raw)
+    owner: Any = None
     with _handle_signals(control, opts.handle_signals):
         try:
+            if backend is None and not transport.is_local:
+                owner = _own_board(transport, opts)
             if backend is not None:
                 _event(opts, "applying the shield")
                 shield_info["in_effect"] = backend.apply()
@@ -301,6 +305,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         except RtlabError as exc:
             error = exc
         finally:
+            if owner is not None:
+                owner.release()
             if backend is not None:
                 try:
                     _event(opts, "releasing the shield")
@@ -344,6 +350,19 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     result.provenance["host"]["end_wall"] = host["end_wall"]
     store.add(result)
     return RunOutcome(result, code, first_raw)
+
+
+def _own_board(transport: Transport, opts: RunOptions) -> Any:
+    """A board is measured by one run at a time: an applier that holds the board's owner
+    lock (beside its journals) for the run, with nothing to undo (a shielded run's
+    applier holds it instead)."""
+    from rtlab.system.journal import SystemSession, owner_label
+
+    d = _journal_dir(opts, transport)
+    assert d is not None
+    _event(opts, f"taking {transport.target} for this run")
+    return SystemSession(transport, d, name=f"run-{socket.gethostname()}-{os_getpid()}",
+                         owner=owner_label()).__enter__()
 
 
 def _target_info(transport: Transport) -> dict[str, Any]:

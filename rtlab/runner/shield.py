@@ -117,8 +117,9 @@ class SystemShield:
             self._dir.mkdir(parents=True, exist_ok=True)
         # the applier first: on a board, the SSH server process that hosts this run's
         # connection is its ancestor and stays where it is (the probes start from it)
-        self._session = journal.SystemSession(cmd, self._dir,
-                                              name=f"run-{os.getpid()}").__enter__()
+        self._session = journal.SystemSession(
+            cmd, self._dir, name=f"run-{os.getpid()}",
+            owner=None if cmd.is_local else journal.owner_label()).__enter__()
         before = read_facts(cmd)
         ops, required, backend, cgroup = self._plan(before)
         answers = self._session.apply(ops, required=required)

@@ -32,6 +32,8 @@ SCHEMA = 1
 DEFAULT_DIR = Path("/run/rtlab")
 SHIELD_JOURNAL = "shield.journal"
 ANSWER_TIMEOUT_S = 30.0
+BUSY_EXIT = 5  # `sys apply --lock`: another owner holds the target (docs/sys-protocol.md)
+LOCK_NAME = "target.lock"
 RESTORE_TIMEOUT_S = 120.0
 
 
@@ -237,8 +239,17 @@ class Applier:
         self.proc = transport.popen(args)
         ready = self._read_record()
         if ready is None or ready.get("type") != "ready":
+            code = self.proc.wait(timeout=5)
             err = self._stderr()
-            self.proc.wait(timeout=5)
+            if code == BUSY_EXIT:  # another rtlab owns the target: one line naming it
+                line = err.splitlines()[-1] if err else "the target is in use"
+                raise RtlabError(line.removeprefix("rtlab-probe sys apply: "),
+                                 hint="wait for that run to end (or stop it); one rtlab run "
+                                      "owns a system at a time")
+            if code == 255 and not transport.is_local:
+                from rtlab.engine.ssh import ssh_error
+
+                raise ssh_error(transport.target, err, during="starting the applier")
             raise RtlabError(f"the applier did not start: {err or ready}")
         self.pid = int(ready["pid"])
         self.closed = False
@@ -331,6 +342,13 @@ class Applier:
             return -1
 
 
+def owner_label(what: str = "run") -> str:
+    """Who holds a target: this rtlab process, named so another user can find it."""
+    import socket
+
+    return f"rtlab {what} on {socket.gethostname()} (pid {os.getpid()})"
+
+
 def proc_starttime(pid: int) -> int:
     """Field 22 of /proc/PID/stat (local processes)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
@@ -352,14 +370,17 @@ class SystemSession:
         journal_dir: Path | str = DEFAULT_DIR,
         *,
         name: str | None = None,
+        owner: str | None = None,
     ) -> None:
         self.transport = transport
         self.journal = Path(journal_dir) / f"{name or f'session-{os.getpid()}'}.journal"
+        # with `owner`: hold the target's owner lock beside the journals for the session
+        self.lock = (str(Path(journal_dir) / LOCK_NAME), owner) if owner else None
         self.applier: Applier | None = None
         self.report: RestoreReport | None = None
 
     def __enter__(self) -> SystemSession:
-        self.applier = Applier(self.transport, self.journal)
+        self.applier = Applier(self.transport, self.journal, lock=self.lock)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,9 +51,16 @@ DOCTOR_PATTERNS: tuple[str, ...] = (
 
 
 def snapshot(transport: Transport, patterns: Iterable[str],
-             timeout_s: float = SNAPSHOT_TIMEOUT_S) -> list[dict[str, Any]]:
-    """The records of `rtlab-probe sys snapshot` for these patterns on the target."""
-    proc = transport.run(["sys", "snapshot"], input="".join(f"{p}\n" for p in patterns),
+             timeout_s: float = SNAPSHOT_TIMEOUT_S, *, max_file: int | None = None,
+             max_total: int | None = None) -> list[dict[str, Any]]:
+    """The records of `rtlab-probe sys snapshot` for these patterns on the target
+    (`max_file`/`max_total`: the engine's caps per file and in all, in bytes)."""
+    args = ["sys", "snapshot"]
+    if max_file is not None:
+        args += ["--max-file", str(max_file)]
+    if max_total is not None:
+        args += ["--max-total", str(max_total)]
+    proc = transport.run(args, input="".join(f"{p}\n" for p in patterns),
                          timeout_s=timeout_s)
     if proc.returncode != 0:
         line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `rtlab-probe load`: a minimal CPU + memory load for boards without stress-ng,
+ * the equivalent of `stress --cpu N --vm M --vm-bytes SIZE`. It measures
+ * nothing (it is not a probe). The parent process leads its own process group,
+ * forks the workers into it, prints a `load` record (pids, pgid) and, when it
+ * stops (--duration, SIGINT/SIGTERM/SIGHUP, stdin EOF with --stdin-lifeline, or a
+ * worker that died), kills and reaps every worker and prints a `load_result`
+ * record with the loop counts. Workers die with the parent (PR_SET_PDEATHSIG).
+ */
+#ifndef RTLAB_LOAD_H
+#define RTLAB_LOAD_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "probe.h"
+
+#define LOAD_MAX_WORKERS 1024	/* of each kind */
+#define LOAD_CPU_ROUND 1024	/* square roots in one loop of a cpu worker */
+
+/* Frozen after parsing. */
+struct load_cfg {
+	unsigned n_cpu;		/* --cpu N */
+	unsigned n_vm;		/* --vm M */
+	uint64_t vm_bytes;	/* --vm-bytes SIZE */
+	bool have_cpus;		/* --cpus LIST given */
+	cpu_set_t cpus;
+	uint64_t duration_ns;	/* 0: until stopped */
+};
+
+/*
+ * Parse load's options (argv[0] is the first option, not "load"). Returns 0,
+ * OPTS_HELP, or -EINVAL with a one-line message naming the option.
+ */
+int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load_cfg *cfg,
+	       char *err, size_t errlen) RL_WUR;
+
+/* `rtlab-probe load --help`. */
+void load_help(FILE *f);
+
+/*
+ * One loop of a cpu worker: LOAD_CPU_ROUND square roots of seed+1 .. seed+N by
+ * Newton's iteration (divides and multiplies, like stress's sqrt() hog); returns
+ * their sum so the work cannot be optimised away.
+ */
+double load_cpu_round(double seed);
+
+/*
+ * One loop of a vm worker: map `bytes` of anonymous memory, write one byte in
+ * every page of `page` bytes (each write faults a fresh page in), unmap.
+ * Returns 0 or -errno (mmap failed).
+ */
+int load_vm_round(size_t bytes, size_t page) RL_WUR;
+
+/*
+ * The command. argc/argv start at the first option; env has the whole command
+ * line (for the record) and the online CPUs. lifeline: --stdin-lifeline was
+ * given. Returns the exit code: 0 duration reached, 1 error (a worker died, fork
+ * failed), 2 usage, 130 stopped by a signal or stdin EOF.
+ */
+int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline);
+
+#endif

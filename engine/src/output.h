@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's standard output, optionally mirrored to a `--tee FILE`.
+ *
+ * Every JSON line the engine writes to stdout goes through out_write():
+ * rl_write_all() (and so jw_emit) hands it every write to STDOUT_FILENO.
+ * Without a tee it is a plain write loop. With a tee each line is written
+ * to stdout and then appended to FILE with one write(2) and fdatasync'ed, so the
+ * last complete record (snapshot, result, sys answer) survives whatever happens
+ * to the reader of stdout:
+ *
+ *  - stdout fails (EPIPE when the SSH connection dropped; SIGPIPE is ignored by
+ *    main): stdout is given up, a `log` record `stdout_lost` is appended to FILE,
+ *    and the run goes on writing FILE only;
+ *  - FILE fails (ENOSPC, EIO): FILE is given up and a `log` record `tee_failed`
+ *    goes to stdout, which carries on.
+ *
+ * out_write() returns an error only when nothing could be written anywhere. The
+ * state is process-wide (there is one stdout); it is set up by main before any
+ * output and safe to use from the reporter and main threads at once. Not for the
+ * hot loop.
+ */
+#ifndef RTLAB_OUTPUT_H
+#define RTLAB_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common.h"
+
+/*
+ * Create or truncate path (mode 0600, appended to line by line). Returns 0 or
+ * -errno (nothing is changed then). Only one tee at a time (-EBUSY).
+ */
+int out_tee_open(const char *path) RL_WUR;
+
+/*
+ * Write buf (one or more whole lines) to fd; when fd is STDOUT_FILENO and a tee
+ * is open, as described above. Returns 0 or -errno.
+ */
+int out_write(int fd, const void *buf, size_t len) RL_WUR;
+
+struct out_status {
+	bool tee;		/* a tee is open */
+	int stdout_err;		/* 0, or the -errno that made stdout be given up */
+	int tee_err;		/* 0, or the -errno that made the tee be given up */
+};
+
+void out_get_status(struct out_status *st);
+
+/*
+ * fdatasync and close the tee. Returns 0 or the first error of the tee (also an
+ * earlier write error). Safe without a tee.
+ */
+int out_tee_close(void) RL_WUR;
+
+#endif

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* `load`: its options (frozen config, one-line errors) and one loop of each worker. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "load.h"
+#include "opts.h"
+#include "tap.h"
+
+static cpu_set_t online;
+static struct load_cfg cfg;
+static char err[512];
+
+static int parse(int argc, char **argv)
+{
+	err[0] = '\0';
+	return load_parse(argc, argv, &online, &cfg, err, sizeof(err));
+}
+
+static int bad(int argc, char **argv, const char *needle)
+{
+	int r = parse(argc, argv);
+	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
+		fprintf(stderr, "r=%d err='%s' (want '%s')\n", r, err, needle);
+		return 0;
+	}
+	return 1;
+}
+
+int main(void)
+{
+	CPU_ZERO(&online);
+	for (int c = 0; c < 4; c++)
+		CPU_SET(c, &online);
+
+	char *cpu[] = { "--cpu", "2" };
+	CHECK(parse(2, cpu) == 0);
+	CHECK(cfg.n_cpu == 2 && cfg.n_vm == 0 && !cfg.have_cpus && cfg.duration_ns == 0);
+	CHECK(cfg.vm_bytes == 256ull << 20); /* stress's default */
+
+	char *all[] = { "--cpu", "1", "--vm", "3", "--vm-bytes", "64M", "--cpus", "1-2",
+			"--duration", "5s" };
+	CHECK(parse(10, all) == 0);
+	CHECK(cfg.n_cpu == 1 && cfg.n_vm == 3 && cfg.vm_bytes == 64ull << 20);
+	CHECK(cfg.have_cpus && CPU_COUNT(&cfg.cpus) == 2 && CPU_ISSET(2, &cfg.cpus));
+	CHECK(cfg.duration_ns == 5000000000ull);
+
+	char *zero[] = { "--vm", "1", "--vm-bytes", "4k", "--duration", "0s" };
+	CHECK(parse(6, zero) == 0 && cfg.duration_ns == 0 && cfg.vm_bytes == 4096);
+
+	char *help[] = { "--cpu", "1", "--help" };
+	CHECK(parse(3, help) == OPTS_HELP);
+
+	CHECK(bad(0, NULL, "give --cpu N and/or --vm M"));
+	char *b1[] = { "--cpu", "-1" };
+	CHECK(bad(2, b1, "--cpu: -1 is out of range; allowed range 0..1024"));
+	char *b2[] = { "--vm", "1", "--vm-bytes", "12" };
+	CHECK(bad(4, b2, "--vm-bytes: 12 is out of range; allowed range 4k.."));
+	char *b3[] = { "--vm", "1", "--vm-bytes", "1.5G" };
+	CHECK(bad(4, b3, "--vm-bytes: '1.5G' is not a size"));
+	char *b4[] = { "--cpu", "1", "--cpus", "7" };
+	CHECK(bad(4, b4, "--cpus: CPU 7 is not online"));
+	char *b5[] = { "--cpu", "1", "--vm-bytes", "1M" };
+	CHECK(bad(4, b5, "--vm-bytes: only with --vm M"));
+	char *b6[] = { "--cpu", "1", "--duration", "5" };
+	CHECK(bad(4, b6, "--duration: '5' is not a duration"));
+	char *b7[] = { "--cpu", "1", "--bogus" };
+	CHECK(bad(3, b7, "unknown option '--bogus'"));
+
+	/* one cpu loop: sum of sqrt(1..1024) = 21861.1 (Newton converges to < 1%) */
+	double s = load_cpu_round(0);
+	CHECK(s > 21861.1 * 0.99 && s < 21861.1 * 1.01);
+	CHECK(load_cpu_round(1) != s);
+
+	/* one vm loop: map, write each page, unmap */
+	CHECK(load_vm_round(1 << 20, 4096) == 0);
+	CHECK(load_vm_round(SIZE_MAX & ~(size_t)4095, 4096) < 0);
+	return tap_done("load");
+}

@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab results fetch --target B`: bring home the runs a board kept.
+
+Every engine started on a board writes its output to the board too (`--tee`, in
+`DIR/runs/`, DIR the engine directory), so a run whose host was killed or whose
+SSH connection dropped is still complete up to its last line there. Fetching
+copies each kept file into the store's raw directory (unless the host already has
+it whole) and imports every run that is not stored yet, like `rtlab results import`;
+stored runs are never overwritten. The files are read by the board's engine
+(`sys snapshot`); nothing on the board changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rtlab.errors import RtlabError
+from rtlab.results.store import Store
+
+_RAW = re.compile(r"(?P<id>[0-9A-Za-z_-]+)(\.[0-9]+-[A-Za-z0-9_.-]+)?\.jsonl\Z")
+MAX_FILE = 1 << 30  # a kept raw file of a long run can be large
+
+
+@dataclass
+class FetchReport:
+    imported: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+
+
+def _content(rec: dict[str, Any]) -> bytes:
+    if "base64" in rec:
+        return base64.b64decode(str(rec["base64"]))
+    return str(rec.get("text", "")).encode()
+
+
+def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = None
+               ) -> FetchReport:
+    """Copy the board's kept raw files into the store and import the runs not stored."""
+    from rtlab.runner.importer import import_jsonl
+    from rtlab.system.remote import snapshot
+
+    runs_dir = transport.board.runs_dir
+    recs = snapshot(transport, [f"{runs_dir}/*.jsonl"], timeout_s=600.0, max_file=MAX_FILE,
+                    max_total=64 * MAX_FILE)
+    files = [r for r in recs if r.get("type") == "file"]
+    bad = [r for r in recs if r.get("type") == "error"]
+    if bad:
+        raise RtlabError(f"cannot read {bad[0].get('path')} on {transport.target}: "
+                         f"{bad[0].get('error')}")
+    report = FetchReport()
+    by_run: dict[str, list[Path]] = {}
+    dest_dir = store.raw_path("x").parent
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    for rec in files:
+        name = str(rec["path"]).rsplit("/", 1)[-1]
+        m = _RAW.match(name)
+        if m is None:
+            continue
+        if rec.get("truncated"):
+            report.failed.append((name, "too large to fetch"))
+            continue
+        run_id = m.group("id")
+        if store.exists(run_id):
+            if run_id not in report.already:
+                report.already.append(run_id)
+            continue
+        data = _content(rec)
+        dest = dest_dir / name
+        if not dest.exists() or dest.stat().st_size < len(data):
+            dest.write_bytes(data)  # the board's copy goes on where the host's stopped
+            report.copied.append(name)
+        by_run.setdefault(run_id, []).append(dest)
+    for run_id, paths in sorted(by_run.items()):
+        first = min(paths, key=lambda p: (p.name.count("."), p.name))
+        try:
+            import_jsonl(first, store, command_line)
+            report.imported.append(run_id)
+        except RtlabError as exc:
+            report.failed.append((run_id, exc.message))
+    return report

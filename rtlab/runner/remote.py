@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+"""What a run on a board needs to know before it starts: the board's CPUs, and whether
+the scenario asks for something that is not available on a board."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rtlab.engine.transport import Transport
+from rtlab.errors import RtlabError, UsageError
+
+
+def target_online_cpus(transport: Transport) -> list[int]:
+    """The online CPUs of the target (a board's, read there by its engine)."""
+    if transport.is_local:
+        from rtlab.scenario.units import online_cpus
+
+        return online_cpus()
+    from rtlab.system.facts import read_facts
+
+    cpus = sorted(read_facts(transport).cpus_online)
+    if not cpus:
+        raise RtlabError(f"cannot read the online CPUs of {transport.target}")
+    return cpus
+
+
+def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | None) -> None:
+    """UsageError (one line, nothing started) for what a board run cannot do yet."""
+    where = transport.target
+    for sc in variants:
+        if sc.trace is not None and sc.trace.enabled:
+            raise UsageError(f"--trace on {where}: tracing is read from this machine's tracefs; "
+                             "it is not available for boards yet")
+        if sc.loads:
+            names = ", ".join(ld.name for ld in sc.loads)
+            raise UsageError(
+                f"scenario {sc.name} starts loads ({names}): loads on boards are not "
+                "available yet",
+                hint="measure without them, e.g. `rtlab run --probe timer --target ...`")
+        for ph in sc.phases:
+            for p in ph.probes:
+                if p.name == "udp":
+                    raise UsageError(f"the udp probe on {where}: the two-board ping-pong is "
+                                     "not available yet")
+    if peer is not None:
+        raise UsageError("--peer with --target: not available yet")

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab-probe load`: workers in the load's own process group, stopped and reaped on
+SIGTERM, on stdin EOF (--stdin-lifeline), when the group is signalled and when the
+parent is killed; usage errors exit 2 with one line. No root needed; assertions are
+on processes, records and counts, never on timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import parse_lines, read_line_raw, run_probe
+
+WAIT = 120  # generous: a loaded 2-vCPU VM
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the comm (index 0 = state), None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _alive(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def _cpu_ticks(pid: int) -> int:
+    st = _stat(pid)
+    return int(st[11]) + int(st[12]) if st else 0  # utime + stime
+
+
+def _wait_gone(pids: list[int]) -> list[int]:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+class Load:
+    """A running `rtlab-probe load` and its `load` record."""
+
+    def __init__(self, probe: str, *args: str, lifeline: bool = False,
+                 new_session: bool = False) -> None:
+        argv = [probe, *(["--stdin-lifeline"] if lifeline else []), "load", *args]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, start_new_session=new_session)
+        line = read_line_raw(self.p)
+        assert line, self.p.stderr.read().decode() if self.p.stderr else ""
+        self.start: dict[str, Any] = json.loads(line)
+        self.workers = [w["pid"] for w in self.start["workers"]]
+
+    def wait_all_ran(self) -> None:
+        """Until every worker has been on a CPU (so its loop count can be > 0)."""
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if all(_cpu_ticks(w) > 0 for w in self.workers):
+                return
+            time.sleep(0.05)
+
+    def finish(self) -> tuple[int, dict[str, Any] | None, str]:
+        out, err = self.p.communicate(timeout=WAIT)
+        recs = parse_lines(out.decode())
+        return self.p.returncode, (recs[-1] if recs else None), err.decode()
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        for w in self.workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+@pytest.fixture
+def loads(probe_bin: str) -> Any:
+    started: list[Load] = []
+
+    def start(*args: str, **kw: Any) -> Load:
+        ld = Load(probe_bin, *args, **kw)
+        started.append(ld)
+        return ld
+
+    yield start
+    for ld in started:
+        ld.close()
+
+
+def test_load_record_and_process_group(loads: Any) -> None:
+    ld = loads("--cpu", "2", "--vm", "1", "--vm-bytes", "4M")
+    s = ld.start
+    pid = ld.p.pid
+    assert s["type"] == "load" and s["schema"] == 1 and s["engine_arch"]
+    assert s["pid"] == pid
+    assert s["pgid"] == pid == os.getpgid(pid)  # its own group, though started in ours
+    assert s["starttime"] == int(_stat(pid)[19])  # /proc/PID/stat field 22, for a journal
+    assert s["config"] == {"cpu": 2, "vm": 1, "vm_bytes": 4 << 20, "cpus": None,
+                           "duration_ns": None}
+    assert [w["kind"] for w in s["workers"]] == ["cpu", "cpu", "vm"]
+    for w in ld.workers:
+        assert os.getpgid(w) == pid
+        assert int(_stat(w)[1]) == pid  # ppid
+    ld.wait_all_ran()
+    os.kill(pid, signal.SIGTERM)
+    code, res, err = ld.finish()
+    assert code == 130, err
+    assert res is not None and res["type"] == "load_result"
+    assert res["status"] == "interrupted" and res["exit_code"] == 130 and res["error"] is None
+    assert [w["pid"] for w in res["workers"]] == ld.workers
+    assert all(w["end"] == "stopped" for w in res["workers"])
+    assert res["loops"]["cpu"] == sum(w["loops"] for w in res["workers"] if w["kind"] == "cpu")
+    assert res["loops"]["cpu"] > 0
+    assert _wait_gone(ld.workers) == []
+
+
+def test_load_stops_at_stdin_eof(loads: Any) -> None:
+    ld = loads("--cpu", "1", "--vm", "1", "--vm-bytes", "4M", lifeline=True, new_session=True)
+    assert ld.p.stdin is not None
+    ld.p.stdin.close()  # the host died / the SSH connection dropped
+    ld.p.stdin = None
+    code, res, err = ld.finish()
+    assert code == 130, err
+    assert res is not None and res["status"] == "interrupted"
+    assert _wait_gone(ld.workers) == []
+
+
+def test_load_stops_when_its_group_is_signalled(loads: Any) -> None:
+    """What a journal's `spawned` entry does on restore: SIGTERM to the group."""
+    ld = loads("--cpu", "1", "--vm", "1", "--vm-bytes", "4M", new_session=True)
+    os.killpg(ld.start["pgid"], signal.SIGTERM)
+    code, res, err = ld.finish()
+    assert code == 130, err
+    assert res is not None and res["status"] == "interrupted"
+    assert _wait_gone(ld.workers) == []
+
+
+def test_workers_die_with_a_killed_parent(loads: Any) -> None:
+    ld = loads("--cpu", "2", "--vm", "1", "--vm-bytes", "4M", new_session=True)
+    os.kill(ld.p.pid, signal.SIGKILL)
+    ld.p.wait(timeout=WAIT)
+    assert _wait_gone(ld.workers) == []  # PR_SET_PDEATHSIG
+
+
+def test_load_duration_and_affinity(probe_bin: str) -> None:
+    cpu = min(os.sched_getaffinity(0))
+    r = run_probe(probe_bin, "load", "--cpu", "1", "--cpus", str(cpu), "--duration", "300ms",
+                  timeout=WAIT)
+    assert r.returncode == 0, r.stderr
+    start, res = parse_lines(r.stdout)
+    assert start["config"]["cpus"] == [cpu] and start["config"]["duration_ns"] == 300_000_000
+    assert res["status"] == "completed" and res["exit_code"] == 0
+    assert res["workers"][0]["end"] == "stopped"
+    assert _wait_gone([w["pid"] for w in start["workers"]]) == []
+
+
+def test_a_worker_that_fails_ends_the_load(probe_bin: str) -> None:
+    if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1":
+        pytest.skip("overcommit_memory=1: a 1T mapping would succeed")
+    r = run_probe(probe_bin, "load", "--vm", "1", "--vm-bytes", "1T", "--duration", "1h",
+                  timeout=WAIT)
+    assert r.returncode == 1
+    _start, res = parse_lines(r.stdout)
+    assert res["status"] == "error" and "mmap of 1T failed" in res["error"]
+    assert res["workers"][0]["end"] == "exit 3"
+    assert r.stderr.count("\n") == 1 and "mmap of 1T failed" in r.stderr
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    ([], "give --cpu N and/or --vm M"),
+    (["--cpu", "-1"], "--cpu: -1 is out of range; allowed range 0..1024"),
+    (["--cpu", "x"], "--cpu: 'x' is not an integer"),
+    (["--vm", "1", "--vm-bytes", "12"], "--vm-bytes: 12 is out of range"),
+    (["--vm", "1", "--vm-bytes", "lots"], "--vm-bytes: 'lots' is not a size"),
+    (["--cpu", "1", "--vm-bytes", "1M"], "--vm-bytes: only with --vm M"),
+    (["--cpu", "1", "--cpus", "99999"], "--cpus:"),
+    (["--cpu", "1", "--duration", "5"], "--duration: '5' is not a duration"),
+    (["--cpu", "1", "--bogus"], "unknown option '--bogus'"),
+])
+def test_bad_options_exit_2(probe_bin: str, args: list[str], msg: str) -> None:
+    r = run_probe(probe_bin, "load", *args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rtlab-probe load: ") and msg in lines[0]
+
+
+def test_help_from_the_table(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "load", "--help")
+    assert r.returncode == 0
+    for opt in ("--cpu N", "--vm M", "--vm-bytes SIZE", "--cpus LIST", "--duration DUR"):
+        assert opt in r.stdout
+    assert "4k..1T; default 256M" in r.stdout or "4k..2G; default 256M" in r.stdout
+
+
+def test_load_is_not_a_probe(probe_bin: str) -> None:
+    r = run_probe(probe_bin, "list", "--json")
+    assert "load" not in [p["name"] for p in json.loads(r.stdout)["probes"]]
+    assert "load" in run_probe(probe_bin, "--help").stdout
