@@ -54,10 +54,21 @@ TAIL_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 TABLE_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 ALPHA = 0.01
 MIN_REL_CHANGE = 0.05
-GROUP_KEYS = ("run", "kernel", "scenario", "variant")
+GROUP_KEYS = ("run", "kernel", "scenario", "variant", "host")
+
+
+def host_of(result: RunResult) -> str:
+    """The measured machine: the board's own hostname (from its engine), else the target
+    it was reached as, else the controlling host."""
+    host = result.provenance.get("host") or {}
+    target = host.get("target") or {}
+    return str(result.system.get("hostname") or target.get("target") or host.get("hostname")
+               or "unknown host")
 
 
 def group_key(result: RunResult, by: str) -> str:
+    if by == "host":
+        return host_of(result)
     if by == "kernel":
         return str(result.system.get("release") or "unknown kernel")
     if by == "scenario":
@@ -158,6 +169,27 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         configs.append(Config(label, runs, merged, arr, window_ns, duration,
                               sum(c for c, _ in cens), min(bounds) if bounds else None))
     return configs
+
+
+def side_by_side(configs: Sequence[Config]) -> list[tuple[str, list[Channel | None]]]:
+    """The channels of every configuration side by side (the "Cortex-A53 vs Cortex-A9"
+    table: one row per CPU, one column per board): each channel name in order of first
+    appearance, with that configuration's runs' channels of that name merged (None where
+    a configuration has no such channel)."""
+    from rtlab.results.model import Channel
+
+    names: list[str] = []
+    per: list[dict[str, list[Channel]]] = []
+    for c in configs:
+        found: dict[str, list[Channel]] = {}
+        for r in c.runs:
+            for _, ch in r.headline_channels():
+                found.setdefault(ch.name, []).append(ch)
+                if ch.name not in names:
+                    names.append(ch.name)
+        per.append(found)
+    return [(name, [Channel.merged(name, f[name]) if name in f else None for f in per])
+            for name in names]
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ def register(sub: Any) -> None:
         "length are not compared directly: the distributions of their per-window maxima are. "
         "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")
-    p.add_argument("--by", choices=("run", "kernel", "scenario", "variant"), default="run",
-                   help="group runs into configurations (run: each run is one)")
+    p.add_argument("--by", choices=("run", "kernel", "scenario", "variant", "host"),
+                   default="run", help="group runs into configurations (run: each run is one; "
+                   "host: each measured machine or board is one, and its CPUs are shown side "
+                   "by side)")
     p.add_argument("--html", metavar="FILE", help="also write an HTML report with overlaid "
                    "CCDFs")
     p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
@@ -59,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
                       *(bounded_us(c.value(q), c.lower_bound(q)) for q in TABLE_LEVELS),
                       us(c.value("max")), us(c.value("window")))
     console.print(table)
+    if args.by == "host":
+        console.print(_side_by_side(configs))
     if any(c.censored for c in configs):
         console.print("≥ = beyond the peer tool's histogram range: only a lower bound is known",
                       highlight=False)
@@ -80,3 +84,28 @@ def run(args: argparse.Namespace) -> int:
         if not report.passed:
             return int(ExitCode.THRESHOLD)
     return int(ExitCode.OK)
+
+
+def _side_by_side(configs: list[Any]) -> Any:
+    """One row per channel (CPU), per configuration its p99, p99.99 and max (µs)."""
+    from rich.table import Table
+
+    from rtlab.analysis.compare import side_by_side
+    from rtlab.analysis.stats import percentile
+    from rtlab.report.format import us
+
+    table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
+    table.add_column("channel")
+    for c in configs:
+        table.add_column(c.label, justify="right")
+    for name, chans in side_by_side(configs):
+        cells = []
+        for ch in chans:
+            if ch is None or not ch.samples:
+                cells.append("-")
+                continue
+            cells.append(" / ".join(us(v) for v in (
+                percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns),
+                percentile(ch.hist, 99.99, ch.min_ns, ch.max_ns), ch.max_ns)))
+        table.add_row(name, *cells)
+    return table

@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="HTML file to write (default report-<first run id>.html)")
-    p.add_argument("--by", choices=("run", "kernel", "scenario", "variant"), default="run",
+    p.add_argument("--by", choices=("run", "kernel", "scenario", "variant", "host"), default="run",
                    help="group several runs into configurations for the comparison (run)")
     p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per "

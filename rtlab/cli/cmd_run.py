@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
                    'p99.99 < 20us"; exit code 3 when violated')
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per SLO "
                    "clause and channel (without --slo: one validity check per channel)")
-    add_target_args(p)
+    add_target_args(p, repeat=True)
     p.set_defaults(func=run)
 
 
@@ -198,7 +198,12 @@ def run(args: argparse.Namespace) -> int:
         from rtlab.analysis.slo import parse_slo
 
         slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
-    with open_target(args.target, args.engine_dir) as target:
+    targets = args.target or _scenario_targets(args) or [None]
+    if len(targets) > 1:
+        from rtlab.cli.run_boards import run_boards
+
+        return run_boards(args, slo, targets, _prepare, _report_and_gate)
+    with open_target(targets[0], args.engine_dir) as target:
         return _run_on(args, slo, target)
 
 
@@ -271,8 +276,19 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     return int(max(codes, key=lambda c: rank.get(c, 3)))
 
 
+def _scenario_targets(args: argparse.Namespace) -> list[str]:
+    """The boards a scenario file names, when --target does not say."""
+    if args.probe is not None:
+        return []
+    from rtlab.scenario import find
+    from rtlab.scenario.loader import declared_targets
+
+    return declared_targets(find(args.scenario or "quick"))
+
+
 def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
-                     store_display: str, console: Any) -> list[ExitCode]:
+                     store_display: str, console: Any, compare_by: str = "run"
+                     ) -> list[ExitCode]:
     """Write the HTML report (unless --no-report) and check the SLO; extra exit codes."""
     if not results:
         return []
@@ -298,7 +314,8 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
 
         target = args.report or default_report_path(store_display, results[-1].run_id)
         single = reports[0] if reports and len(results) == 1 else None
-        path = write_run_report(results, target, slo=slo, slo_report=single)
+        path = write_run_report(results, target, slo=slo, slo_report=single,
+                                compare_by=compare_by)
         console.print(f"report: {path}", highlight=False)
     return codes
 

@@ -612,6 +612,28 @@ def comparison_table(configs: Sequence[Config]) -> str:
             f"length){_e(bound)}</p>")
 
 
+def side_by_side_section(configs: Sequence[Config]) -> str:
+    """Boards side by side per CPU (`--by host`): p99, p99.99 and max of each."""
+    from rtlab.analysis.compare import side_by_side
+
+    heads = "".join(f"<th colspan='3'>{_e(c.label)}</th>" for c in configs)
+    sub = "".join("<th>p99</th><th>p99.99</th><th>max</th>" for _ in configs)
+    rows = []
+    for name, chans in side_by_side(configs):
+        cells = []
+        for ch in chans:
+            if ch is None or not ch.samples:
+                cells.append("<td>-</td><td>-</td><td>-</td>")
+                continue
+            s = ch.summary()
+            cells.append(f"<td>{us(s.p(99.0))}</td><td>{us(s.p(99.99))}</td>"
+                         f"<td>{us(s.max_ns)}</td>")
+        rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
+    return ("<h3>Per CPU, side by side</h3><table><tr><th class='l' rowspan='2'>channel</th>"
+            f"{heads}</tr><tr>{sub}</tr>{''.join(rows)}</table>"
+            "<p class='sub'>latency in µs; each board's runs merged per channel</p>")
+
+
 def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison]) -> str:
     from rtlab.report.plots import ccdf_figure, hist_overlay_figure
 
@@ -679,6 +701,8 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
 
         configs = build_configs(results, compare_by)
         out.append(comparison_section(configs, compare_configs(configs)))
+        if compare_by == "host" and len(configs) > 1:
+            out.append(side_by_side_section(configs))
     budgets = _budgets(slo)
     for r in results:
         out.append(f"<h2>Run {_e(r.run_id)}</h2>")

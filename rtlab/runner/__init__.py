@@ -6,6 +6,7 @@ from rtlab.runner.importer import import_jsonl
 from rtlab.runner.preflight import Privileges, check_privileges
 from rtlab.runner.run import (
     Progress,
+    RunControl,
     RunOptions,
     RunOutcome,
     classify,
@@ -17,6 +18,7 @@ from rtlab.runner.run import (
 __all__ = [
     "Privileges",
     "Progress",
+    "RunControl",
     "RunOptions",
     "RunOutcome",
     "check_privileges",

@@ -96,6 +96,7 @@ class RunOptions:
     load_factory: Callable[[LoadSpec], Any] | None = None  # default rtlab.loads.from_spec
     load_settle_s: float = 0.5
     journal_dir: Path | None = None
+    control: RunControl | None = None  # shared by runs in parallel (several boards)
 
 
 @dataclass
@@ -109,7 +110,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class _Control:
+class RunControl:
     """Signals of the whole run: SIGINT/SIGTERM stop the running engines and the run."""
 
     def __init__(self) -> None:
@@ -132,13 +133,14 @@ class _Control:
         if sig is not None:
             session.request_stop(sig)
 
-    def clear(self) -> None:
+    def remove(self, sessions: list[EngineSession]) -> None:
+        """Forget these sessions (ended); another run's sessions stay."""
         with self._lock:
-            self.sessions = []
+            self.sessions = [s for s in self.sessions if s not in sessions]
 
 
 @contextmanager
-def _handle_signals(control: _Control, enabled: bool) -> Iterator[None]:
+def _handle_signals(control: RunControl, enabled: bool) -> Iterator[None]:
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -278,7 +280,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     if opts.comparison is not None:
         ref["comparison"] = opts.comparison
 
-    control = _Control()
+    control = opts.control or RunControl()
     done: list[tuple[RunResult, ExitCode]] = []
     loads_died: list[str] = []
     error: RtlabError | None = None
@@ -407,7 +409,7 @@ def _raw_for(first: Path, run_id: str, scenario: Scenario, index: int, phase: Ph
 
 
 def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, Any],
-               backend: ShieldBackend | None, control: _Control, opts: RunOptions,
+               backend: ShieldBackend | None, control: RunControl, opts: RunOptions,
                run_id: str, first_raw: Path, transport: Transport, host: dict[str, Any],
                ref: dict[str, Any], loads_died: list[str]
                ) -> tuple[RunResult, ExitCode] | None:
@@ -581,7 +583,7 @@ def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]],
             f"tracing failed: {type(exc).__name__}: {exc}"]
 
 
-def _run_probes(scenario: Scenario, index: int, phase: Phase, control: _Control,
+def _run_probes(scenario: Scenario, index: int, phase: Phase, control: RunControl,
                 opts: RunOptions, run_id: str, first_raw: Path, transport: Transport,
                 info: dict[str, Any]) -> list[tuple[ProbeSpec, SessionOutcome]]:
     sessions: list[tuple[ProbeSpec, EngineSession]] = []
@@ -620,7 +622,7 @@ def _run_probes(scenario: Scenario, index: int, phase: Phase, control: _Control,
         for t in threads:
             while t.is_alive():
                 t.join(0.1)
-    control.clear()
+    control.remove([s for _, s in sessions])
     out: list[tuple[ProbeSpec, SessionOutcome]] = []
     for (probe, _), oc in zip(sessions, outcomes, strict=True):
         if isinstance(oc, BaseException):

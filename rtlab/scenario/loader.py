@@ -45,7 +45,7 @@ _OPTION_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 TOP_KEYS = ("scenario", "shield", "load", "probe", "phase", "matrix", "trace")
 TRACE_KEYS = ("enabled", "threshold", "buffer_kb")
 TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB = 16, 256 * 1024
-SCENARIO_KEYS = ("name", "description")
+SCENARIO_KEYS = ("name", "description", "targets")
 SHIELD_KEYS = ("user", "system", "cpuset", "tasks", "kthreads", "irqs",
                "default_smp_affinity", "sched_rt_runtime_us", "dma_latency",
                "thread_priorities")
@@ -497,6 +497,38 @@ def _variants(ctx: _Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
 # the file
 
 
+def _targets(ctx: _Ctx, head: Mapping[str, Any]) -> list[str]:
+    """`[scenario] targets`: the boards the scenario is measured on (docs/boards.md)."""
+    from rtlab.engine.ssh import SshTarget
+
+    raw = head.get("targets", [])
+    g = _Getter(ctx, head, "scenario", "scenario", None)
+    if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+        raise g.fail("targets", f"{raw!r} is not allowed; allowed: a list of "
+                     '"[USER@]HOST[:PORT]" strings')
+    for t in raw:
+        try:
+            SshTarget.parse(t)
+        except UsageError as exc:
+            raise g.fail("targets", exc.message) from None
+    if len(set(raw)) != len(raw):
+        raise g.fail("targets", "a board is named twice")
+    return list(raw)
+
+
+def declared_targets(path: Path | str) -> list[str]:
+    """The boards a scenario file names (`[scenario] targets`), checked; [] if none."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    ctx = _Ctx(str(p), text)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []  # the full parse says what is wrong, with the line
+    head = doc.get("scenario")
+    return _targets(ctx, head) if isinstance(head, dict) else []
+
+
 def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | None = None,
                default_name: str | None = None) -> ScenarioFile:
     """Parse and validate a scenario text; UsageError naming source:line on any problem."""
@@ -516,6 +548,7 @@ def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | No
     name = g.str("name", default_name or "unnamed", _NAME_RE,
                  "a name of letters, digits, _ . -")
     description = g.str("description", "") or ""
+    _targets(ctx, head)
     assert name is not None
 
     shield_raw = _table(ctx, doc, "shield")

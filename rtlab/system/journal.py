@@ -346,7 +346,7 @@ def owner_label(what: str = "run") -> str:
     """Who holds a target: this rtlab process, named so another user can find it."""
     import socket
 
-    return f"rtlab {what} on {socket.gethostname()} (pid {os.getpid()})"
+    return f"rtlab {what} started on {socket.gethostname()} as pid {os.getpid()}"
 
 
 def proc_starttime(pid: int) -> int:

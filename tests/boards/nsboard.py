@@ -37,6 +37,7 @@ class NsBoard:
     workdir: Path
     host_addr: str
     veth: str
+    run_dir: Path  # what the board sees as /run/rtlab (its journals, its owner lock)
 
     def ssh_argv(self, *remote: str) -> list[str]:
         import shlex
@@ -112,6 +113,8 @@ def ns_board(workdir: Path, tag: str = "b", index: int = 0) -> Iterator[NsBoard]
     known = workdir / "known_hosts"
     known.write_text(f"{addr} {' '.join(hostline.split()[:2])}\n")
     name = f"nsboard{index}"
+    run_dir = workdir / "run-rtlab"  # the board's /run/rtlab
+    run_dir.mkdir(mode=0o700, exist_ok=True)
     config = workdir / "ssh_config"
     config.write_text(
         f"Host {name}\n  HostName {addr}\n  User root\n  IdentityFile {key}\n"
@@ -135,20 +138,24 @@ def ns_board(workdir: Path, tag: str = "b", index: int = 0) -> Iterator[NsBoard]
         _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", peer)
         _ip("-n", ns, "link", "set", peer, "up")
         _ip("-n", ns, "link", "set", "lo", "up")
-        script = ('mount --bind "$1" /root && exec dropbear -F -E -s -j -k '
+        # its own hostname, root's home and /run/rtlab (journals and the owner lock of
+        # this board, apart from this machine's and other boards')
+        script = ('hostname "$5" && mount --bind "$1" /root && mkdir -p /run/rtlab && '
+                  'mount --bind "$6" /run/rtlab && exec dropbear -F -E -s -j -k '
                   '-r "$2" -p "$3:22" -P "$4"')
         server = subprocess.Popen(
             # nsenter, not `ip netns exec`: that remounts /sys, which hides the cgroup
             # hierarchies the board's shield must see
-            ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation",
-             "private",
+            ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--uts",
+             "--propagation", "private",
              "sh", "-c", script, "nsboard", str(home), str(hostkey), addr,
-             str(workdir / "dropbear.pid")],
+             str(workdir / "dropbear.pid"), name, str(run_dir)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True)
         _wait_port(ns, addr, 22, server)
         yield NsBoard(name=name, netns=ns, addr=addr, ssh_config=config, key=key,
-                      server=server, workdir=workdir, host_addr=host_addr, veth=veth)
+                      server=server, workdir=workdir, host_addr=host_addr, veth=veth,
+                      run_dir=run_dir)
     finally:
         if server is not None:
             with suppress(ProcessLookupError):

@@ -210,7 +210,7 @@ def test_killed_host_leaves_the_board_as_it_was(board: NsBoard, cli, tmp_path: P
     p.wait()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if not list(Path("/run/rtlab").glob("run-*.journal")):
+        if not list(board.run_dir.glob("run-*.journal")):
             break
         time.sleep(0.2)
     after = read_facts(LocalTransport(probe_bin))
@@ -243,7 +243,7 @@ def test_two_hosts_cannot_drive_one_board(board: NsBoard, cli, tmp_path: Path) -
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 60
-        lock = Path("/run/rtlab/target.lock")
+        lock = board.run_dir / "target.lock"
         while time.monotonic() < deadline:
             if lock.exists() and "rtlab run" in lock.read_text():
                 break
@@ -294,3 +294,35 @@ def test_fetch_brings_home_what_a_killed_host_lost(board: NsBoard, cli, tmp_path
     again = cli("results", "fetch", "--target", board.name)
     assert again.returncode == 0 and "already stored" in again.stdout
     assert len(stored_runs(cli.store)) == 1
+
+
+def test_two_boards_in_parallel_give_one_comparison(board: NsBoard, cli,
+                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--target a --target b`: one run per board, measured at the same time, stored
+    with one comparison id, and compared by host (the boards' own hostnames)."""
+    from nsboard import ns_board
+
+    with ns_board(tmp_path / "second", index=1) as other:
+        cfg = tmp_path / "both"
+        cfg.write_text(board.ssh_config.read_text() + other.ssh_config.read_text())
+        proc = cli("run", "--probe", "timer", "--cpus", "0", "--duration", "3s",
+                   "--target", board.name, "--target", other.name,
+                   "--report", str(tmp_path / "r.html"),
+                   env={"RTLAB_SSH_CONFIG": str(cfg)})
+        assert proc.returncode == 0, proc.stderr
+    runs = stored_runs(cli.store)
+    assert len(runs) == 2
+    hosts = sorted(r["provenance"]["engine"]["system"]["hostname"] for r in runs)  # type: ignore[index]
+    assert hosts == ["nsboard0", "nsboard1"]
+    assert len({r["scenario"]["comparison"] for r in runs}) == 1  # type: ignore[index]
+    starts = sorted(r["provenance"]["host"]["start_wall"] for r in runs)  # type: ignore[index]
+    ends = sorted(r["provenance"]["host"]["end_wall"] for r in runs)  # type: ignore[index]
+    assert starts[1] < ends[0]  # in parallel: the second started before the first ended
+    assert "per CPU, side by side" in proc.stdout
+    assert "nsboard0" in proc.stdout and "nsboard1" in proc.stdout
+    html = (tmp_path / "r.html").read_text()
+    assert "Per CPU, side by side" in html
+    ids = [str(r["run_id"]) for r in runs]
+    cmp = cli("compare", *ids, "--by", "host")
+    assert cmp.returncode == 0, cmp.stderr
+    assert "nsboard0" in cmp.stdout and "nsboard1" in cmp.stdout

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab run --target A --target B ...`: several boards measured in parallel, one run
+each (all with one comparison id), one live display, one comparison by host at the end.
+
+Every board's SSH connection is opened here, in the main thread (a connection is tied
+to the thread that opened it: PR_SET_PDEATHSIG), before anything starts; each board's
+scenario is loaded with its own CPUs; one `RunControl` is shared so a Ctrl-C stops
+every board's engines and keeps what each measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from contextlib import ExitStack
+from typing import Any
+
+from rtlab.exitcodes import ExitCode
+
+_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2, ExitCode.SKIPPED: 3,
+         ExitCode.USAGE: 3, ExitCode.INTERRUPTED: 4}
+
+
+class BoardsProgress:
+    """One live table of every board's channels."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.live import Live
+
+        self._live = Live(console=console, transient=True, auto_refresh=False)
+        self._latest: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._live.start()
+
+    def for_board(self, name: str) -> Any:
+        def update(p: Any) -> None:
+            with self._lock:
+                self._latest[name] = p
+                self._draw()
+        return update
+
+    def _draw(self) -> None:
+        from rich.table import Table
+
+        from rtlab.report.format import seconds, us
+        from rtlab.report.terminal import channel_label
+
+        table = Table(title="measuring on " + ", ".join(self._latest), title_justify="left")
+        for col in ("board", "phase", "elapsed", "channel", "samples", "max µs", "missed"):
+            table.add_column(col, justify="left" if col in ("board", "phase", "channel")
+                             else "right")
+        for name, p in self._latest.items():
+            for ch in p.channels:
+                table.add_row(name, p.phase, seconds(p.elapsed_ns), channel_label(ch),
+                              f"{ch.samples:,}", us(ch.max_ns), f"{ch.missed:,}")
+        self._live.update(table, refresh=True)
+
+    def stop(self) -> None:
+        self._live.stop()
+
+
+def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
+               prepare: Any, report_and_gate: Any) -> int:
+    """Measure every target in parallel; print each result and one comparison by host."""
+    from rtlab.cli.target import open_target
+    from rtlab.errors import RtlabError, UsageError
+    from rtlab.report import render
+    from rtlab.report.terminal import make_console
+    from rtlab.results.store import Store
+    from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
+    from rtlab.runner.remote import check_remote, target_online_cpus
+
+    if len(set(targets)) != len(targets):
+        raise UsageError("the same --target is given twice: one run per board")
+    if args.peer is not None:
+        raise UsageError("--peer with several --target: not available")
+    console, err = make_console(), make_console(stderr=True)
+    with ExitStack() as stack:
+        boards = [stack.enter_context(open_target(t, args.engine_dir)) for t in targets]
+        plans = []
+        for b in boards:
+            _, variants = prepare(args, target_online_cpus(b))
+            check_remote(variants, b, peer=None)
+            plans.append(variants)
+        control = RunControl()
+        comparison = new_comparison_id()
+        progress = (BoardsProgress(console) if not args.no_progress and console.is_terminal
+                    else None)
+        outcomes: list[list[Any]] = [[] for _ in boards]
+        failures: list[BaseException | None] = [None] * len(boards)
+
+        def work(i: int) -> None:
+            store = Store.open(args.store)
+            opts = RunOptions(
+                store=store, transport=boards[i], allow_non_rt=args.allow_non_rt,
+                on_progress=progress.for_board(boards[i].target) if progress else None,
+                command_line=["rtlab", *sys.argv[1:]], restore_first=args.restore_first,
+                no_shield=args.no_shield, handle_signals=False, control=control,
+                comparison=comparison)
+            try:
+                outcomes[i] = run_variants(plans[i], opts)
+            except BaseException as exc:  # reported in the main thread
+                failures[i] = exc
+            finally:
+                store.close()
+
+        def on_signal(signum: int, _frame: object) -> None:
+            control.request(signum)
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            threads = [threading.Thread(target=work, args=(i,), daemon=True)
+                       for i in range(len(boards))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            if progress:
+                progress.stop()
+    codes: list[ExitCode] = []
+    results = []
+    for name, outs, exc in zip(targets, outcomes, failures, strict=True):
+        console.print(f"board {name}", style="bold", highlight=False)
+        if exc is not None:
+            if not isinstance(exc, RtlabError):
+                raise exc
+            err.print(f"rtlab: error: {name}: {exc.one_line()}", highlight=False,
+                      markup=False)
+            codes.append(exc.code)
+            continue
+        for o in outs:
+            render(o.result, console)
+            console.print(f"run {o.result.run_id} stored", highlight=False)
+            codes.append(o.exit_code)
+            results.append(o.result)
+    if len(results) > 1:
+        _compare(results, console)
+        console.print(f"comparison {comparison}: runs "
+                      + ", ".join(r.run_id for r in results), highlight=False)
+    store = Store.open(args.store)
+    display = store.display
+    store.close()
+    codes += report_and_gate(args, slo, results, display, console, compare_by="host")
+    if ExitCode.INTERRUPTED in codes:
+        err.print("rtlab: interrupted: partial results stored", highlight=False)
+    return int(max(codes, key=lambda c: _RANK.get(c, 3))) if codes else int(ExitCode.ERROR)
+
+
+def _compare(results: list[Any], console: Any) -> None:
+    from rtlab.analysis.compare import build_configs
+    from rtlab.cli.cmd_compare import _side_by_side
+
+    configs = build_configs(results, "host")
+    if len(configs) > 1:
+        console.print(_side_by_side(configs))
