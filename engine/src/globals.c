@@ -2,14 +2,17 @@
 #include "globals.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *err,
 		     size_t errlen)
 {
 	g->tee = NULL;
 	g->lifeline = false;
+	g->cgroup = NULL;
 	int i = 1;
 	while (i < argc) {
 		const char *a = argv[i];
@@ -20,6 +23,20 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 			}
 			g->lifeline = true;
 			i++;
+			continue;
+		}
+		if (strcmp(a, "--cgroup") == 0 || strncmp(a, "--cgroup=", 9) == 0) {
+			const char *dir = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[i + 1] : NULL);
+			if (!dir || dir[0] != '/') {
+				snprintf(err, errlen, "--cgroup: expects an absolute cgroup directory");
+				return -EINVAL;
+			}
+			if (g->cgroup) {
+				snprintf(err, errlen, "--cgroup: given more than once");
+				return -EINVAL;
+			}
+			g->cgroup = dir;
+			i += a[8] == '=' ? 1 : 2;
 			continue;
 		}
 		const char *val = NULL;
@@ -47,4 +64,29 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 		g->tee = val;
 	}
 	return i;
+}
+
+int rl_join_cgroup(const char *dir, char *err, size_t errlen)
+{
+	char path[4096];
+	int n = snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		snprintf(err, errlen, "--cgroup %s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "--cgroup %s: cannot open cgroup.procs: %s", dir, strerror(e));
+		return -e;
+	}
+	/* "0": the writing process itself (cgroup v1 and v2) */
+	ssize_t w = write(fd, "0\n", 2);
+	int e = w == 2 ? 0 : (w < 0 ? errno : EIO);
+	close(fd);
+	if (e) {
+		snprintf(err, errlen, "--cgroup %s: cannot move into it: %s", dir, strerror(e));
+		return -e;
+	}
+	return 0;
 }

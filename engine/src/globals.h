@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine's global options, placed before the command:
- *   rtlab-probe [--tee FILE] [--stdin-lifeline] PROBE|load|sys|list|... [OPTIONS]
+ *   rtlab-probe [--tee FILE] [--stdin-lifeline] [--cgroup DIR] PROBE|load|sys|... [OPTIONS]
  * --tee FILE (or --tee=FILE): mirror every JSON line of stdout to FILE (output.h).
  * --stdin-lifeline: stop as on SIGTERM when stdin reaches EOF (lifeline.h).
+ * --cgroup DIR (or --cgroup=DIR): move this process into the cgroup DIR before the
+ *   command runs (a cgroup v2 cpuset partition: only its tasks may use its CPUs).
  */
 #ifndef RTLAB_GLOBALS_H
 #define RTLAB_GLOBALS_H
@@ -16,6 +18,7 @@
 struct rl_globals {
 	const char *tee;	/* NULL: no tee */
 	bool lifeline;
+	const char *cgroup;	/* NULL: stay where started */
 };
 
 /*
@@ -25,5 +28,11 @@ struct rl_globals {
  */
 int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *err,
 		     size_t errlen) RL_WUR;
+
+/*
+ * Move the calling process into the cgroup directory `dir` (absolute) by writing 0 to
+ * its cgroup.procs. 0 or -errno with a one-line message in err.
+ */
+int rl_join_cgroup(const char *dir, char *err, size_t errlen) RL_WUR;
 
 #endif

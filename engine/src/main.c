@@ -283,6 +283,13 @@ int main(int argc, char **argv)
 			return RL_EXIT_ERROR;
 		}
 	}
+	if (g.cgroup) {
+		int e = rl_join_cgroup(g.cgroup, err, sizeof(err));
+		if (e) {
+			fprintf(stderr, "rtlab-probe: %s\n", err);
+			return e == -EACCES || e == -EPERM ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
+		}
+	}
 	int code = run_command(argc - first, argv + first, argc, argv, &g);
 	if (g.tee) {
 		int e = out_tee_close();

@@ -704,12 +704,19 @@ static enum rres restore_affinity(const struct sj_obj *e, const char *key, int *
 	cpus_from_arr(arr, n, &set, &bad);
 	if (bad || !n)
 		return *err = EINVAL, RS_FAILED;
-	if (sched_setaffinity((pid_t)tid, sizeof(set), &set) != 0) {
+	/* EINVAL: no CPU of the set is in the task's cpuset yet. A cgroup removed just
+	 * before (the shield's partition, restored first) gives its CPUs back to its
+	 * parent asynchronously, once the kernel has taken it offline: retry for 1 s. */
+	for (int tries = 0;; tries++) {
+		if (sched_setaffinity((pid_t)tid, sizeof(set), &set) == 0)
+			return RS_OK;
 		if (errno == ESRCH)
 			return RS_GONE;
-		return *err = errno, RS_FAILED;
+		if (errno != EINVAL || tries >= 100)
+			return *err = errno, RS_FAILED;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
 	}
-	return RS_OK;
 }
 
 static enum rres restore_sched(const struct sj_obj *e, int *err)

@@ -32,6 +32,19 @@ int main(void)
 	char *version[] = { "rtlab-probe", "--version", "--json" };
 	CHECK(parse(3, version) == 1);
 
+	char *cg[] = { "rtlab-probe", "--cgroup", "/sys/fs/cgroup/rtlab-shield", "--tee=/t", "timer" };
+	CHECK(parse(5, cg) == 4 && strcmp(g.cgroup, "/sys/fs/cgroup/rtlab-shield") == 0 && g.tee);
+	char *cgeq[] = { "rtlab-probe", "--cgroup=/x", "timer" };
+	CHECK(parse(3, cgeq) == 2 && strcmp(g.cgroup, "/x") == 0);
+	char *cgrel[] = { "rtlab-probe", "--cgroup", "rel", "timer" };
+	CHECK(parse(4, cgrel) == -EINVAL && strstr(err, "absolute"));
+	char *cgnone[] = { "rtlab-probe", "--cgroup" };
+	CHECK(parse(2, cgnone) == -EINVAL);
+	char *cgtwice[] = { "rtlab-probe", "--cgroup=/a", "--cgroup=/b", "timer" };
+	CHECK(parse(4, cgtwice) == -EINVAL && strstr(err, "more than once"));
+	CHECK(rl_join_cgroup("/nonexistent-rtlab", err, sizeof(err)) == -ENOENT &&
+	      strstr(err, "cannot open cgroup.procs"));
+
 	char *missing[] = { "rtlab-probe", "--tee" };
 	CHECK(parse(2, missing) == -EINVAL && strstr(err, "--tee: missing value FILE"));
 

@@ -363,8 +363,15 @@ def _own_board(transport: Transport, opts: RunOptions) -> Any:
     d = _journal_dir(opts, transport)
     assert d is not None
     _event(opts, f"taking {transport.target} for this run")
-    return SystemSession(transport, d, name=f"run-{socket.gethostname()}-{os_getpid()}",
-                         owner=owner_label()).__enter__()
+    session = SystemSession(transport, d, name=f"run-{socket.gethostname()}-{os_getpid()}",
+                            owner=owner_label())
+    try:
+        return session.__enter__()
+    except SkippedError:
+        if not opts.allow_non_rt:
+            raise
+        _event(opts, f"not root on {transport.target}: measuring without its owner lock")
+        return None
 
 
 def _target_info(transport: Transport) -> dict[str, Any]:
@@ -453,7 +460,7 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             tracer.start()
         _event(opts, f"phase {phase.name}: measuring")
         outcomes = _run_probes(scenario, index, phase, control, opts, run_id, first_raw,
-                               transport, info)
+                               transport, info, backend)
         if tracer is not None:
             _event(opts, f"phase {phase.name}: attributing spikes")
             traced = _finish_trace(tracer, outcomes, phase.name)
@@ -585,7 +592,8 @@ def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]],
 
 def _run_probes(scenario: Scenario, index: int, phase: Phase, control: RunControl,
                 opts: RunOptions, run_id: str, first_raw: Path, transport: Transport,
-                info: dict[str, Any]) -> list[tuple[ProbeSpec, SessionOutcome]]:
+                info: dict[str, Any], backend: ShieldBackend | None = None
+                ) -> list[tuple[ProbeSpec, SessionOutcome]]:
     sessions: list[tuple[ProbeSpec, EngineSession]] = []
     for probe in phase.probes:
         options = dict(probe.options)
@@ -593,6 +601,9 @@ def _run_probes(scenario: Scenario, index: int, phase: Phase, control: RunContro
             options["allow_non_rt"] = True
         options = adapt_for(transport, probe.name, options)  # cpus->cpu etc. per probe
         args = probe_args(probe.name, options)
+        if backend is not None and getattr(backend, "probe_cgroup", None):
+            # a cgroup v2 partition: only its own tasks may use the shielded CPUs
+            args = ["--cgroup", str(backend.probe_cgroup), *args]
         raw = _raw_for(first_raw, run_id, scenario, index, phase, probe)
         watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
         session = EngineSession(transport, args, raw, watchdog_s=watchdog,

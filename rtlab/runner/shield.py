@@ -82,6 +82,11 @@ class ShieldBackend(Protocol):
     def recorder(self) -> Any:
         """A SpawnRecorder (journal) for loads, or None."""
 
+    @property
+    def probe_cgroup(self) -> str | None:
+        """The cgroup the probes must join to reach the shielded CPUs (a cgroup v2
+        partition takes them away from every other cgroup), or None."""
+
 
 class SystemShield:
     """The scenario's shield through rtlab.system: facts -> plan -> journaled apply ->
@@ -212,6 +217,11 @@ class SystemShield:
     @property
     def recorder(self) -> Any:
         return self._session
+
+    @property
+    def probe_cgroup(self) -> str | None:
+        backend, cgroup = self._where
+        return cgroup if backend == "v2" else None
 
 
 def default_backend(spec: ShieldSpec, transport: Transport | None = None) -> ShieldBackend:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtlab.errors import RtlabError
+from rtlab.errors import RtlabError, SkippedError
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -32,6 +32,7 @@ SCHEMA = 1
 DEFAULT_DIR = Path("/run/rtlab")
 SHIELD_JOURNAL = "shield.journal"
 ANSWER_TIMEOUT_S = 30.0
+SKIPPED_EXIT = 4  # a privilege is missing (not root)
 BUSY_EXIT = 5  # `sys apply --lock`: another owner holds the target (docs/sys-protocol.md)
 LOCK_NAME = "target.lock"
 RESTORE_TIMEOUT_S = 120.0
@@ -246,6 +247,14 @@ class Applier:
                 raise RtlabError(line.removeprefix("rtlab-probe sys apply: "),
                                  hint="wait for that run to end (or stop it); one rtlab run "
                                       "owns a system at a time")
+            if code == SKIPPED_EXIT:  # e.g. not root on a board: say where and how
+                line = err.splitlines()[-1] if err else "a privilege is missing"
+                where = "" if transport.is_local else f" on {transport.target}"
+                raise SkippedError(
+                    f"changing the system{where} was refused: "
+                    f"{line.removeprefix('rtlab-probe sys apply: ')}",
+                    hint="log in as root (e.g. --target root@HOST); a run measures as "
+                         "another user only with --allow-non-rt and without a shield")
             if code == 255 and not transport.is_local:
                 from rtlab.engine.ssh import ssh_error
 

@@ -308,6 +308,14 @@ def move_ops(plan: Plan, facts: Facts) -> list[dict[str, Any]]:
 
 
 def _plan_v2(plan: Plan, facts: Facts, root: str, shield_cpus: str) -> None:
+    # Removing a partition gives every task of the other cgroups the whole CPU set again,
+    # whatever its affinity was (the kernel resets it). So every task's affinity as it is
+    # now is journaled first (setting it is a no-op): restore runs in reverse order, and
+    # sets each back after the partition is gone (first seen on a PREEMPT_RT board: the
+    # irq/N threads, pinned to their IRQ's effective CPU, came back unpinned).
+    for t in facts.tasks:
+        if not t.per_cpu and t.affinity:
+            plan.add({"op": "affinity", "tid": t.tid, "cpus": sorted(t.affinity)})
     subtree = (facts.cgroup.v2_subtree_control or "").split()
     if "cpuset" not in subtree:
         plan.add(
@@ -456,6 +464,8 @@ def apply_shield(
                     moved_user += 1
             elif ans.get("errno") != 3:  # ESRCH: exited meanwhile
                 failed.append(f"move {t.label if t else op['tid']}: {ans.get('error')}")
+        elif op["op"] == "affinity":
+            continue  # v2: the affinities kept for the restore (a no-op when applied)
         elif not ans.get("ok") and not IRQ_PATH.match(str(op.get("path", ""))):
             failed.append(f"{op['op']} {op.get('path', '')}: {ans.get('error')}")
     irq_ok = [
