@@ -326,11 +326,8 @@ static void write_result(struct jsonw *w, const struct load_run *r, const char *
 static int start_workers(struct load_run *r, char *err, size_t errlen)
 {
 	const struct load_cfg *c = r->cfg;
-	cpu_set_t saved;
-	bool restore = false;
 	if (c->have_cpus) {
-		if (sched_getaffinity(0, sizeof(saved), &saved) != 0 ||
-		    sched_setaffinity(0, sizeof(c->cpus), &c->cpus) != 0) {
+		if (sched_setaffinity(0, sizeof(c->cpus), &c->cpus) != 0) {
 			int e = -errno;
 			char l[256];
 			opt_format_cpulist(&c->cpus, l, sizeof(l));
@@ -338,7 +335,8 @@ static int start_workers(struct load_run *r, char *err, size_t errlen)
 				 l, strerror(-e));
 			return e;
 		}
-		restore = true; /* the workers inherit it; the parent goes back */
+		/* the workers inherit it, and so does the parent (it only waits) and its
+		 * lifeline thread, started after: nothing of the load runs elsewhere */
 	}
 	pid_t parent = getpid();
 	int e = 0;
@@ -356,9 +354,6 @@ static int start_workers(struct load_run *r, char *err, size_t errlen)
 		}
 		r->w[i] = (struct worker){ .pid = p, .kind = kind, .alive = true };
 		r->n = i + 1;
-	}
-	if (restore && sched_setaffinity(0, sizeof(saved), &saved) != 0) {
-		/* the parent only sleeps: staying on --cpus is harmless */
 	}
 	if (e)
 		stop_workers(r);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "exec.h"
 #include "globals.h"
 #include "jsonw.h"
 #include "lifeline.h"
@@ -26,6 +27,8 @@ static void usage(FILE *f)
 		"       rtlab-probe list [--json]     list the probes (--json: with their options)\n"
 		"       rtlab-probe sys facts|apply|restore|status  journaled system changes\n"
 		"       rtlab-probe [GLOBAL] load [OPTIONS]  CPU/memory load without stress-ng (load --help)\n"
+		"       rtlab-probe [GLOBAL] exec [--cpus LIST] -- CMD [ARGS...]  run a load tool in its\n"
+		"                      own process group, stopped with it (exec --help)\n"
 		"       rtlab-probe --version [--json]  print the engine version (--json: one JSON line)\n"
 		"\n"
 		"GLOBAL options (before the command):\n"
@@ -34,7 +37,7 @@ static void usage(FILE *f)
 		"                      (the reader or the SSH connection went away) the run goes on\n"
 		"                      writing FILE alone\n"
 		"  --stdin-lifeline    stop as on SIGTERM when stdin reaches EOF (the controller\n"
-		"                      went away); probes and load\n"
+		"                      went away); probes, load and exec\n"
 		"\n"
 		"Output: JSON Lines (schema %d) on stdout, see docs/engine-output.md.\n"
 		"Exit codes: 0 completed, 1 error, 2 usage, 3 threshold exceeded,\n"
@@ -191,6 +194,8 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 	struct probe_env env = { .argc = full_argc, .argv = full_argv, .online = &online };
 	if (strcmp(cmd, "load") == 0) /* not a probe: load.c */
 		return load_main(argc - 1, argv + 1, &env, g->lifeline);
+	if (strcmp(cmd, "exec") == 0) /* not a probe: exec.c */
+		return exec_main(argc - 1, argv + 1, &env, g->lifeline);
 
 	const struct probe_ops *p = probe_find(cmd);
 	if (!p) {

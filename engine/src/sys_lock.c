@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "isotime.h"
 #include "sys.h"
 
 #define LOCK_LINE_MAX 1024
@@ -65,11 +66,9 @@ void sys_lock_describe(const struct sys_lock_info *li, char *buf, size_t len)
 		snprintf(buf, len, "an unknown holder (the lock file names none)");
 		return;
 	}
-	char when[64] = "an unknown time";
-	time_t t = (time_t)(li->since_ns / (int64_t)NS_PER_SEC);
-	struct tm tm;
-	if (gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	char when[64];
+	if (rl_iso8601_utc(li->since_ns / (int64_t)NS_PER_SEC, when, sizeof(when)) < 0)
+		snprintf(when, sizeof(when), "an unknown time");
 	snprintf(buf, len, "%s (pid %lld) since %s", li->owner, (long long)li->pid, when);
 }
 

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pathmatch.h"
 #include "sys.h"
 
 #define SNAP_FIRST_BUF (64 * 1024)
@@ -203,7 +203,7 @@ struct snap {
 	uint64_t files, errors, bytes;
 	bool stopped;		/* max_total reached */
 	int werr;		/* writing out failed: stop */
-	char self[32];		/* "/proc/PID": our own process, left out of glob matches */
+	char self[32];		/* "/proc/PID": our own process, left out of pattern matches */
 	size_t self_len;
 	char *buf;		/* file content */
 	size_t cap;
@@ -232,18 +232,12 @@ static void emit_error(struct snap *s, const char *path, int err)
 	}
 }
 
-/*
- * glob(3)'s error callback has no user pointer: the snapshot being globbed is
- * kept here for the duration of one glob() call (the command is single-threaded).
- */
-static struct snap *glob_snap;
-
-static int on_glob_error(const char *epath, int eerrno)
+/* A directory the pattern's expansion could not read. */
+static void on_dir_error(void *ctx, const char *dir, int err)
 {
 	/* A directory that vanished while matching (an exited task) is not an error. */
-	if (glob_snap && eerrno != ENOENT && eerrno != ENOTDIR && eerrno != ESRCH)
-		emit_error(glob_snap, epath, eerrno);
-	return 0;	/* go on matching */
+	if (err != ENOENT && err != ENOTDIR && err != ESRCH)
+		emit_error(ctx, dir, err);
 }
 
 /* Files whose reading consumes what they hold (or blocks): never read. */
@@ -497,29 +491,20 @@ static int snap_pattern(struct snap *s, const char *pat)
 		snap_path(s, path, list, false);
 		return 0;
 	}
-	glob_t g;
-	memset(&g, 0, sizeof(g));
-	glob_snap = s;
-	int r = glob(pat, 0, on_glob_error, &g);
-	glob_snap = NULL;
-	if (r == GLOB_NOSPACE) {
-		globfree(&g);
-		return -ENOMEM;
+	struct pm_list g = { 0 };
+	int r = pm_glob(pat, on_dir_error, s, &g);
+	for (size_t k = 0; !r && k < g.n && !s->stopped && !s->werr; k++) {
+		const char *m = g.v[k];
+		if (dot_component(m))
+			continue;
+		if (strncmp(m, s->self, s->self_len) == 0 &&
+		    (m[s->self_len] == '/' || m[s->self_len] == '\0'))
+			continue;	/* ourselves: gone before anyone reads the copy */
+		strip_slashes(path, sizeof(path), m);
+		snap_path(s, path, list, true);
 	}
-	if (r == 0) {
-		for (size_t k = 0; k < g.gl_pathc && !s->stopped && !s->werr; k++) {
-			const char *m = g.gl_pathv[k];
-			if (dot_component(m))
-				continue;
-			if (strncmp(m, s->self, s->self_len) == 0 &&
-			    (m[s->self_len] == '/' || m[s->self_len] == '\0'))
-				continue;	/* ourselves: gone before anyone reads the copy */
-			strip_slashes(path, sizeof(path), m);
-			snap_path(s, path, list, true);
-		}
-	}
-	globfree(&g);	/* GLOB_NOMATCH: a pattern that matches nothing is no error */
-	return 0;
+	pm_list_free(&g);	/* a pattern that matches nothing is no error */
+	return r;
 }
 
 int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err, size_t errlen)
