@@ -166,6 +166,7 @@ class Load:
 
     kind = "load"
     default_placement = Placement()
+    stop_grace_s = 0.0  # at least this long between SIGTERM and SIGKILL (LoadSet's grace_s)
 
     def __init__(self, params: Mapping[str, Any] | None = None,
                  placement: Placement | None = None, *, name: str | None = None):
@@ -271,6 +272,10 @@ class Load:
             if p.poll() is None or proc.group_members(p.pgid):
                 done = False
         return done
+
+    def leftovers(self) -> list[int]:
+        """PIDs of what is still alive of this load (after the stop: what would not go)."""
+        return [m.pid for p in self.procs for m in proc.group_members(p.pgid)]
 
     def _death_message(self, p: Proc) -> str:
         rc = p.returncode

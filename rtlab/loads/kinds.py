@@ -5,6 +5,8 @@ stress       stress-ng stressors (CPU, memory, I/O, scheduler and timer heavy)
 rt-competitor  extra rtlab-probe timer threads at a lower RT priority
 net          UDP traffic at a bounded rate between two private network namespaces
 osadl-mid    the OSADL QA farm "mid load", approximated (stress + net)
+builtin      the engine's own CPU + memory load (`rtlab-probe load`), for targets without
+             stress-ng: labelled as such, never substituted for `stress` silently
 """
 
 from __future__ import annotations
@@ -164,6 +166,113 @@ class StressLoad(Load):
         temp = getattr(self, "temp_path", None)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# builtin (rtlab-probe load: the engine's own CPU + memory load)
+
+BUILTIN_MAX_WORKERS = 1024  # of each kind (the engine's LOAD_MAX_WORKERS)
+BUILTIN_LABEL = ("the engine's built-in CPU+memory load (rtlab-probe load), not stress-ng: "
+                 "cpu workers spin on square roots, vm workers map, dirty and unmap vm_bytes")
+
+BUILTIN_PRESETS: dict[str, dict[str, Any]] = {
+    # the seed talk's `stress --cpu 8 --vm 8 --vm-bytes 20M`, with the engine's load
+    "seed": {"cpu": 8, "vm": 8, "vm_bytes": 20 << 20},
+}
+
+BUILTIN_PARAMS: tuple[Param, ...] = (
+    Param("preset", "choice", "none",
+          "start from a preset (its values are used for keys not given); "
+          "seed = --cpu 8 --vm 8 --vm-bytes 20M", choices=("none", *BUILTIN_PRESETS)),
+    Param("cpu", "int", 0, "workers spinning on square roots (like stress --cpu)",
+          min=0, max=BUILTIN_MAX_WORKERS),
+    Param("vm", "int", 0, "workers that map vm_bytes, write every page, unmap, repeat "
+          "(like stress --vm)", min=0, max=BUILTIN_MAX_WORKERS),
+    Param("vm_bytes", "size", 64 << 20, "memory a vm worker maps per loop (--vm-bytes)",
+          min=4 << 10, max=64 << 30),
+)
+
+
+def _check_builtin(v: Mapping[str, Any]) -> list[str]:
+    if not v["cpu"] and not v["vm"]:
+        return ["builtin: no worker selected; set cpu and/or vm to a positive number, "
+                "or preset = \"seed\""]
+    return []
+
+
+def _builtin_values(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults, then the preset's values, then the given keys."""
+    values = {p.name: p.default for p in BUILTIN_PARAMS}
+    values.update(BUILTIN_PRESETS.get(params.get("preset", "none"), {}))
+    values.update(params)
+    return values
+
+
+class BuiltinLoad(Load):
+    """`rtlab-probe load --cpu N --vm M --vm-bytes SIZE [--cpus LIST]`: the engine's own
+    CPU + memory load (docs/engine.md). It leads its own process group, forks its
+    workers into it and prints a `load` record, then a `load_result` with loop counts."""
+
+    kind = "builtin"
+    default_placement = Placement(None, "other", 0)
+
+    def __init__(self, params: Mapping[str, Any] | None = None,
+                 placement: Placement | None = None, *, name: str | None = None):
+        super().__init__(params, placement, name=name)
+        self.extra["label"] = BUILTIN_LABEL
+
+    def check_tools(self) -> None:
+        self.probe = _find_probe("")
+        if not (os.path.isfile(self.probe) and os.access(self.probe, os.X_OK)):
+            raise SkippedError(f"rtlab-probe {self.probe} is not an executable file",
+                               hint="build it (make setup) or set RTLAB_PROBE")
+
+    def load_args(self) -> list[str]:
+        """The engine's arguments: `load --cpu N ...` (the same here and on a board)."""
+        v, pl = self.params, self.placement
+        a = ["load"]
+        if v["cpu"]:
+            a += ["--cpu", str(v["cpu"])]
+        if v["vm"]:
+            a += ["--vm", str(v["vm"]), "--vm-bytes", format_size(v["vm_bytes"])]
+        if pl.cpus is not None:
+            a += ["--cpus", format_cpulist(pl.cpus)]
+        return a
+
+    def commands(self) -> list[Command]:
+        def ready(p: Proc) -> bool:  # the `load` record: every worker has been forked
+            return p.stdout_path.is_file() and p.stdout_path.stat().st_size > 0
+
+        return [Command("rtlab-probe-load",
+                        [getattr(self, "probe", "rtlab-probe"), *self.load_args()],
+                        workers=True, ready=ready)]
+
+    def collect(self) -> None:
+        for p in self.procs:
+            try:
+                lines = p.stdout_path.read_text().splitlines()
+            except OSError:
+                continue
+            self.take_records(_json_records(lines))
+
+    def take_records(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """The engine's `load_result` (loop counts, how it ended) into the description."""
+        for rec in records:
+            if rec.get("type") == "load_result":
+                self.extra["builtin"] = {k: rec.get(k) for k in (
+                    "status", "exit_code", "elapsed_ns", "loops", "error")}
+
+
+def _json_records(lines: Sequence[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # not a JSON line (a tool's message), or a torn last line
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,6 +510,13 @@ class LoadKind:
     default_placement: Placement
     cross_check: Callable[[Mapping[str, Any]], list[str]] | None = None
     values: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    policies: tuple[str, ...] | None = None  # the placement policies it can honour (None: all)
+
+    def check_policy(self, placement: Placement) -> list[str]:
+        if self.policies is None or placement.policy in self.policies:
+            return []
+        return [f"{self.name}.policy: {placement.policy!r} is not available for this kind; "
+                "allowed: " + ", ".join(repr(p) for p in self.policies)]
 
     def resolve(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """All values (defaults filled in) and the errors, each naming its key."""
@@ -422,6 +538,7 @@ class LoadKind:
         else:
             given = {k: v for k, v in placement.to_dict().items() if v is not None}
             errors += check_placement(self.name, given, self.default_placement)[1]
+            errors += self.check_policy(placement)
         if errors:
             raise UsageError("; ".join(errors))
         return self.load_class(full, placement)
@@ -446,6 +563,10 @@ LOAD_KINDS: dict[str, LoadKind] = {
         LoadKind("osadl-mid", "approximation of the OSADL QA farm mid load: ~1 Mbit/s "
                  "network, small synced file I/O, ~1 MB/s memory allocation", OSADL_PARAMS,
                  OsadlMidLoad, OsadlMidLoad.default_placement, _check_subnet_only),
+        LoadKind("builtin", "the engine's own CPU + memory load (rtlab-probe load), for "
+                 "targets without stress-ng", BUILTIN_PARAMS, BuiltinLoad,
+                 BuiltinLoad.default_placement, _check_builtin, _builtin_values,
+                 policies=("other",)),
     )
 }
 
@@ -485,7 +606,7 @@ def _from_spec(spec: Mapping[str, Any], online: Sequence[int] | None
     placement_keys = {k: v for k, v in spec.items() if k in PLACEMENT_KEYS}
     full, errors = kind.resolve(params)
     placement, perr = check_placement(kind_name, placement_keys, kind.default_placement, online)
-    errors += perr
+    errors += perr or kind.check_policy(placement)
     if errors:
         return None, errors
     return kind.load_class(full, placement), []

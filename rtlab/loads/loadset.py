@@ -14,7 +14,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rtlab.loads import proc
 from rtlab.loads.base import Load, LoadError, NullRecorder, SpawnRecorder
 
 
@@ -154,7 +153,8 @@ class LoadSet:
                     with contextlib.suppress(Exception):  # a last look never blocks the stop
                         load.before_signal()
                 load.signal(signal.SIGTERM)
-        if self._wait_gone(time.monotonic() + self.grace_s):
+        grace = max([self.grace_s, *(load.stop_grace_s for load in self.loads)])
+        if self._wait_gone(time.monotonic() + grace):
             self.stop_result["killed"] = []
             return
         self.stop_result["killed"] = [load.name for load in self.loads if not load.gone()]
@@ -164,8 +164,7 @@ class LoadSet:
         for load in self.loads:
             load.signal(signal.SIGKILL)
         if not self._wait_gone(time.monotonic() + self.grace_s):
-            left = [m.pid for load in self.loads for p in load.procs
-                    for m in proc.group_members(p.pgid)]
+            left = [pid for load in self.loads for pid in load.leftovers()]
             raise LoadError(f"load processes still alive after SIGKILL: {left}")
 
     def _wait_gone(self, deadline: float) -> bool:

@@ -65,6 +65,11 @@ def read_stat(pid: int) -> ProcStat | None:
         raw = (PROC / str(pid) / "stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    return parse_stat(pid, raw)
+
+
+def parse_stat(pid: int, raw: str) -> ProcStat:
+    """The text of a /proc/PID/stat (of this machine, or copied from a board's)."""
     lpar, rpar = raw.index("("), raw.rindex(")")
     comm = raw[lpar + 1:rpar]
     f = raw[rpar + 2:].split()

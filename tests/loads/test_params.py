@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_unknown_kind() -> None:
     assert validate("hog", {}) == [
-        "kind: unknown load kind 'hog'; allowed: stress, rt-competitor, net, osadl-mid"]
+        "kind: unknown load kind 'hog'; allowed: stress, rt-competitor, net, osadl-mid, builtin"]
 
 
 def test_unknown_key_names_the_allowed_keys() -> None:
@@ -64,7 +64,7 @@ def test_placement_errors_are_exact() -> None:
     assert validate_spec({"kind": "stress", "cpu": 1, "policy": "deadline"}) == [
         "stress.policy: 'deadline' is not one of 'other', 'batch', 'idle', 'fifo', 'rr'"]
     assert validate_spec({"cpu": 1}) == [
-        "kind: missing; allowed: stress, rt-competitor, net, osadl-mid"]
+        "kind: missing; allowed: stress, rt-competitor, net, osadl-mid, builtin"]
     with pytest.raises(UsageError, match=r"stress\.cpu: 'x' is not an integer"):
         from_spec({"kind": "stress", "cpu": "x"})
 
