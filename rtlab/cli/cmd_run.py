@@ -36,6 +36,18 @@ def register(sub: Any) -> None:
     p.add_argument("--peer", metavar="ADDR:PORT",
                    help="udp: ping a reflector the user started on another machine (with "
                    "--probe-opt session=TOKEN) instead of two local network namespaces")
+    p.add_argument("--reflector", metavar="TARGET",
+                   help="udp: start the reflector on this board over SSH (bound to --peer "
+                   "ADDR:PORT, its address on the link to the pinging board) and ping it from "
+                   "--target (or this machine): the packets cross the link between the two "
+                   "boards (docs/boards.md)")
+    p.add_argument("--reflector-cpu", type=int, metavar="N",
+                   help="udp with --reflector: pin the reflector to this CPU of its board")
+    p.add_argument("--reflector-thread-priority", metavar="PATTERN=POLICY:PRIO",
+                   action="append", default=[],
+                   help="udp with --reflector: give the reflector board's threads whose name "
+                   "matches PATTERN this policy and priority for the run (journaled there), "
+                   "e.g. the seed's NIC IRQ thread 'irq/[0-9]+-eth1=fifo:99'; repeatable")
     p.add_argument("--duration", metavar="DUR",
                    help="total measuring time: the phases are scaled to add up to DUR, keeping "
                    "their proportions (default: the scenario's durations)")
@@ -218,7 +230,7 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     sfile, variants = _prepare(args, online)
     if not target.is_local:
         check_remote(variants, target, peer=args.peer)
-    peer = _udp_peer(args, variants)  # validated; nothing is created before run_variants
+    peer = _udp_peer(args, variants, target)  # validated; nothing created before run_variants
 
     console = make_console()
     err = make_console(stderr=True)
@@ -387,7 +399,8 @@ def _prepare_probe(args: argparse.Namespace, cpus: list[int] | None, interval: i
     sc = probe_scenario(DirectRequest(
         probe=args.probe, probe_opts=tuple(args.probe_opt), cpus=cpus, interval_ns=interval,
         priority=args.priority, policy=args.policy, duration_ns=duration,
-        threshold_ns=threshold, peer=args.peer))
+        threshold_ns=threshold,
+        peer=args.peer if args.reflector is None else None))  # --reflector: rtlab starts it
     if trace is not None:
         sc = _with_trace(sc, trace)
     if args.samples:
@@ -395,11 +408,28 @@ def _prepare_probe(args: argparse.Namespace, cpus: list[int] | None, interval: i
     return SimpleNamespace(has_matrix=False, source=f"--probe {args.probe}"), [sc]
 
 
-def _udp_peer(args: argparse.Namespace, variants: list[Any]) -> Any:
-    from rtlab.runner.direct import make_peer
+def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None) -> Any:
+    from rtlab.errors import UsageError
+    from rtlab.runner.direct import ReflectorBoard, make_peer
     from rtlab.scenario import online_cpus
 
-    return make_peer(variants, args.peer, online_cpus())
+    if args.reflector is None:
+        if args.reflector_cpu is not None or args.reflector_thread_priority:
+            raise UsageError("--reflector-cpu and --reflector-thread-priority go with "
+                             "--reflector TARGET")
+        return make_peer(variants, args.peer, online_cpus())
+    from rtlab.engine.ssh import SshTarget
+    from rtlab.system.shield import parse_thread_priority
+
+    SshTarget.parse(args.reflector)
+    if target is not None and not target.is_local and target.target == args.reflector:
+        raise UsageError("--reflector is the board that pings (--target): give the other one")
+    prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
+    from rtlab.engine.transport import LocalTransport
+
+    return make_peer(variants, args.peer, online_cpus(), ReflectorBoard(
+        args.reflector, target if target is not None else LocalTransport(),
+        engine_dir=args.engine_dir, cpu=args.reflector_cpu, thread_priorities=prios))
 
 
 def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:
@@ -409,4 +439,5 @@ def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:
     total = sum(v.duration_ns or 0 for v in variants) or None
     addr = peer.start(total)
     opts.transport = peer.pinger_transport()
+    opts.peer_info = peer.describe
     return [with_peer(v, addr, peer.session) for v in variants]

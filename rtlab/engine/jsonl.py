@@ -270,3 +270,21 @@ def _channel_from_engine(raw: dict[str, Any]) -> Channel:
         windows_lost=int(raw.get("windows_lost") or 0),
         ring_lost=int(raw.get("ring_lost") or 0),
     )
+
+
+# engine log codes that change what a stored run means (docs/engine.md, `--tee`)
+_LOG_NOTES = {
+    "tee_failed": "the engine's own copy of its output (--tee) is incomplete",
+    "stdout_lost": "the engine's output stopped reaching the host; the rest of this run "
+                   "comes from the copy the engine kept (--tee)",
+}
+
+
+def log_notes(logs: list[dict[str, Any]]) -> list[str]:
+    """Notes for the engine log records that a reader of the result must know."""
+    out = []
+    for rec in logs:
+        what = _LOG_NOTES.get(str(rec.get("code")))
+        if what is not None:
+            out.append(f"{what}: {rec.get('msg')}" if rec.get("msg") else what)
+    return out

@@ -96,15 +96,40 @@ def needs_udp_peer(sc: Scenario) -> bool:
                for ph in sc.phases for p in ph.probes)
 
 
-def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int]) -> Any:
+@dataclass(frozen=True)
+class ReflectorBoard:
+    """`--reflector B`: where the reflector runs (a board) and how."""
+
+    target: str
+    pinger: Any  # the Transport of the board that pings (--target)
+    engine_dir: str | None = None
+    cpu: int | None = None
+    thread_priorities: tuple[Any, ...] = ()
+
+
+def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int],
+              reflector: ReflectorBoard | None = None) -> Any:
     """The UdpPeer of a udp run (None if no variant runs the udp probe)."""
-    from rtlab.runner.netpeer import NetnsPeer, RemotePeer, parse_peer
+    from rtlab.runner.netpeer import BoardPeer, NetnsPeer, RemotePeer, parse_peer
 
     if not any(needs_udp_peer(v) for v in variants):
-        if peer is not None:
-            raise UsageError("--peer is for udp runs only (--probe udp or a udp scenario)")
+        if peer is not None or reflector is not None:
+            raise UsageError("--peer and --reflector are for udp runs only (--probe udp or "
+                             "a udp scenario)")
         return None
     stamps = udp_timestamps(variants)
+    if reflector is not None:
+        if peer is None:
+            raise UsageError("--reflector needs --peer ADDR:PORT: the reflector board's "
+                             "address on the link to the pinging board, and a port")
+        pinger = next((p for v in variants for ph in v.phases for p in ph.probes
+                       if p.name == "udp"), None)
+        o = pinger.options if pinger is not None else {}
+        return BoardPeer(reflector.target, peer, reflector.pinger,
+                         engine_dir=reflector.engine_dir, cpu=reflector.cpu,
+                         thread_priorities=reflector.thread_priorities, timestamps=stamps,
+                         path=str(o.get("path", "socket")),
+                         xdp_mode=str(o["xdp_mode"]) if o.get("xdp_mode") else None)
     if peer is not None:
         parse_peer(peer)
         session = next((str(p.options["session"]) for v in variants for ph in v.phases

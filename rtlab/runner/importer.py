@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab import __version__
-from rtlab.engine.jsonl import StreamCollector
+from rtlab.engine.jsonl import StreamCollector, log_notes
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.model import RunResult
@@ -59,7 +59,8 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
     status, partial = _status(col)
     host = _host(col, path, command_line)
     result = col.to_result(run_id, status=status, partial=partial, host=host,
-                           extra_notes=[f"imported from {path.name}"])
+                           extra_notes=[f"imported from {path.name}",
+                                        *log_notes(col.stream.logs)])
     store.add(result)
     _copy(path, store.raw_path(run_id))
     return result
@@ -209,7 +210,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
             last_col = col
             status, partial = _status(col)
             res = col.to_result(run_id, status=status, partial=partial, host=host,
-                                phase=ph.name)
+                                phase=ph.name, extra_notes=log_notes(col.stream.logs))
             if label is not None:
                 for ch in res.phases[0].channels:
                     ch.name = f"{label}.{ch.name}"

@@ -24,8 +24,9 @@ hardware timestamping) is a clean skip (exit 4) for "hardware" and a note for
 "auto" (the probe then uses software stamps). A remote reflector's NIC is its
 owner's business (docs/probes/udp.md).
 
-Remote execution (a later issue) adds a peer whose `start` spawns the reflector
-through an SSH `Transport` of the other board; nothing above this module changes.
+* `BoardPeer` (`rtlab run --target A --reflector B --peer ADDR:PORT`): the reflector
+  is started on board B over SSH, bound to ADDR (B's address on the link to A), the
+  pinger runs on board A: two boards, one cable, the host only watches.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import os
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,114 @@ class NetnsPeer(UdpPeer):
                 "reflector_cpu": self.reflector_cpu, "reflector_priority": self.priority,
                 "hw_timestamping": [h.describe() for h in self.hw],
                 "reflector_path": self.path}
+
+
+class BoardPeer(UdpPeer):
+    """The reflector on another board (`--reflector B --peer ADDR:PORT`), started there
+    over SSH, the pinger on the run's board: the packets cross the link between the two
+    boards (ADDR is B's address on it), never the host.
+
+    B is held for the run like any measured board (its owner lock, a journal there):
+    the seed's priorities on B (`thread_priorities`, e.g. the NIC's IRQ thread at FIFO
+    99) are journaled there and undone when the run ends, when rtlab dies or when the
+    connection drops (B's applier sees its stdin close). The reflector runs with the
+    engine's lifeline: it stops when the connection goes, and in any case after the
+    run's duration plus a margin.
+    """
+
+    def __init__(self, target: str, peer: str, pinger: Transport, *,
+                 engine_dir: str | None = None, cpu: int | None = None,
+                 priority: int = REFLECT_PRIORITY, thread_priorities: tuple[Any, ...] = (),
+                 timestamps: str | None = None, path: str = "socket",
+                 xdp_mode: str | None = None) -> None:
+        super().__init__()
+        parse_peer(peer)
+        if timestamps in HW_MODES:
+            raise UsageError("hardware timestamps with --reflector: not available yet "
+                             "(enable them on both boards' NICs by hand and use --peer)")
+        self.target, self.peer, self._pinger = target, peer, pinger
+        self.engine_dir, self.cpu, self.priority = engine_dir, cpu, priority
+        self.thread_priorities = thread_priorities
+        self.timestamps, self.path, self.xdp_mode = timestamps, path, xdp_mode
+        self.session = secrets.token_hex(8)
+        self._board: Any = None
+        self._owner: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.applied: list[dict[str, Any]] = []
+
+    def start(self, duration_ns: int | None) -> str:
+        from rtlab.engine.ssh import SshTransport
+        from rtlab.system.facts import read_facts
+        from rtlab.system.journal import DEFAULT_DIR, SystemSession, owner_label
+        from rtlab.system.shield import priority_ops
+
+        self._board = SshTransport(self.target, engine_dir=self.engine_dir)
+        self._owner = SystemSession(self._board, DEFAULT_DIR,
+                                    name=f"udp-reflector-{os.getpid()}",
+                                    owner=owner_label("udp reflector")).__enter__()
+        if self.thread_priorities:
+            ops = priority_ops(read_facts(self._board), list(self.thread_priorities))
+            answers = self._owner.apply(ops)
+            self.applied = [{"tid": o["tid"], "policy": o["policy"], "priority": o["priority"],
+                             "ok": bool(a.get("ok")), "error": a.get("error")}
+                            for o, a in zip(ops, answers, strict=True)]
+        secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
+        args = ["--stdin-lifeline", "udp", "reflect", "--bind", self.peer, "--session",
+                self.session, "--duration", f"{secs}s", "--policy", "fifo", "--priority",
+                str(self.priority), "--allow-non-rt"]
+        if self.timestamps is not None:
+            args += ["--timestamps", self.timestamps]
+        if self.cpu is not None:
+            args += ["--cpu", str(self.cpu)]
+        if self.path != "socket":
+            args += ["--path", self.path] + (["--xdp-mode", self.xdp_mode]
+                                             if self.xdp_mode else [])
+        self._proc = subprocess.Popen(self._board.engine_argv(args), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      process_group=0,
+                                      preexec_fn=die_with_parent(signal.SIGTERM))
+        # the reflector writes its header once its socket is bound
+        line = self._proc.stdout.readline() if self._proc.stdout else b""
+        if not line.startswith(b'{"type":"header"'):
+            self._proc.wait(timeout=10)
+            err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+            why = (err.strip().splitlines() or [line.decode(errors="replace").strip()
+                                                or "it ended at once"])[-1]
+            raise RtlabError(f"the udp reflector on {self.target} did not start: {why}")
+        threading.Thread(target=self._drain, daemon=True).start()
+        return self.peer
+
+    def _drain(self) -> None:
+        """Read (and drop) the reflector's output so it never blocks on a full pipe."""
+        p = self._proc
+        if p is not None and p.stdout is not None:
+            for _ in iter(p.stdout.readline, b""):
+                pass
+
+    def pinger_transport(self) -> Transport:
+        return self._pinger
+
+    def close(self) -> None:
+        p, self._proc = self._proc, None
+        if p is not None:
+            with contextlib.suppress(OSError):
+                if p.stdin is not None:
+                    p.stdin.close()  # the lifeline: the reflector stops
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+        o, self._owner = self._owner, None
+        if o is not None:
+            with contextlib.suppress(Exception):
+                o.release()
+        b, self._board = self._board, None
+        if b is not None:
+            b.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "board", "reflector": self.peer, "reflector_target": self.target,
+                "reflector_cpu": self.cpu, "reflector_priority": self.priority,
+                "thread_priorities": self.applied, "reflector_path": self.path,
+                "hw_timestamping": []}

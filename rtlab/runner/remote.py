@@ -32,16 +32,18 @@ def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | N
         if sc.trace is not None and sc.trace.enabled:
             raise UsageError(f"--trace on {where}: tracing is read from this machine's tracefs; "
                              "it is not available for boards yet")
-        if sc.loads:
-            names = ", ".join(ld.name for ld in sc.loads)
-            raise UsageError(
-                f"scenario {sc.name} starts loads ({names}): loads on boards are not "
-                "available yet",
-                hint="measure without them, e.g. `rtlab run --probe timer --target ...`")
+        for ld in sc.loads:  # stress, builtin and rt-competitor run on boards
+            from rtlab.loads.remote import board_kind_error
+
+            why = board_kind_error(ld.kind, where)
+            if why is not None:
+                raise UsageError(f"scenario {sc.name}, load {ld.name}: {why}")
         for ph in sc.phases:
-            for p in ph.probes:
-                if p.name == "udp":
-                    raise UsageError(f"the udp probe on {where}: the two-board ping-pong is "
-                                     "not available yet")
-    if peer is not None:
-        raise UsageError("--peer with --target: not available yet")
+            for p in (ph.probe, *ph.more_probes):
+                if p.name == "udp" and p.options.get("mode", "ping") == "ping" and peer is None:
+                    raise UsageError(
+                        f"the udp probe on {where} pings another board: give it with "
+                        "--reflector BOARD --peer ADDR:PORT (rtlab starts the reflector "
+                        "there) or --peer ADDR:PORT (a reflector you started)",
+                        hint="the two namespaces of a local udp run exist on this machine "
+                             "only")

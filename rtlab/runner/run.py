@@ -50,6 +50,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.engine.argv import probe_args
+from rtlab.engine.jsonl import log_notes
 from rtlab.engine.options import adapt_for
 from rtlab.engine.session import EngineSession, SessionOutcome
 from rtlab.engine.transport import LocalTransport, Transport
@@ -97,6 +98,7 @@ class RunOptions:
     load_settle_s: float = 0.5
     journal_dir: Path | None = None
     control: RunControl | None = None  # shared by runs in parallel (several boards)
+    peer_info: Callable[[], dict[str, Any]] | None = None  # where the udp reflector is
 
 
 @dataclass
@@ -179,7 +181,8 @@ def _preflight(scenario: Scenario, opts: RunOptions) -> None:
 
 
 def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
-    """Load objects by name (tools checked: SkippedError before anything starts)."""
+    """Load objects by name (tools checked on the target: SkippedError before anything
+    starts). On a board each load is started there by its engine (rtlab.loads.remote)."""
     if not scenario.loads:
         return {}
     factory = opts.load_factory
@@ -188,10 +191,15 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
 
         def factory(spec: LoadSpec) -> Any:
             return from_spec(spec.to_spec())
+    remote = opts.transport is not None and not opts.transport.is_local
     out: dict[str, Any] = {}
     for spec in scenario.loads:
         load = factory(spec)
         load.name = spec.name
+        if remote:
+            from rtlab.loads.remote import for_target
+
+            load = for_target(load, opts.transport)
         load.check_tools()
         out[spec.name] = load
     return out
@@ -262,6 +270,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         "command_line": opts.command_line,
         "transport": transport.name,
         "target": _target_info(transport),
+        **({"udp_peer": opts.peer_info()} if opts.peer_info is not None else {}),
         "engine_args": None,
         "phases": [],
     }
@@ -298,7 +307,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
                 if control.signal is not None:
                     break
                 outcome = _run_phase(scenario, index, phase, loads, backend, control, opts,
-                                     run_id, first_raw, transport, host, ref, loads_died)
+                                     run_id, first_raw, transport, host, ref, loads_died,
+                                     owner=owner)
                 if outcome is None:
                     break
                 done.append(outcome)
@@ -418,7 +428,7 @@ def _raw_for(first: Path, run_id: str, scenario: Scenario, index: int, phase: Ph
 def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, Any],
                backend: ShieldBackend | None, control: RunControl, opts: RunOptions,
                run_id: str, first_raw: Path, transport: Transport, host: dict[str, Any],
-               ref: dict[str, Any], loads_died: list[str]
+               ref: dict[str, Any], loads_died: list[str], owner: Any = None
                ) -> tuple[RunResult, ExitCode] | None:
     """One phase: its loads, its probes in parallel, collected into one result phase."""
     from contextlib import ExitStack
@@ -439,7 +449,8 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             from rtlab.loads import LoadSet
 
             _event(opts, f"phase {phase.name}: starting loads " + ", ".join(phase.loads))
-            recorder = backend.recorder if backend is not None else None
+            # the journal of the target: the shield's, else a board's owner session
+            recorder = backend.recorder if backend is not None else owner
             loadset = LoadSet(active, recorder, settle_s=opts.load_settle_s,
                               on_death=lambda ld: _event(opts, f"load {ld.name} died early"))
             stack.callback(lambda: info.__setitem__("loads", loadset.describe()))
@@ -763,9 +774,16 @@ def classify(
 
     if code is not None and code < 0 and not outcome.killed:
         notes.append(f"engine killed by {_signal_name(code)}")
+    elif code == 255 and host.get("transport") == "ssh":  # ssh's own failure
+        target = (host.get("target") or {}).get("target", "the board")
+        notes.append(f"the SSH connection to {target} was lost"
+                     + (f" ({outcome.stderr_line()})" if outcome.stderr_line() else "")
+                     + f"; the board kept the whole run: `rtlab results fetch --target "
+                     f"{target}`")
     elif code not in (None, 0, 3, 130) and engine_status != "error":
         line = outcome.stderr_line()
         notes.append(f"engine exited with code {code}" + (f": {line}" if line else ""))
+    notes += log_notes(col.stream.logs)
 
     if engine_status == "completed" and not interrupted:
         status, partial, exit_code = "completed", False, ExitCode.OK

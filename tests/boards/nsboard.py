@@ -170,3 +170,20 @@ def ns_board(workdir: Path, tag: str = "b", index: int = 0) -> Iterator[NsBoard]
                 os.kill(int(p), signal.SIGKILL)
         subprocess.run(["ip", "link", "del", veth], capture_output=True, check=False)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+@contextmanager
+def board_link(a: NsBoard, b: NsBoard, subnet: str = "10.78.0") -> Iterator[tuple[str, str]]:
+    """A cable between two namespace boards (a veth pair, eth1 on each):
+    (a's address, b's address). Traffic between them never enters this machine's
+    own namespace."""
+    try:
+        _ip("link", "add", "eth1", "netns", a.netns, "type", "veth", "peer", "name", "eth1",
+            "netns", b.netns)
+        for board, host in ((a, 1), (b, 2)):
+            _ip("-n", board.netns, "addr", "add", f"{subnet}.{host}/24", "dev", "eth1")
+            _ip("-n", board.netns, "link", "set", "eth1", "up")
+        yield f"{subnet}.1", f"{subnet}.2"
+    finally:
+        subprocess.run(["ip", "-n", a.netns, "link", "del", "eth1"], capture_output=True,
+                       check=False)

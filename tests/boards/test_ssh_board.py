@@ -285,12 +285,17 @@ def test_fetch_brings_home_what_a_killed_host_lost(board: NsBoard, cli, tmp_path
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert not stored_runs(cli.store)
-    time.sleep(1.0)  # the board's engine ends as its stdin closes
+    deadline = time.monotonic() + 60  # the board's engine ends as its stdin closes
+    while time.monotonic() < deadline and not any(
+            '"type":"result"' in f.read_text() for f in raw_dir.iterdir()):
+        time.sleep(0.2)
     got = cli("results", "fetch", "--target", board.name)
     assert got.returncode == 0, got.stderr
     runs = stored_runs(cli.store)
     assert len(runs) == 1 and runs[0]["partial"] and runs[0]["status"] == "partial"
     assert runs[0]["phases"][0]["channels"][0]["samples"] > 0
+    # the engine noted in its kept copy that the host stopped reading: the run says so
+    assert any("stopped reaching the host" in n for n in runs[0]["notes"]), runs[0]["notes"]
     again = cli("results", "fetch", "--target", board.name)
     assert again.returncode == 0 and "already stored" in again.stdout
     assert len(stored_runs(cli.store)) == 1
@@ -326,3 +331,42 @@ def test_two_boards_in_parallel_give_one_comparison(board: NsBoard, cli,
     cmp = cli("compare", *ids, "--by", "host")
     assert cmp.returncode == 0, cmp.stderr
     assert "nsboard0" in cmp.stdout and "nsboard1" in cmp.stdout
+
+
+def test_udp_ping_pong_between_two_boards(board: NsBoard, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The reflector on board B (started there over SSH), the pinger on board A, the
+    packets over the cable between them; a thread priority on B for the run, journaled
+    there and undone."""
+    import shutil
+    import sys
+
+    from nsboard import board_link, ns_board
+
+    with ns_board(tmp_path / "b", index=1) as other, board_link(board, other) as (_, addr_b):
+        cfg = tmp_path / "both"
+        cfg.write_text(board.ssh_config.read_text() + other.ssh_config.read_text())
+        # a process of B's with a name of its own, to prioritise like the seed's IRQ thread
+        marker = tmp_path / "rtlabprio"
+        shutil.copy("/bin/sleep", marker)
+        held = subprocess.Popen(["ip", "netns", "exec", other.netns, str(marker), "60"])
+        try:
+            proc = cli("run", "--probe", "udp", "--duration", "3s", "--no-report",
+                       "--target", board.name, "--reflector", other.name,
+                       "--peer", f"{addr_b}:7400", "--reflector-cpu", "1",
+                       "--reflector-thread-priority", "rtlabprio=fifo:9",
+                       env={"RTLAB_SSH_CONFIG": str(cfg)})
+            assert proc.returncode == 0, proc.stderr
+            policy = os.sched_getscheduler(held.pid)
+        finally:
+            held.kill()
+            held.wait()
+        assert policy == os.SCHED_OTHER  # the priority was undone at the end of the run
+    (run,) = stored_runs(cli.store)
+    rtt = next(c for c in run["phases"][0]["channels"] if c["name"] == "rtt")  # type: ignore[index]
+    assert rtt["samples"] > 100
+    peer = run["provenance"]["host"]["udp_peer"] if "udp_peer" in run["provenance"]["host"] \
+        else run["provenance"]["host"]
+    text = json.dumps(peer)
+    assert other.name in text and f"{addr_b}:7400" in text
+    assert '"priority": 9' in text and '"ok": true' in text
+    del sys

@@ -301,3 +301,34 @@ def test_non_root_user_is_told_what_is_missing(x86_board: Board, tmp_path: Path)
     one_line(proc)
     assert not (tmp_path / "store.db").exists() or not stored(tmp_path)
     x86_board.sh("rm -rf /tmp/rtlab.1000")
+
+
+def test_udp_ping_pong_across_the_board_link(x86_board: Board, arm64_board: Board,
+                                             tmp_path: Path,
+                                             board_facts: Callable[[Board], Any]) -> None:
+    """The seed's UDP test between two boards: the reflector on the aarch64 board
+    (10.77.0.2 on the link), the pinger on the x86_64 board, the link's NIC IRQ threads
+    on the reflector board at FIFO 99 for the run and back afterwards."""
+    before = board_facts(arm64_board)
+    link_irq_threads = [t for t in before.tasks if t.kthread and t.comm.startswith("irq/")]
+    cfg = tmp_path / "both"
+    cfg.write_text(x86_board.ssh_config.read_text() + arm64_board.ssh_config.read_text())
+    proc = rtlab(cfg, tmp_path, "run", "--probe", "udp", "--duration", "3s", "--no-report",
+                 "--target", x86_board.alias, "--reflector", arm64_board.alias,
+                 "--peer", "10.77.0.2:7400", "--reflector-thread-priority",
+                 "irq/[0-9]+-virtio=fifo:99")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = stored(tmp_path)
+    rtt = next(c for c in run["phases"][0]["channels"] if c["name"] == "rtt")
+    assert rtt["samples"] > 0
+    peer = run["provenance"]["host"]["udp_peer"]
+    assert peer["kind"] == "board" and peer["reflector_target"] == arm64_board.alias
+    applied = peer["thread_priorities"]
+    # PREEMPT_RT threads every IRQ: the virtio NICs' IRQ threads were given FIFO 99
+    assert any(t.comm.startswith("irq/") and "virtio" in t.comm for t in link_irq_threads)
+    assert applied and all(a["ok"] and a["priority"] == 99 for a in applied)
+    after = board_facts(arm64_board)
+    for t in before.tasks:
+        u = after.task(t.tid)
+        if u is not None:
+            assert (u.policy, u.priority) == (t.policy, t.priority), t.comm
