@@ -37,14 +37,24 @@ STATUSES = ("completed", "partial", "threshold", "failed")
 # and worst-case estimates use the headline channels only: a merge of a round trip with
 # its own parts would be no distribution of anything. The udp reflector has no `rtt`:
 # its headline is its `wakeup`.
-HEADLINE_CHANNELS: dict[str, tuple[str, ...]] = {"udp": ("rtt", "wakeup")}
+# Per probe, the channel names (shell patterns) that carry its headline quantity, the
+# first that matches wins; a probe not listed, or none matching: every channel. An
+# imported rtla timerlat run (probe "timer") has irq@cpuN, thread@cpuN and user@cpuN:
+# its wake-up latency of a task is user@ (timerlat -u) else thread@, never both at
+# once with irq@ (that would count every period twice).
+HEADLINE_CHANNELS: dict[str, tuple[str, ...]] = {
+    "udp": ("rtt", "wakeup"),
+    "timer": ("user@cpu*", "thread@cpu*"),
+}
 
 
 def headline_channels(probe: str, channels: list[Channel]) -> list[Channel]:
     """The channels of one phase that measure the probe's headline quantity."""
-    for name in HEADLINE_CHANNELS.get(probe, ()):
-        chosen = [c for c in channels if c.name == name]
-        if chosen:
+    from fnmatch import fnmatchcase
+
+    for pattern in HEADLINE_CHANNELS.get(probe, ()):
+        chosen = [c for c in channels if fnmatchcase(c.name, pattern)]
+        if any(c.samples for c in chosen):  # e.g. rtla's user@ columns, empty without -u
             return chosen
     return list(channels)
 

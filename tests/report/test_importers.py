@@ -117,6 +117,22 @@ def test_rtla_timerlat_hist() -> None:
     assert r.elapsed_ns == 10_000_000_000
 
 
+def test_rtla_headline_is_the_task_latency_not_irq_and_thread_together() -> None:
+    """An rtla import is compared, gated and summarised on its thread@ (or user@)
+    channels: with irq@ merged in, every period would count twice."""
+    r = import_file(DATA / "rtla_timerlat_hist.txt", "rtla-timerlat-hist", "eeee0002")
+    head = [ch.name for _, ch in r.headline_channels()]
+    assert head == ["thread@cpu0", "thread@cpu1"]
+    thread = sum(c.samples for c in r.phases[0].channels if c.name.startswith("thread@"))
+    assert r.merged().samples == thread
+    u = import_file(DATA / "rtla_timerlat_hist_ns_b500.txt", "rtla-timerlat-hist", "eeee0012")
+    head_u = [ch.name for _, ch in u.headline_channels()]
+    chans = {c.name: c for c in u.phases[0].channels}
+    want = "user" if any(c.samples for n, c in chans.items() if n.startswith("user@")) \
+        else "thread"
+    assert head_u and all(n.startswith(want + "@") for n in head_u)
+
+
 def test_sockperf_full_log() -> None:
     r = import_file(DATA / "sockperf_full_log.csv", "sockperf", "ffff0001")
     ch = r.phases[0].channels[0]
