@@ -13,9 +13,13 @@ ruff check rtlab tests bench
 
 echo "== engine C unit tests (ASan + UBSan build)"
 builddir=build/test-sanitize
-if [[ ! -f "$builddir/build.ninja" ]]; then
+# a build directory made by another meson (e.g. the system's) cannot be reused: redo it
+stamp="$builddir/.rtlab-meson-version"
+if [[ ! -f "$builddir/build.ninja" || "$(cat "$stamp" 2>/dev/null)" != "$(meson --version)" ]]; then
+  rm -rf "$builddir"
   meson setup "$builddir" -Dpython=false -Db_sanitize=address,undefined \
       -Dstatic=disabled -Dbuildtype=debug >/dev/null
+  meson --version >"$stamp"
 fi
 meson test -C "$builddir" --print-errorlogs
 

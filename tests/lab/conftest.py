@@ -2,8 +2,10 @@
 """Fixtures of the emulated board lab (tests/lab/boards.py, docs/lab.md).
 
 - x86_board, arm64_board: an x86_64-rt board ("lab-x86", 10.77.0.1 on eth1) and an
-  aarch64-rt board ("lab-arm64", 10.77.0.2 on eth1), each booted once per session and
-  joined by a link (lab_link). Tests must leave them as they found them.
+  aarch64-rt board ("lab-arm64", 10.77.0.2 on eth1), each booted once for the tests of
+  this package and joined by a link (lab_link); they are stopped when the package's
+  tests end, so the emulators do not load the machine for the tests that follow.
+  Tests must leave them as they found them.
 - fresh_board: a factory, fresh_board(kind="x86_64-rt", **Board.boot options) -> Board,
   for a test that kills things or changes the board for good; its boards are stopped
   when the test ends.
@@ -52,7 +54,7 @@ def lab_note() -> Callable[[str], None]:
     return record_note
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab_link() -> tuple[LinkSpec, LinkSpec]:
     """The session's board-to-board link: (x86 end 10.77.0.1/24, arm64 end 10.77.0.2/24)."""
     return link_pair("10.77.0")
@@ -67,13 +69,13 @@ def _session_board(name: str, kind: str, link: LinkSpec) -> Iterator[Board]:
         board.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def x86_board(lab_link: tuple[LinkSpec, LinkSpec]) -> Iterator[Board]:
     """The session's x86_64 PREEMPT_RT board, "lab-x86", 10.77.0.1 on its link."""
     yield from _session_board("lab-x86", "x86_64-rt", lab_link[0])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def arm64_board(lab_link: tuple[LinkSpec, LinkSpec]) -> Iterator[Board]:
     """The session's aarch64 PREEMPT_RT board, "lab-arm64", 10.77.0.2 on its link."""
     yield from _session_board("lab-arm64", "aarch64-rt", lab_link[1])

@@ -116,16 +116,26 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
             ]
         )
 
-    try:
-        causes, _, _ = measure(tmp_path, seconds=2.0, threshold_ns=80_000, load=load)
-    finally:
-        rx.terminate()
-        rx.wait(timeout=10)
-
     def named(c: Cause) -> bool:
         return any(
             s.name in ("NET_RX", "NET_TX") and s.duration_ns > 0 for s in c.by_kind("softirq")
         )
+
+    # A 2 s storm usually gives dozens of spikes above 80 µs, but now and then (seen
+    # about 1 run in 4) only one or two, and rarely that little for several runs in a
+    # row: measure again, up to eight times, until there are enough spikes to judge the
+    # majority on (every spike seen in those runs was named NET_RX).
+    causes: list[Cause] = []
+    try:
+        for attempt in range(8):
+            got, _, _ = measure(tmp_path / str(attempt), seconds=2.0, threshold_ns=80_000,
+                                load=load)
+            causes += got
+            if majority(causes, named)[1] >= 5:
+                break
+    finally:
+        rx.terminate()
+        rx.wait(timeout=10)
 
     hits, n = majority(causes, named)
     assert n >= 5, [c.summary() for c in causes]
