@@ -22,6 +22,7 @@
 #include "jsonw.h"
 #include "lifeline.h"
 #include "opts.h"
+#include "procgroup.h"
 #include "sys.h"
 #include "sysinfo.h"
 #include "version.h"
@@ -122,11 +123,6 @@ int exec_resolve(const char *name, const char *path, char *out, size_t outlen)
 	}
 }
 
-static void noop_handler(int sig)
-{
-	(void)sig;
-}
-
 /*
  * The child between fork and exec: only async-signal-safe calls. Never returns. It
  * inherits the --cpus affinity from the parent.
@@ -135,8 +131,7 @@ static void child_run(const struct exec_cfg *c, const char *path, int report_fd,
 {
 	struct child_report rep = { 0, 0 };
 	(void)setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with the exec process, even after kill -9 */
-	if (getppid() != parent)
+	if (!procgroup_child_tie(parent)) /* dies with the exec process, even after kill -9 */
 		_exit(EXEC_CHILD_FAILED);
 	/* stdin: not the host's lifeline; stdout: kept for the engine's JSON lines */
 	int nul = open("/dev/null", O_RDWR);
@@ -152,10 +147,7 @@ static void child_run(const struct exec_cfg *c, const char *path, int report_fd,
 		close(nul);
 	/* what the engine changed must not reach CMD (an ignored SIGPIPE survives exec) */
 	signal(SIGPIPE, SIG_DFL);
-	signal(SIGCHLD, SIG_DFL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	procgroup_child_signals();
 	execv(path, c->cmd_argv);
 	rep = (struct child_report){ STAGE_EXEC, errno };
 fail:
@@ -352,18 +344,7 @@ int exec_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 
 	/* Stop signals and SIGCHLD are taken by sigwaitinfo only (the child unblocks them). */
 	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = noop_handler; /* SIGCHLD must not be discarded as "ignored" */
-	sa.sa_flags = SA_NOCLDSTOP;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGCHLD, &sa, NULL);
+	procgroup_wait_signals(&set);
 	/* workers orphaned inside the group become our children: reaped, counted as gone */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	if (lifeline && (r = lifeline_start()) != 0) {

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "output.h"
 
@@ -76,12 +75,14 @@ static void putc_(struct jsonw *w, char c)
 	put(w, &c, 1);
 }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
+size_t jw_utf8_len(const void *buf, size_t n)
 {
+	const unsigned char *s = buf;
 	unsigned c = s[0];
 	size_t len;
 	uint32_t cp;
+	if (c < 0x80)
+		return 1;
 	if (c >= 0xc2 && c <= 0xdf) {
 		len = 2;
 		cp = c & 0x1f;
@@ -92,7 +93,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 		len = 4;
 		cp = c & 0x07;
 	} else {
-		return 0;
+		return 0; /* continuation byte, C0/C1 lead, or beyond U+10FFFF */
 	}
 	if (n < len)
 		return 0;
@@ -141,7 +142,7 @@ static void put_escaped(struct jsonw *w, const char *s, size_t n)
 			put(w, s + i, j - i);
 			i = j;
 		} else {
-			size_t l = utf8_seq(p + i, n - i);
+			size_t l = jw_utf8_len(p + i, n - i); /* c >= 0x80: 2 to 4, or 0 */
 			if (l) {
 				put(w, s + i, l);
 				i += l;
@@ -270,20 +271,7 @@ void jw_null(struct jsonw *w, const char *key)
 
 int rl_write_all(int fd, const void *buf, size_t len)
 {
-	if (fd == STDOUT_FILENO)
-		return out_write(fd, buf, len); /* mirrored to --tee FILE, output.h */
-	const char *p = buf;
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return out_write(fd, buf, len); /* the write loop, and for stdout the --tee mirror */
 }
 
 int jw_emit(struct jsonw *w, int fd)

@@ -52,6 +52,13 @@ void jw_uint(struct jsonw *w, const char *key, uint64_t v);
 void jw_bool(struct jsonw *w, const char *key, bool v);
 void jw_null(struct jsonw *w, const char *key);
 
+/*
+ * Length of the valid UTF-8 sequence at buf (n >= 1 bytes left): 1 for ASCII, 2 to 4,
+ * or 0 when invalid (a continuation or C0/C1 lead byte, truncated, overlong, a
+ * surrogate, beyond U+10FFFF). What jw_str passes through unescaped.
+ */
+size_t jw_utf8_len(const void *buf, size_t n);
+
 /* The current text (NUL-terminated), for tests. */
 const char *jw_text(const struct jsonw *w);
 

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "jsonw.h"
 #include "lifeline.h"
 #include "opts.h"
+#include "procgroup.h"
 #include "sys.h"
 #include "sysinfo.h"
 #include "version.h"
@@ -145,13 +145,9 @@ static void worker_run(enum worker_kind kind, size_t index, struct load_slot *sl
 		       const struct load_cfg *c, pid_t parent)
 {
 	/* die with the parent, even if it is killed with SIGKILL */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
+	if (!procgroup_child_tie(parent))
 		_exit(0);
-	signal(SIGCHLD, SIG_DFL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL); /* SIGTERM to the group ends a worker */
+	procgroup_child_signals(); /* SIGTERM to the group ends a worker */
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nul >= 0) {
 		/* the worker holds neither the host's stdin (lifeline) nor its stdout */
@@ -177,11 +173,6 @@ static void worker_run(enum worker_kind kind, size_t index, struct load_slot *sl
 		}
 		slot->loops = slot->loops + 1;
 	}
-}
-
-static void noop_handler(int sig)
-{
-	(void)sig;
 }
 
 /* Kill every live worker (SIGKILL: they hold nothing to clean up) and reap it. */
@@ -411,18 +402,7 @@ int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 
 	/* Stop signals and SIGCHLD are taken by sigwaitinfo only (the workers unblock them). */
 	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = noop_handler; /* SIGCHLD must not be discarded as "ignored" */
-	sa.sa_flags = SA_NOCLDSTOP;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGCHLD, &sa, NULL);
+	procgroup_wait_signals(&set);
 
 	/* The load's own process group, which the workers join: one kill(-pgid) ends all. */
 	if (getpgrp() != getpid() && setpgid(0, 0) != 0) {

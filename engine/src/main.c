@@ -38,6 +38,8 @@ static void usage(FILE *f)
 		"                      writing FILE alone\n"
 		"  --stdin-lifeline    stop as on SIGTERM when stdin reaches EOF (the controller\n"
 		"                      went away); probes, load and exec\n"
+		"  --cgroup DIR        move into the cgroup DIR first (a cgroup v2 shield partition,\n"
+		"                      whose CPUs only its own tasks may use)\n"
 		"\n"
 		"Output: JSON Lines (schema %d) on stdout, see docs/engine-output.md.\n"
 		"Exit codes: 0 completed, 1 error, 2 usage, 3 threshold exceeded,\n"

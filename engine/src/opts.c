@@ -289,6 +289,30 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * An OPT_DURATION or OPT_SIZE value: `parse` reads it (-EINVAL: not of that kind,
+ * described by `what`; -ERANGE: too large), then it must lie in [min, max].
+ */
+static int parse_unsigned(const struct opt_def *d, const char *s,
+			  int (*parse)(const char *, uint64_t *), const char *what,
+			  const char *range, struct opt_value *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int r = parse(s, &x);
+	if (r == -EINVAL) {
+		set_err(err, errlen, "--%s: '%s' is not %s; allowed range %s", d->name, s, what,
+			range);
+		return -EINVAL;
+	}
+	if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
+		set_err(err, errlen, "--%s: %s is out of range; allowed range %s", d->name, s,
+			range);
+		return -EINVAL;
+	}
+	v->i = (int64_t)x;
+	return 0;
+}
+
 static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *online,
 		       struct opt_value *v, char *err, size_t errlen)
 {
@@ -311,40 +335,14 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 		v->i = x;
 		return 0;
 	}
-	case OPT_DURATION: {
-		uint64_t x;
-		int r = opt_parse_duration(s, &x);
-		if (r == -EINVAL) {
-			set_err(err, errlen,
-				"--%s: '%s' is not a duration (a number with a unit ns, us, ms, s, m or h, e.g. 500us); allowed range %s",
-				d->name, s, range);
-			return -EINVAL;
-		}
-		if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
-			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
-				d->name, s, range);
-			return -EINVAL;
-		}
-		v->i = (int64_t)x;
-		return 0;
-	}
-	case OPT_SIZE: {
-		uint64_t x;
-		int r = opt_parse_size(s, &x);
-		if (r == -EINVAL) {
-			set_err(err, errlen,
-				"--%s: '%s' is not a size (bytes, or a number with k, M, G or T, e.g. 256M); allowed range %s",
-				d->name, s, range);
-			return -EINVAL;
-		}
-		if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
-			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
-				d->name, s, range);
-			return -EINVAL;
-		}
-		v->i = (int64_t)x;
-		return 0;
-	}
+	case OPT_DURATION:
+		return parse_unsigned(d, s, opt_parse_duration,
+				      "a duration (a number with a unit ns, us, ms, s, m or h, e.g. 500us)",
+				      range, v, err, errlen);
+	case OPT_SIZE:
+		return parse_unsigned(d, s, opt_parse_size,
+				      "a size (bytes, or a number with k, M, G or T, e.g. 256M)", range,
+				      v, err, errlen);
 	case OPT_CPULIST: {
 		char on[256];
 		opt_format_cpulist(online, on, sizeof(on));

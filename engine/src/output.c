@@ -33,7 +33,10 @@ int out_tee_open(const char *path)
 	return 0;
 }
 
-/* write(2) until done, retrying short writes and EINTR (rl_write_all without the tee). */
+/*
+ * write(2) until done, retrying short writes and EINTR: rl_write_all() (jsonw.h) for
+ * every fd but a teed stdout.
+ */
 static int write_raw(int fd, const char *p, size_t len)
 {
 	while (len > 0) {

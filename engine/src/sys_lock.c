@@ -93,6 +93,16 @@ static void read_holder(int fd, struct sys_lock_info *li, bool retry)
 	}
 }
 
+/* flock(fd, op | LOCK_NB), EINTR retried: 0, -EWOULDBLOCK (held by another) or -errno. */
+static int try_flock(int fd, int op)
+{
+	while (flock(fd, op | LOCK_NB) != 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
 int sys_lock_take(const char *path, const char *owner, int *fdp, struct sys_lock_info *holder)
 {
 	memset(holder, 0, sizeof(*holder));
@@ -104,12 +114,10 @@ int sys_lock_take(const char *path, const char *owner, int *fdp, struct sys_lock
 	if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) != 0644)
 		(void)fchmod(fd, 0644);
 	for (int k = 0;; k++) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		int e = try_flock(fd, LOCK_EX);
+		if (e == 0)
 			break;
-		if (errno == EINTR)
-			continue;
-		if (errno != EWOULDBLOCK) {
-			int e = -errno;
+		if (e != -EWOULDBLOCK) {
 			close(fd);
 			return e;
 		}
@@ -160,20 +168,14 @@ int sys_lock_query(const char *path, bool *held, struct sys_lock_info *li)
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	for (;;) {
-		if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-			flock(fd, LOCK_UN);
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EWOULDBLOCK) {
-			int e = -errno;
-			close(fd);
-			return e;
-		}
+	int e = try_flock(fd, LOCK_SH);
+	if (e == 0) {
+		flock(fd, LOCK_UN);
+	} else if (e == -EWOULDBLOCK) {
 		*held = true;
-		break;
+	} else {
+		close(fd);
+		return e;
 	}
 	read_holder(fd, li, *held);
 	close(fd);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jsonw.h"
 #include "pathmatch.h"
 #include "sys.h"
 
@@ -56,40 +57,6 @@ bool snap_is_glob(const char *pat)
 	return strpbrk(pat, "*?[\\") != NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;	/* continuation byte, C0/C1 lead, or beyond U+10FFFF */
-	}
-	if (n < len)
-		return 0;
-	for (size_t k = 1; k < len; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[k] & 0x3f);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;	/* overlong or out of range */
-	if (cp >= 0xd800 && cp <= 0xdfff)
-		return 0;	/* a surrogate */
-	return len;
-}
-
 bool snap_is_text(const char *buf, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)buf;
@@ -97,7 +64,7 @@ bool snap_is_text(const char *buf, size_t len)
 	while (k < len) {
 		if (p[k] == 0)
 			return false;
-		size_t l = utf8_len(p + k, len - k);
+		size_t l = jw_utf8_len(p + k, len - k);
 		if (!l)
 			return false;
 		k += l;

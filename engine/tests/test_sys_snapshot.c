@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,18 @@ static char *read_all(int fd)
 	if (lseek(fd, 0, SEEK_SET) < 0 || sys_slurp(fd, &text, &len) != 0)
 		return NULL;
 	return text;
+}
+
+/* Whether out contains the text that fmt makes (a record of the run). */
+static int has(const char *out, const char *fmt, ...) RL_PRINTF(2, 3);
+static int has(const char *out, const char *fmt, ...)
+{
+	char want[PATH_MAX + 128];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	return strstr(out, want) != NULL;
 }
 
 /* Run a snapshot of the patterns text; the output (malloc'ed) or NULL. */
@@ -155,30 +168,18 @@ int main(void)
 	CHECK(r == 0);
 	CHECK(out != NULL);
 	if (out) {
-		char want[PATH_MAX + 128];
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"file\",\"path\":\"%s/a.txt\",\"size\":4,\"text\":\"hell\","
-			 "\"truncated\":true}\n", dir);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"file\",\"path\":\"%s/b.bin\",\"size\":3,\"base64\":\"AP/+\"}\n", dir);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"link\",\"path\":\"%s/link\",\"target\":\"a.txt\"}\n", dir);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"dir\",\"path\":\"%s/sub\",\"entries\":[]}\n", dir);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"error\",\"path\":\"%s/missing\",\"errno\":%d,\"error\":\"ENOENT\"}\n",
-			 dir, ENOENT);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"error\",\"path\":\"%s/sub\",\"errno\":%d,\"error\":\"EISDIR\"}\n",
-			 dir, EISDIR);
-		CHECK(strstr(out, want) != NULL);
-		snprintf(want, sizeof(want), "\"path\":\"%s/big\",\"size\":4,\"text\":\"0123\"", dir);
-		CHECK(strstr(out, want) != NULL);
+		CHECK(has(out, "{\"type\":\"file\",\"path\":\"%s/a.txt\",\"size\":4,\"text\":\"hell\","
+			  "\"truncated\":true}\n", dir));
+		CHECK(has(out, "{\"type\":\"file\",\"path\":\"%s/b.bin\",\"size\":3,"
+			  "\"base64\":\"AP/+\"}\n", dir));
+		CHECK(has(out, "{\"type\":\"link\",\"path\":\"%s/link\",\"target\":\"a.txt\"}\n",
+			  dir));
+		CHECK(has(out, "{\"type\":\"dir\",\"path\":\"%s/sub\",\"entries\":[]}\n", dir));
+		CHECK(has(out, "{\"type\":\"error\",\"path\":\"%s/missing\",\"errno\":%d,"
+			  "\"error\":\"ENOENT\"}\n", dir, ENOENT));
+		CHECK(has(out, "{\"type\":\"error\",\"path\":\"%s/sub\",\"errno\":%d,"
+			  "\"error\":\"EISDIR\"}\n", dir, EISDIR));
+		CHECK(has(out, "\"path\":\"%s/big\",\"size\":4,\"text\":\"0123\"", dir));
 		CHECK(strstr(out, "nomatch") == NULL);
 		CHECK(strstr(out, "{\"type\":\"snapshot_done\",\"schema\":1,\"files\":5,\"errors\":2,"
 				  "\"bytes\":11,\"complete\":true}\n") != NULL);
@@ -191,11 +192,8 @@ int main(void)
 	CHECK(r == -EFBIG);
 	CHECK(out != NULL);
 	if (out) {
-		char want[PATH_MAX + 128];
-		snprintf(want, sizeof(want),
-			 "{\"type\":\"error\",\"path\":\"%s/big\",\"errno\":%d,\"error\":\"EFBIG\"}\n",
-			 dir, EFBIG);
-		CHECK(strstr(out, want) != NULL);
+		CHECK(has(out, "{\"type\":\"error\",\"path\":\"%s/big\",\"errno\":%d,"
+			  "\"error\":\"EFBIG\"}\n", dir, EFBIG));
 		CHECK(strstr(out, "b.bin") == NULL);
 		CHECK(strstr(out, "\"files\":1,\"errors\":1,\"bytes\":6,\"complete\":false}\n") != NULL);
 		free(out);

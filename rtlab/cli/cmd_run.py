@@ -48,6 +48,10 @@ def register(sub: Any) -> None:
                    help="udp with --reflector: give the reflector board's threads whose name "
                    "matches PATTERN this policy and priority for the run (journaled there), "
                    "e.g. the seed's NIC IRQ thread 'irq/[0-9]+-eth1=fifo:99'; repeatable")
+    p.add_argument("--reflector-irq", metavar="PATTERN=CPUS", action="append", default=[],
+                   help="udp with --reflector: move the reflector board's IRQs whose name "
+                   "matches PATTERN (e.g. its NIC's, 'eth1') to CPUS for the run (journaled "
+                   "there), e.g. 'eth1=0'; repeatable")
     p.add_argument("--duration", metavar="DUR",
                    help="total measuring time: the phases are scaled to add up to DUR, keeping "
                    "their proportions (default: the scenario's durations)")
@@ -414,9 +418,10 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None)
     from rtlab.scenario import online_cpus
 
     if args.reflector is None:
-        if args.reflector_cpu is not None or args.reflector_thread_priority:
-            raise UsageError("--reflector-cpu and --reflector-thread-priority go with "
-                             "--reflector TARGET")
+        if (args.reflector_cpu is not None or args.reflector_thread_priority
+                or args.reflector_irq):
+            raise UsageError("--reflector-cpu, --reflector-thread-priority and "
+                             "--reflector-irq go with --reflector TARGET")
         return make_peer(variants, args.peer, online_cpus())
     from rtlab.engine.ssh import SshTarget
     from rtlab.system.shield import parse_thread_priority
@@ -425,11 +430,30 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None)
     if target is not None and not target.is_local and target.target == args.reflector:
         raise UsageError("--reflector is the board that pings (--target): give the other one")
     prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
+    irqs = tuple(_irq_move(t) for t in args.reflector_irq)
     from rtlab.engine.transport import LocalTransport
 
     return make_peer(variants, args.peer, online_cpus(), ReflectorBoard(
         args.reflector, target if target is not None else LocalTransport(),
-        engine_dir=args.engine_dir, cpu=args.reflector_cpu, thread_priorities=prios))
+        engine_dir=args.engine_dir, cpu=args.reflector_cpu, thread_priorities=prios,
+        irq_affinities=irqs))
+
+
+def _irq_move(text: str) -> tuple[str, str]:
+    """`PATTERN=CPUS` of --reflector-irq (CPUS checked on the board when applied)."""
+    import re
+
+    from rtlab.errors import UsageError
+
+    pattern, sep, cpus = text.rpartition("=")
+    if not sep or not pattern or not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*",
+                                                   cpus):
+        raise UsageError(f"--reflector-irq {text!r}: expected PATTERN=CPUS, e.g. 'eth1=0'")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--reflector-irq {text!r}: bad pattern: {exc}") from None
+    return pattern, cpus
 
 
 def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:

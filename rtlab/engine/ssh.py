@@ -306,11 +306,8 @@ class SshTransport(Transport):
         lifeline = ["--stdin-lifeline"]
         if keep_as is not None:
             lifeline += ["--tee", self.raw_path(keep_as)]
-        try:
-            popen = subprocess.Popen(
-                self.engine_argv([*lifeline, *args]), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0,
-                preexec_fn=die_with_parent(signal.SIGTERM))
+        try:  # stdin kept open: it is the engine's lifeline on the board
+            popen = self.start_held([*lifeline, *args], stdin=subprocess.PIPE)
         except OSError as exc:
             raise RtlabError(f"cannot start ssh: {exc.strerror or exc}") from exc
         return SshProcess(popen)

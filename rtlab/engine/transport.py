@@ -30,6 +30,21 @@ _STDERR_KEEP = 64 * 1024
 RUN_TIMEOUT_S = 30.0
 
 
+def run_to_end(argv: list[str], *, timeout_s: float, late: str, cannot: str,
+               input: str | None = None, stdin: int | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """Run `argv` here (a Transport's command line: `engine_argv`, `command_argv`) to
+    completion; its stdout and stderr as text. RtlabError "LATE did not end within T s"
+    when it does not end in time, "CANNOT: why" when it cannot be started."""
+    try:
+        return subprocess.run(argv, input=input, stdin=stdin, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise RtlabError(f"{late} did not end within {timeout_s:g} s") from exc
+    except OSError as exc:
+        raise RtlabError(f"{cannot}: {exc.strerror or exc}") from exc
+
+
 class EngineProcess(abc.ABC):
     """A running engine."""
 
@@ -144,37 +159,34 @@ class Transport(abc.ABC):
         dropped connection then loses nothing); local runs ignore it."""
         del keep_as
         try:
-            popen = subprocess.Popen(
-                self.engine_argv(args),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                # Own process group: a terminal Ctrl-C reaches only rtlab, which
-                # forwards it exactly once and then waits for the engine's result.
-                process_group=0,
-                # A kill -9 of rtlab ends the measurement too (SIGTERM: the engine
-                # stops as on Ctrl-C instead of measuring on, unobserved, at RT priority).
-                preexec_fn=die_with_parent(signal.SIGTERM),
-            )
+            # SIGTERM at rtlab's death: the engine stops as on Ctrl-C instead of
+            # measuring on, unobserved, at RT priority
+            popen = self.start_held(args, die_signal=signal.SIGTERM)
         except OSError as exc:
             raise RtlabError(f"cannot start the engine ({self.describe()}): "
                              f"{exc.strerror or exc}") from exc
         return PipeProcess(popen)
 
+    def start_held(self, args: list[str], *, stdin: int | IO[Any] | None = subprocess.DEVNULL,
+                   stderr: int | IO[Any] | None = subprocess.PIPE,
+                   die_signal: int = signal.SIGTERM) -> subprocess.Popen[bytes]:
+        """Start `rtlab-probe ARGS` on the target, stdout piped, held by rtlab: in its
+        own process group (a terminal's Ctrl-C reaches only rtlab, which forwards the
+        stop exactly once) and sent `die_signal` when rtlab dies, even by kill -9 (for a
+        board: the local ssh process, whose end closes the engine's stdin lifeline
+        there). A measurement (`spawn`) and a load on a board start this way. OSError
+        when it cannot be started."""
+        return subprocess.Popen(self.engine_argv(args), stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=stderr, process_group=0,
+                                preexec_fn=die_with_parent(die_signal))
+
     def run(self, args: list[str], *, input: str | None = None,
             timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         """Run `rtlab-probe ARGS` to completion; its stdout and stderr as text.
         RtlabError when it cannot be started or does not end in time."""
-        argv = self.engine_argv(args)
-        try:
-            return subprocess.run(argv, input=input, capture_output=True, text=True,
-                                  timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise RtlabError(f"`rtlab-probe {' '.join(args[:2])}` on {self.target} did not "
-                             f"end within {timeout_s:g} s") from exc
-        except OSError as exc:
-            raise RtlabError(f"cannot start the engine ({self.describe()}): "
-                             f"{exc.strerror or exc}") from exc
+        return run_to_end(self.engine_argv(args), input=input, timeout_s=timeout_s,
+                          late=f"`rtlab-probe {' '.join(args[:2])}` on {self.target}",
+                          cannot=f"cannot start the engine ({self.describe()})")
 
     def popen(self, args: list[str], *, stdin: int | IO[Any] | None = subprocess.PIPE,
               start_new_session: bool = True) -> subprocess.Popen[bytes]:

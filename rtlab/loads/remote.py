@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
+from rtlab.engine.transport import run_to_end
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.lifeline import die_with_parent
 from rtlab.loads import proc as procmod
 from rtlab.loads.base import Command, Load, LoadError, Proc, SpawnRecorder
 from rtlab.loads.kinds import BuiltinLoad, RtCompetitorLoad, StressLoad
@@ -99,15 +99,9 @@ def missing_on_board(transport: Transport, tools: Sequence[str]) -> list[str]:
     if not tools:
         return []
     argv = transport.command_argv(["sh", "-c", _CHECK_SCRIPT, "rtlab-check", *tools])
-    try:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=CHECK_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise RtlabError(f"checking the load tools on {transport.target} did not end within "
-                         f"{CHECK_TIMEOUT_S:g} s") from exc
-    except OSError as exc:
-        raise RtlabError(f"cannot check the load tools on {transport.target}: "
-                         f"{exc.strerror or exc}") from exc
+    r = run_to_end(argv, stdin=subprocess.DEVNULL, timeout_s=CHECK_TIMEOUT_S,
+                   late=f"checking the load tools on {transport.target}",
+                   cannot=f"cannot check the load tools on {transport.target}")
     if r.returncode != 0:
         if r.returncode == 255 and transport.name == "ssh":
             from rtlab.engine.ssh import ssh_error
@@ -355,17 +349,12 @@ class RemoteLoad(Load):
 
     def _spawn_remote(self, bc: BoardCommand, out: Path, err: Path) -> RemoteProc:
         args = ["--stdin-lifeline", *bc.args]
-        argv = self.transport.engine_argv(args)
         out.write_bytes(b"")
         with open(err, "wb") as fe:
             try:
-                popen = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fe,
-                    close_fds=True,
-                    # a terminal's Ctrl-C reaches rtlab only, which then stops the load
-                    process_group=0,
-                    # rtlab's death ends the ssh process: the board sees its stdin close
-                    preexec_fn=die_with_parent(signal.SIGKILL))
+                # stdin: the lifeline; rtlab's death kills the ssh process, which closes it
+                popen = self.transport.start_held(args, stdin=subprocess.PIPE, stderr=fe,
+                                                  die_signal=signal.SIGKILL)
             except OSError as exc:
                 raise LoadError(f"load {self.name}: cannot start ssh: "
                                 f"{exc.strerror or exc}") from exc

@@ -105,6 +105,7 @@ class ReflectorBoard:
     engine_dir: str | None = None
     cpu: int | None = None
     thread_priorities: tuple[Any, ...] = ()
+    irq_affinities: tuple[tuple[str, str], ...] = ()
 
 
 def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int],
@@ -127,7 +128,8 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         o = pinger.options if pinger is not None else {}
         return BoardPeer(reflector.target, peer, reflector.pinger,
                          engine_dir=reflector.engine_dir, cpu=reflector.cpu,
-                         thread_priorities=reflector.thread_priorities, timestamps=stamps,
+                         thread_priorities=reflector.thread_priorities,
+                         irq_affinities=reflector.irq_affinities, timestamps=stamps,
                          path=str(o.get("path", "socket")),
                          xdp_mode=str(o["xdp_mode"]) if o.get("xdp_mode") else None)
     if peer is not None:

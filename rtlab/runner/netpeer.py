@@ -271,10 +271,12 @@ class BoardPeer(UdpPeer):
     def __init__(self, target: str, peer: str, pinger: Transport, *,
                  engine_dir: str | None = None, cpu: int | None = None,
                  priority: int = REFLECT_PRIORITY, thread_priorities: tuple[Any, ...] = (),
+                 irq_affinities: tuple[tuple[str, str], ...] = (),
                  timestamps: str | None = None, path: str = "socket",
                  xdp_mode: str | None = None) -> None:
         super().__init__()
         parse_peer(peer)
+        self.irq_affinities = irq_affinities  # (IRQ name pattern, CPU list) on B
         if timestamps in HW_MODES:
             raise UsageError("hardware timestamps with --reflector: not available yet "
                              "(enable them on both boards' NICs by hand and use --peer)")
@@ -287,6 +289,7 @@ class BoardPeer(UdpPeer):
         self._owner: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self.applied: list[dict[str, Any]] = []
+        self.irqs_moved: list[dict[str, Any]] = []
 
     def start(self, duration_ns: int | None) -> str:
         from rtlab.engine.ssh import SshTransport
@@ -298,12 +301,18 @@ class BoardPeer(UdpPeer):
         self._owner = SystemSession(self._board, DEFAULT_DIR,
                                     name=f"udp-reflector-{os.getpid()}",
                                     owner=owner_label("udp reflector")).__enter__()
-        if self.thread_priorities:
-            ops = priority_ops(read_facts(self._board), list(self.thread_priorities))
+        if self.thread_priorities or self.irq_affinities:
+            facts = read_facts(self._board)
+            ops = priority_ops(facts, list(self.thread_priorities))
             answers = self._owner.apply(ops)
             self.applied = [{"tid": o["tid"], "policy": o["policy"], "priority": o["priority"],
                              "ok": bool(a.get("ok")), "error": a.get("error")}
                             for o, a in zip(ops, answers, strict=True)]
+            irq_ops = irq_affinity_ops(facts, self.irq_affinities)
+            self.irqs_moved = [{"irq": int(o["path"].split("/")[3]), "cpus": o["value"],
+                                "ok": bool(a.get("ok")), "error": a.get("error")}
+                               for o, a in zip(irq_ops, self._owner.apply(irq_ops),
+                                               strict=True)]
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
         args = ["--stdin-lifeline", "udp", "reflect", "--bind", self.peer, "--session",
                 self.session, "--duration", f"{secs}s", "--policy", "fifo", "--priority",
@@ -315,10 +324,7 @@ class BoardPeer(UdpPeer):
         if self.path != "socket":
             args += ["--path", self.path] + (["--xdp-mode", self.xdp_mode]
                                              if self.xdp_mode else [])
-        self._proc = subprocess.Popen(self._board.engine_argv(args), stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      process_group=0,
-                                      preexec_fn=die_with_parent(signal.SIGTERM))
+        self._proc = self._board.start_held(args, stdin=subprocess.PIPE)  # the lifeline
         # the reflector writes its header once its socket is bound
         line = self._proc.stdout.readline() if self._proc.stdout else b""
         if not line.startswith(b'{"type":"header"'):
@@ -362,5 +368,21 @@ class BoardPeer(UdpPeer):
     def describe(self) -> dict[str, Any]:
         return {"kind": "board", "reflector": self.peer, "reflector_target": self.target,
                 "reflector_cpu": self.cpu, "reflector_priority": self.priority,
-                "thread_priorities": self.applied, "reflector_path": self.path,
+                "thread_priorities": self.applied, "irqs_moved": self.irqs_moved,
+                "reflector_path": self.path,
                 "hw_timestamping": []}
+
+
+def irq_affinity_ops(facts: Any, moves: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
+    """`write` ops of /proc/irq/N/smp_affinity_list for every IRQ whose name (its actions,
+    comma-joined) matches a pattern from its start (e.g. the seed's NIC IRQ to a CPU)."""
+    import re
+
+    ops: list[dict[str, Any]] = []
+    for pattern, cpus in moves:
+        rx = re.compile(pattern)
+        for irq in facts.irqs:
+            if rx.match(irq.name or ""):
+                ops.append({"op": "write", "path": f"/proc/irq/{irq.irq}/smp_affinity_list",
+                            "value": cpus})
+    return ops

@@ -7,9 +7,11 @@ import json
 import os
 import struct
 import subprocess
+import time
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
@@ -76,6 +78,72 @@ def read_line_raw(p: subprocess.Popen) -> str:
             break
         buf += b
     return buf.decode()
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the comm (index 0 = state), None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def wait_until(cond: Callable[[], bool], timeout: float) -> bool:
+    """Poll cond every 50 ms until it holds (True) or timeout seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class EngineRun:
+    """A running `rtlab-probe [--stdin-lifeline] COMMAND ARGS...` (exec, load) and
+    the JSON record of its first stdout line, `rec`, read before the constructor
+    returns."""
+
+    def __init__(self, probe: str, command: str, *args: str, lifeline: bool = False,
+                 new_session: bool = False) -> None:
+        argv = [probe, *(["--stdin-lifeline"] if lifeline else []), command, *args]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, start_new_session=new_session)
+        line = read_line_raw(self.p)
+        assert line, self.p.stderr.read().decode() if self.p.stderr else ""
+        self.rec: dict[str, Any] = json.loads(line)
+
+    def finish(self, timeout: float = 120) -> tuple[int, dict[str, Any] | None, str, str]:
+        """Wait for the end: exit code, last record (None: none), stdout, stderr."""
+        out, err = self.p.communicate(timeout=timeout)
+        recs = parse_lines(out.decode())
+        return self.p.returncode, (recs[-1] if recs else None), out.decode(), err.decode()
+
+    def close(self) -> None:
+        """Kill the command if it still runs (subclasses: and what it started)."""
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+R = TypeVar("R", bound=EngineRun)
+
+
+def started_runs(cls: Callable[..., R], probe: str) -> Iterator[Callable[..., R]]:
+    """The body of a fixture: yields start(*args, **kw) -> cls(probe, *args, **kw);
+    every run it started is closed afterwards."""
+    started: list[R] = []
+
+    def start(*args: str, **kw: Any) -> R:
+        run = cls(probe, *args, **kw)
+        started.append(run)
+        return run
+
+    try:
+        yield start
+    finally:
+        for run in started:
+            run.close()
 
 
 def bucket_lo(index: int) -> int:

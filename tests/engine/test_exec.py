@@ -8,28 +8,17 @@ timing (generous waits: a loaded 2-vCPU VM)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import parse_lines, read_line_raw
+from .helpers import EngineRun, parse_lines, proc_stat, started_runs, wait_until
 
 WAIT = 120
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the comm (index 0 = state), None when gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return text[text.rindex(")") + 2:].split()
 
 
 def _members(pgid: int) -> list[int]:
@@ -37,59 +26,34 @@ def _members(pgid: int) -> list[int]:
     out = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            st = _stat(int(entry.name))
+            st = proc_stat(int(entry.name))
             if st is not None and st[0] != "Z" and int(st[2]) == pgid:
                 out.append(int(entry.name))
     return out
 
 
 def _wait(cond: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
+    if not wait_until(cond, WAIT):
+        pytest.fail(f"timed out waiting for {what}")
 
 
-class Exec:
+class Exec(EngineRun):
     """A running `rtlab-probe [--stdin-lifeline] exec ... -- CMD` and its `exec` record."""
 
     def __init__(self, probe: str, *args: str, lifeline: bool = False) -> None:
-        argv = [probe, *(["--stdin-lifeline"] if lifeline else []), "exec", *args]
         # its own session: a stop of this test never reaches pytest's group
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, start_new_session=True)
-        line = read_line_raw(self.p)
-        assert line, self.p.stderr.read().decode() if self.p.stderr else ""
-        self.rec: dict[str, Any] = json.loads(line)
+        super().__init__(probe, "exec", *args, lifeline=lifeline, new_session=True)
         self.pgid = int(self.rec["pgid"])
 
-    def finish(self) -> tuple[int, dict[str, Any] | None, str, str]:
-        out, err = self.p.communicate(timeout=WAIT)
-        recs = parse_lines(out.decode())
-        return self.p.returncode, (recs[-1] if recs else None), out.decode(), err.decode()
-
     def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        super().close()
         for pid in _members(self.pgid):  # only what this test started: its own group
             os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
 def execs(probe_bin: str) -> Any:
-    started: list[Exec] = []
-
-    def start(*args: str, **kw: Any) -> Exec:
-        e = Exec(probe_bin, *args, **kw)
-        started.append(e)
-        return e
-
-    yield start
-    for e in started:
-        e.close()
+    yield from started_runs(Exec, probe_bin)
 
 
 # three processes in the group: sh and two sleeps (sh waits, so it stays the leader)
@@ -103,8 +67,8 @@ def test_exec_record_and_process_group(execs: Any) -> None:
     pid = r["pid"]
     assert r["pgid"] == pid == os.getpgid(pid)  # the leader of a new group
     assert os.getpgid(pid) != os.getpgid(e.p.pid)  # not the exec process's group
-    assert int(_stat(pid)[1]) == e.p.pid  # ppid: the exec process
-    assert r["starttime"] == int(_stat(pid)[19])  # /proc/PID/stat field 22, for `spawned`
+    assert int(proc_stat(pid)[1]) == e.p.pid  # ppid: the exec process
+    assert r["starttime"] == int(proc_stat(pid)[19])  # /proc/PID/stat field 22, for `spawned`
     assert r["argv"] == TREE[1:] and r["path"].endswith("/sh") and r["cpus"] is None
     _wait(lambda: len(_members(pid)) == 3, "sh and its two sleeps")
     os.kill(e.p.pid, signal.SIGTERM)

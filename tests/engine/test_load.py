@@ -9,77 +9,45 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import parse_lines, read_line_raw, run_probe
+from .helpers import EngineRun, parse_lines, proc_stat, run_probe, started_runs, wait_until
 
 WAIT = 120  # generous: a loaded 2-vCPU VM
 
 
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the comm (index 0 = state), None when gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
 def _alive(pid: int) -> bool:
-    st = _stat(pid)
+    st = proc_stat(pid)
     return st is not None and st[0] != "Z"
 
 
 def _cpu_ticks(pid: int) -> int:
-    st = _stat(pid)
+    st = proc_stat(pid)
     return int(st[11]) + int(st[12]) if st else 0  # utime + stime
 
 
 def _wait_gone(pids: list[int]) -> list[int]:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
+    wait_until(lambda: not any(_alive(p) for p in pids), WAIT)
     return [p for p in pids if _alive(p)]
 
 
-class Load:
-    """A running `rtlab-probe load` and its `load` record."""
+class Load(EngineRun):
+    """A running `rtlab-probe load` and its `load` record (`rec`)."""
 
     def __init__(self, probe: str, *args: str, lifeline: bool = False,
                  new_session: bool = False) -> None:
-        argv = [probe, *(["--stdin-lifeline"] if lifeline else []), "load", *args]
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, start_new_session=new_session)
-        line = read_line_raw(self.p)
-        assert line, self.p.stderr.read().decode() if self.p.stderr else ""
-        self.start: dict[str, Any] = json.loads(line)
-        self.workers = [w["pid"] for w in self.start["workers"]]
+        super().__init__(probe, "load", *args, lifeline=lifeline, new_session=new_session)
+        self.workers = [w["pid"] for w in self.rec["workers"]]
 
     def wait_all_ran(self) -> None:
         """Until every worker has been on a CPU (so its loop count can be > 0)."""
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            if all(_cpu_ticks(w) > 0 for w in self.workers):
-                return
-            time.sleep(0.05)
-
-    def finish(self) -> tuple[int, dict[str, Any] | None, str]:
-        out, err = self.p.communicate(timeout=WAIT)
-        recs = parse_lines(out.decode())
-        return self.p.returncode, (recs[-1] if recs else None), err.decode()
+        wait_until(lambda: all(_cpu_ticks(w) > 0 for w in self.workers), WAIT)
 
     def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        super().close()
         for w in self.workers:
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
@@ -87,35 +55,26 @@ class Load:
 
 @pytest.fixture
 def loads(probe_bin: str) -> Any:
-    started: list[Load] = []
-
-    def start(*args: str, **kw: Any) -> Load:
-        ld = Load(probe_bin, *args, **kw)
-        started.append(ld)
-        return ld
-
-    yield start
-    for ld in started:
-        ld.close()
+    yield from started_runs(Load, probe_bin)
 
 
 def test_load_record_and_process_group(loads: Any) -> None:
     ld = loads("--cpu", "2", "--vm", "1", "--vm-bytes", "4M")
-    s = ld.start
+    s = ld.rec
     pid = ld.p.pid
     assert s["type"] == "load" and s["schema"] == 1 and s["engine_arch"]
     assert s["pid"] == pid
     assert s["pgid"] == pid == os.getpgid(pid)  # its own group, though started in ours
-    assert s["starttime"] == int(_stat(pid)[19])  # /proc/PID/stat field 22, for a journal
+    assert s["starttime"] == int(proc_stat(pid)[19])  # /proc/PID/stat field 22, for a journal
     assert s["config"] == {"cpu": 2, "vm": 1, "vm_bytes": 4 << 20, "cpus": None,
                            "duration_ns": None}
     assert [w["kind"] for w in s["workers"]] == ["cpu", "cpu", "vm"]
     for w in ld.workers:
         assert os.getpgid(w) == pid
-        assert int(_stat(w)[1]) == pid  # ppid
+        assert int(proc_stat(w)[1]) == pid  # ppid
     ld.wait_all_ran()
     os.kill(pid, signal.SIGTERM)
-    code, res, err = ld.finish()
+    code, res, _out, err = ld.finish()
     assert code == 130, err
     assert res is not None and res["type"] == "load_result"
     assert res["status"] == "interrupted" and res["exit_code"] == 130 and res["error"] is None
@@ -131,7 +90,7 @@ def test_load_stops_at_stdin_eof(loads: Any) -> None:
     assert ld.p.stdin is not None
     ld.p.stdin.close()  # the host died / the SSH connection dropped
     ld.p.stdin = None
-    code, res, err = ld.finish()
+    code, res, _out, err = ld.finish()
     assert code == 130, err
     assert res is not None and res["status"] == "interrupted"
     assert _wait_gone(ld.workers) == []
@@ -140,8 +99,8 @@ def test_load_stops_at_stdin_eof(loads: Any) -> None:
 def test_load_stops_when_its_group_is_signalled(loads: Any) -> None:
     """What a journal's `spawned` entry does on restore: SIGTERM to the group."""
     ld = loads("--cpu", "1", "--vm", "1", "--vm-bytes", "4M", new_session=True)
-    os.killpg(ld.start["pgid"], signal.SIGTERM)
-    code, res, err = ld.finish()
+    os.killpg(ld.rec["pgid"], signal.SIGTERM)
+    code, res, _out, err = ld.finish()
     assert code == 130, err
     assert res is not None and res["status"] == "interrupted"
     assert _wait_gone(ld.workers) == []

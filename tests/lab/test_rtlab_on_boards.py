@@ -316,7 +316,7 @@ def test_udp_ping_pong_across_the_board_link(x86_board: Board, arm64_board: Boar
     proc = rtlab(cfg, tmp_path, "run", "--probe", "udp", "--duration", "3s", "--no-report",
                  "--target", x86_board.alias, "--reflector", arm64_board.alias,
                  "--peer", "10.77.0.2:7400", "--reflector-thread-priority",
-                 "irq/[0-9]+-virtio=fifo:99")
+                 "irq/[0-9]+-virtio=fifo:99", "--reflector-irq", "virtio=0")
     assert proc.returncode == 0, proc.stderr
     (run,) = stored(tmp_path)
     rtt = next(c for c in run["phases"][0]["channels"] if c["name"] == "rtt")
@@ -327,8 +327,37 @@ def test_udp_ping_pong_across_the_board_link(x86_board: Board, arm64_board: Boar
     # PREEMPT_RT threads every IRQ: the virtio NICs' IRQ threads were given FIFO 99
     assert any(t.comm.startswith("irq/") and "virtio" in t.comm for t in link_irq_threads)
     assert applied and all(a["ok"] and a["priority"] == 99 for a in applied)
+    moved = peer["irqs_moved"]  # the NICs' IRQs on CPU 0 for the run, back afterwards
+    assert moved and all(m["ok"] and m["cpus"] == "0" for m in moved), moved
     after = board_facts(arm64_board)
+    assert same_state(before, after) == []
     for t in before.tasks:
         u = after.task(t.tid)
         if u is not None:
             assert (u.policy, u.priority) == (t.policy, t.priority), t.comm
+
+
+def test_armhf_board_runs_its_engine(fresh_board: Callable[..., Board],
+                                     tmp_path: Path) -> None:
+    """A 32-bit ARM (Cortex-A15, armv7l) PREEMPT_RT board gets the armhf engine."""
+    board = fresh_board("armhf-rt", cpus=1, mem_mb=256)
+    proc = rtlab(board.ssh_config, tmp_path, "run", "--probe", "timer", "--duration", "1s",
+                 "--no-report", "--target", board.alias)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = stored(tmp_path)
+    target = run["provenance"]["host"]["target"]
+    assert target["machine"].startswith("armv7") and target["engine_arch"] == "armhf"
+    assert run["provenance"]["engine"]["system"]["preempt"] == "rt"
+
+
+def test_board_without_cpusets_is_told_so(fresh_board: Callable[..., Board],
+                                          tmp_path: Path) -> None:
+    """No cgroup hierarchy with cpusets on the board: the shield is skipped with one line
+    (exit 4) and the board is left as it was."""
+    board = fresh_board("aarch64-rt", cpus=2, mem_mb=256)
+    board.sh("umount /sys/fs/cgroup", check=True)
+    proc = rtlab(board.ssh_config, tmp_path, "shield", "--cpus", "1", "--target",
+                 board.alias, store=False)
+    assert proc.returncode == 4
+    assert "cpuset" in one_line(proc)
+    assert not board.sh("ls /run/rtlab/*.journal 2>/dev/null").stdout.strip()
