@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <unistd.h>
 
-#include "output.h"
 
 void jw_init(struct jsonw *w)
 {
@@ -269,9 +270,34 @@ void jw_null(struct jsonw *w, const char *key)
 	put(w, "null", 4);
 }
 
+int rl_write_raw(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* who writes stdout instead of rl_write_raw (output.c's --tee mirror), or NULL */
+static _Atomic(rl_stdout_writer) stdout_writer;
+
+void rl_set_stdout_writer(rl_stdout_writer writer)
+{
+	atomic_store(&stdout_writer, writer);
+}
+
 int rl_write_all(int fd, const void *buf, size_t len)
 {
-	return out_write(fd, buf, len); /* the write loop, and for stdout the --tee mirror */
+	rl_stdout_writer writer = fd == STDOUT_FILENO ? atomic_load(&stdout_writer) : NULL;
+	return writer ? writer(buf, len) : rl_write_raw(fd, buf, len);
 }
 
 int jw_emit(struct jsonw *w, int fd)

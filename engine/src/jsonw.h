@@ -68,10 +68,16 @@ const char *jw_text(const struct jsonw *w);
  */
 int jw_emit(struct jsonw *w, int fd) RL_WUR;
 
+/* Write the whole buffer to fd, retrying short writes and EINTR. 0 or -errno. */
+int rl_write_raw(int fd, const void *buf, size_t len) RL_WUR;
+
 /*
- * Write the whole buffer to fd, retrying short writes and EINTR. Writes to
- * STDOUT_FILENO go through out_write() (the --tee mirror, output.h).
+ * rl_write_raw, except that writes to STDOUT_FILENO go to the stdout writer when one
+ * is set (output.c sets its --tee mirror, output.h: jsonw knows nothing of it).
  */
 int rl_write_all(int fd, const void *buf, size_t len) RL_WUR;
+
+typedef int (*rl_stdout_writer)(const void *buf, size_t len);
+void rl_set_stdout_writer(rl_stdout_writer writer);
 
 #endif

@@ -19,6 +19,8 @@ static struct {
 	const char *tee_path;
 } out = { .tee_fd = -1 };
 
+static int mirror_stdout(const void *buf, size_t len);
+
 int out_tee_open(const char *path)
 {
 	if (atomic_load(&out.tee_fd) >= 0)
@@ -30,26 +32,13 @@ int out_tee_open(const char *path)
 	atomic_store(&out.stdout_err, 0);
 	atomic_store(&out.tee_err, 0);
 	atomic_store(&out.tee_fd, fd);
+	rl_set_stdout_writer(mirror_stdout);
 	return 0;
 }
 
-/*
- * write(2) until done, retrying short writes and EINTR: rl_write_all() (jsonw.h) for
- * every fd but a teed stdout.
- */
-static int write_raw(int fd, const char *p, size_t len)
+static int write_raw(int fd, const void *p, size_t len)
 {
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return rl_write_raw(fd, p, len);
 }
 
 /* fdatasync; files that cannot be synced (a FIFO, /dev/null) are not an error. */
@@ -136,6 +125,12 @@ int out_write(int fd, const void *buf, size_t len)
 	return se && te ? se : 0;
 }
 
+/* jsonw's writer of stdout while --tee is open */
+static int mirror_stdout(const void *buf, size_t len)
+{
+	return out_write(STDOUT_FILENO, buf, len);
+}
+
 void out_get_status(struct out_status *st)
 {
 	st->tee = atomic_load(&out.tee_fd) >= 0;
@@ -148,6 +143,7 @@ int out_tee_close(void)
 	int fd = atomic_exchange(&out.tee_fd, -1);
 	if (fd < 0)
 		return 0;
+	rl_set_stdout_writer(NULL);
 	int e = atomic_load(&out.tee_err);
 	if (!e)
 		e = sync_fd(fd);

@@ -2,8 +2,9 @@
 /*
  * The engine's standard output, optionally mirrored to a `--tee FILE`.
  *
- * Every JSON line the engine writes to stdout goes through out_write():
- * rl_write_all() (and so jw_emit) hands it every write to STDOUT_FILENO.
+ * Every JSON line the engine writes to stdout goes through out_write(): while a
+ * tee is open, out_tee_open() has made it jsonw's stdout writer, so rl_write_all()
+ * (and so jw_emit) hands it every write to STDOUT_FILENO.
  * Without a tee it is a plain write loop. With a tee each line is written
  * to stdout and then appended to FILE with one write(2) and fdatasync'ed, so the
  * last complete record (snapshot, result, sys answer) survives whatever happens

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.engine.ssh import SshConnection, SshTarget, SshTransport
+    from rtlab.engine.board import SshTransport
+    from rtlab.engine.ssh import SshConnection, SshTarget
     from rtlab.errors import UsageError
 
     if args.target in (None, "local"):

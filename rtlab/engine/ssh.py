@@ -4,8 +4,8 @@
 `SshTarget.parse` reads `[user@]host[:port]` (or an alias of `~/.ssh/config`);
 `SshConnection` holds the ControlMaster connection (a child of this process: when
 rtlab dies, the connection drops and every engine on the board sees its stdin
-close); `SshTransport` is the board as a `Transport`: it copies the right static
-engine there once (`rtlab.engine.provision`) and starts it through the connection.
+close); `rtlab.engine.board.SshTransport` is the board as a `Transport`, through
+this connection.
 
 Nothing given by the user is ever interpreted by the board's shell: every remote
 command is a list of words joined with POSIX quoting (`shlex.join`), and the
@@ -25,9 +25,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from rtlab.engine.transport import EngineProcess, PipeProcess, Transport
+from rtlab.engine.transport import PipeProcess
 from rtlab.errors import RtlabError, UsageError
 from rtlab.lifeline import die_with_parent
 
@@ -248,89 +248,3 @@ class SshProcess(PipeProcess):
         if self._popen.stdin is not None:
             with contextlib.suppress(OSError):
                 self._popen.stdin.close()
-
-
-class SshTransport(Transport):
-    """A board reached over SSH, with the static engine for its architecture."""
-
-    name = "ssh"
-
-    def __init__(self, target: str | SshTarget, *, engine_dir: str | None = None,
-                 connect: bool = True) -> None:
-        self.ssh_target = target if isinstance(target, SshTarget) else SshTarget.parse(target)
-        self.conn = SshConnection(self.ssh_target)
-        self.engine_dir = engine_dir
-        self.board: Any = None  # provision.Board once the engine is there
-        if connect:
-            self.open()
-
-    def open(self) -> SshTransport:
-        from rtlab.engine.provision import provision
-
-        self.conn.open()
-        try:
-            self.board = provision(self.conn, self.engine_dir)
-        except BaseException:
-            self.conn.close()
-            raise
-        return self
-
-    @property
-    def target(self) -> str:
-        return str(self.ssh_target)
-
-    @property
-    def is_local(self) -> bool:
-        return False
-
-    @property
-    def engine_path(self) -> str:
-        if self.board is None:
-            raise RtlabError(f"no engine on {self.target} yet")
-        return str(self.board.engine)
-
-    def describe(self) -> str:
-        return f"ssh {self.target} ({self.engine_path})"
-
-    def engine_argv(self, args: list[str]) -> list[str]:
-        return self.conn.argv([self.engine_path, *args])
-
-    def command_argv(self, argv: list[str]) -> list[str]:
-        return self.conn.argv(list(argv))
-
-    def raw_path(self, name: str) -> str:
-        """Where the board keeps the raw output of a run (`rtlab results fetch`)."""
-        return f"{self.board.runs_dir}/{name}"
-
-    def spawn(self, args: list[str], *, keep_as: str | None = None) -> EngineProcess:
-        lifeline = ["--stdin-lifeline"]
-        if keep_as is not None:
-            lifeline += ["--tee", self.raw_path(keep_as)]
-        try:  # stdin kept open: it is the engine's lifeline on the board
-            popen = self.start_held([*lifeline, *args], stdin=subprocess.PIPE)
-        except OSError as exc:
-            raise RtlabError(f"cannot start ssh: {exc.strerror or exc}") from exc
-        return SshProcess(popen)
-
-    def run(self, args: list[str], *, input: str | None = None,
-            timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
-        proc = super().run(args, input=input, timeout_s=timeout_s)
-        if proc.returncode == 255 and not self.conn.alive():
-            raise ssh_error(self.target, proc.stderr, during=f"running `{' '.join(args[:2])}`")
-        return proc
-
-    def popen(self, args: list[str], *, stdin: int | IO[Any] | None = subprocess.PIPE,
-              start_new_session: bool = True) -> subprocess.Popen[bytes]:
-        return super().popen(args, stdin=stdin, start_new_session=start_new_session)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def transport_for(target: str | None, *, engine_dir: str | None = None) -> Transport:
-    """`--target` as a Transport: this machine when None or "local"."""
-    from rtlab.engine.transport import LocalTransport
-
-    if target is None or target == "local":
-        return LocalTransport()
-    return SshTransport(target, engine_dir=engine_dir)

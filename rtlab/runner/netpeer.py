@@ -292,7 +292,7 @@ class BoardPeer(UdpPeer):
         self.irqs_moved: list[dict[str, Any]] = []
 
     def start(self, duration_ns: int | None) -> str:
-        from rtlab.engine.ssh import SshTransport
+        from rtlab.engine.board import SshTransport
         from rtlab.system.facts import read_facts
         from rtlab.system.journal import DEFAULT_DIR, SystemSession, owner_label
         from rtlab.system.shield import priority_ops

@@ -179,7 +179,8 @@ def test_kill9_of_the_host_leaves_no_load_on_the_board(board: NsBoard, cli: Any,
 @pytest.mark.usefixtures("require_root")
 def test_exec_of_a_missing_tool_on_the_board_is_exit_4(board: NsBoard, cli: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtlab.engine.ssh import CONFIG_ENV, SshTransport
+    from rtlab.engine.board import SshTransport
+    from rtlab.engine.ssh import CONFIG_ENV
 
     monkeypatch.setenv(CONFIG_ENV, str(board.ssh_config))
 

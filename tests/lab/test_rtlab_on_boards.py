@@ -56,7 +56,7 @@ def one_line(proc: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 def board_facts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Board], Any]]:
     """board_facts(board) -> the board's `sys facts`, read there by its engine."""
-    from rtlab.engine.ssh import SshTransport
+    from rtlab.engine.board import SshTransport
     from rtlab.system.facts import read_facts
 
     opened: list[SshTransport] = []
