@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.results.store import Store
 
     exporter = get_exporter(args.format)
-    store = Store.open(args.store)
+    store = Store.open(args.store, create=False)
     try:
         result = store.get(args.run)
     finally:

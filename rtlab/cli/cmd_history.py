@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
 
-    store = Store.open(args.store)
+    store = Store.open(args.store, create=False)
     try:
         rows = [r for r in store.list(None) if r.host == args.host and r.probe == args.probe
                 and (args.scenario is None or r.scenario == args.scenario)]

@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
     from rtlab.results.store import Store
 
-    store = Store.open(store_arg)
+    store = Store.open(store_arg, create=False)
     try:
         return [store.get(ref) for ref in refs]
     finally:

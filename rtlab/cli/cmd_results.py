@@ -80,11 +80,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     from rtlab.report.format import NA, seconds, us
     from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
+    from rtlab.results.store import NoStoreError, Store
 
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1: {args.limit}")
-    store = Store.open(args.store)
+    try:
+        store = Store.open(args.store, create=False)
+    except NoStoreError as exc:  # a store that does not exist yet holds no runs
+        print(f"no runs stored ({exc.message.split(': ', 1)[-1]} yet)")
+        return 0
     try:
         rows = store.list(args.limit)
     finally:
@@ -113,7 +117,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
 
-    store = Store.open(args.store)
+    store = Store.open(args.store, create=False)
     try:
         result = store.get(args.run)
     finally:

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
 
-    store = Store.open(args.store)
+    store = Store.open(args.store, create=False)
     try:
         run_id, phases = _phases(args, store)
     finally:

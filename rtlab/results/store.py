@@ -53,6 +53,10 @@ def resolve_location(store: str | None, env: dict[str, str] | None = None) -> st
     return store or environ.get(ENV_VAR) or str(default_data_dir(environ) / "rtlab.db")
 
 
+class NoStoreError(UsageError):
+    """A command that only reads was given a store file that does not exist."""
+
+
 @dataclass(frozen=True)
 class RunRow:
     """The queryable metadata of one stored run."""
@@ -165,13 +169,20 @@ class Store:
                              hint="give rtlab its own database (or SQLite file)") from exc
 
     @classmethod
-    def open(cls, location: str | None = None) -> Store:
+    def open(cls, location: str | None = None, *, create: bool = True) -> Store:
+        """The store at `location` (--store, $RTLAB_STORE, else the default file).
+        `create=False` (the commands that only read): an SQLite file that does not exist
+        is a UsageError, and nothing is created, neither the file nor its directory."""
         loc = resolve_location(location)
         if "://" in loc:
             return cls._open_url(loc)
         path = Path(loc).expanduser()
         if path.exists() and path.is_dir():
             path = path / "rtlab.db"
+        if not create and not path.is_file():
+            raise NoStoreError(f"no stored run: there is no result store at {path}",
+                             hint="give the store with --store or $RTLAB_STORE, or store a "
+                                  "run first (rtlab run, rtlab results import)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -330,6 +330,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
 
     interrupted = control.signal is not None
     if not done:
+        _discard_unmeasured(first_raw, run_id, scenario)
         if error is not None:
             raise error
         if interrupted:
@@ -415,6 +416,19 @@ def write_layout(first: Path, run_id: str, scenario: Scenario) -> None:
     with suppress(OSError):
         first.parent.mkdir(parents=True, exist_ok=True)
         first.with_name(run_id + LAYOUT_SUFFIX).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _discard_unmeasured(first: Path, run_id: str, scenario: Scenario) -> None:
+    """Nothing was stored (the engine refused its options, a privilege was missing, the
+    run was stopped at once): leave no trace of it in the store, unless an engine wrote
+    something (then its raw files and layout stay for `rtlab results import`)."""
+    raws = [_raw_for(first, run_id, scenario, i, ph, p)
+            for i, ph in enumerate(scenario.phases) for p in ph.probes]
+    if any(r.exists() and r.stat().st_size > 0 for r in raws):
+        return
+    for path in [*raws, first.with_name(run_id + LAYOUT_SUFFIX)]:
+        with suppress(OSError):
+            path.unlink()
 
 
 def _raw_for(first: Path, run_id: str, scenario: Scenario, index: int, phase: Phase,

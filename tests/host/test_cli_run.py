@@ -205,3 +205,44 @@ def test_import_raw_file_recovers_run(
     # importing the stored raw file again cannot overwrite the run
     code, _, err = run_cli(capsys, "results", "import", str(store.raw_path(result.run_id)))
     assert code == 1 and "never overwritten" in err
+
+
+def test_a_run_the_engine_refuses_leaves_no_trace(
+    fake_probe: Callable[..., Path], store_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The engine refuses its options (exit 2) before measuring: nothing is stored, and
+    neither an empty raw file nor the run's layout file is left in the store's runs/."""
+    fake_probe("usage")
+    code, _, err = run_cli(capsys, "run", "--duration", "2s", "--cpus", "0",
+                           "--no-progress", "--no-report")
+    assert code == 2, err
+    assert "refused its arguments" in err
+    runs = store_path.parent / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
+    store = Store.open(str(store_path))
+    try:
+        assert store.list() == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["results", "show", "last"], ["export", "last"],
+    ["report", "last"], ["history", "--host", "b7"], ["spikes", "last"],
+])
+def test_read_commands_do_not_create_a_store(tmp_path: Path, argv: list[str],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    where = tmp_path / "no" / "such" / "dir" / "x.db"
+    code, _, err = run_cli(capsys, *argv, "--store", str(where))
+    assert code == 2, err
+    assert "there is no result store at" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()
+
+
+def test_listing_a_store_that_does_not_exist_creates_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    where = tmp_path / "no" / "such" / "dir" / "x.db"
+    code, out, err = run_cli(capsys, "results", "list", "--store", str(where))
+    assert code == 0, err
+    assert "no runs stored" in out and str(where) in out
+    assert not (tmp_path / "no").exists()
