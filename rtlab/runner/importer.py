@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab import __version__
-from rtlab.engine.jsonl import StreamCollector, log_notes
+from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.model import RunResult
@@ -72,8 +72,12 @@ def _read(path: Path) -> StreamCollector:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     col = StreamCollector()
-    for line in data.decode("utf-8", errors="replace").splitlines(keepends=True):
-        col.feed(line)  # UnknownSchemaError propagates: refuse what we cannot read
+    for number, line in enumerate(data.decode("utf-8", errors="replace")
+                                  .splitlines(keepends=True), 1):
+        try:
+            col.feed(line)
+        except UnknownSchemaError as exc:  # a file we cannot read: bad input, exit 2
+            raise UsageError(f"{path}:{number}: {exc.message}", hint=exc.hint) from None
     return col
 
 

@@ -246,3 +246,23 @@ def test_listing_a_store_that_does_not_exist_creates_nothing(
     assert code == 0, err
     assert "no runs stored" in out and str(where) in out
     assert not (tmp_path / "no").exists()
+
+
+def test_import_of_a_raw_file_from_a_future_schema_is_a_usage_error(
+    fake_probe: Callable[..., Path], store_path: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A raw file this rtlab cannot read is bad input: one line naming the file and its
+    line, exit 2 (as docs/results.md promises), nothing stored."""
+    raw = tmp_path / "future.jsonl"
+    wrapper = fake_probe("schema")  # the fake engine writes schema 99
+    subprocess.run([str(wrapper), "timer", "--cpus", "0", "--duration", "1s"],
+                   stdout=raw.open("w"), check=False)
+    code, _, err = run_cli(capsys, "results", "import", str(raw))
+    assert code == 2, err
+    assert f"{raw}:1:" in err and "schema 99" in err and len(err.strip().splitlines()) == 1
+    store = Store.open(str(store_path))
+    try:
+        assert store.list() == []
+    finally:
+        store.close()
