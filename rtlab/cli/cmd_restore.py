@@ -28,8 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.system import journal as jr
 
     with open_target(args.target, args.engine_dir) as target:
-        directory = args.journal_dir or (jr.journal_dir() if target.is_local
-                                         else jr.DEFAULT_DIR)
+        directory = args.journal_dir or jr.journal_dir(target)
         on = "" if target.is_local else f" on {target.target}"
         found = jr.journals(directory, target)
         for j in found:

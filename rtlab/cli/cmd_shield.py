@@ -73,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
     with open_target(args.target, args.engine_dir) as probe:
-        directory = args.journal_dir or (jr.journal_dir() if probe.is_local
-                                         else jr.DEFAULT_DIR)
+        directory = args.journal_dir or jr.journal_dir(probe)
         return _run(args, probe, directory, priorities, exclude)
 
 

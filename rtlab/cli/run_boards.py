@@ -11,7 +11,6 @@ every board's engines and keeps what each measured.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 from contextlib import ExitStack
@@ -71,6 +70,7 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
     from rtlab.results.store import Store
     from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
     from rtlab.runner.remote import check_remote, target_online_cpus
+    from rtlab.runner.run import handle_signals
 
     if len(set(targets)) != len(targets):
         raise UsageError("the same --target is given twice: one run per board")
@@ -106,21 +106,16 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
             finally:
                 store.close()
 
-        def on_signal(signum: int, _frame: object) -> None:
-            control.request(signum)
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            threads = [threading.Thread(target=work, args=(i,), daemon=True)
-                       for i in range(len(boards))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
+            with handle_signals(control):  # Ctrl-C stops every board's engines
+                threads = [threading.Thread(target=work, args=(i,), daemon=True)
+                           for i in range(len(boards))]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.2)
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
             if progress:
                 progress.stop()
     codes: list[ExitCode] = []

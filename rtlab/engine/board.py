@@ -9,11 +9,11 @@ above sees only `Transport`.
 from __future__ import annotations
 
 import subprocess
-from typing import IO, Any
+from typing import Any
 
 from rtlab.engine.provision import provision
-from rtlab.engine.ssh import SshConnection, SshProcess, SshTarget, ssh_error
-from rtlab.engine.transport import EngineProcess, Transport
+from rtlab.engine.ssh import SshConnection, SshProcess, SshTarget
+from rtlab.engine.transport import RUN_TIMEOUT_S, EngineProcess, LocalTransport, Transport
 from rtlab.errors import RtlabError
 
 
@@ -78,15 +78,13 @@ class SshTransport(Transport):
         return SshProcess(popen)
 
     def run(self, args: list[str], *, input: str | None = None,
-            timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
-        proc = super().run(args, input=input, timeout_s=timeout_s)
-        if proc.returncode == 255 and not self.conn.alive():
-            raise ssh_error(self.target, proc.stderr, during=f"running `{' '.join(args[:2])}`")
-        return proc
+            timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return self.conn.run([self.engine_path, *args], input=input, timeout_s=timeout_s,
+                             what=f"rtlab-probe {' '.join(args[:2])}")
 
-    def popen(self, args: list[str], *, stdin: int | IO[Any] | None = subprocess.PIPE,
-              start_new_session: bool = True) -> subprocess.Popen[bytes]:
-        return super().popen(args, stdin=stdin, start_new_session=start_new_session)
+    def run_command(self, argv: list[str], *, timeout_s: float = RUN_TIMEOUT_S,
+                    what: str) -> subprocess.CompletedProcess[str]:
+        return self.conn.run(list(argv), input="", timeout_s=timeout_s, what=what)
 
     def close(self) -> None:
         self.conn.close()
@@ -94,8 +92,6 @@ class SshTransport(Transport):
 
 def transport_for(target: str | None, *, engine_dir: str | None = None) -> Transport:
     """`--target` as a Transport: this machine when None or "local"."""
-    from rtlab.engine.transport import LocalTransport
-
     if target is None or target == "local":
         return LocalTransport()
     return SshTransport(target, engine_dir=engine_dir)

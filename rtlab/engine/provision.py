@@ -62,21 +62,18 @@ class Board:
 
 
 def _fail(conn: SshConnection, proc: object, what: str) -> RtlabError:
-    from rtlab.engine.ssh import ssh_error
-
+    """A remote command that ran and failed (ssh's own failures raise in conn.run)."""
     code = getattr(proc, "returncode", None)
     err = str(getattr(proc, "stderr", "") or "")
     if isinstance(getattr(proc, "stderr", None), bytes):
         err = proc.stderr.decode(errors="replace")  # type: ignore[attr-defined]
-    if code == 255 and not conn.alive():
-        return ssh_error(str(conn.target), err, during=what)
     lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
     return RtlabError(f"{what} on {conn.target} failed: {lines[-1] if lines else f'exit {code}'}")
 
 
 def board_facts(conn: SshConnection) -> tuple[str, int, str]:
     """(uname -m, uid, uname -r) of the board."""
-    proc = conn.run(["sh", "-c", _FACTS])
+    proc = conn.run(["sh", "-c", _FACTS], what="uname -m; id -u; uname -r")
     words = proc.stdout.split("\n")
     if proc.returncode != 0 or len(words) < 3 or not words[1].strip().isdigit():
         raise _fail(conn, proc, "reading uname -m, id -u")
@@ -101,10 +98,8 @@ def remote_version(conn: SshConnection, engine: str) -> EngineVersion | None:
     does not run (another architecture: exec format error)."""
     from rtlab.engine.builds import parse_version
 
-    proc = conn.run([engine, "--version", "--json"])
+    proc = conn.run([engine, "--version", "--json"], what="rtlab-probe --version")
     if proc.returncode != 0:
-        if proc.returncode == 255 and not conn.alive():
-            raise _fail(conn, proc, "asking the engine for its version")
         return None
     try:
         return parse_version(proc.stdout)
@@ -124,7 +119,8 @@ def provision(conn: SshConnection, engine_dir: str | None = None) -> Board:
     copied = False
     if found is None:
         proc = conn.run(["sh", "-c", _UPLOAD, "rtlab-upload", d, remote],
-                        input=local.read_bytes(), text=False, timeout_s=300.0)
+                        input=local.read_bytes(), text=False, timeout_s=300.0,
+                        what=f"copying the engine to {d}")
         if proc.returncode != 0:
             raise _fail(conn, proc, f"copying the engine to {d}")
         copied = True
@@ -146,7 +142,5 @@ def clean(conn: SshConnection, engine_dir: str | None = None) -> str:
     """Remove the engines and kept raw files rtlab wrote on the board; the directory."""
     _, uid, _ = board_facts(conn)
     d = engine_dir_for(uid, engine_dir)
-    proc = conn.run(["sh", "-c", _CLEAN, "rtlab-clean", d])
-    if proc.returncode == 255 and not conn.alive():
-        raise _fail(conn, proc, "removing the engine")
+    conn.run(["sh", "-c", _CLEAN, "rtlab-clean", d], what="removing the engine")
     return d

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rtlab.engine.transport import PipeProcess
+from rtlab.engine.transport import PipeProcess, run_to_end
 from rtlab.errors import RtlabError, UsageError
 from rtlab.lifeline import die_with_parent
 
@@ -206,14 +206,19 @@ class SshConnection:
         return self._argv(["-S", str(self.socket), "-o", "ControlMaster=no"], remote)
 
     def run(self, remote: list[str], *, input: bytes | str | None = None,
-            timeout_s: float = 60.0, text: bool = True) -> subprocess.CompletedProcess[Any]:
-        """Run `remote` on the board to completion (exit 255: ssh failed)."""
-        try:
-            return subprocess.run(self.argv(remote), input=input, capture_output=True,
-                                  text=text, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise RtlabError(f"`{remote[0]}` on {self.target} did not end within "
-                             f"{timeout_s:g} s") from exc
+            timeout_s: float = 60.0, text: bool = True,
+            what: str | None = None) -> subprocess.CompletedProcess[Any]:
+        """Run `remote` on the board to completion. When ssh itself failed (exit 255 and
+        the connection is gone) RtlabError with one line saying why; a remote command's
+        own failure is in the returned exit code. `what` names it in messages."""
+        what = what or remote[0]
+        proc = run_to_end(self.argv(remote), input=input, text=text, timeout_s=timeout_s,
+                          late=f"`{what}` on {self.target}", cannot="cannot start ssh")
+        if proc.returncode == 255 and not self.alive():
+            err = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(
+                errors="replace")
+            raise ssh_error(str(self.target), err, during=f"running `{what}`")
+        return proc
 
     def alive(self) -> bool:
         return self._master is not None and self._master.poll() is None

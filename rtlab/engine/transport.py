@@ -31,13 +31,14 @@ RUN_TIMEOUT_S = 30.0
 
 
 def run_to_end(argv: list[str], *, timeout_s: float, late: str, cannot: str,
-               input: str | None = None, stdin: int | None = None
-               ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` here (a Transport's command line: `engine_argv`, `command_argv`) to
-    completion; its stdout and stderr as text. RtlabError "LATE did not end within T s"
-    when it does not end in time, "CANNOT: why" when it cannot be started."""
+               input: str | bytes | None = None, stdin: int | None = None,
+               text: bool = True) -> subprocess.CompletedProcess[Any]:
+    """Run `argv` here (a Transport's command line: `engine_argv`, `command_argv`, an
+    SSH connection's) to completion; its stdout and stderr as text (bytes with
+    text=False). RtlabError "LATE did not end within T s" when it does not end in time,
+    "CANNOT: why" when it cannot be started."""
     try:
-        return subprocess.run(argv, input=input, stdin=stdin, capture_output=True, text=True,
+        return subprocess.run(argv, input=input, stdin=stdin, capture_output=True, text=text,
                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         raise RtlabError(f"{late} did not end within {timeout_s:g} s") from exc
@@ -204,6 +205,15 @@ class Transport(abc.ABC):
         """The command line, run here, that runs another program (a load) on the target."""
         return list(argv)
 
+    def run_command(self, argv: list[str], *, timeout_s: float = RUN_TIMEOUT_S,
+                    what: str) -> subprocess.CompletedProcess[str]:
+        """Run another program on the target to completion (stdin empty); its output
+        as text. RtlabError naming `what` when it cannot run or end in time (on a
+        board also when the connection failed)."""
+        return run_to_end(self.command_argv(argv), stdin=subprocess.DEVNULL,
+                          timeout_s=timeout_s, late=f"{what} on {self.target}",
+                          cannot=f"cannot run {what} on {self.target}")
+
     def close(self) -> None:  # noqa: B027 (nothing to release for most targets)
         """Release what reaching the target holds (an SSH connection)."""
 
@@ -256,8 +266,3 @@ class NetnsTransport(LocalTransport):
 
     def command_argv(self, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *argv]
-
-
-def as_local(transport: Transport | None) -> Transport:
-    """The transport given, or this machine's."""
-    return transport if transport is not None else LocalTransport()

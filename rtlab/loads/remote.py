@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
-from rtlab.engine.transport import run_to_end
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
@@ -98,15 +97,9 @@ def missing_on_board(transport: Transport, tools: Sequence[str]) -> list[str]:
     """The tools that `command -v` does not find on the target (its login PATH)."""
     if not tools:
         return []
-    argv = transport.command_argv(["sh", "-c", _CHECK_SCRIPT, "rtlab-check", *tools])
-    r = run_to_end(argv, stdin=subprocess.DEVNULL, timeout_s=CHECK_TIMEOUT_S,
-                   late=f"checking the load tools on {transport.target}",
-                   cannot=f"cannot check the load tools on {transport.target}")
+    r = transport.run_command(["sh", "-c", _CHECK_SCRIPT, "rtlab-check", *tools],
+                              timeout_s=CHECK_TIMEOUT_S, what="the check of the load tools")
     if r.returncode != 0:
-        if r.returncode == 255 and transport.name == "ssh":
-            from rtlab.engine.ssh import ssh_error
-
-            raise ssh_error(transport.target, r.stderr, during="checking the load tools")
         last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         raise RtlabError(f"cannot check the load tools on {transport.target}: {last}")
     return [t for t in r.stdout.split() if t in tools]
@@ -244,11 +237,9 @@ class RemoteProc(Proc):
         return out
 
 
-def board_group(transport: Transport, pgid: int, also: int | None = None
-                ) -> list[procmod.ProcStat]:
-    """Live members of process group `pgid` on the target (and process `also`), read
-    there by its engine."""
-    from rtlab.system.remote import snapshot
+def board_processes(transport: Transport) -> list[procmod.ProcStat]:
+    """Every process on the target (/proc/PID/stat), read there by its engine."""
+    from rtlab.engine.snapshot import snapshot
 
     out: list[procmod.ProcStat] = []
     for rec in snapshot(transport, ["/proc/[0-9]*/stat"]):
@@ -256,12 +247,17 @@ def board_group(transport: Transport, pgid: int, also: int | None = None
         if rec.get("type") != "file" or len(parts) != 4 or not parts[2].isdigit():
             continue
         try:
-            st = procmod.parse_stat(int(parts[2]), str(rec.get("text", "")))
+            out.append(procmod.parse_stat(int(parts[2]), str(rec.get("text", ""))))
         except (ValueError, IndexError):
             continue
-        if (st.pgrp == pgid or st.pid == also) and st.state != "Z":
-            out.append(st)
     return out
+
+
+def board_group(transport: Transport, pgid: int, also: int | None = None
+                ) -> list[procmod.ProcStat]:
+    """Live members of process group `pgid` on the target (and process `also`)."""
+    return [st for st in board_processes(transport)
+            if (st.pgrp == pgid or st.pid == also) and st.state != "Z"]
 
 
 class RemoteLoad(Load):

@@ -12,7 +12,6 @@ stored runs are never overwritten. The files are read by the board's engine
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,17 +32,11 @@ class FetchReport:
     copied: list[str] = field(default_factory=list)
 
 
-def _content(rec: dict[str, Any]) -> bytes:
-    if "base64" in rec:
-        return base64.b64decode(str(rec["base64"]))
-    return str(rec.get("text", "")).encode()
-
-
 def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = None
                ) -> FetchReport:
     """Copy the board's kept raw files into the store and import the runs not stored."""
+    from rtlab.engine.snapshot import record_bytes, snapshot
     from rtlab.runner.importer import import_jsonl
-    from rtlab.system.remote import snapshot
 
     runs_dir = transport.board.runs_dir
     recs = snapshot(transport, [f"{runs_dir}/*.jsonl"], timeout_s=600.0, max_file=MAX_FILE,
@@ -55,7 +48,7 @@ def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = No
                          f"{bad[0].get('error')}")
     report = FetchReport()
     by_run: dict[str, list[Path]] = {}
-    dest_dir = store.raw_path("x").parent
+    dest_dir = store.runs_dir
     dest_dir.mkdir(parents=True, exist_ok=True)
     for rec in files:
         name = str(rec["path"]).rsplit("/", 1)[-1]
@@ -70,7 +63,7 @@ def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = No
             if run_id not in report.already:
                 report.already.append(run_id)
             continue
-        data = _content(rec)
+        data = record_bytes(rec)
         dest = dest_dir / name
         if not dest.exists() or dest.stat().st_size < len(data):
             dest.write_bytes(data)  # the board's copy goes on where the host's stopped

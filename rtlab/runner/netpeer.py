@@ -294,11 +294,11 @@ class BoardPeer(UdpPeer):
     def start(self, duration_ns: int | None) -> str:
         from rtlab.engine.board import SshTransport
         from rtlab.system.facts import read_facts
-        from rtlab.system.journal import DEFAULT_DIR, SystemSession, owner_label
+        from rtlab.system.journal import SystemSession, journal_dir, owner_label
         from rtlab.system.shield import priority_ops
 
         self._board = SshTransport(self.target, engine_dir=self.engine_dir)
-        self._owner = SystemSession(self._board, DEFAULT_DIR,
+        self._owner = SystemSession(self._board, journal_dir(self._board),
                                     name=f"udp-reflector-{os.getpid()}",
                                     owner=owner_label("udp reflector")).__enter__()
         if self.thread_priorities or self.irq_affinities:

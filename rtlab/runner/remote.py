@@ -17,11 +17,17 @@ def target_online_cpus(transport: Transport) -> list[int]:
         from rtlab.scenario.units import online_cpus
 
         return online_cpus()
-    from rtlab.system.facts import read_facts
+    from rtlab.engine.snapshot import record_bytes, snapshot
+    from rtlab.system.sysroot import parse_cpulist
 
-    cpus = sorted(read_facts(transport).cpus_online)
+    online = "/sys/devices/system/cpu/online"  # one file, not every task (`sys facts`)
+    recs = [r for r in snapshot(transport, [online]) if r.get("type") == "file"]
+    try:
+        cpus = parse_cpulist(record_bytes(recs[0]).decode()) if recs else []
+    except ValueError:
+        cpus = []
     if not cpus:
-        raise RtlabError(f"cannot read the online CPUs of {transport.target}")
+        raise RtlabError(f"cannot read the online CPUs of {transport.target} ({online})")
     return cpus
 
 

@@ -44,7 +44,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from os import getpid as os_getpid
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +141,9 @@ class RunControl:
 
 
 @contextmanager
-def _handle_signals(control: RunControl, enabled: bool) -> Iterator[None]:
+def handle_signals(control: RunControl, enabled: bool = True) -> Iterator[None]:
+    """SIGINT/SIGTERM go to `control` (which stops its engines) while inside, in the
+    main thread only (one run, or several boards' runs sharing one control)."""
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -205,15 +206,6 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
     return out
 
 
-def _journal_dir(opts: RunOptions, transport: Transport) -> Path | None:
-    """Where the target keeps its journals: a board always in /run/rtlab."""
-    if opts.journal_dir is not None or transport.is_local:
-        return opts.journal_dir
-    from rtlab.system.journal import DEFAULT_DIR
-
-    return DEFAULT_DIR
-
-
 def _doctor(scenario: Scenario, transport: Transport) -> dict[str, Any] | None:
     if transport.name not in ("local", "ssh"):
         return None
@@ -251,7 +243,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
 
         check_available()
     if scenario.shield is not None and not opts.no_shield:
-        notes += check_stale(opts.restore_first, _journal_dir(opts, transport), transport)
+        notes += check_stale(opts.restore_first, opts.journal_dir, transport)
     if transport.is_local:  # a board's engine says itself when RT is refused (exit 4)
         _preflight(scenario, opts)
     loads = _build_loads(scenario, opts)
@@ -296,7 +288,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     if opts.on_start is not None:
         opts.on_start(run_id, first_raw)
     owner: Any = None
-    with _handle_signals(control, opts.handle_signals):
+    with handle_signals(control, opts.handle_signals):
         try:
             if backend is None and not transport.is_local:
                 owner = _own_board(transport, opts)
@@ -369,13 +361,11 @@ def _own_board(transport: Transport, opts: RunOptions) -> Any:
     """A board is measured by one run at a time: an applier that holds the board's owner
     lock (beside its journals) for the run, with nothing to undo (a shielded run's
     applier holds it instead)."""
-    from rtlab.system.journal import SystemSession, owner_label
+    from rtlab.system.journal import SystemSession, journal_dir, owner_label, run_session_name
 
-    d = _journal_dir(opts, transport)
-    assert d is not None
     _event(opts, f"taking {transport.target} for this run")
-    session = SystemSession(transport, d, name=f"run-{socket.gethostname()}-{os_getpid()}",
-                            owner=owner_label())
+    session = SystemSession(transport, opts.journal_dir or journal_dir(transport),
+                            name=run_session_name(transport), owner=owner_label())
     try:
         return session.__enter__()
     except SkippedError:

@@ -29,7 +29,7 @@ def stale_journals(directory: Path | None = None,
     """Journal files nobody holds on the target (a persistent `rtlab shield` is not stale)."""
     from rtlab.system import journal
 
-    d = directory or journal.journal_dir()
+    d = directory or journal.journal_dir(transport)
     return [j.path for j in journal.stale_journals(d, include_shield=False,
                                                    transport=transport)]
 
@@ -104,12 +104,13 @@ class SystemShield:
         self._transport = transport or LocalTransport()
         from rtlab.system.journal import journal_dir
 
-        self._dir = directory or journal_dir()
+        self._dir = directory or journal_dir(self._transport)
         self._session: Any = None
         self.plan_summary: dict[str, Any] = {}
         self._where: tuple[str, str | None] = ("none", None)  # backend, shield cgroup
         self._applied: dict[str, Any] | None = None
         self._phase_before: Any = None
+        self._carriers: dict[int, str] | None = None  # a board's SSH server processes
 
     def apply(self) -> dict[str, Any]:
         from rtlab.system import journal
@@ -123,7 +124,7 @@ class SystemShield:
         # the applier first: on a board, the SSH server process that hosts this run's
         # connection is its ancestor and stays where it is (the probes start from it)
         self._session = journal.SystemSession(
-            cmd, self._dir, name=f"run-{os.getpid()}",
+            cmd, self._dir, name=journal.run_session_name(cmd),
             owner=None if cmd.is_local else journal.owner_label()).__enter__()
         before = read_facts(cmd)
         ops, required, backend, cgroup = self._plan(before)
@@ -166,10 +167,13 @@ class SystemShield:
         if self._transport.is_local:
             own[os.getpid()] = "rtlab runner (starts the probes on the shielded CPUs)"
         elif applier is not None and getattr(applier, "pid", None):
-            from rtlab.system.remote import ancestors
+            if self._carriers is None:  # read once: they live as long as the connection
+                from rtlab.system.remote import ancestors
 
-            for pid, comm in ancestors(self._transport, int(applier.pid)):
-                own[pid] = f"{comm} (carries this run's SSH connection; starts the probes)"
+                self._carriers = {
+                    pid: f"{comm} (carries this run's SSH connection; starts the probes)"
+                    for pid, comm in ancestors(self._transport, int(applier.pid))}
+            own.update(self._carriers)
         if applier is not None and getattr(applier, "pid", None):
             own[int(applier.pid)] = "rtlab-probe sys apply (holds the journal)"
         return own

@@ -116,10 +116,23 @@ def read_journal(path: Path) -> JournalInfo:
     return _journal_info(path, held, _parse_lines(text))
 
 
-def journal_dir() -> Path:
-    """Where journals live: $RTLAB_JOURNAL_DIR, else /run/rtlab (tmpfs: gone after a reboot,
-    which restores everything by itself)."""
+def journal_dir(transport: Transport | None = None) -> Path:
+    """Where the target's journals live: on this machine $RTLAB_JOURNAL_DIR, else
+    /run/rtlab (tmpfs: gone after a reboot, which restores everything by itself); on a
+    board always /run/rtlab (this machine's environment says nothing of the board)."""
+    if transport is not None and not transport.is_local:
+        return DEFAULT_DIR
     return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_DIR)
+
+
+def run_session_name(transport: Transport) -> str:
+    """The journal name of a run's session on its target: on a board with this host's
+    name too, since runs from several hosts leave their journals there."""
+    if transport.is_local:
+        return f"run-{os.getpid()}"
+    import socket
+
+    return f"run-{socket.gethostname()}-{os.getpid()}"
 
 
 def _journal_info(path: Path, held: bool, recs: list[dict[str, Any]]) -> JournalInfo:
