@@ -7,6 +7,27 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * `NAME VALUE` or `NAME=VALUE` at argv[*i]: 1, with *val the VALUE (NULL when it is
+ * missing) and *i past it; 0 when argv[*i] is another word.
+ */
+static int value_option(const char *name, int argc, char *const *argv, int *i,
+			const char **val)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+	if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+		return 0;
+	if (a[n] == '=') {
+		*val = a + n + 1;
+		*i += 1;
+	} else {
+		*val = *i + 1 < argc ? argv[*i + 1] : NULL;
+		*i += 2;
+	}
+	return 1;
+}
+
 int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *err,
 		     size_t errlen)
 {
@@ -15,19 +36,16 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 	g->cgroup = NULL;
 	int i = 1;
 	while (i < argc) {
-		const char *a = argv[i];
-		if (strcmp(a, "--stdin-lifeline") == 0) {
+		const char *val;
+		if (strcmp(argv[i], "--stdin-lifeline") == 0) {
 			if (g->lifeline) {
 				snprintf(err, errlen, "--stdin-lifeline: given more than once");
 				return -EINVAL;
 			}
 			g->lifeline = true;
 			i++;
-			continue;
-		}
-		if (strcmp(a, "--cgroup") == 0 || strncmp(a, "--cgroup=", 9) == 0) {
-			const char *dir = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[i + 1] : NULL);
-			if (!dir || dir[0] != '/') {
+		} else if (value_option("--cgroup", argc, argv, &i, &val)) {
+			if (!val || val[0] != '/') {
 				snprintf(err, errlen, "--cgroup: expects an absolute cgroup directory");
 				return -EINVAL;
 			}
@@ -35,33 +53,24 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 				snprintf(err, errlen, "--cgroup: given more than once");
 				return -EINVAL;
 			}
-			g->cgroup = dir;
-			i += a[8] == '=' ? 1 : 2;
-			continue;
-		}
-		const char *val = NULL;
-		if (strcmp(a, "--tee") == 0) {
-			if (i + 1 >= argc) {
+			g->cgroup = val;
+		} else if (value_option("--tee", argc, argv, &i, &val)) {
+			if (!val) {
 				snprintf(err, errlen, "--tee: missing value FILE");
 				return -EINVAL;
 			}
-			val = argv[i + 1];
-			i += 2;
-		} else if (strncmp(a, "--tee=", 6) == 0) {
-			val = a + 6;
-			i++;
+			if (g->tee) {
+				snprintf(err, errlen, "--tee: given more than once");
+				return -EINVAL;
+			}
+			if (!val[0]) {
+				snprintf(err, errlen, "--tee: the file name must not be empty");
+				return -EINVAL;
+			}
+			g->tee = val;
 		} else {
 			break; /* the command */
 		}
-		if (g->tee) {
-			snprintf(err, errlen, "--tee: given more than once");
-			return -EINVAL;
-		}
-		if (!val[0]) {
-			snprintf(err, errlen, "--tee: the file name must not be empty");
-			return -EINVAL;
-		}
-		g->tee = val;
 	}
 	return i;
 }
