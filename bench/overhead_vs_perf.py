@@ -29,7 +29,7 @@ from benchlib import channel_percentile, default_probe
 
 
 def run_rtlab(probe: str, cpu: int, loops: int) -> dict[str, float]:
-    r = subprocess.run([probe, "overhead", "--cpu", str(cpu), "--loops", str(loops)],
+    r = subprocess.run([probe, "overhead", "--cpus", str(cpu), "--loops", str(loops)],
                        capture_output=True, text=True, check=True, timeout=300)
     res = [json.loads(x) for x in r.stdout.splitlines() if x][-1]
     out: dict[str, float] = {}

@@ -44,7 +44,7 @@ def find_peer(name: str) -> str | None:
 
 
 def run_ours(probe: str, mech: str, a: argparse.Namespace) -> dict[str, float]:
-    cmd = [probe, "switch", "--mechanism", mech, "--cpu", str(a.cpu), "--priority",
+    cmd = [probe, "switch", "--mechanism", mech, "--cpus", str(a.cpu), "--priority",
            str(a.prio), "--interval", f"{a.interval}us", "--duration", f"{a.duration}s",
            "--no-order-check", "--no-pi-check"]
     if not a.busy:

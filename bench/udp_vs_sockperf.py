@@ -14,7 +14,23 @@ With --xdp, a third contender runs on the veth path in the same rotation: rtlab 
 both ends on its AF_XDP path (`--path xdp`, with --xdp-mode), reported beside the
 socket path (ratio xdp/socket) and sockperf.
 
+With --rate HZ both tools ping at that rate (rtlab `--rate`, sockperf `--mps`) instead
+of back to back. Pacing then matters: sockperf's client spins between sends (it makes no
+system call but sendto and recvfrom), rtlab's sleeps by default (`--pace sleep`,
+clock_nanosleep to an absolute deadline) and spins with `--pace busy`. At a rate both
+rtlab pacings run by default ("rtlab" sleeping, "rtlab-busy" spinning; --pace selects),
+and every run also records what the CPUs did: the pinging process's CPU time per second
+of run ("cpu %", from wait4) and the idle-state entries per second of each CPU
+(cpuidle sysfs: how often a vCPU halted) — the cause of any difference at a rate.
+
+What each number includes: both are the full round trip on the pinger (send -> reply
+returned to the application). rtlab's `rtt` is CLOCK_MONOTONIC read just before send()
+-> read just after the receive returned. sockperf's --full-log `rtt` column is its txTime
+(before sendto) -> rxTime (after recvfrom); sockperf's own summary prints half of that
+as "latency" unless --full-rtt is given, and leaves out its first 400 ms (warm-up).
+
   sudo bench/udp_vs_sockperf.py --probe build/engine/rtlab-probe --duration 5 --rounds 3
+  sudo bench/udp_vs_sockperf.py --rate 1000 --paths veth --server-cpu any --client-cpu any
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import csv
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,6 +64,45 @@ _LINE = re.compile(r"^\s*.+?-(\d+)\s+\[\d+\]\s+\S+\s+(\d+): (.*)$")
 _ERRQ = re.compile(r"^sys_recvmsg\(.*flags: (0x[0-9a-f]+)\)")
 _EXIT = re.compile(r"^sys_(?:recvfrom|recvmsg|poll|ppoll|epoll_wait) -> (0x[0-9a-f]+|-?\d+)")
 PORT_RTLAB, PORT_SOCKPERF = 7601, 7602
+CPUIDLE = Path("/sys/devices/system/cpu")
+# rtlab's split channels shown beside the round trip at a rate (where the time went)
+SPLIT = ("wakeup", "peer.wakeup", "stack")
+
+
+def idle_entries() -> dict[int, int]:
+    """Per CPU: entries into idle states other than POLL (a vCPU halting), cumulative."""
+    out: dict[int, int] = {}
+    for cpu in sorted(CPUIDLE.glob("cpu[0-9]*")):
+        n = 0
+        for st in cpu.glob("cpuidle/state*"):
+            with contextlib.suppress(OSError):
+                if (st / "name").read_text().strip() != "POLL":
+                    n += int((st / "usage").read_text())
+        out[int(cpu.name[3:])] = n
+    return out
+
+
+class CpuUse:
+    """What the CPUs did during one pinger run: the pinger's CPU time (its rusage, from
+    wait4 of the process subprocess.run waited for) and the halts per CPU, per second."""
+
+    def __enter__(self) -> CpuUse:
+        self._ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._idle = idle_entries()
+        self._t = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dt = time.monotonic() - self._t
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        idle = idle_entries()
+        self.cpu_pct = 100 * (ru.ru_utime + ru.ru_stime - self._ru.ru_utime
+                              - self._ru.ru_stime) / dt
+        self.halts = {c: (idle[c] - self._idle.get(c, 0)) / dt for c in idle}
+
+    def record(self, out: dict) -> None:
+        out["cpu_pct"] = self.cpu_pct
+        out["halts_per_s"] = self.halts
 
 
 def _ip(*args: str) -> None:
@@ -96,8 +152,9 @@ def hist_quantiles(ch: dict) -> dict[str, float]:
     return out
 
 
-def in_ns(ns: str, cpu: int, *cmd: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, "taskset", "-c", str(cpu), *cmd]
+def in_ns(ns: str, cpu: str, *cmd: str) -> list[str]:
+    pin = [] if cpu == "any" else ["taskset", "-c", cpu]
+    return ["ip", "netns", "exec", ns, *pin, *cmd]
 
 
 def sockperf_cmd(a: argparse.Namespace, *args: str) -> list[str]:
@@ -191,7 +248,7 @@ class Observer:
 
 
 def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
-              obs: Observer | None = None, xdp: bool = False) -> dict:
+              obs: Observer | None = None, xdp: bool = False, pace: str = "sleep") -> dict:
     sched = ["--policy", "fifo", "--priority", "98"] if a.sched == "fifo" else \
         ["--policy", "other", "--priority", "0", "--no-mlock"]
     sched += a.extra
@@ -207,13 +264,14 @@ def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.3)
     cmd = in_ns(cli, a.client_cpu, probe, "udp", "ping", "--peer", f"{addr}:{PORT_RTLAB}",
-                "--session", "bench", "--rate", "0", "--size", str(a.size), "--duration",
-                f"{a.duration}s", *sched)
+                "--session", "bench", "--rate", str(a.rate), "--size", str(a.size),
+                "--duration", f"{a.duration}s", *(["--pace", pace] if a.rate else []), *sched)
     try:
         if obs:
             obs.start()
-        r = subprocess.run(obs.wrap(cmd) if obs else cmd,
-                           capture_output=True, text=True, timeout=a.duration + 30, check=False)
+        with CpuUse() as use:
+            r = subprocess.run(obs.wrap(cmd) if obs else cmd, capture_output=True, text=True,
+                               timeout=a.duration + 30, check=False)
         seen = obs.stop() if obs else None
         if r.returncode != 0:
             raise SystemExit(f"rtlab-probe udp ping failed ({r.returncode}): "
@@ -225,6 +283,10 @@ def run_rtlab(probe: str, srv: str, cli: str, addr: str, a: argparse.Namespace,
     res = recs[-1]
     rtt = next(c for c in res["channels"] if c["name"] == "rtt")
     out = hist_quantiles(rtt)
+    use.record(out)
+    for c in res["channels"]:
+        if c["name"] in SPLIT and c["samples"]:
+            out["split_" + c["name"]] = channel_percentile(c, 50) / 1000
     if xdp:
         out["attach"] = recs[0]["effective"]["xdp"]["attach"]
     if seen is not None:
@@ -245,12 +307,14 @@ def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace,
         log = Path(td) / "full.csv"
         cmd = in_ns(cli, a.client_cpu, *sockperf_cmd(
             a, "ping-pong", "-i", addr, "-p", str(PORT_SOCKPERF), "-m", str(a.size), "--time",
-            str(a.duration), "--full-rtt", "--full-log", str(log)))
+            str(a.duration), *([f"--mps={a.rate}"] if a.rate else []), "--full-rtt",
+            "--full-log", str(log)))
         try:
             if obs:
                 obs.start()
-            subprocess.run(obs.wrap(cmd) if obs else cmd, capture_output=True,
-                           timeout=a.duration + 30, check=True)
+            with CpuUse() as use:
+                subprocess.run(obs.wrap(cmd) if obs else cmd, capture_output=True,
+                               timeout=a.duration + 30, check=True)
             seen = obs.stop() if obs else None
         finally:
             server.terminate()
@@ -261,6 +325,7 @@ def run_sockperf(srv: str, cli: str, addr: str, a: argparse.Namespace,
                 if len(row) == 4 and row[0].strip().isdigit():
                     rtts.append(float(row[3]))
     out = quantiles(rtts)
+    use.record(out)
     if seen is not None:
         out["observed"] = quantiles(seen)
     return out
@@ -272,8 +337,15 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=5, help="seconds per run")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds per path")
     ap.add_argument("--size", type=int, default=64, help="message bytes (>= 64)")
-    ap.add_argument("--server-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--server-cpu", default="1", help="CPU of both servers, or any "
+                    "(not pinned)")
+    ap.add_argument("--client-cpu", default="1", help="CPU of both pingers, or any")
+    ap.add_argument("--rate", type=int, default=0,
+                    help="pings per second of both tools (rtlab --rate, sockperf --mps); "
+                    "default 0: back to back")
+    ap.add_argument("--pace", default="sleep,busy",
+                    help="with --rate: rtlab's pacings to run, each a contender beside "
+                    "sockperf: sleep (rtlab), busy (rtlab-busy); default both")
     ap.add_argument("--paths", default="veth,loopback")
     ap.add_argument("--sched", choices=("other", "fifo"), default="other",
                     help="both tools' both ends as SCHED_OTHER, or SCHED_FIFO 98 (sockperf "
@@ -302,6 +374,12 @@ def main() -> int:
     allres: dict[str, dict[str, list[dict]]] = {}
     if a.errqueue and not a.observer:
         ap.error("--errqueue needs --observer")
+    for cpu in (a.server_cpu, a.client_cpu):
+        if cpu != "any" and not cpu.isdigit():
+            ap.error(f"--server-cpu/--client-cpu: a CPU number or any, not {cpu!r}")
+    a.paces = [p for p in a.pace.split(",") if p] if a.rate else ["sleep"]
+    if not a.paces or set(a.paces) - {"sleep", "busy"}:
+        ap.error("--pace: sleep, busy or sleep,busy")
     with (Observer(a.errqueue) if a.observer else contextlib.nullcontext()) as obs:
         for path in a.paths.split(","):
             allres[path] = run_path(path, a, obs)
@@ -311,8 +389,12 @@ def main() -> int:
     return 0
 
 
+PACED = {"sleep": "rtlab", "busy": "rtlab-busy"}
+
+
 def run_path(path: str, a: argparse.Namespace, obs: Observer | None) -> dict[str, list[dict]]:
-    tools = ["rtlab", "sockperf"] + (["rtlab-xdp"] if a.xdp and path == "veth" else [])
+    tools = [PACED[p] for p in a.paces] + ["sockperf"] + (
+        ["rtlab-xdp"] if a.xdp and path == "veth" else [])
     res: dict[str, list[dict]] = {t: [] for t in tools}
     with namespaces(path) as (srv, cli, addr):
         for rnd in range(a.rounds):
@@ -323,7 +405,8 @@ def run_path(path: str, a: argparse.Namespace, obs: Observer | None) -> dict[str
             for tool in order:
                 if tool.startswith("rtlab"):
                     res[tool].append(run_rtlab(a.probe, srv, cli, addr, a, obs,
-                                               xdp=tool == "rtlab-xdp"))
+                                               xdp=tool == "rtlab-xdp",
+                                               pace="busy" if tool == "rtlab-busy" else "sleep"))
                 else:
                     res[tool].append(run_sockperf(srv, cli, addr, a, obs))
     return res
@@ -335,7 +418,8 @@ def _median_row(runs: list[dict]) -> dict[str, float]:
 
 
 def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None:
-    print(f"\n{path}: {a.rounds} interleaved rounds x {a.duration} s, {a.size} B, "
+    rate = f"{a.rate}/s" if a.rate else "back to back"
+    print(f"\n{path}: {a.rounds} interleaved rounds x {a.duration} s, {a.size} B, {rate}, "
           f"server CPU {a.server_cpu}, client CPU {a.client_cpu}, SCHED_{a.sched.upper()} "
           "(RTT in µs, median over rounds)")
     print(f"{'':22} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10} {'round trips':>12}")
@@ -360,7 +444,10 @@ def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None
             med[tool] = m = _median_row([get(r) for r in res[tool]])
             print(f"{tool + ' (' + view + ')':22} {m['p50']:9.2f} {m['p99']:9.2f} "
                   f"{m['p99.9']:9.2f} {m['max']:10.1f} {int(m['n']):12d}")
-        pairs = [("rtlab", "sockperf", "rtlab / sockperf; < 1: rtlab faster")]
+        pairs = [(t, "sockperf", f"{t} / sockperf; < 1: rtlab faster")
+                 for t in ("rtlab", "rtlab-busy") if t in med]
+        if "rtlab" in med and "rtlab-busy" in med:
+            pairs.append(("rtlab-busy", "rtlab", "--pace busy / sleep"))
         if "rtlab-xdp" in med:
             pairs += [("rtlab-xdp", "sockperf", "rtlab xdp / sockperf"),
                       ("rtlab-xdp", "rtlab", "xdp path / socket path; < 1: xdp faster")]
@@ -368,9 +455,27 @@ def report(path: str, res: dict[str, list[dict]], a: argparse.Namespace) -> None
             ratio = {k: med[num][k] / med[den][k] for k in keys}
             label = "ratio (" + view + ")" if num == "rtlab" and den == "sockperf" else \
                 f"{num}/{den}"[:22]
+            # the same ratio per round (both runs of a pair back to back), median: robust
+            # to a machine whose load drifts between rounds
+            paired = sorted(get(x)["p50"] / get(y)["p50"] for x, y in
+                            zip(res[num], res[den], strict=True))
             print(f"{label:22} {ratio['p50']:9.3f} {ratio['p99']:9.3f} "
-                  f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   ({what})")
-    eq = [r["errqueue"] for r in res["rtlab"] if "errqueue" in r]
+                  f"{ratio['p99.9']:9.3f} {ratio['max']:10.3f}   ({what}; p50 per round "
+                  f"{paired[0]:.2f}..{paired[-1]:.2f}, median {paired[len(paired) // 2]:.3f})")
+    print("what the CPUs did (median over rounds): the pinger's CPU time per second of run, "
+          "idle-state entries (halts) per second per CPU" + (
+              "; rtlab's split medians in µs" if any(
+                  k.startswith("split_") for t in res for r in res[t] for k in r) else ""))
+    for tool in res:
+        runs = res[tool]
+        cpu = sorted(r["cpu_pct"] for r in runs)[len(runs) // 2]
+        cpus = sorted(runs[0]["halts_per_s"])
+        halts = ", ".join(f"CPU{c} {sorted(r['halts_per_s'][c] for r in runs)[len(runs) // 2]:,.0f}"
+                          for c in cpus)
+        split = ", ".join(f"{k} {sorted(r['split_' + k] for r in runs)[len(runs) // 2]:.1f}"
+                          for k in SPLIT if all("split_" + k in r for r in runs))
+        print(f"  {tool:20} cpu {cpu:5.1f} %   halts/s {halts}" + (f"   {split}" if split else ""))
+    eq = [r["errqueue"] for r in res.get("rtlab", []) if "errqueue" in r]
     if eq:
         m = {k: sorted(e[k] for e in eq)[len(eq) // 2] for k in ("p50", "p99", "p99.9", "max",
                                                                  "per_rtt")}

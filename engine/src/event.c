@@ -46,7 +46,7 @@ static const char *const gclk_names[] = { "monotonic", "realtime", "hte", NULL }
 enum {
 	O_SOURCE, O_DEVICE, O_LINE, O_EDGE, O_GPIO_CLOCK, O_BIND, O_RATE, O_GEN_CPU, O_CPU,
 	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT,
-	O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_N
+	O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_CPU_OLD, O_N
 };
 
 static const struct opt_def ev_opts[O_N] = {
@@ -65,8 +65,8 @@ static const struct opt_def ev_opts[O_N] = {
 		     100000, NULL, "1000", NULL },
 	[O_GEN_CPU] = { "gen-cpu", OPT_INT, "CPU", "soft: CPU of the generator thread", 0,
 			CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
-	[O_CPU] = { "cpu", OPT_INT, "CPU", "pin the handling thread to this CPU", 0,
-		    CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
+	[O_CPU] = { "cpus", OPT_CPULIST, "CPU", "pin the handling thread to this CPU", 0, 1,
+		    NULL, NULL, "not pinned" },
 	[O_POLICY] = { "policy", OPT_ENUM, "POLICY", "scheduling policy of the handling thread", 0,
 		       0, rt_policy_names, "fifo", NULL },
 	[O_PRIORITY] = { "priority", OPT_INT, NULL, "priority (fifo/rr: 1..99; other: 0)", 0, 99,
@@ -78,13 +78,14 @@ static const struct opt_def ev_opts[O_N] = {
 			 NULL, "until --duration or SIGINT/SIGTERM" },
 	[O_MLOCK] = OPT_DEF_MLOCK,
 	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpu" },
+			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpus" },
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			     NULL, "false", NULL },
+	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
 struct ev_cfg {
@@ -156,10 +157,10 @@ static int ev_init(void **out, const struct opt_value *v, const struct probe_env
 		return ev_bad(ctx, err, errlen, "--bind: required for --source net");
 	if (c->source != 1 && c->src.bind)
 		return ev_bad(ctx, err, errlen, "--bind: only for --source net");
-	c->cpu = v[O_CPU].set ? (int)v[O_CPU].i : -1;
+	c->cpu = opts_one_cpu(&v[O_CPU]);
 	if ((c->cpu >= 0 && !CPU_ISSET(c->cpu, env->online)) ||
 	    (c->src.gen_cpu >= 0 && !CPU_ISSET(c->src.gen_cpu, env->online)))
-		return ev_bad(ctx, err, errlen, "--cpu/--gen-cpu: the CPU is not online");
+		return ev_bad(ctx, err, errlen, "--gen-cpu: the CPU is not online");
 	c->policy = (enum rt_policy)v[O_POLICY].i;
 	if (c->policy == RT_DEADLINE)
 		return ev_bad(ctx, err, errlen, "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other");

@@ -62,6 +62,7 @@ static const char *const opt_type_names[] = {
 	[OPT_INT] = "int", [OPT_DURATION] = "duration", [OPT_CPULIST] = "cpulist",
 	[OPT_ENUM] = "enum", [OPT_BOOL] = "bool", [OPT_STRING] = "string",
 	[OPT_SIZE] = "size", /* used by no probe (load is not one): never listed */
+	[OPT_ALIAS] = "alias", /* never listed: an alias is listed as its option */
 };
 
 /* `list --json`: the probe table and every option table, for the host (never --help). */
@@ -83,12 +84,16 @@ static int list_probes_json(void)
 		jw_str_or_null(&w, "positional", p->positional);
 		jw_arr_begin(&w, "options");
 		for (size_t k = 0; k < p->n_opts; k++) {
-			const struct opt_def *d = &p->opts[k];
+			/* an old spelling: listed like the option it stands for, with alias_of */
+			const struct opt_def *d = opts_target(p->opts, p->n_opts, k);
+			if (!d)
+				continue;
 			jw_obj_begin(&w, NULL);
-			jw_str(&w, "name", d->name);
+			jw_str(&w, "name", p->opts[k].name);
 			jw_str(&w, "type", opt_type_names[d->type]);
 			jw_str(&w, "help", d->help);
-			if (d->type == OPT_INT || d->type == OPT_DURATION || d->type == OPT_SIZE) {
+			if (d->type == OPT_INT || d->type == OPT_DURATION || d->type == OPT_SIZE ||
+			    (d->type == OPT_CPULIST && d->max > 0)) {
 				jw_int(&w, "min", d->min);
 				jw_int(&w, "max", d->max);
 			}
@@ -99,6 +104,16 @@ static int list_probes_json(void)
 				jw_arr_end(&w);
 			}
 			jw_str_or_null(&w, "default", d->def);
+			if (d != &p->opts[k]) {
+				jw_str(&w, "alias_of", d->name);
+			} else {
+				jw_arr_begin(&w, "aliases");
+				for (size_t a = 0; a < p->n_opts; a++)
+					if (p->opts[a].type == OPT_ALIAS &&
+					    opts_target(p->opts, p->n_opts, a) == d)
+						jw_str(&w, NULL, p->opts[a].name);
+				jw_arr_end(&w);
+			}
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);

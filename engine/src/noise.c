@@ -39,7 +39,7 @@ static const char *const counter_names[] = { "auto", "counter", "monotonic", NUL
 enum {
 	O_CPUS, O_POLICY, O_PRIORITY, O_DURATION, O_GAP, O_RECORD, O_MAX_GAPS, O_THRESHOLD,
 	O_CLOCKSRC, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT,
-	O_COUNT
+	O_THRESHOLD_OLD, O_COUNT
 };
 
 static const struct opt_def noise_opts[O_COUNT] = {
@@ -62,7 +62,7 @@ static const struct opt_def noise_opts[O_COUNT] = {
 	[O_MAX_GAPS] = { "max-gaps", OPT_INT, "N",
 			 "at most N listed gaps per channel per snapshot (the rest are counted)", 0,
 			 100000, NULL, "1000", NULL },
-	[O_THRESHOLD] = { "threshold", OPT_DURATION, NULL,
+	[O_THRESHOLD] = { "stop-threshold", OPT_DURATION, NULL,
 			  "stop with exit 3 when a gap exceeds this", 1,
 			  (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "none" },
 	[O_CLOCKSRC] = { "counter", OPT_ENUM, "SRC",
@@ -78,6 +78,7 @@ static const struct opt_def noise_opts[O_COUNT] = {
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even if the policy/pinning/mlock did not take effect", 0, 0,
 			     NULL, "false", NULL },
+	[O_THRESHOLD_OLD] = OPT_DEF_ALIAS("threshold", "stop-threshold"),
 };
 
 struct noise_cfg {

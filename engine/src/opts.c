@@ -226,6 +226,29 @@ int opts_find(const struct opt_def *defs, size_t n, const char *name)
 	return -1;
 }
 
+const struct opt_def *opts_target(const struct opt_def *defs, size_t n, size_t i)
+{
+	if (i >= n)
+		return NULL;
+	if (defs[i].type != OPT_ALIAS)
+		return &defs[i];
+	int t = defs[i].metavar ? opts_find(defs, n, defs[i].metavar) : -1;
+	return t < 0 || defs[t].type == OPT_ALIAS ? NULL : &defs[t];
+}
+
+static int first_cpu(const cpu_set_t *set)
+{
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, set))
+			return c;
+	return -1;
+}
+
+int opts_one_cpu(const struct opt_value *v)
+{
+	return v->set ? first_cpu(&v->cpus) : -1;
+}
+
 static const char *metavar(const struct opt_def *d)
 {
 	if (d->metavar)
@@ -238,6 +261,7 @@ static const char *metavar(const struct opt_def *d)
 	case OPT_BOOL: return "";
 	case OPT_STRING: return "STR";
 	case OPT_SIZE: return "SIZE";
+	case OPT_ALIAS: return "";
 	}
 	return "";
 }
@@ -271,10 +295,16 @@ static void allowed(const struct opt_def *d, char *buf, size_t len)
 		snprintf(buf, len, "%s..%s", a, b);
 		return;
 	case OPT_CPULIST:
-		snprintf(buf, len, "online CPUs");
+		if (d->max == 1)
+			snprintf(buf, len, "one online CPU");
+		else if (d->max > 1)
+			snprintf(buf, len, "at most %" PRId64 " online CPUs", d->max);
+		else
+			snprintf(buf, len, "online CPUs");
 		return;
 	case OPT_BOOL:
 	case OPT_STRING:
+	case OPT_ALIAS:
 		buf[0] = '\0';
 		return;
 	}
@@ -359,6 +389,16 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 				return -EINVAL;
 			}
 		}
+		if (d->max > 0 && CPU_COUNT(&v->cpus) > d->max) {
+			if (d->max == 1)
+				set_err(err, errlen,
+					"--%s: '%s' names %d CPUs; this probe runs on one CPU (e.g. --%s %d)",
+					d->name, s, CPU_COUNT(&v->cpus), d->name, first_cpu(&v->cpus));
+			else
+				set_err(err, errlen, "--%s: '%s' names %d CPUs; at most %" PRId64,
+					d->name, s, CPU_COUNT(&v->cpus), d->max);
+			return -EINVAL;
+		}
 		return 0;
 	}
 	case OPT_ENUM:
@@ -378,10 +418,21 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 		v->s = s;
 		return 0;
 	case OPT_BOOL:
+	case OPT_ALIAS:
 		break;
 	}
 	set_err(err, errlen, "--%s: internal error: bad option type", d->name);
 	return -EINVAL;
+}
+
+/* Index of the option `name` stands for (through an alias); -1 unknown, -2 bad alias. */
+static int resolve(const struct opt_def *defs, size_t n, const char *name)
+{
+	int idx = opts_find(defs, n, name);
+	if (idx < 0 || defs[idx].type != OPT_ALIAS)
+		return idx;
+	const struct opt_def *t = opts_target(defs, n, (size_t)idx);
+	return t ? (int)(t - defs) : -2;
 }
 
 int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv,
@@ -418,21 +469,32 @@ int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv
 		memcpy(buf, name, nlen);
 		buf[nlen] = '\0';
 		bool negated = false;
-		int idx = opts_find(defs, n, buf);
+		int idx = resolve(defs, n, buf);
 		if (idx < 0 && strncmp(buf, "no-", 3) == 0) {
-			idx = opts_find(defs, n, buf + 3);
+			idx = resolve(defs, n, buf + 3);
 			negated = true;
 			if (idx >= 0 && defs[idx].type != OPT_BOOL)
 				idx = -1;
+		}
+		if (idx == -2) {
+			set_err(err, errlen, "--%s: internal error: alias of no option", buf);
+			return -EINVAL;
 		}
 		if (idx < 0) {
 			set_err(err, errlen, "unknown option '--%s' (see --help)", buf);
 			return -EINVAL;
 		}
-		const struct opt_def *d = &defs[idx];
+		/* messages name the option as the user spelled it (an old spelling too) */
+		struct opt_def spelled = defs[idx];
+		spelled.name = buf + (negated ? 3 : 0);
+		const struct opt_def *d = &spelled;
 		struct opt_value *v = &vals[idx];
 		if (v->given) {
-			set_err(err, errlen, "--%s: given more than once", d->name);
+			if (strcmp(d->name, defs[idx].name) != 0)
+				set_err(err, errlen, "--%s: given more than once (it is --%s)", d->name,
+					defs[idx].name);
+			else
+				set_err(err, errlen, "--%s: given more than once", d->name);
 			return -EINVAL;
 		}
 		if (d->type == OPT_BOOL) {
@@ -469,6 +531,8 @@ void opts_help(FILE *f, const struct opt_def *defs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct opt_def *d = &defs[i];
 		char left[96], range[256];
+		if (d->type == OPT_ALIAS)
+			continue; /* shown beside the option it stands for */
 		if (d->type == OPT_BOOL)
 			snprintf(left, sizeof(left), "--%s, --no-%s", d->name, d->name);
 		else
@@ -479,17 +543,21 @@ void opts_help(FILE *f, const struct opt_def *defs, size_t n)
 		switch (d->type) {
 		case OPT_INT: type = "integer"; break;
 		case OPT_DURATION: type = "duration (ns|us|ms|s|m|h)"; break;
-		case OPT_CPULIST: type = "CPU list, e.g. 0-3,6"; break;
+		case OPT_CPULIST: type = d->max == 1 ? "CPU number, e.g. 3," : "CPU list, e.g. 0-3,6"; break;
 		case OPT_ENUM: type = "one of"; break;
 		case OPT_BOOL: type = "flag"; break;
 		case OPT_STRING: type = "string"; break;
 		case OPT_SIZE: type = "size in bytes (k|M|G|T: x1024)"; break;
+		case OPT_ALIAS: break;
 		}
 		fprintf(f, "  %-28s [%s%s%s", "", type, range[0] ? " " : "", range);
 		if (d->def)
 			fprintf(f, "; default %s", d->def);
 		else if (d->def_help)
 			fprintf(f, "; default: %s", d->def_help);
+		for (size_t k = 0; k < n; k++)
+			if (defs[k].type == OPT_ALIAS && opts_target(defs, n, k) == d)
+				fprintf(f, "; also --%s", defs[k].name);
 		fprintf(f, "]\n");
 	}
 }

@@ -7,6 +7,11 @@
  * own const configuration.
  *
  * Syntax: --name VALUE, --name=VALUE; booleans: --name / --no-name.
+ *
+ * An old spelling stays accepted through an OPT_ALIAS entry in the same table
+ * (OPT_DEF_ALIAS("old", "new")): it parses exactly like the option it names,
+ * shares its value slot, is shown beside it in --help and listed (with
+ * "alias_of") by `rtlab-probe list --json`. docs/vocabulary.md has the names.
  */
 #ifndef RTLAB_OPTS_H
 #define RTLAB_OPTS_H
@@ -27,6 +32,7 @@ enum opt_type {
 	OPT_BOOL,	/* --x / --no-x */
 	OPT_STRING,	/* non-empty string (path, name) */
 	OPT_SIZE,	/* bytes from "<integer>[k|M|G|T]" (binary: k = 1024), [min, max] */
+	OPT_ALIAS,	/* another spelling of the option named by `metavar` (its value slot unused) */
 };
 
 struct opt_def {
@@ -34,7 +40,7 @@ struct opt_def {
 	enum opt_type type;
 	const char *metavar;	/* e.g. "DUR"; NULL: derived from type */
 	const char *help;
-	int64_t min, max;	/* INT and DURATION */
+	int64_t min, max;	/* INT, DURATION and SIZE; CPULIST: max > 0 = at most max CPUs */
 	const char *const *choices; /* ENUM, NULL-terminated */
 	const char *def;	/* default, written like user input; NULL: unset */
 	const char *def_help;	/* help text for a computed default (when def is NULL) */
@@ -79,6 +85,15 @@ void opt_format_size(uint64_t bytes, char *buf, size_t len);
 void opt_format_duration(uint64_t ns, char *buf, size_t len);
 /* "0-3,6" */
 void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len);
+
+/* `old` is accepted as another spelling of the option `name` (in the same table). */
+#define OPT_DEF_ALIAS(old, name) { old, OPT_ALIAS, name, NULL, 0, 0, NULL, NULL, NULL }
+
+/* The option an OPT_ALIAS entry stands for (defs[i] itself for any other); NULL: none. */
+const struct opt_def *opts_target(const struct opt_def *defs, size_t n, size_t i);
+
+/* The single CPU of a CPULIST option limited to one CPU (max 1); -1 if not set. */
+int opts_one_cpu(const struct opt_value *v);
 
 /* Option definitions shared, identically, by the measuring probes' tables. */
 #define OPT_DEF_MLOCK { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, \

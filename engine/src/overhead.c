@@ -40,22 +40,24 @@ static const char *const test_names[T_COUNT] = { "clock", "syscall", "timer", "s
 
 enum {
 	O_CPU, O_OTHER_CPU, O_PRIORITY, O_LOOPS, O_DURATION, O_MLOCK, O_HOUSEKEEPING,
-	O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_COUNT
+	O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_TEST_DURATION, O_CPU_OLD,
+	O_OTHER_CPU_OLD, O_COUNT
 };
 
 static const struct opt_def overhead_opts[O_COUNT] = {
-	[O_CPU] = { "cpu", OPT_INT, "CPU", "CPU of the driver thread (and the same-CPU partner)", 0,
-		    CPU_SETSIZE - 1, NULL, NULL, "last online CPU" },
-	[O_OTHER_CPU] = { "other-cpu", OPT_INT, "CPU", "CPU of the cross-CPU waker", 0,
+	[O_CPU] = { "cpus", OPT_CPULIST, "CPU", "CPU of the driver thread (and the same-CPU partner)",
+		    0, 1, NULL, NULL, "last online CPU" },
+	[O_OTHER_CPU] = { "waker-cpu", OPT_INT, "CPU", "CPU of the cross-CPU waker", 0,
 			  CPU_SETSIZE - 1, NULL, NULL,
-			  "first online CPU other than --cpu (no wake test on 1 CPU)" },
+			  "first online CPU other than --cpus (no wake test on 1 CPU)" },
 	[O_PRIORITY] = { "priority", OPT_INT, NULL, "SCHED_FIFO priority of every thread", 1, 99,
 			 NULL, "90", NULL },
 	[O_LOOPS] = { "loops", OPT_INT, NULL, "iterations per test", 1, INT64_MAX / 64, NULL,
 		      "10000", NULL },
 	[O_DURATION] = { "duration", OPT_DURATION, NULL,
-			 "run each test for this long instead of --loops", (int64_t)NS_PER_MS,
-			 (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "use --loops" },
+			 "run all the tests for this long in total (shared equally) instead of --loops",
+			 (int64_t)NS_PER_MS, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, NULL,
+			 "use --loops" },
 	[O_MLOCK] = OPT_DEF_MLOCK,
 	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
 			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU not used, else unpinned" },
@@ -65,13 +67,19 @@ static const struct opt_def overhead_opts[O_COUNT] = {
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			     NULL, "false", NULL },
+	[O_TEST_DURATION] = { "test-duration", OPT_DURATION, NULL,
+			      "run each test for this long instead of --loops", (int64_t)NS_PER_MS,
+			      (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "use --loops" },
+	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
+	[O_OTHER_CPU_OLD] = OPT_DEF_ALIAS("other-cpu", "waker-cpu"),
 };
 
 struct ov_cfg {
 	int cpu, other_cpu;	/* other_cpu -1: no wake test */
 	int priority;
 	uint64_t loops;
-	uint64_t duration_ns;	/* 0: use loops */
+	uint64_t duration_ns;	/* per test; 0: use loops */
+	uint64_t total_ns;	/* all the tests (duration_ns x tests) */
 	bool mlock;
 	int housekeeping;
 	uint64_t snapshot_ns, window_ns;
@@ -113,16 +121,12 @@ static int overhead_init(void **out, const struct opt_value *v, const struct pro
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, env->online))
 			last = i;
-	c->cpu = v[O_CPU].set ? (int)v[O_CPU].i : last;
-	if (!CPU_ISSET(c->cpu, env->online)) {
-		snprintf(err, errlen, "--cpu: CPU %d is not online", c->cpu);
-		goto bad;
-	}
+	c->cpu = v[O_CPU].set ? opts_one_cpu(&v[O_CPU]) : last;
 	c->other_cpu = -1;
 	if (v[O_OTHER_CPU].set) {
 		c->other_cpu = (int)v[O_OTHER_CPU].i;
 		if (c->other_cpu == c->cpu || !CPU_ISSET(c->other_cpu, env->online)) {
-			snprintf(err, errlen, "--other-cpu: must be an online CPU other than --cpu %d",
+			snprintf(err, errlen, "--waker-cpu: must be an online CPU other than --cpus %d",
 				 c->cpu);
 			goto bad;
 		}
@@ -132,12 +136,21 @@ static int overhead_init(void **out, const struct opt_value *v, const struct pro
 				c->other_cpu = i;
 	}
 	c->priority = (int)v[O_PRIORITY].i;
-	if (v[O_DURATION].set && v[O_LOOPS].given) {
-		snprintf(err, errlen, "--duration and --loops cannot be combined; give one of them");
+	if (v[O_DURATION].set + v[O_TEST_DURATION].set + v[O_LOOPS].given > 1) {
+		snprintf(err, errlen,
+			 "--duration, --test-duration and --loops cannot be combined; give one of them");
 		goto bad;
 	}
 	c->loops = (uint64_t)v[O_LOOPS].i;
-	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
+	/* --duration is the whole run, like every probe's; the tests share it equally */
+	uint64_t tests = c->other_cpu >= 0 ? T_COUNT : T_COUNT - 1;
+	if (v[O_DURATION].set) {
+		c->total_ns = (uint64_t)v[O_DURATION].i;
+		c->duration_ns = c->total_ns / tests;
+	} else if (v[O_TEST_DURATION].set) {
+		c->duration_ns = (uint64_t)v[O_TEST_DURATION].i;
+		c->total_ns = c->duration_ns * tests;
+	}
 	c->mlock = v[O_MLOCK].i != 0;
 	cpu_set_t used;
 	CPU_ZERO(&used);
@@ -175,10 +188,12 @@ static void overhead_report_config(const void *p, struct jsonw *w, const char *k
 	jw_int(w, "priority", c->priority);
 	if (c->duration_ns) {
 		jw_null(w, "loops");
-		jw_uint(w, "duration_ns", c->duration_ns);
+		jw_uint(w, "duration_ns", c->total_ns);
+		jw_uint(w, "test_duration_ns", c->duration_ns);
 	} else {
 		jw_uint(w, "loops", c->loops);
 		jw_null(w, "duration_ns");
+		jw_null(w, "test_duration_ns");
 	}
 	jw_bool(w, "mlock", c->mlock);
 	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
@@ -495,7 +510,8 @@ const struct probe_ops overhead_probe = {
 	.name = "overhead",
 	.summary = "OS overhead as distributions: syscall, context switch, timer arm+fire, cross-CPU wake",
 	.usage = "One pinned SCHED_FIFO driver thread runs each test --loops times (or for\n"
-		 "--duration) and records every iteration: clock read pair, syscall round trip\n"
+		 "--test-duration; --duration is the whole run, shared equally by the tests) and\n"
+		 "records every iteration: clock read pair, syscall round trip\n"
 		 "(getppid), timerfd arm+fire, same-CPU futex ping-pong (half round trip) and a\n"
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
 	.opts = overhead_opts,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "reporter.h"
 
+#include "cpuuse.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,12 +12,28 @@
 #include <time.h>
 
 #define DRAIN_NS (100 * NS_PER_MS)	/* sample rings are drained this often */
+#define USE_NS (100 * NS_PER_MS)	/* CPU use is read this often */
 #define WIN_BATCH CHANNEL_WIN_RING
 #define SMP_BATCH 4096
 #define REPORTER_STACK (256 * 1024)
 
+/*
+ * Per channel: who used its CPU (cpuuse.h). The CPU's busy time and the measuring
+ * thread's run and wait times are read together, every USE_NS and at each snapshot,
+ * and the last pair read while the thread lived is kept: a thread that has exited
+ * has no schedstat, so the result carries the pair of at most USE_NS before the end,
+ * with the time it covers (`span_ns`).
+ */
+struct chan_use {
+	bool cpu_ok, thread_ok;
+	uint64_t busy0_ns, busy_ns;	/* the CPU's busy time at start and at the last read */
+	uint64_t run_ns, wait_ns;	/* the measuring thread's, at the last read */
+	uint64_t start_ns, at_ns;	/* CLOCK_MONOTONIC of the start and the last read */
+};
+
 struct reporter {
 	struct reporter_cfg cfg;
+	struct chan_use *use;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -39,9 +57,44 @@ static void note_err(struct reporter *r, int e)
 		r->err = e;
 }
 
+/* Read the CPU's busy time and the thread's times as one pair (see struct chan_use). */
+static void read_use(struct chan_use *u, const struct channel *ch)
+{
+	uint64_t busy = 0, run, wait;
+	int tid = atomic_load_explicit(&((struct channel *)ch)->tid, memory_order_relaxed);
+	if (tid <= 0 || cpuuse_thread_ns(tid, &run, &wait) != 0)
+		return;	/* no thread (yet, or any more): keep the last pair */
+	if (u->cpu_ok && cpuuse_cpu_busy_ns(ch->cpu, &busy) != 0)
+		return;
+	u->busy_ns = busy;
+	u->run_ns = run;
+	u->wait_ns = wait;
+	u->thread_ok = true;
+	u->at_ns = rl_now_ns(CLOCK_MONOTONIC);
+}
+
+static void write_use(struct jsonw *w, const struct chan_use *u)
+{
+	if (!u || !u->thread_ok) {
+		jw_null(w, "cpu_use");
+		return;
+	}
+	jw_obj_begin(w, "cpu_use");
+	jw_uint(w, "span_ns", u->at_ns > u->start_ns ? u->at_ns - u->start_ns : 0);
+	if (u->cpu_ok)
+		jw_uint(w, "cpu_busy_ns", u->busy_ns >= u->busy0_ns ? u->busy_ns - u->busy0_ns : 0);
+	else
+		jw_null(w, "cpu_busy_ns");
+	{
+		jw_uint(w, "thread_run_ns", u->run_ns);
+		jw_uint(w, "thread_wait_ns", u->wait_ns);
+	}
+	jw_obj_end(w);
+}
+
 void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 			    const struct chan_state *st, const struct win_rec *wins,
-			    size_t n_wins, bool with_current)
+			    size_t n_wins, bool with_current, const struct chan_use *use)
 {
 	int tid = atomic_load_explicit(&((struct channel *)ch)->tid, memory_order_relaxed);
 	jw_obj_begin(w, NULL);
@@ -98,6 +151,7 @@ void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 	jw_arr_end(w);
 	jw_uint(w, "windows_lost", st->windows_lost);
 	jw_uint(w, "ring_lost", st->ring_lost);
+	write_use(w, use);
 	jw_obj_end(w);
 }
 
@@ -142,6 +196,7 @@ static void collect(struct reporter *r, size_t c)
 	struct win_rec *wins = r->wins + c * WIN_BATCH;
 	r->n_wins[c] = channel_pop_windows(ch, wins, WIN_BATCH);
 	channel_snapshot(ch, &r->scratch[c]);
+	read_use(&r->use[c], ch);
 }
 
 static void write_snapshot(struct reporter *r, uint64_t now)
@@ -156,7 +211,7 @@ static void write_snapshot(struct reporter *r, uint64_t now)
 	jw_arr_begin(&r->w, "channels");
 	for (size_t c = 0; c < r->cfg.n_chans; c++)
 		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
-				       r->wins + c * WIN_BATCH, r->n_wins[c], false);
+				       r->wins + c * WIN_BATCH, r->n_wins[c], false, &r->use[c]);
 	jw_arr_end(&r->w);
 	if (r->cfg.extra)
 		r->cfg.extra(r->cfg.extra_arg, &r->w, false);
@@ -183,7 +238,7 @@ static void write_result(struct reporter *r)
 	jw_arr_begin(&r->w, "channels");
 	for (size_t c = 0; c < r->cfg.n_chans; c++)
 		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
-				       r->wins + c * WIN_BATCH, r->n_wins[c], true);
+				       r->wins + c * WIN_BATCH, r->n_wins[c], true, &r->use[c]);
 	jw_arr_end(&r->w);
 	if (r->cfg.extra)
 		r->cfg.extra(r->cfg.extra_arg, &r->w, true);
@@ -218,6 +273,8 @@ static void *reporter_main(void *arg)
 	uint64_t next_snap = r->cfg.start_mono_ns + r->cfg.snapshot_ns;
 	uint64_t step = r->cfg.samples_fd >= 0 && DRAIN_NS < r->cfg.snapshot_ns ? DRAIN_NS
 										   : r->cfg.snapshot_ns;
+	if (step > USE_NS)
+		step = USE_NS;
 	uint64_t next_wake = r->cfg.start_mono_ns + step;
 
 	pthread_mutex_lock(&r->lock);
@@ -234,6 +291,8 @@ static void *reporter_main(void *arg)
 
 		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 		drain_samples(r);
+		for (size_t c = 0; c < r->cfg.n_chans; c++)
+			read_use(&r->use[c], r->cfg.chans[c]);
 		if (now >= next_snap) {
 			write_snapshot(r, now);
 			while (next_snap <= now)
@@ -255,6 +314,7 @@ static void reporter_free(struct reporter *r)
 {
 	jw_free(&r->w);
 	free(r->scratch);
+	free(r->use);
 	free(r->wins);
 	free(r->n_wins);
 	free(r->smp);
@@ -282,14 +342,22 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	r->scratch = calloc(n, sizeof(*r->scratch));
 	r->wins = calloc(n * WIN_BATCH, sizeof(*r->wins));
 	r->n_wins = calloc(n, sizeof(*r->n_wins));
+	r->use = calloc(n, sizeof(*r->use));
 	if (cfg->samples_fd >= 0) {
 		r->smp = calloc(SMP_BATCH, sizeof(*r->smp));
 		r->smp_out = calloc(SMP_BATCH, SAMPLES_RECORD_SIZE);
 	}
-	if (!r->scratch || !r->wins || !r->n_wins ||
+	if (!r->scratch || !r->wins || !r->n_wins || !r->use ||
 	    (cfg->samples_fd >= 0 && (!r->smp || !r->smp_out))) {
 		reporter_free(r);
 		return -ENOMEM;
+	}
+	for (size_t c = 0; c < cfg->n_chans; c++) {	/* the CPUs' busy time at the start */
+		struct chan_use *u = &r->use[c];
+		u->cpu_ok = cfg->chans[c]->cpu >= 0 &&
+			    cpuuse_cpu_busy_ns(cfg->chans[c]->cpu, &u->busy0_ns) == 0;
+		u->busy_ns = u->busy0_ns;
+		u->start_ns = rl_now_ns(CLOCK_MONOTONIC);
 	}
 	if (cfg->samples_fd >= 0) {
 		unsigned char hdr[16];

@@ -72,10 +72,12 @@ bool reporter_outcome_stopped(struct reporter_outcome *o, bool interrupted, cons
 int reporter_conclude(struct reporter *r, const struct reporter_outcome *o, int out_err,
 		      const char *probe);
 
-/* Write one channel state object (used by snapshots and results). */
+/* Write one channel state object (used by snapshots and results), with the channel's
+ * `cpu_use` (NULL: null; cpuuse.h). */
+struct chan_use;
 void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 			    const struct chan_state *st, const struct win_rec *wins,
-			    size_t n_wins, bool with_current);
+			    size_t n_wins, bool with_current, const struct chan_use *use);
 
 /* Samples file layout (docs/engine-output.md). */
 #define SAMPLES_MAGIC "RTLABSMP"

@@ -54,7 +54,7 @@ enum {
 	O_MECH, O_PLACEMENT, O_CPU, O_WAKER_CPU, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS,
 	O_BUSY, O_ORDER, O_ORDER_WORKERS, O_ORDER_ROUNDS, O_ORDER_WORK, O_PI, O_PI_BUSY,
 	O_PI_HOLD, O_PI_ROUNDS, O_STRICT, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW,
-	O_OUTPUT, O_ALLOW_NON_RT, O_COUNT
+	O_OUTPUT, O_ALLOW_NON_RT, O_CPU_OLD, O_COUNT
 };
 
 static const struct opt_def switch_opts[O_COUNT] = {
@@ -64,10 +64,11 @@ static const struct opt_def switch_opts[O_COUNT] = {
 	[O_PLACEMENT] = { "placement", OPT_ENUM, "WHERE",
 			  "waker on the waiter's CPU (same), on another CPU (cross), or both", 0, 0,
 			  placement_names, "same", NULL },
-	[O_CPU] = { "cpu", OPT_INT, "CPU", "CPU of the woken (waiter) threads and the busy runner",
-		    0, CPU_SETSIZE - 1, NULL, NULL, "last online CPU" },
+	[O_CPU] = { "cpus", OPT_CPULIST, "CPU",
+		    "CPU of the woken (waiter) threads and the busy runner", 0, 1, NULL, NULL,
+		    "last online CPU" },
 	[O_WAKER_CPU] = { "waker-cpu", OPT_INT, "CPU", "CPU of the cross-CPU waker", 0,
-			  CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpu" },
+			  CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpus" },
 	[O_PRIORITY] = { "priority", OPT_INT, NULL,
 			 "SCHED_FIFO priority of the waiters; wakers run one below", 2, 99, NULL, "90",
 			 NULL },
@@ -79,7 +80,7 @@ static const struct opt_def switch_opts[O_COUNT] = {
 	[O_LOOPS] = { "loops", OPT_INT, NULL, "stop after N wake-ups per channel", 1,
 		      INT64_MAX / 64, NULL, NULL, "until SIGINT/SIGTERM" },
 	[O_BUSY] = { "busy", OPT_BOOL, NULL,
-		     "a SCHED_OTHER thread busy-runs on --cpu while measuring (preempt-test condition)",
+		     "a SCHED_OTHER thread busy-runs on --cpus while measuring (preempt-test condition)",
 		     0, 0, NULL, "true", NULL },
 	[O_ORDER] = { "order-check", OPT_BOOL, NULL,
 		      "after measuring, check that higher priorities finish first", 0, 0, NULL,
@@ -115,6 +116,7 @@ static const struct opt_def switch_opts[O_COUNT] = {
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			     NULL, "false", NULL },
+	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
 struct sw_cfg {
@@ -235,11 +237,7 @@ static int switch_init(void **out, const struct opt_value *v, const struct probe
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, env->online))
 			last = i;
-	c->cpu = v[O_CPU].set ? (int)v[O_CPU].i : last;
-	if (!CPU_ISSET(c->cpu, env->online)) {
-		snprintf(err, errlen, "--cpu: CPU %d is not online", c->cpu);
-		goto bad;
-	}
+	c->cpu = v[O_CPU].set ? opts_one_cpu(&v[O_CPU]) : last;
 	c->waker_cpu = -1;
 	if (c->placement != PL_SAME) {
 		c->waker_cpu = v[O_WAKER_CPU].set ? (int)v[O_WAKER_CPU].i
@@ -252,7 +250,7 @@ static int switch_init(void **out, const struct opt_value *v, const struct probe
 		}
 		if (c->waker_cpu == c->cpu || !CPU_ISSET(c->waker_cpu, env->online)) {
 			snprintf(err, errlen,
-				 "--waker-cpu: must be an online CPU other than --cpu %d", c->cpu);
+				 "--waker-cpu: must be an online CPU other than --cpus %d", c->cpu);
 			goto bad;
 		}
 	}

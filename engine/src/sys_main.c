@@ -163,20 +163,33 @@ static int apply_journaled(const char *journal, bool detach, const char *owner)
 			strerror(-r));
 		return RL_EXIT_ERROR;
 	}
-	int fd = open(journal, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+	/*
+	 * The journal appears under its name already locked and with its header: made
+	 * under a temporary name (not *.journal: never listed), locked, written, then
+	 * linked to its name (link(2) refuses an existing name, like O_EXCL). A reader
+	 * (`journals`, a stale check) never sees it unlocked or empty.
+	 */
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", journal, (int)getpid()) >= (int)sizeof(tmp)) {
+		fprintf(stderr, "rtlab-probe sys apply: journal path too long: %s\n", journal);
+		return RL_EXIT_ERROR;
+	}
+	if (access(journal, F_OK) == 0) {
+		fprintf(stderr,
+			"rtlab-probe sys apply: %s exists: a live session or stale changes "
+			"(restore them: rtlab restore, or rtlab-probe sys restore --journal %s)\n",
+			journal, journal);
+		return RL_EXIT_ERROR;
+	}
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		if (errno == EEXIST)
-			fprintf(stderr,
-				"rtlab-probe sys apply: %s exists: a live session or stale changes "
-				"(restore them: rtlab restore, or rtlab-probe sys restore --journal %s)\n",
-				journal, journal);
-		else
-			fprintf(stderr, "rtlab-probe sys apply: cannot create %s: %s\n", journal,
-				strerror(errno));
+		fprintf(stderr, "rtlab-probe sys apply: cannot create %s: %s\n", journal,
+			strerror(errno));
 		return RL_EXIT_ERROR;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		fprintf(stderr, "rtlab-probe sys apply: cannot lock %s: %s\n", journal, strerror(errno));
+		unlink(tmp);
 		close(fd);
 		return RL_EXIT_ERROR;
 	}
@@ -198,11 +211,27 @@ static int apply_journaled(const char *journal, bool detach, const char *owner)
 		r = -errno;
 	if (r) {
 		fprintf(stderr, "rtlab-probe sys apply: cannot write %s: %s\n", journal, strerror(-r));
-		unlink(journal);
+		unlink(tmp);
 		close(fd);
 		jw_free(&c.jw);
 		return RL_EXIT_ERROR;
 	}
+	if (link(tmp, journal) != 0) {
+		int e = errno;
+		unlink(tmp);
+		close(fd);
+		jw_free(&c.jw);
+		if (e == EEXIST)
+			fprintf(stderr,
+				"rtlab-probe sys apply: %s exists: a live session or stale changes "
+				"(restore them: rtlab restore, or rtlab-probe sys restore --journal %s)\n",
+				journal, journal);
+		else
+			fprintf(stderr, "rtlab-probe sys apply: cannot create %s: %s\n", journal,
+				strerror(e));
+		return RL_EXIT_ERROR;
+	}
+	unlink(tmp);
 
 	struct jsonw ans;
 	jw_init(&ans);
@@ -355,6 +384,12 @@ static int open_locked(const char *journal, int *fdp, bool *held)
 			close(fd);
 			return e;
 		}
+	}
+	struct stat st;
+	if (!*held && fstat(fd, &st) == 0 && st.st_nlink == 0) {
+		/* its applier restored and removed it between our open and flock: gone, not stale */
+		close(fd);
+		return -ENOENT;
 	}
 	*fdp = fd;
 	return 0;

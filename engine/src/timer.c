@@ -37,7 +37,7 @@ static const char *const clock_names[] = { "monotonic", "realtime", NULL };
 enum {
 	O_CPUS, O_POLICY, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS, O_CLOCK, O_MLOCK,
 	O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_THRESHOLD, O_SAMPLES, O_OUTPUT,
-	O_ALLOW_NON_RT, O_DL_RUNTIME, O_COUNT
+	O_ALLOW_NON_RT, O_DL_RUNTIME, O_THRESHOLD_OLD, O_COUNT
 };
 
 static const struct opt_def timer_opts[O_COUNT] = {
@@ -66,7 +66,7 @@ static const struct opt_def timer_opts[O_COUNT] = {
 			     "first online CPU not measured, else unpinned" },
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_THRESHOLD] = { "threshold", OPT_DURATION, NULL,
+	[O_THRESHOLD] = { "stop-threshold", OPT_DURATION, NULL,
 			  "stop with exit 3 when a latency exceeds this (and stop tracing)", 1,
 			  (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "none" },
 	[O_SAMPLES] = { "samples", OPT_STRING, "FILE", "write every sample to FILE (binary)", 0,
@@ -78,6 +78,7 @@ static const struct opt_def timer_opts[O_COUNT] = {
 	[O_DL_RUNTIME] = { "dl-runtime", OPT_DURATION, NULL,
 			   "SCHED_DEADLINE runtime per period (policy deadline only)",
 			   (int64_t)NS_PER_US, (int64_t)(10 * NS_PER_SEC), NULL, "100us", NULL },
+	[O_THRESHOLD_OLD] = OPT_DEF_ALIAS("threshold", "stop-threshold"),
 };
 
 /* Frozen after init. */

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -71,19 +72,22 @@
 static const char *const mode_names[] = { "reflect", "ping", NULL };
 static const char *const recv_names[] = { "recv", "recvmmsg", NULL };
 static const char *const wait_names[] = { "block", "epoll", "busy", NULL };
+/* --pace: how the pinger waits for its next send deadline (--wait: for the reply) */
+static const char *const pace_names[] = { "sleep", "busy", NULL };
 static const char *const path_names[] = { "socket", "xdp", NULL };
 static const char *const xdp_mode_names[] = { "auto", "native", "generic", NULL };
 
 enum { MODE_REFLECT, MODE_PING };
 enum { RECV_RECV, RECV_MMSG };
 enum { WAIT_BLOCK, WAIT_EPOLL, WAIT_BUSY };
+enum { PACE_SLEEP, PACE_BUSY };
 enum { PATH_SOCKET, PATH_XDP };
 
 enum {
 	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
 	O_CPU, O_POLICY, O_PRIORITY, O_BUSY_POLL, O_RECV, O_WAIT, O_TIMESTAMPS, O_SHARED_CLOCK,
 	O_MAX_RATE, O_BURST, O_MLOCK, O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT,
-	O_ALLOW_NON_RT,
+	O_ALLOW_NON_RT, O_PACE, O_CPU_OLD,
 	O_DATAPATH, O_IFNAME, O_XDP_QUEUE, O_XDP_MODE, /* the AF_XDP path: udp_xdp.h */
 	O_N
 };
@@ -113,8 +117,8 @@ static const struct opt_def udp_opts[O_N] = {
 	[O_TIMEOUT] = { "timeout", OPT_DURATION, NULL,
 			"ping: a reply later than this is lost (counted late if it comes)",
 			(int64_t)NS_PER_US, (int64_t)(10 * NS_PER_SEC), NULL, "100ms", NULL },
-	[O_CPU] = { "cpu", OPT_INT, "CPU", "pin the socket thread to this CPU", 0,
-		    CPU_SETSIZE - 1, NULL, NULL, "not pinned" },
+	[O_CPU] = { "cpus", OPT_CPULIST, "CPU", "pin the socket thread to this CPU (one)", 0, 1,
+		    NULL, NULL, "not pinned" },
 	[O_POLICY] = { "policy", OPT_ENUM, "POLICY", "scheduling policy of the socket thread", 0,
 		       0, rt_policy_names, "fifo", NULL },
 	[O_PRIORITY] = { "priority", OPT_INT, NULL, "priority (fifo/rr: 1..99; other: 0)", 0, 99,
@@ -149,6 +153,10 @@ static const struct opt_def udp_opts[O_N] = {
 	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			     NULL, "false", NULL },
+	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
+	[O_PACE] = { "pace", OPT_ENUM, "HOW",
+		     "ping with --rate: wait for each send deadline in clock_nanosleep (sleep, as a control loop does) or spin reading the clock (busy, as a polling loop does: the CPU never idles)",
+		     0, 0, pace_names, "sleep", NULL },
 	[O_DATAPATH] = { "path", OPT_ENUM, "PATH",
 		     "socket (UDP socket) or xdp (AF_XDP socket + XDP filter; IPv4, needs CAP_NET_ADMIN/CAP_BPF)",
 		     0, 0, path_names, "socket", NULL },
@@ -178,7 +186,7 @@ struct udp_cfg {
 	enum rt_policy policy;
 	int priority;
 	int busy_poll;		/* -1: not set */
-	int recv_call, wait_how, ts;
+	int recv_call, wait_how, pace, ts;
 	bool shared_clock;
 	uint64_t max_rate, burst;
 	bool mlock;
@@ -259,6 +267,12 @@ struct udp_ctx {
 	/* kernel timestamps: effective kinds, the exchanges ring (socket thread), the PHC */
 	struct uts_state ts;
 	struct uxdp *xdp;	/* --path xdp: the AF_XDP socket instead of fd */
+	/* the socket thread's own use of its CPU, read by it when it ends (RUSAGE_THREAD) */
+	struct rusage ru;
+	bool have_ru;
+	/* for the final diagnosis (written before the result) */
+	int out_fd;
+	bool interrupted;
 };
 
 static inline void inc(struct udp_ctx *c, int i)
@@ -329,15 +343,7 @@ static int udp_init(void **out, const struct opt_value *v, const struct probe_en
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->count = v[O_COUNT_PKTS].set ? (uint64_t)v[O_COUNT_PKTS].i : 0;
 	c->timeout_ns = (uint64_t)v[O_TIMEOUT].i;
-	c->cpu = -1;
-	if (v[O_CPU].set) {
-		c->cpu = (int)v[O_CPU].i;
-		if (!CPU_ISSET(c->cpu, env->online)) {
-			snprintf(err, errlen, "--cpu: CPU %d is not online", c->cpu);
-			free(ctx);
-			return -EINVAL;
-		}
-	}
+	c->cpu = opts_one_cpu(&v[O_CPU]);	/* online: checked by the parser */
 	c->policy = (enum rt_policy)v[O_POLICY].i;
 	if (c->policy == RT_DEADLINE)
 		return bad(err, errlen, "--policy: deadline is not supported by udp (the socket thread is event-driven); use fifo, rr or other", ctx);
@@ -358,6 +364,9 @@ static int udp_init(void **out, const struct opt_value *v, const struct probe_en
 	c->busy_poll = v[O_BUSY_POLL].set ? (int)v[O_BUSY_POLL].i : -1;
 	c->recv_call = (int)v[O_RECV].i;
 	c->wait_how = (int)v[O_WAIT].i;
+	c->pace = (int)v[O_PACE].i;
+	if (c->mode == MODE_REFLECT && v[O_PACE].given)
+		return bad(err, errlen, "--pace: only for ping (it paces the sends; the reflector only waits: --wait)", ctx);
 	c->ts = (int)v[O_TIMESTAMPS].i;
 	c->shared_clock = v[O_SHARED_CLOCK].i != 0;
 	if (c->shared_clock && c->mode != MODE_PING)
@@ -424,6 +433,7 @@ static void udp_report_config(const void *p, struct jsonw *w, const char *key)
 	jw_int_or_null(w, "busy_poll_us", c->busy_poll);
 	jw_str(w, "recv", recv_names[c->recv_call]);
 	jw_str(w, "wait", wait_names[c->wait_how]);
+	jw_str(w, "pace", pace_names[c->pace]);
 	jw_str(w, "timestamps", uts_kind_names[c->ts]);
 	jw_bool(w, "shared_clock", c->shared_clock);
 	jw_uint(w, "max_rate_pps", c->max_rate);
@@ -902,6 +912,19 @@ static void ping_reply(struct udp_ctx *ctx, const struct udp_pkt *p, const struc
 		take(ctx, prev);
 }
 
+/*
+ * --pace busy: spin reading CLOCK_MONOTONIC (vDSO: no system call) until the send
+ * deadline, so the CPU never enters an idle state between pings (as a polling loop,
+ * or sockperf's paced client). false: the run was stopped meanwhile.
+ */
+static bool spin_until(struct udp_ctx *ctx, uint64_t deadline)
+{
+	while (rl_now_ns(CLOCK_MONOTONIC) < deadline)
+		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+			return false;
+	return true;
+}
+
 static void ping_loop(struct udp_ctx *ctx)
 {
 	const struct udp_cfg *c = ctx->cfg;
@@ -916,14 +939,19 @@ static void ping_loop(struct udp_ctx *ctx)
 		if (c->interval_ns) {
 			if (next >= end)
 				break;
-			struct timespec ts = rl_ns_to_ts(next);
-			int r;
-			while ((r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) ==
-			       EINTR)
-				;
-			if (r) {
-				ctx->run_err = r;
-				break;
+			if (c->pace == PACE_BUSY) {
+				if (!spin_until(ctx, next))
+					break;
+			} else {
+				struct timespec ts = rl_ns_to_ts(next);
+				int r;
+				while ((r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+							    NULL)) == EINTR)
+					;
+				if (r) {
+					ctx->run_err = r;
+					break;
+				}
 			}
 			struct period_step s = period_advance(next, rl_now_ns(CLOCK_MONOTONIC),
 							      c->interval_ns);
@@ -1044,12 +1072,72 @@ static void *thread_main(void *arg)
 		else
 			reflect_loop(ctx);
 	}
+	ctx->have_ru = getrusage(RUSAGE_THREAD, &ctx->ru) == 0; /* read after `done` */
 	atomic_store(&ctx->done, true);
 	rt_notify_main();
 	return NULL;
 }
 
 /* ---- output ----------------------------------------------------------- */
+
+static void write_log(struct jsonw *w, int fd, const char *level, const char *code,
+		      const char *msg);
+
+static uint64_t cnt(const struct udp_ctx *ctx, int i)
+{
+	return atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed);
+}
+
+/*
+ * A pinger that measured nothing says why it believes so, in a `log` record just
+ * before the result (written by the reporter thread, the only writer then). The
+ * usual cause on one machine: a thread spinning at an RT priority (--wait busy,
+ * --pace busy) never leaves its CPU while it waits (and never at all when
+ * --timeout >= the period), so the reflector or the kernel's packet work queued
+ * on that CPU at the same or a lower priority cannot run until the pinger stops.
+ */
+static void diagnose(struct udp_ctx *ctx)
+{
+	const struct udp_cfg *c = ctx->cfg;
+	if (c->mode != MODE_PING || ctx->interrupted || ctx->run_err || cnt(ctx, C_REPLIES))
+		return;
+	const bool spins = (c->wait_how == WAIT_BUSY || c->pace == PACE_BUSY) &&
+			   c->policy != RT_OTHER;
+	char cpu[32] = "its CPU";
+	if (c->cpu >= 0)
+		snprintf(cpu, sizeof(cpu), "CPU %d", c->cpu);
+	const char *leaves = c->pace == PACE_BUSY
+		? (c->wait_how == WAIT_BUSY ? "never leaves" : "leaves only while it waits for a reply in")
+		: "leaves only while it sleeps between pings (never when --timeout >= the period) in";
+	char msg[768];
+	struct jsonw w;
+	jw_init(&w);
+	if (!cnt(ctx, C_SENT)) {
+		snprintf(msg, sizeof(msg),
+			 "no ping was sent: the socket thread did not get %s during the run (an RT thread at the same or a higher priority held it, e.g. a reflector spinning with --wait busy on the same CPU)",
+			 cpu);
+		write_log(&w, ctx->out_fd, "warning", "nothing_sent", msg);
+	} else if (spins) {
+		snprintf(msg, sizeof(msg),
+			 "none of the %llu pings got a reply within --timeout (%llu came later): this thread spins at SCHED_%s %d (--wait %s, --pace %s) and %s %s, so a reflector or the kernel's packet work (ksoftirqd, a NIC's IRQ/NAPI thread) queued there at the same or a lower priority cannot run: keep them off %s, give the reflector a higher priority, or use --wait block|epoll and --pace sleep",
+			 (unsigned long long)cnt(ctx, C_SENT), (unsigned long long)cnt(ctx, C_LATE),
+			 c->policy == RT_FIFO ? "FIFO" : "RR", c->priority, wait_names[c->wait_how],
+			 pace_names[c->pace], leaves, cpu, cpu);
+		write_log(&w, ctx->out_fd, "warning", "no_replies", msg);
+	} else {
+		snprintf(msg, sizeof(msg),
+			 "none of the %llu pings got a reply within --timeout (%llu came later): is a reflector running at %s with the same --session, and reachable?",
+			 (unsigned long long)cnt(ctx, C_SENT), (unsigned long long)cnt(ctx, C_LATE),
+			 c->peer_s);
+		write_log(&w, ctx->out_fd, "warning", "no_replies", msg);
+	}
+	jw_free(&w);
+}
+
+static uint64_t tv_ns(const struct timeval *t)
+{
+	return (uint64_t)t->tv_sec * NS_PER_SEC + (uint64_t)t->tv_usec * 1000u;
+}
 
 static void write_counters(void *arg, struct jsonw *w, bool final)
 {
@@ -1067,7 +1155,18 @@ static void write_counters(void *arg, struct jsonw *w, bool final)
 		uts_write_phc(w, &ctx->ts.phc, "phc");
 	if (ctx->xdp)
 		uxdp_write_counters(ctx->xdp, w, "xdp", final);
+	if (final && ctx->have_ru) {
+		/* how the socket thread used its CPU over the whole run (--pace, --wait):
+		 * a thread that sleeps or blocks between packets switches out voluntarily */
+		jw_obj_begin(w, "socket_thread");
+		jw_uint(w, "cpu_ns", tv_ns(&ctx->ru.ru_utime) + tv_ns(&ctx->ru.ru_stime));
+		jw_uint(w, "voluntary_switches", (uint64_t)ctx->ru.ru_nvcsw);
+		jw_uint(w, "involuntary_switches", (uint64_t)ctx->ru.ru_nivcsw);
+		jw_obj_end(w);
+	}
 	jw_obj_end(w);
+	if (final)
+		diagnose(ctx); /* its own line, written before the result's */
 }
 
 static bool rt_ok(const struct udp_ctx *ctx)
@@ -1322,6 +1421,7 @@ static int udp_run(void *p, const struct probe_env *env)
 	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
 	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
 	ctx->start_mono = start_mono;
+	ctx->out_fd = out_fd;
 	pc_header_begin(&w, "udp", env, start_real, start_mono);
 	udp_report_config(ctx, &w, "config");
 	write_effective(&w, ctx, mlock_err, dma_fd, dma_err, &rep_aff, rep_pinned, rt_valid);
@@ -1374,6 +1474,7 @@ static int udp_run(void *p, const struct probe_env *env)
 	bool interrupted = watch_until_done(ctx);
 	pthread_join(ctx->thread, NULL);
 	started = false;
+	ctx->interrupted = interrupted; /* the reporter reads it after reporter_finish's lock */
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char errmsg[128] = "";
@@ -1423,8 +1524,10 @@ const struct probe_ops udp_probe = {
 	.summary = "UDP ping-pong round trips with the stack/wakeup/send split (reflect | ping)",
 	.usage = "rtlab-probe udp reflect --bind ADDR:PORT --session TOKEN [options]\n"
 		 "rtlab-probe udp ping --peer ADDR:PORT --session TOKEN [--rate HZ] [--size B]\n"
+		 "                     [--pace sleep|busy] [--wait block|epoll|busy]\n"
 		 "\n"
-		 "The pinger sends on absolute deadlines and histograms the round trip (rtt)\n"
+		 "The pinger sends on absolute deadlines (sleeping until each, or spinning with\n"
+		 "--pace busy) and histograms the round trip (rtt: send() -> reply, in full)\n"
 		 "and, with kernel timestamps, the split: wakeup (RX timestamp -> thread\n"
 		 "running) on both ends, the stack time, and with TX timestamps its send side\n"
 		 "(tx, peer.tx: send() -> driver) and the rest (link); with a NIC's hardware\n"

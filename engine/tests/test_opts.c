@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "opts.h"
@@ -42,6 +44,74 @@ static int bad(const char *a, const char *b, const char *needle)
 		return 0;
 	}
 	return 1;
+}
+
+/* old spellings: OPT_ALIAS entries, and a CPU list limited to one CPU */
+static const struct opt_def adefs[] = {
+	{ "stop-threshold", OPT_DURATION, NULL, "stop", 1, 1000000000, NULL, NULL, "none" },
+	{ "cpus", OPT_CPULIST, "CPU", "one cpu", 0, 1, NULL, NULL, "last" },
+	{ "mlock", OPT_BOOL, NULL, "lock", 0, 0, NULL, "true", NULL },
+	OPT_DEF_ALIAS("threshold", "stop-threshold"),
+	OPT_DEF_ALIAS("cpu", "cpus"),
+	OPT_DEF_ALIAS("lock", "mlock"),
+	OPT_DEF_ALIAS("dangling", "nope"),
+};
+#define AN (sizeof(adefs) / sizeof(adefs[0]))
+static struct opt_value avals[AN];
+
+static int aparse(int argc, char **argv)
+{
+	err[0] = '\0';
+	return opts_parse(adefs, AN, argc, argv, &online, avals, err, sizeof(err));
+}
+
+static int abad(int argc, char **argv, const char *needle)
+{
+	int r = aparse(argc, argv);
+	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
+		fprintf(stderr, "alias args: r=%d err='%s' (want '%s')\n", r, err, needle);
+		return 0;
+	}
+	return 1;
+}
+
+static void test_aliases(void)
+{
+	char *old[] = { "--threshold", "5us", "--cpu", "3", "--no-lock" };
+	CHECK(aparse(5, old) == 0);
+	CHECK(avals[0].given && avals[0].i == 5000);
+	CHECK(avals[1].given && opts_one_cpu(&avals[1]) == 3 && CPU_COUNT(&avals[1].cpus) == 1);
+	CHECK(avals[2].given && avals[2].i == 0);
+	CHECK(!avals[3].set && !avals[4].set && !avals[5].set); /* alias slots stay unused */
+	char *cur[] = { "--stop-threshold=5us", "--cpus", "3", "--no-mlock" };
+	CHECK(aparse(4, cur) == 0);
+	CHECK(avals[0].i == 5000 && opts_one_cpu(&avals[1]) == 3 && avals[2].i == 0);
+	char *both[] = { "--threshold", "5us", "--stop-threshold", "6us" };
+	CHECK(abad(4, both, "--stop-threshold: given more than once"));
+	char *both2[] = { "--stop-threshold", "5us", "--threshold", "6us" };
+	CHECK(abad(4, both2, "--threshold: given more than once (it is --stop-threshold)"));
+	char *two[] = { "--cpu", "1,3" };
+	CHECK(abad(2, two, "--cpu: '1,3' names 2 CPUs; this probe runs on one CPU (e.g. --cpu 1)"));
+	char *off[] = { "--cpu", "5" };
+	CHECK(abad(2, off, "--cpu: CPU 5 is not online"));
+	char *range[] = { "--threshold", "2s" };
+	CHECK(abad(2, range, "--threshold: 2s is out of range"));
+	char *dang[] = { "--dangling", "1" };
+	CHECK(abad(2, dang, "internal error"));
+	CHECK(opts_target(adefs, AN, 3) == &adefs[0]);
+	CHECK(opts_target(adefs, AN, 0) == &adefs[0]);
+	CHECK(opts_target(adefs, AN, 6) == NULL);
+	CHECK(opts_one_cpu(&(struct opt_value){ 0 }) == -1);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	opts_help(f, adefs, AN);
+	fclose(f);
+	CHECK(strstr(buf, "--stop-threshold DUR") && strstr(buf, "also --threshold"));
+	CHECK(strstr(buf, "one online CPU") && strstr(buf, "also --cpu"));
+	CHECK(!strstr(buf, "  --threshold ")); /* an alias has no line of its own */
+	free(buf);
 }
 
 int main(void)
@@ -188,5 +258,6 @@ int main(void)
 
 	CHECK(opts_find(defs, N, "colour") == 3);
 	CHECK(opts_find(defs, N, "nope") == -1);
+	test_aliases();
 	return tap_done("opts");
 }

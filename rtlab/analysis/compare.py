@@ -32,23 +32,31 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
   range (so the counts above it are exact).
 
 "not significant" is a first-class answer.
+
+**Channel selection** (`--cpus`, `--channel`): `select_channels` gives each run as a copy
+holding only the selected channels (phases without one are left out), so every row,
+verdict, headline, window maximum and SLO gate computed from it sees the same channels.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rtlab.analysis.stats import mean, mode, percentile, percentile_label
+from rtlab.cpulist import format_cpulist
+from rtlab.errors import RtlabError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from rtlab.results.histogram import LogLinHistogram
-    from rtlab.results.model import Channel, RunResult
+    from rtlab.results.model import Channel, Phase, RunResult
 
 TAIL_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 TABLE_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
@@ -91,6 +99,114 @@ def beyond_range(result: RunResult, channels: Collection[str] | None = None
         return 0, None
     return (sum(int(v["count"]) for v in items),
             min(int(v.get("above_ns") or 0) for v in items))
+
+
+_CPU_NAME = re.compile(r"(?P<prefix>(?:.*[.@])?cpu)(?P<cpu>[0-9]+)")
+
+
+def channel_cpu(ch: Channel) -> int | None:
+    """The CPU a channel measured on: its `cpu`, else the N of a name ending in `cpuN`
+    (`cpu1`, `timer.cpu1`, `thread@cpu1`); None for channels of no CPU (udp's `rtt`)."""
+    if ch.cpu is not None:
+        return ch.cpu
+    m = _CPU_NAME.fullmatch(ch.name)
+    return int(m["cpu"]) if m else None
+
+
+@dataclass(frozen=True)
+class ChannelSelection:
+    """Which channels of every run count (`--cpus LIST`, `--channel PATTERN`): a channel
+    is selected when it measured on one of `cpus` (when given) and its name matches one
+    of the shell patterns `patterns` (when given)."""
+
+    cpus: frozenset[int] | None = None
+    patterns: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        return self.cpus is None and not self.patterns
+
+    def matches(self, ch: Channel) -> bool:
+        if self.cpus is not None and channel_cpu(ch) not in self.cpus:
+            return False
+        return not self.patterns or any(fnmatchcase(ch.name, p) for p in self.patterns)
+
+    def describe(self) -> str:
+        """The selection as it was given: `--cpus 1 --channel thread@*`."""
+        parts = []
+        if self.cpus is not None:
+            parts.append(f"--cpus {format_cpulist(self.cpus)}")
+        if self.patterns:
+            parts.append(f"--channel {','.join(self.patterns)}")
+        return " ".join(parts) or "all channels"
+
+
+def channel_names(names: Iterable[str]) -> str:
+    """Channel names for one line, each once, three or more `cpuN` in a row folded into
+    a range: cpu0, cpu1, cpu2, cpu3, cpu5, thread@cpu0, rtt -> "cpu0-3, cpu5, thread@cpu0,
+    rtt" (a 64-CPU run's error message stays short)."""
+    groups: dict[tuple[str, bool], set[int]] = {}  # (prefix, numbered) -> CPUs
+    for name in names:
+        m = _CPU_NAME.fullmatch(name)
+        cpus = groups.setdefault((m["prefix"], True) if m else (name, False), set())
+        if m:
+            cpus.add(int(m["cpu"]))
+    out: list[str] = []
+    for (key, numbered), cpus in groups.items():
+        if not numbered:
+            out.append(key)
+            continue
+        for part in format_cpulist(cpus).split(","):
+            lo, _, hi = part.partition("-")
+            if hi and int(hi) - int(lo) >= 2:
+                out.append(f"{key}{part}")
+            else:
+                out += [f"{key}{c}" for c in range(int(lo), int(hi or lo) + 1)]
+    return ", ".join(out)
+
+
+def select_channels(results: Sequence[RunResult], selection: ChannelSelection
+                    ) -> list[RunResult]:
+    """Each run as a copy with the selected channels only (a note in the copy says what
+    was left out). UsageError (exit 2) naming the run and its channels when a run has
+    no selected channel; the results themselves are not changed."""
+    if selection.everything:
+        return list(results)
+    return [_select_run(r, selection) for r in results]
+
+
+def _select_phase(phase: Phase, selection: ChannelSelection) -> Phase:
+    """The phase with the selected channels, and the spike records of their CPUs."""
+    chans = [c for c in phase.channels if selection.matches(c)]
+    spikes = phase.spikes
+    if spikes is not None:
+        cpus = {channel_cpu(c) for c in chans}
+        spikes = [s for s in spikes if s.get("cpu") is None or s.get("cpu") in cpus]
+    return replace(phase, channels=chans, spikes=spikes)
+
+
+def _select_run(result: RunResult, selection: ChannelSelection) -> RunResult:
+    from rtlab.results.validate import first_problem
+
+    names = list(dict.fromkeys(ch.name for _, ch in result.channels()))
+    phases = [_select_phase(ph, selection) for ph in result.phases]
+    kept = [ph for ph in phases if ph.channels]
+    if not kept:
+        raise UsageError(f"run {result.run_id}: no channel matches {selection.describe()}; "
+                         f"its channels: {channel_names(names) or 'none'}")
+    chosen = list(dict.fromkeys(ch.name for ph in kept for ch in ph.channels))
+    left = [n for n in names if n not in chosen]
+    note = (f"channels selected with {selection.describe()}: {channel_names(chosen)}"
+            + (f" (not shown: {channel_names(left)})" if left else ""))
+    skipped = [ph.name for ph in phases if not ph.channels]
+    if skipped:
+        note += f"; phase{'s' if len(skipped) > 1 else ''} without them: {', '.join(skipped)}"
+    status, notes = result.status, [*result.notes, note]
+    problem = first_problem(result)  # a problem in a channel left out still counts
+    if problem is not None and status != "invalid":
+        status = "invalid"
+        notes.append(f"the numbers failed validation ({problem})")
+    return replace(result, phases=kept, notes=notes, status=status)
 
 
 @dataclass
@@ -137,6 +253,38 @@ class Config:
         rank = math.ceil(Fraction(str(q)) / 100 * n)
         return float(self.censored_above_ns) if rank > n - self.censored else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration's row of `rtlab compare` as data (ns; null: too few samples
+        support it). `lower_bounds_ns`: a percentile only known to lie in [bound, value]."""
+        levels = [(percentile_label(q), q) for q in TABLE_LEVELS]
+        return {
+            "label": self.label,
+            "runs": [{"id": r.run_id, "status": r.status, "notes": list(r.notes)}
+                     for r in self.runs],
+            "samples": self.channel.samples,
+            "duration_ns": self.duration_ns,
+            "min_ns": self.value("min"), "avg_ns": self.value("avg"),
+            "mode_ns": self.value("mode"),
+            "percentiles_ns": {name: self.value(q) for name, q in levels},
+            "lower_bounds_ns": {name: self.lower_bound(q) for name, q in levels},
+            "max_ns": self.value("max"),
+            "median_window_max_ns": self.value("window"),
+            "window_ns": self.window_ns, "windows": len(self.window_maxima),
+            "beyond_range": ({"count": self.censored, "above_ns": self.censored_above_ns}
+                             if self.censored else None),
+        }
+
+
+def _refuse_unbelievable(result: RunResult) -> None:
+    """No comparison (a verdict) from a run whose numbers failed validation."""
+    from rtlab.results.validate import first_problem
+
+    why = first_problem(result) or (
+        "when it was stored (see its notes)" if result.status == "invalid" else None)
+    if why is not None:
+        raise RtlabError(f"run {result.run_id} failed validation ({why}): it is not compared",
+                         hint="its numbers contradict each other; measure again")
+
 
 def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]:
     """Group results (in the given order of first appearance) into configurations."""
@@ -149,6 +297,7 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         raise ValueError(f"unknown grouping {by!r}")
     groups: dict[str, list[RunResult]] = {}
     for r in results:
+        _refuse_unbelievable(r)
         groups.setdefault(group_key(r, by), []).append(r)
     configs = []
     for label, runs in groups.items():
@@ -164,7 +313,7 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         arr = np.concatenate(maxima) if maxima else np.zeros(0, dtype=np.int64)
         durations = [r.elapsed_ns for r in runs]
         duration = sum(d for d in durations if d) if any(durations) else None
-        cens = [beyond_range(r) for r in runs]
+        cens = [beyond_range(r, {ch.name for _, ch in r.channels()}) for r in runs]
         bounds = [b for c, b in cens if c and b is not None]
         configs.append(Config(label, runs, merged, arr, window_ns, duration,
                               sum(c for c, _ in cens), min(bounds) if bounds else None))
@@ -241,6 +390,33 @@ class Change:
     def regression(self) -> bool:
         return self.significant and self.direction > 0
 
+    @property
+    def verdict(self) -> str:
+        """What the text says: `worse`/`better` (significant), `not significant`, or
+        `n/a` (no change shown)."""
+        if self.ratio is None:
+            return "n/a"
+        if self.significant:
+            return "worse" if self.direction > 0 else "better"
+        return "not significant"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as data: both values (ns; `*_lower_bound_ns`: known only as
+        [bound, value]), ratio B/A, which way it moved (`worse`: B higher; null: no
+        direction), the verdict and p-value as the text shows them, the note, the text."""
+        r = self.ratio
+        return {
+            "statistic": self.what,
+            "baseline_ns": self.a_ns, "value_ns": self.b_ns,
+            "baseline_lower_bound_ns": self.a_lo, "value_lower_bound_ns": self.b_lo,
+            "ratio": r, "change_percent": (r - 1) * 100 if r is not None else None,
+            "direction": "worse" if self.direction > 0 else "better" if self.direction < 0
+            else None,
+            "significant": self.significant, "p_value": self.p_value,
+            "verdict": self.verdict, "regression": self.regression,
+            "note": self.note or None, "text": self.describe(),
+        }
+
 
 def _pfmt(p: float | None) -> str:
     if p is None:
@@ -257,6 +433,11 @@ class PairComparison:
     @property
     def regressions(self) -> list[Change]:
         return [c for c in self.changes if c.regression]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.a.label, "configuration": self.b.label,
+                "changes": [c.to_dict() for c in self.changes],
+                "regressions": [c.what for c in self.regressions]}
 
 
 def _above(hist: LogLinHistogram, t: int) -> int:

@@ -12,7 +12,9 @@ Grammar (case-insensitive, spaces optional around operators)::
 
 Example: ``max < 50us and p99.99 < 20us and missed <= 0``.
 
-Every clause is checked on every channel of every phase of a result. A
+Every clause is checked on every channel of every phase of a result. A result
+whose numbers failed validation (rtlab.results.validate) is not checked at all: every
+clause fails on it with that reason. A
 percentile the run has too few samples to support (see
 `rtlab.analysis.stats.supported`) cannot be shown to meet its bound, so the
 clause fails with that reason: a gate never passes on missing evidence.
@@ -194,6 +196,20 @@ def _value(clause: Clause, s: ChannelSummary, ch: Channel) -> tuple[float | None
     return percentile(ch.hist, q, ch.min_ns, ch.max_ns), ""
 
 
+def _unbelievable(result: RunResult) -> str | None:
+    """Why no clause may be checked on `result` (its numbers failed validation), or None.
+    Checked here too, not only when stored: a store written before validation existed
+    may hold such a result."""
+    from rtlab.results.validate import first_problem
+
+    why = first_problem(result)
+    if why is not None:
+        return f"the result failed validation ({why})"
+    if result.status == "invalid":
+        return "the result failed validation when it was stored (see its notes)"
+    return None
+
+
 def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport:
     """Check every clause on every headline channel (model.HEADLINE_CHANNELS: for udp the
     round trip, not its parts) of every phase of one or several results."""
@@ -203,6 +219,12 @@ def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport
     report = SloReport(slo)
     qs = tuple(sorted({c.percentile for c in slo.clauses if c.percentile is not None}))
     for res in results:
+        why = _unbelievable(res)
+        if why is not None:  # no verdict from numbers that contradict each other
+            report.outcomes += [Outcome(res.run_id, "-", "validation", clause, None, False,
+                                        f"{clause.text}: not checked: {why}")
+                                for clause in slo.clauses]
+            continue
         for phase, ch in res.headline_channels():
             s = ch.summary(qs)
             for clause in slo.clauses:

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "2 usage, 4 no engine for the board's architecture or it does not run there.",
     )
     p.add_argument("action", choices=("info", "clean"), help="what to do")
-    p.add_argument("--json", action="store_true", help="info: print JSON")
+    p.add_argument("--json", action="store_true", help="print a JSON document (info: what "
+                   "was found; clean: what was removed)")
     add_target_args(p)
     p.set_defaults(func=run)
 
@@ -43,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
             where = clean(conn, args.engine_dir)
         finally:
             conn.close()
-        print(f"removed rtlab's engine and kept files on {args.target} ({where})")
+        if args.json:
+            print(json.dumps({"schema": 1, "target": args.target, "removed": str(where)},
+                             indent=1))
+        else:
+            print(f"removed rtlab's engine and kept files on {args.target} ({where})")
         return int(ExitCode.OK)
     transport = SshTransport(args.target, engine_dir=args.engine_dir)
     try:

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab compare RUN RUN... [--by kernel|scenario|variant] [--html FILE] [--slo EXPR]`."""
+"""`rtlab compare RUN RUN... [--by kernel|scenario|variant|host] [--cpus LIST]
+[--channel NAME] [--html FILE] [--slo EXPR]`."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from rtlab.cli.cmd_report import SLO_HELP, STORE_HELP
+from rtlab.cli.cmd_report import SLO_HELP, STORE_HELP, add_selection
 from rtlab.exitcodes import ExitCode
 
 
@@ -17,17 +18,23 @@ def register(sub: Any) -> None:
         "and for each configuration the change of its tails against the first (baseline), "
         "with significance (\"not significant\" when it is not). Maxima of runs of different "
         "length are not compared directly: the distributions of their per-window maxima are. "
-        "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated.")
+        "--json prints all of it as one document (values in ns). "
+        "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated (with --json too).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")
     p.add_argument("--by", choices=("run", "kernel", "scenario", "variant", "host"),
                    default="run", help="group runs into configurations (run: each run is one; "
                    "host: each measured machine or board is one, and its CPUs are shown side "
                    "by side)")
+    add_selection(p)
     p.add_argument("--html", metavar="FILE", help="also write an HTML report with overlaid "
                    "CCDFs")
     p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON document: per configuration its row, per comparison "
+                   "each statistic's two values, ratio, verdict and p-value, the selection, "
+                   "grouping, notes and SLO outcome")
     p.set_defaults(func=run)
 
 
@@ -37,20 +44,24 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs
     from rtlab.analysis.slo import evaluate_slo, parse_slo
     from rtlab.analysis.stats import percentile_label
-    from rtlab.cli.cmd_report import load_runs, write_junit
+    from rtlab.cli.cmd_report import load_selected, selection_from_args, write_junit
     from rtlab.errors import UsageError
     from rtlab.report.format import bounded_us, seconds, us
     from rtlab.report.terminal import make_console
 
     slo = parse_slo(args.slo) if args.slo is not None else None
-    results = load_runs(args.store, args.runs)
+    selection = selection_from_args(args)
+    results = load_selected(args, selection)
     configs = build_configs(results, args.by)
     if len(configs) < 2:
         raise UsageError(f"nothing to compare: the runs form {len(configs)} configuration(s) "
                          f"by {args.by}", hint="give runs of different configurations")
     pairs = compare_configs(configs)
+    if args.json:
+        return _json_out(args, selection, configs, pairs, results, slo)
     console = make_console()
-    table = Table(title=f"latency in µs by {args.by}", title_justify="left")
+    chosen = "" if selection.everything else f" ({selection.describe()})"
+    table = Table(title=f"latency in µs by {args.by}{chosen}", title_justify="left")
     for name in ("configuration", "runs", "samples", "duration", "min", "avg", "mode",
                  *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
@@ -84,6 +95,71 @@ def run(args: argparse.Namespace) -> int:
         if not report.passed:
             return int(ExitCode.THRESHOLD)
     return int(ExitCode.OK)
+
+
+def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pairs: list[Any],
+              results: list[Any], slo: Any) -> int:
+    """`rtlab compare --json`: everything the text shows, as one document on stdout; the
+    HTML report and JUnit file are still written (their paths are in it)."""
+    import json
+    import sys
+
+    from rtlab.analysis.compare import TABLE_LEVELS, side_by_side
+    from rtlab.analysis.slo import evaluate_slo
+    from rtlab.analysis.stats import percentile, percentile_label
+    from rtlab.cli.cmd_report import write_junit
+    from rtlab.cpulist import format_cpulist
+
+    report = evaluate_slo(slo, results) if slo is not None else None
+    html = None
+    if args.html:
+        from rtlab.report.html import write_run_report
+
+        html = str(write_run_report(results, args.html, slo=slo, slo_report=report,
+                                    compare_by=args.by))
+    if args.junit:
+        write_junit(args.junit, results, slo, report)
+    sbs = None
+    if args.by == "host":
+        levels = [(percentile_label(q), q) for q in TABLE_LEVELS]
+        sbs = [{"channel": name, "configurations": [
+            None if ch is None else {
+                "label": c.label, "samples": ch.samples,
+                "percentiles_ns": {n: percentile(ch.hist, q, ch.min_ns, ch.max_ns)
+                                   for n, q in levels},
+                "max_ns": ch.max_ns if ch.samples else None}
+            for c, ch in zip(configs, chans, strict=True)]}
+            for name, chans in side_by_side(configs)]
+    notes = []
+    if any(c.censored for c in configs):
+        notes.append("lower_bounds_ns: beyond the peer tool's histogram range, a percentile "
+                     "is only known to lie in [lower bound, value]")
+    doc = {
+        "schema": 1,
+        "by": args.by,
+        "selection": {"everything": selection.everything,
+                      "cpus": (format_cpulist(selection.cpus)
+                               if selection.cpus is not None else None),
+                      "channels": list(selection.patterns),
+                      "text": selection.describe()},
+        "baseline": configs[0].label,
+        "configurations": [c.to_dict() for c in configs],
+        "comparisons": [pc.to_dict() for pc in pairs],
+        "side_by_side": sbs,
+        "notes": notes,
+        "slo": None if report is None else {
+            "expression": str(report.slo), "passed": report.passed,
+            "checks": len(report.outcomes), "summary": report.summary(),
+            "failures": [{"run_id": o.run_id, "phase": o.phase, "channel": o.channel,
+                          "clause": o.clause.text, "value": o.value, "reason": o.reason}
+                         for o in report.failures]},
+        "html": html,
+        "junit": args.junit,
+    }
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return int(ExitCode.THRESHOLD if report is not None and not report.passed
+               else ExitCode.OK)
 
 
 def _side_by_side(configs: list[Any]) -> Any:

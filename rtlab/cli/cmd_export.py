@@ -18,7 +18,8 @@ def register(sub: Any) -> None:
         description="json: the versioned result; csv: statistics per channel; csv-hist: the "
         "histogram buckets; markdown: the summary table; junit: JUnit XML (validity checks; "
         "SLO checks with `rtlab report --slo ... --junit FILE`); cyclictest-hist: the text "
-        "histogram of `cyclictest -h` (1-µs rows) for OSADL-style scripts. See "
+        "histogram of `cyclictest -h` (1-µs rows) for OSADL-style scripts; cyclictest-json: "
+        "the JSON of `cyclictest --json` (rt-tests 2.x keys) for pipelines that parse it. See "
         "docs/report.md. Exit codes: 0 ok, 1 error, 2 usage.")
     p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("--format", "-f", default="json", choices=tuple(EXPORTERS),

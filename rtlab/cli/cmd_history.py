@@ -25,6 +25,9 @@ def register(sub: Any) -> None:
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit with code 3 when the newest kernel regressed against the one "
                    "before it (for CI after a kernel upgrade)")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON document: every kernel with its runs, statistics (ns) and "
+                   "regressions")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
     p.set_defaults(func=run)
 
@@ -55,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     for prev, cur in itertools.pairwise(configs):
         pc = compare_configs([prev, cur])[0]
         regress[cur.label] = [ch.describe() for ch in pc.regressions]
+    fail = bool(args.fail_on_regression and len(configs) > 1 and regress[configs[-1].label])
+    if args.json:
+        _print_json(args, rows, configs, regress, fail)
+        return int(ExitCode.THRESHOLD) if fail else 0
     console = make_console()
     table = Table(title=f"host {args.host}: {args.probe} runs by kernel (oldest first), "
                   "latency in µs", title_justify="left")
@@ -75,7 +82,32 @@ def run(args: argparse.Namespace) -> int:
     n = sum(1 for v in regress.values() if v)
     console.print(f"{n} kernel change(s) with a significant regression" if n
                   else "no significant regression between consecutive kernels", highlight=False)
-    if args.fail_on_regression and len(configs) > 1 and regress[configs[-1].label]:
+    if fail:
         console.print(f"the newest kernel {configs[-1].label} regressed", highlight=False)
         return int(ExitCode.THRESHOLD)
     return 0
+
+
+def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
+                regress: dict[str, list[str]], fail: bool) -> None:
+    import json
+    import sys
+
+    kernels = []
+    for i, c in enumerate(configs):
+        first = min(rw.created for rw in rows if rw.id in c.run_ids)
+        kernels.append({
+            "kernel": c.label, "runs": list(c.run_ids), "first_run": first.isoformat(),
+            "samples": c.channel.samples,
+            "percentiles_ns": {f"p{q:g}": c.value(q) for q in (99.0, 99.9, 99.99)},
+            "lower_bounds_ns": {f"p{q:g}": c.lower_bound(q) for q in (99.0, 99.9, 99.99)},
+            "max_ns": c.value("max"),
+            "baseline": i == 0,
+            "regressions": [] if i == 0 else regress[c.label],
+        })
+    json.dump({"schema": 1, "host": args.host, "probe": args.probe,
+               "scenario": args.scenario, "kernels": kernels,
+               "newest_regressed": bool(len(configs) > 1 and regress[configs[-1].label]),
+               "fail_on_regression": bool(args.fail_on_regression), "failed": fail},
+              sys.stdout, indent=1)
+    sys.stdout.write("\n")

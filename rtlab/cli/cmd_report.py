@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab report RUN [RUN...] -o report.html [--slo EXPR] [--junit FILE]`."""
+"""`rtlab report RUN [RUN...] -o report.html [--cpus LIST] [--channel NAME] [--slo EXPR]
+[--junit FILE]`."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtlab.exitcodes import ExitCode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rtlab.analysis.compare import ChannelSelection
+    from rtlab.results.model import RunResult
 
 STORE_HELP = ("result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE or "
               "~/.local/share/rtlab/rtlab.db)")
@@ -25,11 +30,46 @@ def register(sub: Any) -> None:
                    help="HTML file to write (default report-<first run id>.html)")
     p.add_argument("--by", choices=("run", "kernel", "scenario", "variant", "host"), default="run",
                    help="group several runs into configurations for the comparison (run)")
+    add_selection(p)
     p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per "
                    "channel per SLO clause; without --slo: validity checks)")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
     p.set_defaults(func=run)
+
+
+def add_selection(p: Any) -> None:
+    """`--cpus` and `--channel` (docs/report.md#selecting-channels---cpus---channel)."""
+    p.add_argument("--cpus", metavar="LIST", help="only the channels measured on these CPUs, "
+                   "e.g. 1 or 1-3 (every row, verdict, comparison and SLO gate uses them "
+                   "only; a run without one is an error)")
+    p.add_argument("--channel", metavar="NAME", action="append",
+                   help="only the channels named NAME: a name or shell pattern (cpu1, "
+                   "'thread@cpu*'); repeatable or a comma list; with --cpus, both must match")
+
+
+def selection_from_args(args: argparse.Namespace) -> ChannelSelection:
+    """The ChannelSelection of --cpus/--channel (UsageError, exit 2, on a bad value)."""
+    from rtlab.analysis.compare import ChannelSelection
+    from rtlab.errors import UsageError
+    from rtlab.scenario.units import parse_cpu_list
+
+    cpus = frozenset(parse_cpu_list(args.cpus)) if args.cpus is not None else None
+    patterns: list[str] = []
+    for value in args.channel or []:
+        for name in value.split(","):
+            if not name.strip():
+                raise UsageError(f"--channel {value!r}: empty channel name",
+                                 hint="e.g. --channel cpu1 or --channel 'thread@cpu*'")
+            patterns.append(name.strip())
+    return ChannelSelection(cpus, tuple(dict.fromkeys(patterns)))
+
+
+def load_selected(args: argparse.Namespace, selection: ChannelSelection) -> list[RunResult]:
+    """The runs given on the command line, each with the selected channels only."""
+    from rtlab.analysis.compare import select_channels
+
+    return select_channels(load_runs(args.store, args.runs), selection)
 
 
 def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
@@ -58,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.report.html import write_run_report
 
     slo = parse_slo(args.slo) if args.slo is not None else None  # before any work
-    results = load_runs(args.store, args.runs)
+    results = load_selected(args, selection_from_args(args))
     report = evaluate_slo(slo, results) if slo is not None else None
     path = write_run_report(results, args.output or f"report-{results[0].run_id}.html",
                             slo=slo, slo_report=report, compare_by=args.by)

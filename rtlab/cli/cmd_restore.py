@@ -32,18 +32,25 @@ def run(args: argparse.Namespace) -> int:
         on = "" if target.is_local else f" on {target.target}"
         found = jr.journals(directory, target)
         for j in found:
-            if j.held:
-                print(f"{j.path}{on}: held by a running session (pid {j.pid}); "
+            if j.held and (j.entries or j.owner is None):
+                who = (jr.LockHolder(str(j.path), True, j.pid, j.owner).who()
+                       if j.owner else f"pid {j.pid}")
+                print(f"{j.path}{on}: held by a running session ({who}); "
                       "it restores by itself")
-        stale = [j for j in found if j.stale]
-        if not stale:
+        if not any(j.stale for j in found):
             print(f"nothing to restore{on}")
             return int(ExitCode.OK)
-        code = ExitCode.OK
-        for j in stale:
-            what = "persistent shield" if j.detached else f"session of pid {j.pid}"
-            rep = jr.restore_journal(target, j.path)
-            print(f"restored {what}{on}: {rep.summary()}")
-            if not rep.ok:
-                code = ExitCode.ERROR
+        # own the target while restoring: refused (one line naming the holder) while a
+        # run or shield owns it; waits for a dead run's applier that is still restoring
+        with jr.hold_target(target, directory, "restore"):
+            stale = [j for j in jr.journals(directory, target) if j.stale]
+            code = ExitCode.OK
+            for j in stale:
+                what = "persistent shield" if j.detached else f"session of pid {j.pid}"
+                rep = jr.restore_journal(target, j.path)
+                print(f"restored {what}{on}: {rep.summary()}")
+                if not rep.ok:
+                    code = ExitCode.ERROR
+            if not stale:
+                print(f"nothing to restore{on}")
         return int(code)

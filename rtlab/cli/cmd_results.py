@@ -18,16 +18,28 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
+    from rtlab.results.importers import FORMATS
+
     p = sub.add_parser("results", help="list, show and import stored runs")
     rsub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
 
-    ls = rsub.add_parser("list", help="stored runs, newest first")
-    ls.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs (20)")
+    ls = rsub.add_parser("list", help="stored runs, newest first",
+                         description="The stored runs, newest first. The table shows the "
+                         "newest 20 unless --limit says otherwise and then says how many it "
+                         "left out; --json lists every run unless --limit is given, and states "
+                         "limit, shown and total.")
+    ls.add_argument("--limit", type=int, default=None, metavar="N",
+                    help="at most N runs (0: all; default 20, with --json all)")
+    ls.add_argument("--json", action="store_true", help="print a JSON document")
     _store_arg(ls)
     ls.set_defaults(func=cmd_list)
 
-    show = rsub.add_parser("show", help="summary of a stored run")
+    show = rsub.add_parser("show", help="summary of a stored run",
+                           description="Provenance, status, notes and per-phase, per-channel "
+                           "statistics of a stored run (the whole versioned result with its "
+                           "histograms: `rtlab export RUN`).")
     show.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
+    show.add_argument("--json", action="store_true", help="print a JSON document")
     _store_arg(show)
     show.set_defaults(func=cmd_show)
 
@@ -45,10 +57,10 @@ def register(sub: Any) -> None:
                      help="import only FILE, as a run of its own, not the other phase files "
                      "of its run")
     imp.add_argument("--format", default="rtlab", metavar="FMT",
-                     choices=("rtlab", "cyclictest-json", "cyclictest-hist", "jitterdebugger",
-                              "rtla-timerlat-hist", "sockperf"),
-                     help="rtlab (engine JSON Lines, default), cyclictest-json, cyclictest-hist, "
-                     "jitterdebugger, rtla-timerlat-hist or sockperf (see docs/report.md)")
+                     choices=("rtlab", *FORMATS),
+                     help="rtlab (engine JSON Lines, default) or a peer tool's: "
+                     f"{', '.join(FORMATS)} (every version and variant accepted: "
+                     "docs/results.md)")
     ctx = imp.add_argument_group(
         "what the peer's file may not say (peer formats only; used by `rtlab history` "
         "and `compare --by kernel`)")
@@ -70,6 +82,8 @@ def register(sub: Any) -> None:
         "directory's runs/). This copies those files into the store's raw directory and "
         "imports every run that is not stored yet; stored runs are never overwritten. "
         "Exit codes: 0 ok, 1 a file could not be imported or the board not reached.")
+    fetch.add_argument("--json", action="store_true",
+                       help="print a JSON document (imported, already stored, failed)")
     add_target_args(fetch)
     _store_arg(fetch)
     fetch.set_defaults(func=cmd_fetch)
@@ -82,17 +96,29 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rtlab.report.terminal import make_console
     from rtlab.results.store import NoStoreError, Store
 
-    if args.limit < 1:
-        raise UsageError(f"--limit must be at least 1: {args.limit}")
+    if args.limit is not None and args.limit < 0:
+        raise UsageError(f"--limit {args.limit} out of range (0 or more; 0: all)")
+    limit = args.limit if args.limit is not None else (0 if args.json else DEFAULT_LIMIT)
     try:
         store = Store.open(args.store, create=False)
     except NoStoreError as exc:  # a store that does not exist yet holds no runs
-        print(f"no runs stored ({exc.message.split(': ', 1)[-1]} yet)")
+        where = exc.message.split(': ', 1)[-1]
+        if args.json:
+            _print_json({"schema": 1, "store": where, "limit": limit or None, "total": 0,
+                         "shown": 0, "runs": []})
+        else:
+            print(f"no runs stored ({where} yet)")
         return 0
     try:
-        rows = store.list(args.limit)
+        every = store.list(None)  # all of them: the total is stated, never guessed
     finally:
         store.close()
+    rows = every[:limit] if limit else every
+    if args.json:
+        _print_json({"schema": 1, "store": store.display, "limit": limit or None,
+                     "total": len(every), "shown": len(rows),
+                     "runs": [_row_json(r) for r in rows]})
+        return 0
     console = make_console()
     if not rows:
         console.print(f"no runs stored in {store.display}", highlight=False)
@@ -108,7 +134,71 @@ def cmd_list(args: argparse.Namespace) -> int:
                       r.status, rt, seconds(r.duration_ns), f"{r.samples:,}", us(r.p99_ns),
                       us(r.p9999_ns), us(r.worst_max_ns))
     console.print(table)
+    if len(rows) < len(every):
+        console.print(f"{len(rows)} of {len(every)} runs shown (--limit 0: all)",
+                      highlight=False)
     return 0
+
+
+DEFAULT_LIMIT = 20  # rows of the `results list` table
+
+
+def _print_json(doc: Any) -> None:
+    import json
+
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def _row_json(r: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(r)
+    d["created"] = r.created.isoformat()
+    return d
+
+
+def show_json(result: Any) -> dict[str, Any]:
+    """What `results show` prints, as data: provenance, status, notes, per-phase channel
+    statistics (ns) and the probe's extras. No statistics from numbers that failed
+    validation (status invalid): their channels say `statistics: null`."""
+    from rtlab.analysis.stats import DEFAULT_PERCENTILES
+    from rtlab.report.format import preemption
+
+    host = result.provenance.get("host", {})
+    system = result.system
+    valid = result.status != "invalid"
+
+    def channel(ch: Any) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": ch.name, "cpu": ch.cpu, "samples": ch.samples,
+                             "missed": ch.missed}
+        if not valid:
+            return d | {"statistics": None}
+        s = ch.summary(DEFAULT_PERCENTILES)
+        return d | {"statistics": {
+            "min_ns": s.min_ns, "max_ns": s.max_ns, "mean_ns": s.mean_ns, "mode_ns": s.mode_ns,
+            "max_at_ns": s.max_at_ns,
+            "percentiles_ns": {f"p{q:g}": v for q, v in s.percentiles.items()}}}
+
+    return {
+        "schema": 1,
+        "run_id": result.run_id,
+        "status": result.status,
+        "partial": result.partial,
+        "rt_valid": result.rt_valid,
+        "probe": result.probe,
+        "scenario": result.scenario,
+        "started": host.get("start_wall"),
+        "host": system.get("hostname") or host.get("hostname"),
+        "kernel": system.get("release"),
+        "preempt": preemption(system),
+        "elapsed_ns": result.elapsed_ns,
+        "notes": list(result.notes),
+        "phases": [{"name": p.name, "elapsed_ns": p.elapsed_ns,
+                    "channels": [channel(c) for c in p.channels],
+                    "spike_summary": p.spike_summary, "extras": p.extras}
+                   for p in result.phases],
+    }
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -122,6 +212,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         result = store.get(args.run)
     finally:
         store.close()
+    if args.json:
+        _print_json(show_json(result))
+        return 0
     console = make_console()
     host = result.provenance.get("host", {})
     system = result.system
@@ -193,6 +286,11 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             rep = fetch_runs(target, store, ["rtlab", *sys.argv[1:]])
         finally:
             store.close()
+    if getattr(args, "json", False):
+        _print_json({"schema": 1, "target": args.target, "store": store.display,
+                     "imported": list(rep.imported), "already": list(rep.already),
+                     "failed": [{"file": what, "error": why} for what, why in rep.failed]})
+        return int(ExitCode.ERROR if rep.failed else ExitCode.OK)
     for run_id in rep.imported:
         print(f"run {run_id} fetched from {args.target} and stored in {store.display}")
     if rep.already:

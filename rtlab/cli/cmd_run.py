@@ -53,12 +53,15 @@ def register(sub: Any) -> None:
                    "matches PATTERN (e.g. its NIC's, 'eth1') to CPUS for the run (journaled "
                    "there), e.g. 'eth1=0'; repeatable")
     p.add_argument("--duration", metavar="DUR",
-                   help="total measuring time: the phases are scaled to add up to DUR, keeping "
-                   "their proportions (default: the scenario's durations)")
+                   help="total measuring time of the run: the phases are scaled to add up to "
+                   "DUR, keeping their proportions (default: the scenario's durations); with "
+                   "--probe the probe's own --duration, the whole run for every probe (default "
+                   "10s)")
     p.add_argument("--variant", metavar="NAME", action="append",
                    help="run only this matrix variant (repeatable; default: all)")
     p.add_argument("--cpus", metavar="LIST",
-                   help="CPUs of the measured probe, e.g. 0,2-3 (default: the scenario's)")
+                   help="CPUs of the measured probe, e.g. 0,2-3 (default: the scenario's); "
+                   "one CPU for the single-thread probes (switch, overhead, event, udp)")
     p.add_argument("--interval", metavar="DUR",
                    help="wake-up period of the measured probe (default: the scenario's)")
     p.add_argument("--priority", type=int, metavar="N",
@@ -74,8 +77,10 @@ def register(sub: Any) -> None:
     p.add_argument("--samples", metavar="FILE",
                    help="also write every sample to FILE (binary; FILE.PHASE with several "
                    "phases)")
-    p.add_argument("--threshold", metavar="DUR",
-                   help="stop with exit code 3 as soon as one latency exceeds DUR")
+    p.add_argument("--stop-threshold", "--threshold", dest="threshold", metavar="DUR",
+                   help="stop with exit code 3 as soon as one latency exceeds DUR (timer, "
+                   "noise; --threshold is the old spelling); not --trace-threshold, which "
+                   "only picks the samples a trace explains")
     p.add_argument("--no-shield", action="store_true",
                    help="run without the scenario's CPU shield (recorded in the result)")
     p.add_argument("--restore-first", action="store_true",
@@ -86,8 +91,9 @@ def register(sub: Any) -> None:
                    "explain every sample above the trace threshold (stored per phase; "
                    "`rtlab spikes RUN`); needs root and tracefs (exit 4 otherwise)")
     p.add_argument("--trace-threshold", metavar="DUR",
-                   help="latency above which a sample is attributed (default 100us, or "
-                   "the scenario's [trace] threshold; implies --trace)")
+                   help="latency above which a sample is attributed to its cause (default "
+                   "100us, or the scenario's [trace] threshold; implies --trace); never stops "
+                   "the run")
     p.add_argument("--trace-buffer-kb", type=int, metavar="N",
                    help="kernel trace buffer per traced CPU in KiB, 16-262144 (default 4096; "
                    "implies --trace)")
@@ -124,7 +130,8 @@ def _prepare(args: argparse.Namespace, online: list[int] | None = None
 
     duration = parse_duration(args.duration, "--duration") if args.duration else None
     interval = parse_duration(args.interval, "--interval") if args.interval else None
-    threshold = parse_duration(args.threshold, "--threshold") if args.threshold else None
+    threshold = (parse_duration(args.threshold, "--stop-threshold") if args.threshold
+                 else None)
     online = online if online is not None else online_cpus()
     cpus = parse_cpu_list(args.cpus, online) if args.cpus is not None else None
     if args.priority is not None and args.policy is None and not 0 <= args.priority <= 99:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,7 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated processes to leave where they are",
     )
     p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON document: the shield applied (--cpus), requested vs in "
+                   "effect (--status; always an object, `applied` false without a shield), "
+                   "or what was undone (--reset)")
     add_target_args(p)
     p.set_defaults(func=run)
 
@@ -72,32 +78,69 @@ def run(args: argparse.Namespace) -> int:
         exclude = frozenset(int(x) for x in args.exclude.split(",") if x.strip())
     except ValueError as exc:
         raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
-    with open_target(args.target, args.engine_dir) as probe:
+    with open_target(args.target, args.engine_dir) as probe, _sigterm_interrupts():
         directory = args.journal_dir or jr.journal_dir(probe)
         return _run(args, probe, directory, priorities, exclude)
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM like Ctrl-C: a shield half applied is undone, and the target's lock is let
+    go, on either (KeyboardInterrupt reaches the applier's release)."""
+    def handler(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _run(args: argparse.Namespace, probe: Transport, directory: Path,
          priorities: tuple[ThreadPriority, ...], exclude: frozenset[int]) -> int:
-    from rtlab.system.shield import ShieldRequest, apply_shield, reset_shield, shield_status
+    from rtlab.system.shield import (
+        ShieldRequest,
+        apply_shield,
+        reset_shield,
+        run_shields,
+        shield_status,
+    )
 
     on = "" if probe.is_local else f" on {probe.target}"
     again = "" if probe.is_local else f" --target {probe.target}"
     if args.reset:
         rep = reset_shield(probe, directory)
+        if args.json:
+            print(json.dumps(_reset_json(probe, rep), indent=1))
+            return int(ExitCode.OK if rep is None or rep.ok else ExitCode.ERROR)
         if rep is None:
             print(f"no shield is applied{on}: nothing to reset")
             return int(ExitCode.OK)
         print(f"shield removed{on}: {rep.summary()}")
         return int(ExitCode.OK if rep.ok else ExitCode.ERROR)
-    if args.status:
+    if args.status:  # read-only: never takes the target's lock
         st = shield_status(probe, directory)
+        runs = run_shields(probe, directory)
         if args.json:
-            print(json.dumps(st, indent=1))
-        elif st is None:
+            print(json.dumps(_status_json(probe, st, runs), indent=1))
+        elif st is None and not runs:
             print(f"no shield is applied{on}")
         else:
-            _print_status(st)
+            if st is not None:
+                print(f"persistent shield{on} (`rtlab shield`, journal "
+                      f"{st['requested'].get('journal')}):")
+                _print_status(st)
+            for r in runs:
+                h = r["held_by"]
+                print(f"shield{on} held by a running {h['who']}, since {h['since']} "
+                      f"(journal {h['journal']}, {h['changes']} change(s))")
+                if r.get("in_effect") is not None:
+                    _print_status(r)
         return int(ExitCode.OK)
     from rtlab.system.facts import parse_cpus_arg, read_facts
 
@@ -128,6 +171,40 @@ def _run(args: argparse.Namespace, probe: Transport, directory: Path,
     _print_status(out["verify"])
     print(f"undo with: rtlab shield --reset{again}")
     return int(ExitCode.OK)
+
+
+def _status_json(probe: Transport, st: dict | None, runs: list[dict]) -> dict:
+    """`--status --json`: always an object. `applied`: a shield is in place, persistent
+    (`held_by` null) or held by a running session (`held_by` its owner); the first shield
+    found is described at the top, any further ones held by runs in `run_shields`. No
+    shield: `applied` false, `requested` and `in_effect` null."""
+    if st is not None:
+        out: dict = {**st, "held_by": None}
+    elif runs:
+        out, runs = dict(runs[0]), runs[1:]
+    else:
+        out = {"requested": None, "in_effect": None, "problems": [], "held_by": None}
+    return {"applied": st is not None or bool(out.get("held_by")),
+            "target": None if probe.is_local else probe.target, **out, "run_shields": runs}
+
+
+def _reset_json(probe: Transport, rep: object) -> dict:
+    """`--reset --json`: what was undone. `reset` false: no shield was applied."""
+    from rtlab.system.journal import RestoreReport
+
+    base = {"target": None if probe.is_local else probe.target}
+    if not isinstance(rep, RestoreReport):
+        return base | {"reset": False, "ok": True, "journal": None, "restored": 0, "gone": 0,
+                       "skipped": 0, "failed": 0, "journal_kept": False, "error": None,
+                       "failures": [], "entries": [],
+                       "summary": "no shield is applied: nothing to reset"}
+    failures = [{"seq": e.get("seq"), "op": e.get("op"), "error": e.get("error")}
+                for e in rep.entries if e.get("result") == "failed"]
+    return base | {"reset": True, "ok": rep.ok, "journal": rep.journal,
+                   "restored": rep.restored, "gone": rep.gone, "skipped": rep.skipped,
+                   "failed": rep.failed, "journal_kept": rep.journal_kept,
+                   "error": rep.error, "failures": failures, "entries": rep.entries,
+                   "summary": rep.summary()}
 
 
 def _ints(v: list[int]) -> str:

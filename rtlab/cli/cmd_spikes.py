@@ -10,6 +10,8 @@ from typing import Any
 
 from rtlab.exitcodes import ExitCode
 
+DEFAULT_LIMIT = 20  # rows per phase in the terminal table
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -17,19 +19,25 @@ def register(sub: Any) -> None:
         help="list the explained spikes of a run recorded with --trace",
         description="List the spike cause records of a stored run recorded with "
         "`rtlab run --trace`: time into the phase (s), CPU, latency, dominant cause class "
-        "and a one-line summary, with the counts by cause class. --threshold attributes "
-        "again from the trace capture and samples saved beside the run. Exit codes: 0 ok, "
-        "1 the run was not traced or its capture is gone, 2 usage (unknown run or phase).",
+        "and a one-line summary, with the counts by cause class. --trace-threshold "
+        "attributes again from the trace capture and samples saved beside the run. --json "
+        "lists every stored record unless --limit is given, and says how many it shows of "
+        "how many (shown, of, limit; spike_summary: spikes found, attributed, stored). Exit "
+        "codes: 0 ok, 1 the run was not traced or its capture is gone, 2 usage (unknown run "
+        "or phase).",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("--phase", metavar="NAME", help="only this phase (default: all traced)")
-    p.add_argument("--limit", type=int, default=20, metavar="N",
-                   help="show the N worst spikes of each phase, in time order (default 20; "
-                   "0: all stored)")
-    p.add_argument("--threshold", metavar="DUR",
-                   help="attribute again from the saved capture with this threshold, e.g. 50us")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="show the N worst spikes of each phase, in time order (0: all stored; "
+                   "default 20, with --json all)")
+    p.add_argument("--trace-threshold", "--threshold", dest="threshold", metavar="DUR",
+                   help="attribute again from the saved capture with this trace threshold, "
+                   "e.g. 50us (as `rtlab run --trace-threshold`; --threshold is the old "
+                   "spelling)")
     p.add_argument("--json", action="store_true",
-                   help="JSON: per phase its spike_summary and spikes (cause records)")
+                   help="JSON: per phase its spike_summary and spikes (cause records), every "
+                   "one unless --limit is given (then stated: shown, of, limit)")
     p.add_argument("--store", metavar="PATH",
                    help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
                    "or ~/.local/share/rtlab/rtlab.db)")
@@ -40,7 +48,10 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
     from rtlab.errors import RtlabError, UsageError
     from rtlab.scenario import parse_duration
 
-    threshold = parse_duration(args.threshold, "--threshold") if args.threshold else None
+    threshold = (parse_duration(args.threshold, "--trace-threshold") if args.threshold
+                 else None)
+    if args.limit is None:
+        args.limit = 0 if args.json else DEFAULT_LIMIT  # machine output is never cut silently
     if args.limit < 0:
         raise UsageError(f"--limit {args.limit} out of range (0 or more)")
     result = store.get(args.run)
@@ -60,8 +71,9 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
         spikes, summary = p.spikes or [], dict(p.spike_summary or {})
         if threshold is not None:
             spikes, summary = _again(store.runs_dir, p, threshold)
+        shown = _worst(spikes, args.limit)
         out.append({"phase": p.name, "spike_summary": summary, "trace": p.trace,
-                    "spikes": _worst(spikes, args.limit)})
+                    "spikes": shown, "shown": len(shown), "of": len(spikes)})
     return result.run_id, out
 
 
@@ -79,7 +91,7 @@ def _again(runs_dir: Any, phase: Any, threshold_ns: int
     data = runs_dir / str(info.get("samples") or info.get("gaps") or "")
     if not info.get("capture") or not cap_dir.is_dir() or not data.is_file():
         raise RtlabError(f"phase {phase.name}: the saved trace capture or samples file is "
-                         f"missing in {runs_dir}", hint="without --threshold the stored "
+                         f"missing in {runs_dir}", hint="without --trace-threshold the stored "
                          "records are shown")
     cap = TraceCapture.load(cap_dir)
     if info.get("gaps") and not info.get("samples"):
@@ -106,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        json.dump({"run_id": run_id, "phases": phases}, sys.stdout, indent=1)
+        json.dump({"run_id": run_id, "limit": args.limit or None, "phases": phases},
+                  sys.stdout, indent=1)
         sys.stdout.write("\n")
         return int(ExitCode.OK)
     from rich.table import Table

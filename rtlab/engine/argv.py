@@ -14,7 +14,7 @@ from typing import Any
 
 from rtlab.cpulist import format_cpulist
 
-_FLAG_NAMES = {"samples_file": "samples"}
+_FLAG_NAMES = {"samples_file": "samples", "threshold_ns": "stop-threshold"}
 _UNITS = (("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
           ("ms", 1_000_000), ("us", 1_000), ("ns", 1))
 

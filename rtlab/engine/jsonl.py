@@ -78,6 +78,7 @@ class StreamCollector:
         self.stream = Stream()
         self.corrupt_examples: list[str] = []
         self.line_no = 0
+        self.state_line: int | None = None  # the line of the record `state` came from
         # channel name -> window index -> (max_ns, samples)
         self._windows: dict[str, dict[int, tuple[int, int]]] = {}
         # (cpu, start, end) CLOCK_MONOTONIC ns of the gaps a polling probe (noise) listed;
@@ -135,6 +136,7 @@ class StreamCollector:
                     acc[idx] = (max(mx, old[0]), max(n, old[1])) if old else (mx, n)
             self._collect_gaps(rec.get("noise"))
             self.state = rec
+            self.state_line = self.line_no
             if rtype == "snapshot":
                 self.stream.snapshots += 1
             else:
@@ -269,6 +271,7 @@ def _channel_from_engine(raw: dict[str, Any]) -> Channel:
         hist=LogLinHistogram.from_json(raw["hist"]),
         windows_lost=int(raw.get("windows_lost") or 0),
         ring_lost=int(raw.get("ring_lost") or 0),
+        cpu_use=raw["cpu_use"] if isinstance(raw.get("cpu_use"), dict) else None,
     )
 
 
@@ -277,6 +280,9 @@ _LOG_NOTES = {
     "tee_failed": "the engine's own copy of its output (--tee) is incomplete",
     "stdout_lost": "the engine's output stopped reaching the host; the rest of this run "
                    "comes from the copy the engine kept (--tee)",
+    # the udp pinger that measured nothing says why it believes so (docs/probes/udp.md)
+    "no_replies": "why no round trip was measured",
+    "nothing_sent": "why no round trip was measured",
 }
 
 

@@ -8,8 +8,11 @@ exits 2 (usage) before measuring anything.
 
 `adapt_options` maps the host's common probe options (what a scenario's
 `[[probe]]` and `--cpus/--interval/--priority/--policy` set) onto the options
-a probe really has: `cpus` becomes `cpu` (its first CPU) for single-thread
-probes, and options the probe does not have are left out.
+a probe really has: `cpus` is cut to its first CPU for single-thread probes
+(whose `--cpus` takes one CPU; `cpu` for one that still spells it so), and
+options the probe does not have are left out. Old spellings the engine still
+accepts (`alias_of` in the list) are known names; `check_option` turns them into
+the current one (docs/vocabulary.md).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
@@ -31,6 +34,8 @@ COMMON_KEYS = ("cpus", "policy", "priority", "interval_ns", "duration_ns",
 class ProbeOptions:
     probe: str
     options: dict[str, bool]  # flag name (without --) -> True if it is a boolean flag
+    one_cpu: frozenset[str] = frozenset()  # CPU-list options that take a single CPU
+    aliases: dict[str, str] = field(default_factory=dict)  # old spelling -> option
 
     def has(self, key: str) -> bool:
         return flag_name(key) in self.options
@@ -38,11 +43,17 @@ class ProbeOptions:
     def is_flag(self, key: str) -> bool:
         return self.options.get(flag_name(key), False)
 
+    def takes_one_cpu(self, key: str) -> bool:
+        return flag_name(key) in self.one_cpu
+
+
+_FLAGS = {"samples_file": "samples", "threshold_ns": "stop-threshold"}  # as argv.py maps them
+
 
 def flag_name(key: str) -> str:
     """`snapshot_interval_ns` -> `snapshot-interval` (the engine's flag, as argv.py maps it)."""
-    if key == "samples_file":
-        return "samples"
+    if key in _FLAGS:
+        return _FLAGS[key]
     name = key[:-3] if key.endswith("_ns") else key
     return name.replace("_", "-")
 
@@ -76,7 +87,10 @@ def _catalogue(probe_bin: str) -> dict[str, ProbeOptions]:
             raise ValueError(f"type {doc.get('type')!r}, schema {doc.get('schema')!r}")
         return {
             p["name"]: ProbeOptions(
-                p["name"], {o["name"]: o["type"] == "bool" for o in p["options"]})
+                p["name"], {o["name"]: o["type"] == "bool" for o in p["options"]},
+                one_cpu=frozenset(o["name"] for o in p["options"]
+                                  if o["type"] == "cpulist" and o.get("max") == 1),
+                aliases={o["name"]: o["alias_of"] for o in p["options"] if o.get("alias_of")})
             for p in doc["probes"]
         }
     except (ValueError, KeyError, TypeError) as exc:
@@ -107,6 +121,11 @@ def adapt_options(options: Mapping[str, Any], table: ProbeOptions) -> dict[str, 
     are kept as they are (they were validated against `table` by `check_option`)."""
     out: dict[str, Any] = {}
     for key, value in options.items():
+        if key == "cpus" and table.takes_one_cpu("cpus"):
+            cpus = list(value or [])
+            if cpus:
+                out["cpus"] = [int(cpus[0])]
+            continue
         if key == "cpus" and not table.has("cpus"):
             cpus = list(value or [])
             if cpus and table.has("cpu") and "cpu" not in options:
@@ -128,6 +147,9 @@ def check_option(table: ProbeOptions, key: str, value: str) -> tuple[str, Any]:
                          f"option --{flag_name(k)}; allowed: {known}")
     if flag_name(k) in ("output", "help"):
         raise UsageError(f"--probe-opt {key}: set by rtlab itself, not allowed here")
+    old = table.aliases.get(flag_name(k))
+    if old is not None:  # an old spelling: stored (and passed on) as the option it is
+        k = old.replace("-", "_")
     if table.is_flag(k):
         low = value.strip().lower()
         if low in ("", "1", "true", "yes", "on"):

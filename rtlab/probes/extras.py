@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rtlab.cpulist import format_cpulist
 from rtlab.report.format import human
 from rtlab.results.model import Phase, RunResult
 
@@ -31,23 +32,80 @@ def _noise(phase: Phase) -> list[str]:
     return out
 
 
-def _interfere(phase: Phase) -> list[str]:
-    from rtlab.probes import interfere
-
+def _interfere_record(phase: Phase) -> dict[str, Any]:
+    """The engine's final record of an interfere phase, rebuilt from the stored phase."""
     x = (phase.extras or {}).get("interfere") or {}
-    mode = x.get("mode")
     record: dict[str, Any] = {"type": "result", "interfere": x,
                               "channels": [c.to_dict() for c in phase.channels]}
     for c in record["channels"]:
         c["max_ns"] = c.get("max_ns") or 0
+    return record
+
+
+def _probe_cpus(result: RunResult) -> list[int]:
+    cpus = ((result.provenance.get("engine") or {}).get("config") or {}).get("cpus") or []
+    return [int(c) for c in cpus if isinstance(c, int)]
+
+
+def _amdahl_note(result: RunResult, phase: Phase) -> str | None:
+    """Why an amdahl phase gets no fit (None: it gets one), naming what the result
+    recorded on the CPUs that were not quiet."""
+    from rtlab.probes import interfere
+
+    if ((phase.extras or {}).get("interfere") or {}).get("mode") != "amdahl":
+        return None
+    try:
+        a = interfere.summarize_amdahl([_interfere_record(phase)], _probe_cpus(result))
+    except (KeyError, ValueError, TypeError, ZeroDivisionError):
+        return None  # the summary line says that it is unavailable
+    return a.note(what_ran(result, phase, a.busy_cpus() or list(a.cpus)))
+
+
+def what_ran(result: RunResult, phase: Phase, cpus: list[int]) -> list[str]:
+    """What a stored result says ran on `cpus` besides the probe during `phase`: the
+    scenario's loads placed there (or anywhere), tasks the shield check saw appear there,
+    CPUs neither isolated nor shielded, a virtual machine (the doctor's finding)."""
+    host = result.provenance.get("host") or {}
+    info = next((p for p in host.get("phases") or [] if p.get("name") == phase.name), {})
+    out = []
+    for ld in info.get("loads") or []:
+        where = ld.get("cpus")
+        if where is None or set(where) & set(cpus):
+            place = "any CPU" if where is None else f"CPUs {format_cpulist(where)}"
+            out.append(f"load {ld.get('name')} ({ld.get('kind')}, on {place})")
+    shield = host.get("shield") or {}
+    for chk in shield.get("phase_checks") or []:
+        if chk.get("phase") == phase.name:
+            out += [f"task {t.get('comm')}[{t.get('tid')}] on CPU {t.get('cpu')}"
+                    for t in chk.get("new_tasks") or [] if t.get("cpu") in cpus][:3]
+    quiet = set(result.system.get("cpus_isolated") or [])
+    quiet |= set((shield.get("requested") or {}).get("user") or [])
+    open_cpus = [c for c in cpus if c not in quiet]
+    if open_cpus:
+        s = "s" if len(open_cpus) > 1 else ""
+        out.append(f"CPU{s} {format_cpulist(open_cpus)} neither isolated nor shielded (any "
+                   "task may run there)")
+    virt = [f for f in (result.provenance.get("doctor") or {}).get("findings") or []
+            if f.get("check") == "virt" and f.get("severity") not in (None, "ok")]
+    out += [str(f.get("summary")) for f in virt[:1]]
+    return out
+
+
+def _interfere(result: RunResult, phase: Phase) -> list[str]:
+    from rtlab.probes import interfere
+
+    mode = ((phase.extras or {}).get("interfere") or {}).get("mode")
+    record = _interfere_record(phase)
     try:
         if mode == "amdahl":
-            a = interfere.summarize_amdahl([record])
+            a = interfere.summarize_amdahl([record], _probe_cpus(result))
             speed = ", ".join(f"{r.n}: {r.speedup:.2f}x" for r in a.rows)
             inj = (f" (injected serial {a.serial_injected:.3f})"
                    if a.serial_injected is not None else "")
-            return [f"Amdahl fit: parallel fraction {a.p_fit:.3f}, serial "
-                    f"{a.serial_fit:.3f}{inj}; speed-up by CPUs {speed}"]
+            if not a.fitted:  # a p outside [0, 1] is no fit: say why instead
+                return [f"speed-up by CPUs {speed}{inj}", str(_amdahl_note(result, phase))]
+            return [f"Amdahl fit: parallel fraction {a.parallel:.3f}, serial "
+                    f"{1 - a.parallel:.3f}{inj}; speed-up by CPUs {speed}"]
         if mode == "pairs":
             rows, missing = interfere.summarize_pairs([record])
             txt = "; ".join(f"{r.workload} {r.pair_class} {r.ratio:.2f}x" for r in rows
@@ -64,14 +122,15 @@ def _interfere(phase: Phase) -> list[str]:
     return []
 
 
-def phase_lines(probe: str, phase: Phase) -> list[str]:
+def phase_lines(result: RunResult, phase: Phase) -> list[str]:
     from rtlab.probes import event, overhead, switch, udp
 
+    probe = result.probe
     extras = phase.extras or {}
     if probe == "noise":
         return _noise(phase)
     if probe == "interfere":
-        return _interfere(phase)
+        return _interfere(result, phase)
     if probe == "switch":
         return switch.lines(extras)
     if probe == "event":
@@ -88,8 +147,23 @@ def extra_lines(result: RunResult) -> list[str]:
     out: list[str] = []
     many = len(result.phases) > 1
     for phase in result.phases:
-        for line in phase_lines(result.probe, phase):
+        for line in phase_lines(result, phase):
             out.append(f"phase {phase.name}: {line}" if many else line)
+    return out
+
+
+def probe_notes(result: RunResult) -> list[str]:
+    """Notes the probe's own numbers call for, to keep in the result's notes (the runner
+    and the importer add them when a result is made): an interfere amdahl phase whose
+    Amdahl fit is outside its physical bounds says why no fit is given."""
+    if result.probe != "interfere":
+        return []
+    many = len(result.phases) > 1
+    out = []
+    for phase in result.phases:
+        note = _amdahl_note(result, phase)
+        if note is not None:
+            out.append(f"phase {phase.name}: {note}" if many else note)
     return out
 
 

@@ -6,6 +6,13 @@ times per CPU count; the speed-up of N CPUs is median(T1) / median(TN) (medians
 because a noisy machine adds one-sided outliers), and p is fitted to the
 speed-ups by least squares on S (a bounded 1-D minimisation started from the
 exact linear solution of 1/S = 1 - p (1 - 1/N)).
+
+A fit is only shown when it is physically possible: 0 <= p <= 1 (within
+P_TOLERANCE) and no speed-up above N. Outside that, the job got slower with more
+CPUs (other work ran on the CPUs added) or faster than N CPUs can make it (the
+1-CPU runs were slowed, or the working set fits the caches of N CPUs but not of
+one): Amdahl's law does not describe that run, so no fit is printed and
+`AmdahlSummary.note()` says why.
 """
 
 from __future__ import annotations
@@ -16,7 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtlab.analysis.stats import percentile
+from rtlab.cpulist import format_cpulist
 from rtlab.results.histogram import LogLinHistogram
+
+P_MIN, P_MAX = -1.0, 1.0  # the search interval of the fit
+P_TOLERANCE = 0.02  # a parallel fraction in [-0.02, 1.02] counts as within [0, 1]
 
 
 def amdahl_speedup(p: float, n: float) -> float:
@@ -31,16 +42,17 @@ def fit_amdahl(points: Sequence[tuple[int, float]]) -> float:
     """Parallel fraction p minimising sum (S_i - S(N_i; p))^2 over (N_i, S_i) points.
 
     Needs at least one point with N > 1. p is searched in [-1, 1] (p < 0 means
-    adding CPUs slows the job down, which a noisy or oversubscribed machine can show).
+    adding CPUs slows the job down, which a noisy or oversubscribed machine can show;
+    such a p is no Amdahl fit, see `AmdahlSummary.problem`).
     """
     pts = [(int(n), float(s)) for n, s in points if n >= 1 and s > 0]
     xs = [(1.0 - 1.0 / n, 1.0 - 1.0 / s) for n, s in pts if n > 1]
     if not xs:
         raise ValueError("the Amdahl fit needs a speed-up for at least one N > 1")
     den = sum(x * x for x, _ in xs)
-    p0 = max(-1.0, min(1.0, sum(x * y for x, y in xs) / den))
+    p0 = max(P_MIN, min(P_MAX, sum(x * y for x, y in xs) / den))
     # golden-section search around the linear solution, on the S residuals
-    lo, hi = max(-1.0, p0 - 0.5), min(1.0, p0 + 0.5)
+    lo, hi = max(P_MIN, p0 - 0.5), min(P_MAX, p0 + 0.5)
     g = (5 ** 0.5 - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
     fa, fb = _sse(a, pts), _sse(b, pts)
@@ -73,12 +85,80 @@ class AmdahlRow:
 @dataclass(frozen=True)
 class AmdahlSummary:
     rows: list[AmdahlRow]
-    p_fit: float
+    p_fit: float  # the least-squares p in [-1, 1], physically possible or not
     serial_injected: float | None  # from the probe's config
+    cpus: tuple[int, ...] = ()  # the probe's --cpus: N CPUs are the first N of them
 
     @property
     def serial_fit(self) -> float:
         return 1.0 - self.p_fit
+
+    @property
+    def parallel(self) -> float:
+        """p_fit clamped to [0, 1]: what is shown when the fit is within the tolerance."""
+        return min(1.0, max(0.0, self.p_fit))
+
+    @property
+    def superlinear(self) -> bool:
+        """Some speed-up above N (beyond the tolerance)."""
+        return any(r.speedup > r.n * (1 + P_TOLERANCE) for r in self.rows)
+
+    @property
+    def fitted(self) -> bool:
+        """True when the fit is within Amdahl's physical bounds (and may be shown)."""
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why p_fit is no Amdahl fit (one clause), or None when 0 <= p <= 1 and no
+        speed-up exceeds N (within P_TOLERANCE)."""
+        if -P_TOLERANCE <= self.p_fit <= 1 + P_TOLERANCE and not self.superlinear:
+            return None
+        if self.superlinear:
+            above = [r for r in self.rows if r.speedup > r.n * (1 + P_TOLERANCE)]
+            return (f"speed-up above N ({_speedups(above)}): the 1-CPU runs were slowed, or "
+                    "the working set fits the caches of N CPUs but not of one")
+        at_bound = self.p_fit <= P_MIN + 1e-9  # the true least-squares p is lower still
+        p = f"{'≤ ' if at_bound else ''}{self.p_fit:.3f}"
+        return (f"the fitted parallel fraction {p} is outside [0, 1]: the job got slower "
+                f"with more CPUs ({_speedups(self.rows[1:])})")
+
+    def busy_cpus(self) -> list[int]:
+        """The CPUs that most likely ran other work: each CPU whose addition made the job
+        slower than with one CPU fewer; for a speed-up above N, the first CPU (its
+        1-CPU runs are the baseline). Empty without the probe's CPU list."""
+        if not self.cpus:
+            return []
+        if self.superlinear:
+            return [self.cpus[0]]
+        out, before = [], 1.0
+        for r in self.rows:
+            if r.n > 1 and r.n <= len(self.cpus) and r.speedup < before * (1 - P_TOLERANCE):
+                out.append(self.cpus[r.n - 1])
+            before = r.speedup
+        return out
+
+    def note(self, evidence: Sequence[str] = ()) -> str | None:
+        """The explanation shown instead of the fit (None when the fit is shown):
+        what is wrong, which CPUs were not quiet and, from `evidence` (what the result
+        recorded about those CPUs), what ran there."""
+        problem = self.problem
+        if problem is None:
+            return None
+        busy = self.busy_cpus()
+        who = (f"CPU{'s' if len(busy) > 1 else ''} {format_cpulist(busy)}" if busy
+               else "the CPUs")
+        verb = ("may not have been" if self.superlinear
+                else "was not" if len(busy) == 1 else "were not")
+        quiet = f"{who} {verb} quiet"
+        seen = "; ".join(evidence) if evidence else (
+            "the result does not record what else ran there")
+        return (f"no Amdahl fit: {problem}; {quiet}: {seen}. Measure on shielded CPUs or "
+                "with --policy fifo")
+
+
+def _speedups(rows: Sequence[AmdahlRow]) -> str:
+    return ", ".join(f"{r.n} CPUs {r.speedup:.2f}x" for r in rows)
 
 
 def _result(records: Sequence[Mapping[str, Any]], mode: str) -> Mapping[str, Any]:
@@ -101,11 +181,17 @@ def amdahl_from_times(times: Mapping[int, Sequence[int]]) -> tuple[list[AmdahlRo
     return rows, fit_amdahl([(r.n, r.speedup) for r in rows])
 
 
-def summarize_amdahl(records: Sequence[Mapping[str, Any]]) -> AmdahlSummary:
+def summarize_amdahl(records: Sequence[Mapping[str, Any]],
+                     cpus: Sequence[int] | None = None) -> AmdahlSummary:
+    """The fit of an amdahl run; `cpus`: the probe's CPU list (default: the header's)."""
     x = _result(records, "amdahl")
     times = {int(r["n"]): [int(v) for v in r["ns"]] for r in x["runs"]}
     rows, p = amdahl_from_times(times)
-    return AmdahlSummary(rows=rows, p_fit=p, serial_injected=x["serial_permille"] / 1000)
+    if cpus is None:
+        header = next((r for r in records if r.get("type") == "header"), {})
+        cpus = (header.get("config") or {}).get("cpus") or ()
+    return AmdahlSummary(rows=rows, p_fit=p, serial_injected=x["serial_permille"] / 1000,
+                         cpus=tuple(int(c) for c in cpus))
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,13 @@ def lines(extras: Mapping[str, Any], channels: Sequence[Channel]) -> list[str]:
                                                               if k not in _FIRST)
         out.append(f"udp {mode or ''} packets: ".replace("  ", " ")
                    + ", ".join(f"{k} {counters[k]:,}" for k in keys))
+    thread = udp.get("socket_thread")
+    if isinstance(thread, Mapping) and isinstance(thread.get("cpu_ns"), int):
+        # how the socket thread used its CPU (--pace, --wait): a spinning thread's
+        # CPU time is close to the run's and it switches out only when preempted
+        out.append(f"socket thread: CPU time {human(thread['cpu_ns'])}, "
+                   f"{thread.get('voluntary_switches', 0):,} voluntary and "
+                   f"{thread.get('involuntary_switches', 0):,} involuntary switches")
     split = []
     for ch in channels:
         if ch.name == "rtt" or not ch.samples:

@@ -14,6 +14,9 @@
                 column per channel, `# Min/Avg/Max Latencies` and
                 `# Histogram Overflows` trailers), so OSADL-style scripts keep
                 working; see `CyclictestHistExporter` for the re-binning
+* `cyclictest-json` - the JSON of `cyclictest --json=FILE` (rt-tests 2.x keys,
+                per-thread min/avg/max/cycles/histogram, return_code), so pipelines
+                that read cyclictest's JSON take rtlab runs (rtlab.report.cyclictest_json)
 """
 
 from __future__ import annotations
@@ -136,11 +139,12 @@ class MarkdownExporter(Exporter):
 
 
 from rtlab.report.cyclictest_hist import CyclictestHistExporter  # noqa: E402
+from rtlab.report.cyclictest_json import CyclictestJsonExporter  # noqa: E402
 from rtlab.report.junit import JunitExporter  # noqa: E402
 
 EXPORTERS: dict[str, Exporter] = {
     e.name: e for e in (JsonExporter(), CsvExporter(), CsvHistExporter(), MarkdownExporter(),
-                        JunitExporter(), CyclictestHistExporter())
+                        JunitExporter(), CyclictestHistExporter(), CyclictestJsonExporter())
 }
 
 

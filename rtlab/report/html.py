@@ -92,7 +92,8 @@ def _class_for(result: RunResult, slo: SloReport | None) -> str:
     """Red: failed, threshold hit or SLO violated; amber: the measurement is incomplete or
     not valid (partial, not real-time, missed periods); green: SLO met; else neutral (a
     run without an SLO is a measurement, not a judgement)."""
-    if (slo is not None and not slo.passed) or result.status in ("threshold", "failed"):
+    if (slo is not None and not slo.passed) or result.status in ("threshold", "failed",
+                                                                   "invalid"):
         return "bad"
     if (result.partial or result.rt_valid is False or result.status != "completed"
             or any(ch.missed for _, ch in result.channels())):

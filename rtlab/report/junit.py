@@ -5,7 +5,9 @@ One `<testsuite>` per run; with an SLO one `<testcase>` per channel per clause
 (classname `rtlab.<run>.<phase>.<channel>`, name = the clause), failed ones
 carry a `<failure>` with the measured value. Without an SLO, one testcase per
 channel checks that the measurement is valid: samples were measured, no period
-was missed, the run completed with real-time scheduling in effect.
+was missed, the run completed with real-time scheduling in effect, its numbers
+are consistent (rtlab.results.validate). An SLO is never "met" on a result that
+failed validation (analysis.slo).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
+    from rtlab.results.validate import first_problem
+
+    found = first_problem(result)
+    invalid = f"numbers failed validation: {found}" if found is not None else None
     tests = failures = 0
     for phase, ch in result.channels():
         tests += 1
@@ -34,6 +40,8 @@ def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
             problems.append(f"{ch.missed} missed periods")
         if result.status != "completed":
             problems.append(f"run status {result.status}")
+        if invalid is not None:
+            problems.append(invalid)
         if result.rt_valid is False:
             problems.append("not real-time valid")
         if problems:

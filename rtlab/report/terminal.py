@@ -61,6 +61,17 @@ def build_tables(result: RunResult) -> list[Table]:
     return tables
 
 
+def _invalid_reason(result: RunResult) -> str | None:
+    from rtlab.results.validate import first_problem
+
+    found = first_problem(result)
+    if found is not None:
+        return f"the numbers failed validation ({found})"
+    if result.status == "invalid":
+        return "the numbers failed validation when the run was stored (see the notes)"
+    return None
+
+
 def verdict(result: RunResult) -> str:
     """One line: the worst value, where, and what to make of it."""
     tags = []
@@ -73,6 +84,9 @@ def verdict(result: RunResult) -> str:
     if result.status == "failed":
         tags.append("FAILED")
     prefix = "".join(f"[{t}] " for t in tags)
+    invalid = _invalid_reason(result)
+    if invalid is not None:  # no headline from numbers that contradict each other
+        return f"[INVALID] {prefix}no result: {invalid}"
     merged = result.merged()
     what = _MEASURES.get(result.probe, "latency")
     if merged.samples == 0 or merged.max_ns is None:

@@ -10,7 +10,9 @@ old version in `_LOADERS`):
   histogram, window maxima), stream accounting, provenance (engine header,
   host facts).
   Added without a bump: per phase `spikes`, `spike_summary`, `trace` (spike
-  attribution, absent when the run was not traced).
+  attribution, absent when the run was not traced); the status `invalid` (a live
+  run whose numbers failed validation, rtlab.results.validate); per channel
+  `cpu_use` (who else used its CPU, absent when not recorded).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from rtlab.results.windows import WindowMaxima
 
 RESULT_SCHEMA_VERSION = 1
 
-STATUSES = ("completed", "partial", "threshold", "failed")
+# `invalid`: the numbers contradict each other (results.validate); kept for the record,
+# never believed: no verdict, headline or summary column is computed from them
+STATUSES = ("completed", "partial", "threshold", "failed", "invalid")
 
 # Probes whose channels are not all the same quantity: the headline channel measures what
 # the probe is about, the others break it down (udp: `rtt` is the round trip; `stack`,
@@ -52,11 +56,15 @@ def headline_channels(probe: str, channels: list[Channel]) -> list[Channel]:
     """The channels of one phase that measure the probe's headline quantity."""
     from fnmatch import fnmatchcase
 
+    first_match: list[Channel] | None = None
     for pattern in HEADLINE_CHANNELS.get(probe, ()):
         chosen = [c for c in channels if fnmatchcase(c.name, pattern)]
         if any(c.samples for c in chosen):  # e.g. rtla's user@ columns, empty without -u
             return chosen
-    return list(channels)
+        first_match = first_match or chosen or None
+    # all empty: the headline is still the headline (udp's `rtt` with every reply lost),
+    # never its parts
+    return first_match if first_match is not None else list(channels)
 
 
 def new_run_id() -> str:
@@ -84,6 +92,9 @@ class Channel:
     window_ns: int | None = None
     windows_lost: int = 0
     ring_lost: int = 0
+    # who else used the channel's CPU (engine `cpu_use`: span_ns, cpu_busy_ns,
+    # thread_run_ns, thread_wait_ns; analysis.cpushare); None when not recorded
+    cpu_use: dict[str, Any] | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "windows":
@@ -114,7 +125,7 @@ class Channel:
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """The JSON form; `packed` stores the window maxima compactly (the store's form)."""
-        return {
+        d = {
             "name": self.name, "cpu": self.cpu, "tid": self.tid,
             "samples": self.samples, "missed": self.missed,
             "min_ns": self.min_ns, "max_ns": self.max_ns, "sum_ns": self.sum_ns,
@@ -123,6 +134,9 @@ class Channel:
             "window_ns": self.window_ns,
             "windows_lost": self.windows_lost, "ring_lost": self.ring_lost,
         }
+        if self.cpu_use is not None:
+            d["cpu_use"] = self.cpu_use
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Channel:
@@ -133,7 +147,7 @@ class Channel:
             max_at_ns=d.get("max_at_ns"), hist=LogLinHistogram.from_json(d["hist"]),
             windows=WindowMaxima.load(d.get("windows")),
             window_ns=d.get("window_ns"), windows_lost=int(d.get("windows_lost", 0)),
-            ring_lost=int(d.get("ring_lost", 0)),
+            ring_lost=int(d.get("ring_lost", 0)), cpu_use=d.get("cpu_use"),
         )
 
 

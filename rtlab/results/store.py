@@ -231,6 +231,7 @@ class Store:
 
         refused = RtlabError(f"run {result.run_id} is already stored in {self.display}; "
                              "stored runs are never overwritten")
+        _refuse_inconsistent(result)
         row = _row_values(result)
         text = json.dumps(result.to_dict(packed=True), separators=(",", ":"))
         blob = zlib.compress(text.encode(), 6)
@@ -472,9 +473,34 @@ def _tables() -> dict[str, Any]:
     return {"metadata": md, "runs": runs, "store_info": info}
 
 
+def _refuse_inconsistent(result: RunResult) -> None:
+    """The last guard: a result whose numbers contradict each other is stored only as
+    `invalid` (callers check first: imports refuse it, live runs mark it)."""
+    from rtlab.results.validate import first_problem
+
+    if result.status != "invalid":
+        why = first_problem(result)
+        if why is not None:
+            raise RtlabError(f"run {result.run_id} not stored: its numbers contradict each "
+                             f"other ({why})")
+
+
 def _row_values(result: RunResult) -> dict[str, Any]:
+    if result.status == "invalid":  # no summary column from numbers that failed validation
+        return _row_common(result) | {"duration_ns": None, "samples": 0, "worst_max_ns": None,
+                                      "p99_ns": None, "p9999_ns": None}
     merged = result.merged()
     summary = merged.summary((99.0, 99.99))
+    return _row_common(result) | {
+        "duration_ns": result.elapsed_ns,
+        "samples": merged.samples,
+        "worst_max_ns": merged.max_ns,
+        "p99_ns": summary.p(99.0),
+        "p9999_ns": summary.p(99.99),
+    }
+
+
+def _row_common(result: RunResult) -> dict[str, Any]:
     system = result.system
     host = result.provenance.get("host", {})
     created = host.get("start_wall")
@@ -496,10 +522,5 @@ def _row_values(result: RunResult) -> dict[str, Any]:
         "status": result.status,
         "partial": result.partial,
         "rt_valid": result.rt_valid,
-        "duration_ns": result.elapsed_ns,
-        "samples": merged.samples,
-        "worst_max_ns": merged.max_ns,
-        "p99_ns": summary.p(99.0),
-        "p9999_ns": summary.p(99.99),
         "result_version": result.version,
     }

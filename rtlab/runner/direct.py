@@ -17,7 +17,6 @@ from rtlab.errors import UsageError
 from rtlab.scenario.model import UDP_HOST_CHOICES, Phase, ProbeSpec, Scenario
 
 DEFAULT_DURATION_NS = 10_000_000_000
-OVERHEAD_TESTS = 5  # overhead's --duration is per test: the run is split over its tests
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,9 @@ def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario
     table = probe_options(req.probe, probe_bin)
     options: dict[str, Any] = {}
     if req.cpus is not None:
+        if table.has("cpus") and table.takes_one_cpu("cpus") and len(req.cpus) != 1:
+            raise UsageError(f"--cpus: the {req.probe} probe runs on one CPU; give one, "
+                             "e.g. --cpus 1")
         if table.has("cpus"):
             options["cpus"] = list(req.cpus)
         elif table.has("cpu"):
@@ -53,7 +55,7 @@ def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario
     for key, value, flag in (("interval_ns", req.interval_ns, "--interval"),
                              ("priority", req.priority, "--priority"),
                              ("policy", req.policy, "--policy"),
-                             ("threshold_ns", req.threshold_ns, "--threshold")):
+                             ("threshold_ns", req.threshold_ns, "--stop-threshold")):
         if value is None:
             continue
         if not table.has(key):
@@ -66,10 +68,15 @@ def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario
         k, v = check_option(table, key, value if sep else "true")
         options[k] = v
     duration = req.duration_ns
-    if table.has("duration") and "duration" not in options:
+    ends = sorted(k for k in ("loops", "test_duration") if k in options)
+    if ends and table.has("duration") and "duration" not in options:
+        if duration is not None:  # the engine refuses both; say it in rtlab's words
+            raise UsageError(f"--duration and --probe-opt {ends[0].replace('_', '-')} "
+                             "cannot be combined; give one of them")
+        duration = None  # the probe stops on its own count
+    elif table.has("duration") and "duration" not in options:
         duration = duration or DEFAULT_DURATION_NS
-        options["duration_ns"] = (max(1_000_000, duration // OVERHEAD_TESTS)
-                                  if req.probe == "overhead" else duration)
+        options["duration_ns"] = duration  # the whole run, for every probe (overhead too)
     elif not table.has("duration"):
         if req.duration_ns is not None:
             raise UsageError(f"--duration: the {req.probe} probe has no --duration (it runs "

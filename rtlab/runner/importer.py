@@ -29,8 +29,10 @@ from rtlab import __version__
 from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.extras import probe_notes
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
+from rtlab.results.validate import ensure_valid, nothing_measured
 from rtlab.runner.run import LAYOUT_SUFFIX
 
 _ID_RE = re.compile(r"[0-9a-f]{8}")
@@ -61,6 +63,8 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            extra_notes=[f"imported from {path.name}",
                                         *log_notes(col.stream.logs)])
+    ensure_valid(result, _record(path, col))
+    _conclude(result)
     store.add(result)
     _copy(path, store.raw_path(run_id))
     return result
@@ -79,6 +83,23 @@ def _read(path: Path) -> StreamCollector:
         except UnknownSchemaError as exc:  # a file we cannot read: bad input, exit 2
             raise UsageError(f"{path}:{number}: {exc.message}", hint=exc.hint) from None
     return col
+
+
+def _record(path: Path, col: StreamCollector) -> str:
+    """FILE:LINE of the record whose numbers a result holds (validation errors)."""
+    return f"{path}:{col.state_line}" if col.state_line is not None else str(path)
+
+
+def _conclude(result: RunResult) -> None:
+    """A run that measured nothing is not `completed`, and the probe's own notes are
+    added (as for a live run: runner.run)."""
+    why = nothing_measured(result)
+    if why is not None:
+        result.notes.append(why)
+        if result.status in ("completed", "threshold"):
+            result.status = "failed"
+    else:
+        result.notes += probe_notes(result)
 
 
 def _status(col: StreamCollector) -> tuple[str, bool]:
@@ -215,6 +236,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
             status, partial = _status(col)
             res = col.to_result(run_id, status=status, partial=partial, host=host,
                                 phase=ph.name, extra_notes=log_notes(col.stream.logs))
+            ensure_valid(res, _record(p, col))
             if label is not None:
                 for ch in res.phases[0].channels:
                     ch.name = f"{label}.{ch.name}"
@@ -236,6 +258,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
         result.status = "partial"
     result.partial = result.partial or bool(lost)
     result.notes.append("imported from " + ", ".join(p.name for p in paths))
+    _conclude(result)
     store.add(result)
     for p in paths:
         _copy(p, store.runs_dir / p.name)

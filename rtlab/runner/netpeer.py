@@ -197,7 +197,7 @@ class NetnsPeer(UdpPeer):
         if self.timestamps is not None:  # the reflector stamps as its pingers do
             argv += ["--timestamps", self.timestamps]
         if self.reflector_cpu is not None:
-            argv += ["--cpu", str(self.reflector_cpu)]
+            argv += ["--cpus", str(self.reflector_cpu)]
         if self.path != "socket":
             argv += ["--path", self.path]
             if self.xdp_mode:
@@ -320,7 +320,7 @@ class BoardPeer(UdpPeer):
         if self.timestamps is not None:
             args += ["--timestamps", self.timestamps]
         if self.cpu is not None:
-            args += ["--cpu", str(self.cpu)]
+            args += ["--cpus", str(self.cpu)]
         if self.path != "socket":
             args += ["--path", self.path] + (["--xdp-mode", self.xdp_mode]
                                              if self.xdp_mode else [])

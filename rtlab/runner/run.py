@@ -22,10 +22,12 @@ Outcome -> status -> exit code:
 | SIGINT/SIGTERM to rtlab (forwarded)            | partial   | yes     | 130  |
 | engine crashed / killed / silent (watchdog)    | partial   | yes     | 1    |
 | engine result `error`                          | failed    | -       | 1    |
+| completed, but nothing measured (0 samples)    | failed    | no      | 1    |
+| numbers contradict each other (results.validate) | invalid | yes     | 1 (130 if interrupted) |
 | engine exit 4 (privilege/feature missing)      | not stored: SkippedError, exit 4 |
 | engine exit 2 (usage), or nothing measured     | not stored: error                |
 
-Over phases: the run's status is the worst phase status (failed > partial >
+Over phases: the run's status is the worst phase status (invalid > failed > partial >
 threshold > completed); a phase that does not complete ends the run (later
 phases are not started, the result is partial). A load that died early is a
 note in the result and makes the exit code 1 (the conditions asked for were
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab import __version__
+from rtlab.analysis.cpushare import shared_cpu_notes
 from rtlab.engine.argv import probe_args
 from rtlab.engine.jsonl import log_notes
 from rtlab.engine.options import adapt_for
@@ -55,9 +58,11 @@ from rtlab.engine.session import EngineSession, SessionOutcome
 from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.extras import probe_notes
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.model import Phase as ResultPhase
 from rtlab.results.store import Store
+from rtlab.results.validate import nothing_measured, problems
 from rtlab.runner.preflight import Privileges, check_privileges
 from rtlab.runner.shield import ShieldBackend, check_stale, default_backend
 from rtlab.scenario.model import LoadSpec, Phase, ProbeSpec, Scenario, ShieldSpec
@@ -159,7 +164,7 @@ def handle_signals(control: RunControl, enabled: bool = True) -> Iterator[None]:
             signal.signal(s, h)
 
 
-STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3}
+STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3, "invalid": 4}
 _EXIT_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2,
               ExitCode.INTERRUPTED: 3}
 
@@ -242,8 +247,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         from rtlab.runner.tracing import check_available
 
         check_available()
-    if scenario.shield is not None and not opts.no_shield:
-        notes += check_stale(opts.restore_first, opts.journal_dir, transport)
+    # every run: changes a crashed run left behind would spoil any measurement
+    notes += check_stale(opts.restore_first, opts.journal_dir, transport,
+                         lenient=scenario.shield is None or opts.no_shield)
     if transport.is_local:  # a board's engine says itself when RT is refused (exit 4)
         _preflight(scenario, opts)
     loads = _build_loads(scenario, opts)
@@ -507,6 +513,11 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
         return None
     base = results[0][0]
     base.notes += shield_notes
+    shielded = set(scenario.shield.user) if backend is not None and scenario.shield else None
+    base.notes += shared_cpu_notes(
+        base.probe, [ch for res, _ in results for ch in res.phases[0].channels],
+        _load_cpus(active, shielded, [ch.cpu for res, _ in results
+                                      for ch in res.phases[0].channels]))
     if traced is not None:
         spikes, summary, tinfo, tnotes = traced
         ph = base.phases[0]
@@ -526,6 +537,22 @@ def combine_probes(results: list[tuple[RunResult, ExitCode]]) -> tuple[RunResult
         if STATUS_RANK[res.status] > STATUS_RANK[base.status]:
             base.status, base.partial = res.status, res.partial
     return base, code
+
+
+def _load_cpus(loads: list[Any], shielded: set[int] | None, measured: list[int | None]
+               ) -> set[int] | None:
+    """The measured CPUs where the phase's loads may run (None: all of them): a load's
+    placement, or anywhere (outside a shield's CPUs) when it has none."""
+    out: set[int] = set()
+    for ld in loads:
+        cpus = getattr(getattr(ld, "placement", None), "cpus", None)
+        if cpus is not None:
+            out |= set(cpus)
+        elif shielded is None:
+            return None
+        else:
+            out |= {c for c in measured if c is not None and c not in shielded}
+    return out
 
 
 def _recheck_shield(backend: ShieldBackend, spec: ShieldSpec, phase: str, loads: list[Any],
@@ -716,7 +743,7 @@ def merge_phases(done: list[tuple[RunResult, ExitCode]], n_phases: int, interrup
         name = signal.Signals(sig or signal.SIGINT).name
         if not any(name in n for n in notes):
             notes.append(f"interrupted by {name}")
-    partial = status in ("partial", "failed") or any(r.partial for r, _ in done)
+    partial = status in ("partial", "failed", "invalid") or any(r.partial for r, _ in done)
     result = RunResult(run_id=first.run_id, status=status, probe=first.probe, phases=phases,
                        partial=partial, notes=notes, rt_valid=rt_valid,
                        scenario=first.scenario, stream=stream, provenance=first.provenance)
@@ -808,4 +835,24 @@ def classify(
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            scenario=scenario, phase=phase, extra_notes=notes)
     result.stream.engine_exit_code = code
-    return result, exit_code
+    return result, _believable(result, exit_code)
+
+
+def _believable(result: RunResult, exit_code: ExitCode) -> ExitCode:
+    """Mark a result whose numbers contradict each other `invalid`, and one that measured
+    nothing `failed`: neither is ever `completed`, both make the exit code non-zero."""
+    found = problems(result)
+    if found:
+        result.status, result.partial = "invalid", True
+        result.notes += [f"the engine's numbers failed validation: {p}" for p in found[:5]]
+        if len(found) > 5:
+            result.notes.append(f"... and {len(found) - 5} more validation failures")
+        return max(exit_code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+    why = nothing_measured(result)
+    if why is not None:
+        result.notes.append(why)
+        if result.status in ("completed", "threshold"):
+            result.status = "failed"
+        return max(exit_code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+    result.notes += probe_notes(result)  # e.g. no Amdahl fit outside its physical bounds
+    return exit_code

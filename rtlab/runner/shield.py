@@ -46,20 +46,83 @@ def restore_journals(paths: list[Path], transport: Transport | None = None) -> N
 
 
 def check_stale(restore_first: bool, directory: Path | None = None,
-                transport: Transport | None = None) -> list[str]:
-    """Refuse (or restore first) when a previous run left a journal. Returns notes."""
-    stale = stale_journals(directory, transport)
-    if not stale:
+                transport: Transport | None = None, *, lenient: bool = False) -> list[str]:
+    """Refuse (or restore first) when a previous run left a journal: every run, with or
+    without a shield (a crashed run's cpusets would make the next one fail to pin its
+    threads, or measure a half-shielded system). Returns notes.
+
+    lenient (a run that changes nothing itself): a journal directory that cannot be
+    read (not root) is no reason to refuse; and on this machine, a live owner of the
+    system (another run's shield) becomes a note of the result."""
+    from rtlab.system import journal
+
+    try:
+        stale = stale_journals(directory, transport)
+    except (RtlabError, OSError):
+        if not lenient:
+            raise
         return []
+    notes: list[str] = []
+    if lenient and not stale and (transport is None or transport.is_local):
+        d = directory or journal.journal_dir(transport)
+        try:
+            holder = journal.lock_info(None, d / journal.LOCK_NAME)
+        except OSError:
+            holder = None
+        if holder is not None and holder.held:
+            notes.append(f"measured while {holder.who()} owned this machine's system state "
+                         f"(since {holder.since}): its shield or settings were in effect")
+    if not stale:
+        return notes
     names = ", ".join(str(p) for p in stale)
     where = "" if transport is None or transport.is_local else f" on {transport.target}"
     if not restore_first:
         target = "" if not where else f" --target {transport.target}"  # type: ignore[union-attr]
         raise RtlabError(
-            f"a previous run left system changes behind{where} (stale journal {names})",
+            f"a previous run left system changes behind{where} (stale journal {names}; "
+            "its rtlab and applier are gone)",
             hint=f"run `rtlab restore{target}` first, or pass --restore-first")
     restore_journals(stale, transport)
     return [f"restored the stale journal {names}{where} before starting"]
+
+
+def explain_exists(exc: Any, transport: Transport, directory: Path) -> RtlabError | None:
+    """A shield's cgroup that exists already (mkdir: EEXIST): say whose it is instead of
+    the engine's "left over? run `rtlab restore`" when that is not so: a live session
+    (named), a persistent `rtlab shield`, or a crashed run's journal. None: keep exc."""
+    from rtlab.system import journal
+
+    op, ans = getattr(exc, "op", {}), getattr(exc, "answer", {})
+    if op.get("op") != "mkdir" or ans.get("errno") != 17:  # EEXIST
+        return None
+    path = str(op.get("path", ""))
+    try:
+        found = journal.journals(directory, transport)
+    except (RtlabError, OSError):
+        found = []
+    where = "" if transport.is_local else f" on {transport.target}"
+    again = "" if transport.is_local else f" --target {transport.target}"
+    for j in found:
+        if not any(e.get("op") == "mkdir" and e.get("path") == path for e in j.entries):
+            continue
+        if j.held:
+            who = journal.LockHolder(str(j.path), True, j.pid, j.owner,
+                                     j.time_ns).who() if j.owner else f"pid {j.pid}"
+            return RtlabError(f"{path}{where} belongs to a live session: {who} "
+                              f"(journal {j.path})",
+                              hint="wait for it to end or stop it; one rtlab run or shield "
+                                   "owns a system at a time")
+        if j.detached:
+            return RtlabError(f"{path}{where} belongs to a persistent shield "
+                              f"(`rtlab shield`, journal {j.path})",
+                              hint=f"remove it with `rtlab shield --reset{again}`, or run "
+                                   "with --no-shield")
+        return RtlabError(f"{path}{where} was left by a run that crashed (stale journal "
+                          f"{j.path})", hint=f"run `rtlab restore{again}` first")
+    # we hold the target lock: no other rtlab using this journal directory is live
+    return RtlabError(f"{path}{where} exists already and no journal in {directory} "
+                      "created it (another journal directory, or made by hand)",
+                      hint="find who made it; remove it (rmdir) when nobody uses it")
 
 
 class ShieldBackend(Protocol):
@@ -123,12 +186,19 @@ class SystemShield:
             self._dir.mkdir(parents=True, exist_ok=True)
         # the applier first: on a board, the SSH server process that hosts this run's
         # connection is its ancestor and stays where it is (the probes start from it)
+        # ... and it takes the target's owner lock first: one run or shield at a time
         self._session = journal.SystemSession(
             cmd, self._dir, name=journal.run_session_name(cmd),
-            owner=None if cmd.is_local else journal.owner_label()).__enter__()
+            owner=journal.owner_label()).__enter__()
         before = read_facts(cmd)
         ops, required, backend, cgroup = self._plan(before)
-        answers = self._session.apply(ops, required=required)
+        try:
+            answers = self._session.apply(ops, required=required)
+        except journal.ApplyError as exc:
+            better = explain_exists(exc, cmd, self._dir)
+            if better is None:
+                raise
+            raise better from exc
         refused = [{"op": o, "error": a.get("error")} for o, a in zip(ops, answers, strict=False)
                    if not a.get("ok")]
         after = read_facts(cmd)

@@ -59,10 +59,24 @@ PROBE_RESERVED_OPTIONS = ("cpus", "policy", "priority", "interval", "duration", 
                           "interval_ns", "duration_ns")
 PHASE_KEYS = ("name", "duration", "loads")
 MATRIX_KEYS = ("variant",)
+# Each variant is a run of its own (shield, loads, every phase): a matrix beyond this
+# is a generator gone wrong, refused before its checks start (docs/scenarios.md, [matrix]).
+MAX_VARIANTS = 1000
 VARIANT_KEYS = ("name", "description", "shield", "loads")
 
 # Used only when the loads layer (rtlab.loads) is not available in this build.
 _FALLBACK_LOAD_KINDS = ("stress", "rt-competitor", "net", "osadl-mid")
+
+
+class ScenarioError(UsageError):
+    """A problem of a scenario file, one line "FILE[:LINE]: DETAIL" (exit 2), with its
+    parts kept for machine-readable output (`rtlab scenarios check --json`)."""
+
+    def __init__(self, source: str, line: int | None, detail: str,
+                 message: str | None = None) -> None:
+        where = f"{source}:{line}" if line else source
+        super().__init__(message or f"{where}: {detail}")
+        self.source, self.line, self.detail = source, line, detail
 
 
 @dataclass(frozen=True)
@@ -127,9 +141,8 @@ class _Ctx:
 
     def fail(self, path: str, message: str, table: str | None = None,
              index: int | None = None, key: str | None = None) -> UsageError:
-        line = self.line_of(table, index, key)
-        where = f"{self.source}:{line}" if line else self.source
-        return UsageError(f"{where}: {path}: {message}")
+        return ScenarioError(self.source, self.line_of(table, index, key),
+                             f"{path}: {message}")
 
 
 def _type_name(v: object) -> str:
@@ -464,6 +477,14 @@ def _phases(ctx: _Ctx, raws: list[dict[str, Any]], loads: list[LoadSpec]
     return out
 
 
+def _check_matrix_size(ctx: _Ctx, count: int) -> None:
+    """At most MAX_VARIANTS variants; the error points at the first one beyond."""
+    if count > MAX_VARIANTS:
+        raise ctx.fail("matrix.variant", f"{count} variants; allowed: at most {MAX_VARIANTS} "
+                       "per file (split the matrix into several files)",
+                       "matrix.variant", MAX_VARIANTS, None)
+
+
 def _variants(ctx: _Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
               ) -> list[dict[str, Any]]:
     _check_keys(ctx, matrix, MATRIX_KEYS, "matrix", "matrix", None)
@@ -471,7 +492,9 @@ def _variants(ctx: _Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
     if not isinstance(raws, list) or not all(isinstance(x, dict) for x in raws) or not raws:
         raise ctx.fail("matrix.variant", "must be one or more [[matrix.variant]] tables",
                        None, None, "matrix.variant")
+    _check_matrix_size(ctx, len(raws))
     out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}  # name -> index: duplicates found in linear time
     names = [ld.name for ld in loads]
     for i, raw in enumerate(raws):
         path = f"matrix.variant[{i}]"
@@ -481,8 +504,11 @@ def _variants(ctx: _Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
             raise ctx.fail(f"{path}.name", "missing; every variant needs a name",
                            "matrix.variant", i, None)
         name = g.str("name", None, _NAME_RE, "a name of letters, digits, _ . -")
-        if any(v["name"] == name for v in out):
-            raise g.fail("name", f"duplicate variant name {name!r}")
+        assert name is not None
+        if name in seen:
+            raise g.fail("name", f"duplicate variant name {name!r} (also "
+                         f"matrix.variant[{seen[name]}])")
+        seen[name] = i
         shield = raw.get("shield", True)
         if not isinstance(shield, bool | dict):
             raise g.fail("shield", f"{shield!r} is not allowed; allowed: false (no shield), "
@@ -533,13 +559,15 @@ def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | No
                default_name: str | None = None) -> ScenarioFile:
     """Parse and validate a scenario text; UsageError naming source:line on any problem."""
     ctx = _Ctx(source, text)
+    # before the TOML parse: a file of 200,000 [[matrix.variant]] headers fails at once
+    _check_matrix_size(ctx, sum(1 for _, n, arr in ctx.headers if arr and n == "matrix.variant"))
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{source}:{m.group(1)}" if m else source
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        raise UsageError(f"{where}: not valid TOML: {msg}") from None
+        raise ScenarioError(source, int(m.group(1)) if m else None,
+                            f"not valid TOML: {msg}") from None
     cpus = sorted(online) if online is not None else online_cpus()
     _check_keys(ctx, doc, TOP_KEYS, "", None, None)
     head = _table(ctx, doc, "scenario")
@@ -597,7 +625,8 @@ def load_file(path: Path | str, online: Sequence[int] | None = None) -> Scenario
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot read scenario file {p}: {why}") from None
+        raise ScenarioError(str(p), None, f"cannot read scenario file: {why}",
+                            f"cannot read scenario file {p}: {why}") from None
     return parse_text(text, str(p), online, default_name=p.stem)
 
 
@@ -662,4 +691,4 @@ def validate_probes(sc: Scenario) -> None:
         _check_range("--interval", int(o.get("interval_ns", 1_000_000)), 1_000,
                      10_000_000_000)
         if o.get("threshold_ns") is not None:
-            _check_range("--threshold", int(o["threshold_ns"]), 1, 3_600_000_000_000)
+            _check_range("--stop-threshold", int(o["threshold_ns"]), 1, 3_600_000_000_000)

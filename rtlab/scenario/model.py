@@ -257,7 +257,7 @@ def quick(
     _check_range("--interval", interval_ns, 1_000, 10 * _S)
     _check_range("--duration", duration_ns, 1_000_000, 1000 * 3600 * _S)
     if threshold_ns is not None:
-        _check_range("--threshold", threshold_ns, 1, 3600 * _S)
+        _check_range("--stop-threshold", threshold_ns, 1, 3600 * _S)
     _check_range("--snapshot-interval", snapshot_interval_ns, 10_000_000, 3600 * _S)
     options: dict[str, Any] = {
         "cpus": sorted(cpus) if cpus is not None else online_cpus(),

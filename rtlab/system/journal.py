@@ -15,10 +15,11 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import select
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,22 @@ RESTORE_TIMEOUT_S = 120.0
 
 class ApplyError(RtlabError):
     """An operation that the plan marked as required failed (the session restores)."""
+
+    def __init__(self, message: str, *, op: dict[str, Any] | None = None,
+                 answer: dict[str, Any] | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.op = op or {}
+        self.answer = answer or {}
+
+
+class TargetBusyError(RtlabError):
+    """Another rtlab process owns the target (its lock beside the journals): exit 1,
+    one line naming the holder (docs/system.md, "One owner at a time")."""
+
+    def __init__(self, message: str, holder: LockHolder | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder
 
 
 @dataclass
@@ -82,6 +99,8 @@ class JournalInfo:
     detached: bool  # written by `rtlab shield` (persistent on purpose)
     pid: int | None
     entries: list[dict[str, Any]]
+    owner: str | None = None  # the header's `owner` (the label of a locked session)
+    time_ns: int | None = None  # when the journal was started (CLOCK_REALTIME)
 
     @property
     def stale(self) -> bool:
@@ -112,6 +131,9 @@ def read_journal(path: Path) -> JournalInfo:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
         except BlockingIOError:
             held = True
+        if not held and os.fstat(f.fileno()).st_nlink == 0:
+            # its applier restored and removed it between our open and flock: not stale
+            raise FileNotFoundError(path)
         text = f.read().decode("utf-8", "replace")
     return _journal_info(path, held, _parse_lines(text))
 
@@ -139,8 +161,12 @@ def _journal_info(path: Path, held: bool, recs: list[dict[str, Any]]) -> Journal
     header = recs[0] if recs and recs[0].get("type") == "journal" else {}
     cancelled = {r.get("seq") for r in recs if r.get("op") == "cancel"}
     entries = [r for r in recs[1:] if r.get("op") != "cancel" and r.get("seq") not in cancelled]
+    owner = header.get("owner")
+    time_ns = header.get("time_ns")
     return JournalInfo(path=path, held=held, detached=bool(header.get("detached")),
-                       pid=header.get("pid"), entries=entries)
+                       pid=header.get("pid"), entries=entries,
+                       owner=owner if isinstance(owner, str) else None,
+                       time_ns=time_ns if isinstance(time_ns, int) else None)
 
 
 def journals(directory: Path = DEFAULT_DIR,
@@ -255,11 +281,9 @@ class Applier:
         if ready is None or ready.get("type") != "ready":
             code = self.proc.wait(timeout=5)
             err = self._stderr()
-            if code == BUSY_EXIT:  # another rtlab owns the target: one line naming it
+            if code == BUSY_EXIT and lock is not None:  # another rtlab owns the target
                 line = err.splitlines()[-1] if err else "the target is in use"
-                raise RtlabError(line.removeprefix("rtlab-probe sys apply: "),
-                                 hint="wait for that run to end (or stop it); one rtlab run "
-                                      "owns a system at a time")
+                raise busy_error(transport, lock[0], line.removeprefix("rtlab-probe sys apply: "))
             if code == SKIPPED_EXIT:  # e.g. not root on a board: say where and how
                 line = err.splitlines()[-1] if err else "a privilege is missing"
                 where = "" if transport.is_local else f" on {transport.target}"
@@ -364,11 +388,208 @@ class Applier:
             return -1
 
 
-def owner_label(what: str = "run") -> str:
-    """Who holds a target: this rtlab process, named so another user can find it."""
+OWNER_MAX = 128  # bytes of a lock owner's label (the engine's SYS_OWNER_MAX)
+_LABEL = re.compile(r"^rtlab (?P<what>.+?) started on (?P<host>\S+) as pid (?P<pid>\d+)"
+                    r"(?:: (?P<command>.*))?$", re.S)
+
+
+def _command_line() -> str:
+    """This process's command line as a user typed it (`rtlab run x.toml ...`)."""
+    import shlex
+    import sys
+
+    argv = list(sys.argv) or ["python"]
+    first = Path(argv[0]).name
+    if first in ("rtlab", "__main__.py", "-m", "-c"):
+        first = "rtlab"
+    return shlex.join([first, *argv[1:]])
+
+
+def owner_label(what: str = "run", command: str | None = None) -> str:
+    """Who holds a target: this rtlab process, named so another user can find it:
+    `rtlab run started on HOST as pid N: rtlab run x.toml` (cut to OWNER_MAX bytes)."""
     import socket
 
-    return f"rtlab {what} started on {socket.gethostname()} as pid {os.getpid()}"
+    cmd = _command_line() if command is None else command
+    cmd = "".join(c if c >= " " and c != "\x7f" else "?" for c in cmd)
+    head = f"rtlab {what} started on {socket.gethostname()} as pid {os.getpid()}"
+    label = f"{head}: {cmd}" if cmd else head
+    data = label.encode()
+    if len(data) > OWNER_MAX:
+        label = data[: OWNER_MAX - 3].decode("utf-8", "ignore") + "\u2026"
+    return label
+
+
+@dataclass
+class LockHolder:
+    """Who holds (or last held) a target's lock: `sys lockinfo` (docs/sys-protocol.md)."""
+
+    lock: str
+    held: bool
+    pid: int | None = None  # the process holding the flock (an applier)
+    owner: str | None = None  # its label (owner_label)
+    since_ns: int | None = None
+
+    def _label(self) -> re.Match[str] | None:
+        return _LABEL.match(self.owner) if self.owner else None
+
+    @property
+    def owner_pid(self) -> int | None:
+        """The rtlab process that took the lock (the label's pid), when known."""
+        m = self._label()
+        return int(m.group("pid")) if m else None
+
+    @property
+    def command(self) -> str | None:
+        m = self._label()
+        return m.group("command") if m else None
+
+    @property
+    def since(self) -> str:
+        if self.since_ns is None:
+            return "an unknown time"
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(self.since_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def owner_alive(self) -> bool | None:
+        """Whether the rtlab process named by the label still runs: None when it is not
+        a process of this machine (another host's, or no parsable label)."""
+        import socket
+
+        m = self._label()
+        if m is None or m.group("host") != socket.gethostname():
+            return None
+        try:  # a zombie (killed, not reaped yet) is gone
+            stat = Path(f"/proc/{int(m.group('pid'))}/stat").read_text()
+        except OSError:
+            return False
+        return stat[stat.rindex(")") + 2] != "Z"
+
+    @property
+    def restoring(self) -> bool:
+        """Held although the rtlab process that took it is gone: its applier is undoing
+        the changes (it restores by itself when its controller dies) and then lets go."""
+        return self.held and self.owner_alive() is False
+
+    def who(self) -> str:
+        """`rtlab run pid 1234 on HOST (`rtlab run x.toml`)`, or the raw label."""
+        m = self._label()
+        if m is None:
+            name = self.owner or "an unknown holder (the lock file names none)"
+            return f"{name} (pid {self.pid})" if self.pid else name
+        cmd = m.group("command")
+        return (f"rtlab {m.group('what')} pid {m.group('pid')} on {m.group('host')}"
+                + (f" (`{cmd}`)" if cmd else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lock": self.lock, "held": self.held, "owner": self.owner,
+                "owner_pid": self.owner_pid, "command": self.command,
+                "applier_pid": self.pid, "since_ns": self.since_ns,
+                "since": self.since if self.since_ns is not None else None}
+
+
+def _parse_holder(lock: str, held: bool, rec: dict[str, Any]) -> LockHolder:
+    pid, owner, since = rec.get("pid"), rec.get("owner"), rec.get("since_ns")
+    return LockHolder(lock, held, pid if isinstance(pid, int) else None,
+                      owner if isinstance(owner, str) else None,
+                      since if isinstance(since, int) else None)
+
+
+def lock_info(transport: Transport | None, lock: Path | str) -> LockHolder:
+    """Whether the target lock is held, and by whom. Read-only (a shared flock for an
+    instant, which a taker retries through). On a board through `sys lockinfo`."""
+    lock = str(lock)
+    if transport is not None and not transport.is_local:
+        proc = transport.run(["sys", "lockinfo", "--lock", lock])
+        recs = [r for r in _parse_lines(proc.stdout) if r.get("type") == "lock"]
+        if proc.returncode != 0 or not recs:
+            line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            raise RtlabError(f"cannot read the target lock on {transport.target}: {line}")
+        return _parse_holder(lock, bool(recs[0].get("held")), recs[0])
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return LockHolder(lock, False)
+    try:
+        held = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            held = True
+        for _ in range(10):  # a taker writes its line right after taking the lock
+            recs = _parse_lines(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+            if recs or not held:
+                break
+            time.sleep(0.02)
+    finally:
+        os.close(fd)
+    return _parse_holder(lock, held, recs[0] if recs else {})
+
+
+def _where(transport: Transport) -> str:
+    return "this machine" if transport.is_local else str(transport.target)
+
+
+def busy_error(transport: Transport, lock: str, engine_line: str) -> TargetBusyError:
+    """The one line of a refused taker: who holds the target (pid, command line, since)."""
+    try:
+        holder: LockHolder | None = lock_info(transport, lock)
+    except (RtlabError, OSError):
+        holder = None
+    if holder is None or not holder.held:  # gone meanwhile: what the engine saw
+        return TargetBusyError(engine_line, holder, hint="try again; one rtlab run or shield "
+                                                         "owns a system at a time")
+    where = _where(transport)
+    if holder.restoring:
+        return TargetBusyError(
+            f"{where} is still being restored after {holder.who()} ended: its applier "
+            f"(pid {holder.pid}) holds the lock {lock} since {holder.since}", holder,
+            hint="try again in a moment; it lets go when the changes are undone")
+    stop = (f"or stop it (kill {holder.owner_pid})"
+            if holder.owner_alive() and holder.owner_pid else "or stop it")
+    return TargetBusyError(
+        f"{where} is in use by {holder.who()} since {holder.since} (lock {lock})", holder,
+        hint=f"wait for it to end {stop}; one rtlab run or shield owns a system at a time")
+
+
+def open_applier(transport: Transport, journal: Path | str, *, detach: bool = False,
+                 lock: tuple[str, str] | None = None,
+                 wait_s: float = RESTORE_TIMEOUT_S) -> Applier:
+    """Start an applier; with `lock`, when the target's holder is a dead rtlab whose
+    applier is still restoring, wait (up to wait_s) for it to let go, then take it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return Applier(transport, journal, detach=detach, lock=lock)
+        except TargetBusyError as exc:
+            if lock is None or exc.holder is None or not exc.holder.restoring:
+                raise
+            while time.monotonic() < deadline:
+                time.sleep(0.1)
+                try:
+                    now = lock_info(transport, lock[0])
+                except (RtlabError, OSError):
+                    break
+                if not now.held or now.pid != exc.holder.pid:
+                    break
+            else:
+                raise
+
+
+@contextlib.contextmanager
+def hold_target(transport: Transport, directory: Path | str, what: str
+                ) -> Iterator[SystemSession]:
+    """Own the target for a short command that changes it without a session of its own
+    (`rtlab shield --reset`, `rtlab restore`): the lock, held by an applier with an
+    empty journal (`lock-PID`), let go when the block ends however it ends."""
+    import socket
+
+    name = f"lock-{os.getpid()}" if transport.is_local else \
+        f"lock-{socket.gethostname()}-{os.getpid()}"
+    with SystemSession(transport, directory, name=name, owner=owner_label(what)) as s:
+        yield s
 
 
 def proc_starttime(pid: int) -> int:
@@ -402,7 +623,7 @@ class SystemSession:
         self.report: RestoreReport | None = None
 
     def __enter__(self) -> SystemSession:
-        self.applier = Applier(self.transport, self.journal, lock=self.lock)
+        self.applier = open_applier(self.transport, self.journal, lock=self.lock)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -422,7 +643,8 @@ class SystemSession:
         for i in required:
             if i < len(answers) and not answers[i].get("ok"):
                 a = answers[i]
-                raise ApplyError(f"{ops[i].get('op')} {ops[i].get('path', '')}: {a.get('error')}")
+                raise ApplyError(f"{ops[i].get('op')} {ops[i].get('path', '')}: {a.get('error')}",
+                                 op=dict(ops[i]), answer=a)
         return answers
 
     def record_spawn(self, pgid: int, starttime: int | None = None) -> None:

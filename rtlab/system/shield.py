@@ -408,7 +408,10 @@ def _shield_journal(transport: Transport, directory: Path) -> JournalInfo | None
 
     path = _journal_path(directory)
     if transport.is_local:
-        return jr.read_journal(path) if path.exists() else None
+        try:
+            return jr.read_journal(path)
+        except FileNotFoundError:  # none, or restored meanwhile
+            return None
     return next((j for j in jr.journals(directory, transport) if j.path == path), None)
 
 
@@ -425,15 +428,25 @@ def apply_shield(
     from rtlab.system.verify import verify_shield
 
     path = _journal_path(directory)
+    again = "" if transport.is_local else f" --target {transport.target}"
     if _shield_journal(transport, directory) is not None:
         raise RtlabError(
-            f"a shield is already applied ({path})", hint="run `rtlab shield --reset` first"
+            f"a shield is already applied ({path})", hint=f"run `rtlab shield --reset{again}` first"
         )
     if req.dma_latency_us is not None:
         raise UsageError("cpu_dma_latency can only be held by a running session, not a shield")
+    stale = [j for j in jr.journals(directory, transport) if j.stale and not j.detached]
+    if stale:  # a crashed run's changes: a shield on top would be restored into them
+        raise RtlabError(
+            "a previous run left system changes behind (stale journal "
+            + ", ".join(str(j.path) for j in stale) + ")",
+            hint=f"run `rtlab restore{again}` first")
     facts = facts or read_facts(transport)
     plan = plan_shield(facts, req)
-    applier = jr.Applier(transport, path, detach=True)
+    # the target's owner lock while applying (a running `rtlab run` refuses us, and we
+    # it); it goes when the applier exits after the last operation (--detach)
+    applier = jr.open_applier(transport, path, detach=True,
+                              lock=(str(Path(directory) / jr.LOCK_NAME), jr.owner_label("shield")))
     try:
         answers = applier.apply(plan.ops)
         bad = [i for i in plan.required if not answers[i].get("ok")]
@@ -539,8 +552,75 @@ def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | Non
 
 
 def reset_shield(transport: Transport, directory: Path) -> RestoreReport | None:
+    """Undo the persistent shield, owning the target meanwhile (refused while a run
+    holds it: that run's journal recorded the shield's values as the ones to restore)."""
     from rtlab.system import journal as jr
 
     if _shield_journal(transport, directory) is None:
         return None
-    return jr.restore_journal(transport, _journal_path(directory))
+    with jr.hold_target(transport, directory, "shield --reset"):
+        return jr.restore_journal(transport, _journal_path(directory))
+
+
+def _run_shield_cpus(entries: list[dict[str, Any]], online: frozenset[int]
+                     ) -> tuple[frozenset[int], str, str | None] | None:
+    """(cpus, backend, cgroup) of the shield a run's journal holds: its cpuset, or for
+    a shield without cpusets the CPUs its IRQ and task affinities were moved off."""
+    from rtlab.system.sysroot import parse_cpulist
+
+    found = shield_from_journal(entries)
+    if found is not None:
+        return found
+    system: set[int] = set()
+    for e in entries:
+        path = str(e.get("path", ""))
+        if e.get("op") == "write" and IRQ_PATH.match(path):
+            system |= set(parse_cpulist(str(e.get("value", ""))))
+        elif e.get("op") == "write" and path == "/proc/irq/default_smp_affinity":
+            system |= set(cpumask_parse(str(e.get("value", ""))))
+        elif e.get("op") == "affinity" and isinstance(e.get("cpus"), list):
+            system |= {int(c) for c in e["cpus"]}
+    if not system or not online - system:
+        return None
+    return frozenset(online - system), "none", None
+
+
+def run_shields(transport: Transport, directory: Path) -> list[dict[str, Any]]:
+    """The shields held by running sessions (`rtlab run`) on the target: each verified
+    like a persistent one, with `held_by` (owner, its pid and command line, since when,
+    the journal). Read-only."""
+    from rtlab.system import journal as jr
+    from rtlab.system.facts import read_facts
+    from rtlab.system.verify import verify_shield
+
+    held = [j for j in jr.journals(directory, transport)  # sessions that own the target
+            if j.held and not j.detached and j.entries and j.owner is not None]
+    if not held:
+        return []
+    try:
+        holder: jr.LockHolder | None = jr.lock_info(transport, Path(directory) / jr.LOCK_NAME)
+    except (RtlabError, OSError):
+        holder = None
+    facts = read_facts(transport)
+    out: list[dict[str, Any]] = []
+    for j in held:
+        shield = _run_shield_cpus(j.entries, facts.cpus_online)
+        info = jr.LockHolder(str(Path(directory) / jr.LOCK_NAME), True, j.pid, j.owner,
+                             j.time_ns)
+        if holder is not None and holder.held and holder.pid == j.pid:
+            info = holder  # the lock's own line: since when it owns the target
+        held_by = {**info.to_dict(), "who": info.who(), "journal": str(j.path),
+                   "changes": len(j.entries)}
+        if shield is None:  # e.g. only priorities or a sysctl: nothing per CPU to verify
+            out.append({"held_by": held_by, "requested": {"cpus": None, "journal": str(j.path)},
+                        "in_effect": None, "problems": []})
+            continue
+        cpus, backend, cgroup = shield
+        irqs = any(IRQ_PATH.match(str(e.get("path", ""))) for e in j.entries)
+        st = verify_shield(facts, cpus, backend=backend, shield_cgroup=cgroup,
+                           requested={"irqs": irqs, "backend": backend, "journal": str(j.path)},
+                           own={p: "the run holding this shield" for p in
+                                (info.owner_pid if transport.is_local else None, j.pid)
+                                if p})
+        out.append({"held_by": held_by, **st})
+    return out

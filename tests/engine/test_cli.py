@@ -29,7 +29,8 @@ def test_timer_help_from_table(probe_bin: str) -> None:
     assert r.returncode == 0
     for opt in ("--cpus", "--policy", "--priority", "--interval", "--duration", "--loops",
                 "--clock", "--mlock, --no-mlock", "--dma-latency", "--housekeeping",
-                "--snapshot-interval", "--window", "--threshold", "--samples", "--output",
+                "--snapshot-interval", "--window", "--stop-threshold", "also --threshold",
+                "--samples", "--output",
                 "--allow-non-rt"):
         assert opt in r.stdout, opt
     assert "1us..10s; default 1ms" in r.stdout  # --interval: type, range, default
@@ -118,8 +119,15 @@ def test_list_json_matches_the_option_tables(probe_bin: str) -> None:
         in_help = {m.group(1): m.group(2) is not None for m in re.finditer(
             r"^  --([a-z][a-z0-9-]*)(, --no-[a-z0-9-]+)?", help_text, re.M)}
         in_help.pop("help")
-        assert {o["name"]: o["type"] == "bool" for o in p["options"]} == in_help, p["name"]
+        current = [o for o in p["options"] if "alias_of" not in o]
+        assert {o["name"]: o["type"] == "bool" for o in current} == in_help, p["name"]
         for o in p["options"]:
+            if "alias_of" in o:  # an old spelling: listed like its option, named in its help
+                target = next(t for t in current if t["name"] == o["alias_of"])
+                assert o["type"] == target["type"] and o["name"] in target["aliases"]
+                assert f"also --{o['name']}" in help_text
+            else:
+                assert all(any(a["name"] == x for a in p["options"]) for x in o["aliases"])
             if o["type"] in ("int", "duration"):
                 assert o["min"] <= o["max"]
             if o["type"] == "enum":
@@ -130,3 +138,83 @@ def test_list_rejects_unknown_arguments(probe_bin: str) -> None:
     r = run_probe(probe_bin, "list", "--yaml")
     assert r.returncode == 2
     assert r.stderr.strip() == "rtlab-probe list: unknown argument '--yaml' (only --json)"
+
+
+# --- one vocabulary (docs/vocabulary.md): every old spelling means what the new one does ---
+
+def _config(probe_bin: str, probe: str, *args: str) -> dict[str, object]:
+    """The header `config` of a short run (measured without RT rights if need be)."""
+    import json
+
+    r = run_probe(probe_bin, probe, *args, "--allow-non-rt", "--snapshot-interval", "50ms")
+    assert r.returncode in (0, 3), r.stderr
+    return dict(json.loads(r.stdout.splitlines()[0])["config"])
+
+
+def _two_cpus() -> tuple[int, int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    return cpus[-1], cpus[0]
+
+
+SPELLINGS = [  # (probe, common args, old spelling, new spelling, value, config key)
+    ("timer", ["--duration", "20ms"], "--threshold", "--stop-threshold", "1h", "threshold_ns"),
+    ("noise", ["--duration", "20ms"], "--threshold", "--stop-threshold", "1h", "threshold_ns"),
+    ("switch", ["--loops", "3", "--no-order-check", "--no-pi-check"], "--cpu", "--cpus",
+     "LAST", "cpu"),
+    ("event", ["--source", "soft", "--count", "3"], "--cpu", "--cpus", "LAST", "cpu"),
+    ("overhead", ["--loops", "3"], "--cpu", "--cpus", "LAST", "cpu"),
+    ("overhead", ["--loops", "3", "--cpus", "LAST"], "--other-cpu", "--waker-cpu", "FIRST",
+     "other_cpu"),
+]
+
+
+@pytest.mark.parametrize(("probe", "common", "old", "new", "value", "key"), SPELLINGS)
+def test_old_and_new_spelling_mean_the_same(probe_bin: str, probe: str, common: list[str],
+                                            old: str, new: str, value: str, key: str) -> None:
+    last, first = _two_cpus()
+
+    def sub(a: str) -> str:
+        return {"LAST": str(last), "FIRST": str(first)}.get(a, a)
+
+    common = [sub(a) for a in common]
+    a = _config(probe_bin, probe, *common, old, sub(value))
+    b = _config(probe_bin, probe, *common, new, sub(value))
+    assert a[key] == b[key] and a[key] is not None
+    assert {k: v for k, v in a.items() if k != "output"} == \
+        {k: v for k, v in b.items() if k != "output"}
+
+
+@pytest.mark.parametrize(("probe", "old", "new"), [
+    ("timer", "--threshold", "--stop-threshold"), ("switch", "--cpu", "--cpus"),
+    ("overhead", "--other-cpu", "--waker-cpu"),
+])
+def test_old_and_new_spelling_together_is_given_twice(probe_bin: str, probe: str, old: str,
+                                                      new: str) -> None:
+    value = "1ms" if "threshold" in old else "0"
+    r = run_probe(probe_bin, probe, new, value, old, value)
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith(f"{old}: given more than once (it is {new})"), r.stderr
+
+
+@pytest.mark.parametrize("probe", ["switch", "overhead", "event"])
+def test_single_cpu_probes_take_one_cpu(probe_bin: str, probe: str) -> None:
+    last, first = _two_cpus()
+    r = run_probe(probe_bin, probe, "--cpus", f"{first},{last}")
+    assert r.returncode == 2 and r.stdout == ""
+    assert f"--cpus: '{first},{last}' names 2 CPUs; this probe runs on one CPU" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_overhead_duration_is_the_whole_run(probe_bin: str) -> None:
+    """--duration is the total in every probe; overhead's tests share it (--test-duration:
+    each test)."""
+    whole = _config(probe_bin, "overhead", "--duration", "400ms")
+    tests = len(whole["tests"])  # type: ignore[arg-type]
+    assert whole["duration_ns"] == 400_000_000
+    assert whole["test_duration_ns"] == 400_000_000 // tests
+    each = _config(probe_bin, "overhead", "--test-duration", f"{400 // tests}ms")
+    assert each["duration_ns"] == (400 // tests) * tests * 1_000_000
+    r = run_probe(probe_bin, "overhead", "--duration", "1s", "--test-duration", "100ms")
+    assert r.returncode == 2 and "cannot be combined" in r.stderr

@@ -265,6 +265,8 @@ def test_reflector_rate_limit(probe_bin: str) -> None:
     (["ping", "--session", "x", "--peer", "localhost:7"], "--peer"),
     (["ping", "--session", "x", "--peer", "127.0.0.1:7", "--size", "10"], "--size"),
     (["bounce", "--session", "x"], "--mode"),
+    (["reflect", "--session", "x", "--bind", "127.0.0.1:7000", "--pace", "busy"], "--pace"),
+    (["ping", "--session", "x", "--peer", "127.0.0.1:7", "--pace", "spin"], "--pace"),
     (["--session", "x"], "mode"),
 ])
 def test_bad_args(probe_bin: str, args: list[str], needle: str) -> None:
@@ -523,3 +525,70 @@ def test_ipv6_loopback_send_split(probe_bin: str) -> None:
         assert res["udp"]["sent"] == 400
         ru = _finish(refl)[-1]["udp"]
         assert ru["tx_stamps"] == ru["replied"] == 400
+
+
+def _logs(recs: list[dict[str, Any]], code: str) -> list[str]:
+    return [r["msg"] for r in recs if r["type"] == "log" and r["code"] == code]
+
+
+@pytest.mark.parametrize("pace", ["sleep", "busy"])
+def test_pace_sleeps_or_spins_between_sends(probe_bin: str, pace: str) -> None:
+    # --pace sleep waits for each send deadline in clock_nanosleep (one voluntary switch
+    # per ping); --pace busy spins on the clock and, with --wait busy, never leaves the
+    # CPU of its own accord (switched out only when preempted: SCHED_OTHER here, so a
+    # spinning thread never starves the machine's other tests)
+    with veth_pair("u10") as v:
+        refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", duration="3s")
+        recs = _ping(probe_bin, v.ns_b, f"{v.addr_a}:{PORT}", "--rate", "500", "--duration",
+                     "600ms", "--pace", pace, "--wait", "busy", "--timestamps", "none",
+                     "--policy", "other", "--priority", "0", "--no-mlock",
+                     "--snapshot-interval", "200ms")
+        _finish(refl)
+    assert recs[0]["config"]["pace"] == pace and recs[0]["config"]["wait"] == "busy"
+    res = recs[-1]
+    u, rtt = res["udp"], _chan(res, "rtt")
+    assert res["status"] == "completed" and u["sent"] > 0
+    assert rtt["samples"] == u["replies"] == u["sent"] - u["lost"]
+    assert u["sent"] + u["missed_sends"] >= 250  # every period sent or counted missed
+    t = u["socket_thread"]
+    assert t["cpu_ns"] > 0
+    if pace == "busy":
+        assert t["voluntary_switches"] <= 5 + u["sent"] // 20, t
+    else:
+        # most deadlines lie ahead of the thread (a late one is not slept for)
+        assert t["voluntary_switches"] >= (u["sent"] - u["missed_sends"]) // 4, t
+    assert "socket_thread" not in next(r for r in recs if r["type"] == "snapshot")["udp"]
+    assert not _logs(recs, "no_replies")
+
+
+def test_rt_spinner_beside_its_reflector_says_why_nothing_came_back(probe_bin: str) -> None:
+    # issue 12: `--busy-poll 50 --wait busy` measured 0 samples, every ping lost. The
+    # pinger spins at SCHED_FIFO 98 while it waits for a reply; a reflector at the same
+    # priority on the same CPU cannot run until the pinger sleeps to its next deadline
+    # (here after each 20 ms timeout), so every reply comes late. The engine measures
+    # that correctly and now says why in a log record before the result.
+    with veth_pair("u11") as v:
+        refl = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", "--cpus", "0",
+                          duration="3s")
+        recs = _ping(probe_bin, v.ns_b, f"{v.addr_a}:{PORT}", "--rate", "20", "--count",
+                     "5", "--timeout", "20ms", "--busy-poll", "50", "--wait", "busy",
+                     "--cpu", "0")
+        rrecs = _finish(refl)
+    u = recs[-1]["udp"]
+    assert u["sent"] == u["lost"] == 5 and u["replies"] == 0
+    assert _chan(recs[-1], "rtt")["samples"] == 0
+    # the reflector did answer, each time only after the pinger's timeout
+    assert rrecs[-1]["udp"]["replied"] == 5
+    assert _chan(rrecs[-1], "wakeup")["min_ns"] >= 10_000_000
+    msgs = _logs(recs, "no_replies")
+    assert len(msgs) == 1 and "SCHED_FIFO 98 (--wait busy" in msgs[0]
+    assert "sleeps between pings" in msgs[0] and "CPU 0" in msgs[0]
+    assert [r["type"] for r in recs[-2:]] == ["log", "result"]
+
+
+def test_no_replies_without_spinning_asks_for_the_reflector(probe_bin: str) -> None:
+    with loopback_ns("u12") as ns:
+        recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "100", "--count", "3",
+                     "--timeout", "5ms", session="x")
+    msgs = _logs(recs, "no_replies")
+    assert len(msgs) == 1 and "is a reflector running at 127.0.0.1" in msgs[0]

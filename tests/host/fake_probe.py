@@ -5,7 +5,9 @@ It speaks the JSON Lines contract (docs/engine-output.md, schema 1) with
 synthetic latencies, and misbehaves on request. Environment:
 
 FAKE_MODE       normal | truncate | corrupt | schema | crash | skip | usage |
-                hang | ignore_int | threshold | error | silent_fail
+                hang | ignore_int | threshold | error | silent_fail | lie
+FAKE_LIE        with mode lie, how the final result contradicts itself:
+                negative_samples | hist_total | huge_sum | negative_minmax | window_max
 FAKE_PERIOD     wall seconds between snapshots (default 0.02)
 FAKE_CRASH_AFTER  snapshots before crash/truncate/hang (default 2)
 FAKE_SAMPLES    samples per channel per snapshot (default 500)
@@ -92,6 +94,22 @@ class Chan:
         return rec
 
 
+def lie(ch: dict, how: str) -> None:
+    """Make one channel's final state contradict itself (validation tests)."""
+    if how == "negative_samples":
+        ch["samples"] = -5
+    elif how == "hist_total":
+        ch["samples"] = ch["samples"] * 500
+    elif how == "huge_sum":
+        ch["sum_ns"] = 10**40
+    elif how == "negative_minmax":
+        ch["min_ns"], ch["max_ns"] = -5000, -1
+    elif how == "window_max":
+        ch["windows"] = [[10_000, ch["max_ns"] * 2, 1]]
+    else:
+        raise SystemExit(f"fake: unknown FAKE_LIE {how}")
+
+
 def main() -> int:
     argv = sys.argv[1:]
     if argv[:2] == ["sys", "preempt"]:  # the doctor asks (rtlab/system/doctor/kernel.py)
@@ -128,7 +146,8 @@ def main() -> int:
     duration = dur(opts.get("duration", "1s"))
     snap_ns = dur(opts.get("snapshot-interval", "1s"))
     interval = dur(opts.get("interval", "1ms"))
-    threshold = dur(opts["threshold"]) if "threshold" in opts else None
+    stop = opts.get("stop-threshold", opts.get("threshold"))  # an old spelling too
+    threshold = dur(stop) if stop is not None else None
     cpus = cpulist(opts.get("cpus", "0"))
 
     stop = {"sig": None}
@@ -208,9 +227,12 @@ def main() -> int:
             break
     if mode == "error":
         status, code = "error", 1
+    final = [c.state() for c in chans]
+    if mode == "lie":
+        lie(final[0], os.environ.get("FAKE_LIE", "negative_samples"))
     emit({"type": "result", "schema": 1, "status": status, "exit_code": code,
           "elapsed_ns": seq * snap_ns, "end_realtime_ns": time.time_ns(),
-          "channels": [c.state() for c in chans], "threshold_hit": hit,
+          "channels": final, "threshold_hit": hit,
           "samples_file": None, "error": "fake failure" if mode == "error" else None})
     return code
 

@@ -116,7 +116,7 @@ def test_threshold_run_exits_3(
         (["run", "--priority", "150"], "out of range"),
         (["run", "--policy", "deadline"], "invalid choice"),
         (["export", "nosuchrun"], "no stored run"),
-        (["results", "list", "--limit", "0"], "--limit"),
+        (["results", "list", "--limit", "-1"], "--limit"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(

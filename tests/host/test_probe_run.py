@@ -30,14 +30,14 @@ def run_id(out: str) -> str:
 
 def test_options_table(probe_bin: str) -> None:
     t = probe_options("switch", probe_bin)
-    assert t.has("mechanism") and t.is_flag("pi_check") and not t.has("cpus")
+    assert t.has("mechanism") and t.is_flag("pi_check") and t.takes_one_cpu("cpus")
     assert check_option(t, "pi-check", "false") == ("no_pi_check", True)
     assert check_option(t, "mechanism", "pipe") == ("mechanism", "pipe")
     with pytest.raises(UsageError):
         check_option(t, "nope", "1")
     opts = adapt_options({"cpus": [1], "policy": "fifo", "interval_ns": 1000,
                           "mechanism": "pipe"}, t)
-    assert opts == {"cpu": 1, "interval_ns": 1000, "mechanism": "pipe"}
+    assert opts == {"cpus": [1], "interval_ns": 1000, "mechanism": "pipe"}
     with pytest.raises(UsageError):
         probe_options("nosuch", probe_bin)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rtlab.errors import RtlabError
+from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult, load_result
 from rtlab.results.store import Store
 from rtlab.results.windows import PACKED_ENC, WindowMaxima
@@ -85,8 +86,14 @@ def test_list_form_must_hold_triples() -> None:
 
 
 def _result(run_id: str, w: WindowMaxima) -> RunResult:
-    ch = Channel("cpu1", cpu=1, samples=int(w.samples.sum()), min_ns=1,
-                 max_ns=int(w.max_ns.max()), windows=w, window_ns=1_000_000_000)
+    """A consistent result around `w`: every sample at 1 ns but one at the largest window
+    maximum (the store refuses results whose numbers contradict each other)."""
+    total, top = int(w.samples.sum()), int(w.max_ns.max())
+    hist = LogLinHistogram()
+    hist.add(1, total - 1)
+    hist.add(top)
+    ch = Channel("cpu1", cpu=1, samples=total, min_ns=1, max_ns=top, sum_ns=total - 1 + top,
+                 hist=hist, windows=w, window_ns=1_000_000_000)
     return RunResult(run_id=run_id, status="completed", probe="timer",
                      phases=[Phase("main", [ch], len(w) * 1_000_000_000)])
 

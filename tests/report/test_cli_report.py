@@ -92,3 +92,77 @@ def test_run_writes_its_report_and_gates(fake_probe, store_path: Path, tmp_path:
                  "--no-report", "--junit", str(tmp_path / "no" / "such" / "j.xml")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("rtlab: error: cannot write") and err.count("\n") == 1
+
+
+@pytest.fixture
+def mbda(store_path: Path) -> list[str]:
+    """Two steps of a matrix on one host: CPU 0 (housekeeping) much worse in the second,
+    CPU 1 (shielded) alike in both."""
+    s = Store.open(str(store_path))
+    ids = []
+    for i, (variant, cpu0_ns) in enumerate((("smp", 12_000), ("irqs-cpu0", 60_000))):
+        r = synthetic_result(f"bbbb000{i + 1}", seed=i + 1, windows=60)
+        busy = synthetic_result("x", seed=i + 50, windows=60, median_ns=cpu0_ns)
+        r.phases[0].channels[0] = busy.phases[0].channels[0]
+        r.scenario = {"name": "multicore-migration", "hash": "cd" * 32, "variant": variant}
+        s.add(r)
+        ids.append(r.run_id)
+    s.close()
+    return ids
+
+
+def test_compare_selects_cpus_and_channels(mbda: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", *mbda, "--by", "variant"]) == 0
+    out = capsys.readouterr().out
+    assert "worse, significant" in out  # CPU 0 merged into the row: irqs-cpu0 looks worse
+    assert main(["compare", *mbda, "--by", "variant", "--cpus", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "latency in µs by variant (--cpus 1)" in out
+    assert "worse, significant" not in out and "not significant" in out
+    assert "60,000" in out.replace("\u202f", ",")  # one CPU's samples per row
+    # the same by name, repeatable or as a comma list, shell patterns allowed
+    for sel in (["--channel", "cpu1"], ["--channel", "cpu9,cpu1"],
+                ["--channel", "nope", "--channel", "c?u1"]):
+        assert main(["compare", *mbda, "--by", "variant", *sel]) == 0, sel
+        assert "worse, significant" not in capsys.readouterr().out
+    assert main(["compare", *mbda, "--by", "variant", "--cpus", "1", "--slo",
+                 "p99 < 30us"]) == 0  # the gate sees CPU 1 only
+    assert main(["compare", *mbda, "--by", "variant", "--slo", "p99 < 30us"]) == 3
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cpus", "4-5"], "rtlab: error: run bbbb0001: no channel matches --cpus 4-5; its "
+     "channels: cpu0, cpu1"),
+    (["--channel", "thread@*"], "rtlab: error: run bbbb0001: no channel matches --channel "
+     "thread@*; its channels: cpu0, cpu1"),
+    (["--cpus", "1-"], "rtlab: error: invalid CPU list '1-': bad item '1-' (use numbers and "
+     "ranges, e.g. 0,2-3)"),
+    (["--channel", "cpu1,"], "rtlab: error: --channel 'cpu1,': empty channel name (e.g. "
+     "--channel cpu1 or --channel 'thread@cpu*')"),
+])
+def test_selection_errors_are_one_line_exit_2(mbda: list[str], tmp_path: Path, args: list[str],
+                                              message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in (["compare", *mbda], ["report", mbda[0], "-o", str(tmp_path / "r.html")]):
+        assert main([*cmd, *args]) == 2
+        assert capsys.readouterr().err.splitlines() == [message]
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_selection_applies_to_verdict_slo_and_junit(
+    mbda: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    html, junit = tmp_path / "r.html", tmp_path / "j.xml"
+    assert main(["report", mbda[1], "-o", str(html), "--slo", "p99 < 30us"]) == 3
+    capsys.readouterr()
+    assert main(["report", *mbda, "-o", str(html), "--cpus", "1", "--slo", "p99 < 30us",
+                 "--junit", str(junit)]) == 0
+    assert "SLO met" in capsys.readouterr().out
+    text = html.read_text()
+    assert "channels selected with --cpus 1: cpu1 (not shown: cpu0)" in text
+    assert "on CPU1" in text and "on CPU0" not in text  # the verdicts' worst channel
+    classes = {tc.get("classname") for tc in ET.parse(junit).getroot().iter("testcase")}
+    assert classes == {f"rtlab.{r}.main.cpu1" for r in mbda}

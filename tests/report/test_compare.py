@@ -1,9 +1,19 @@
 # SPDX-License-Identifier: MIT
 from __future__ import annotations
 
-from synth import synthetic_result
+import numpy as np
+import pytest
+from synth import channel_from_samples, synthetic_result
 
-from rtlab.analysis.compare import build_configs, compare_configs
+from rtlab.analysis.compare import (
+    ChannelSelection,
+    build_configs,
+    compare_configs,
+    select_channels,
+    side_by_side,
+)
+from rtlab.errors import UsageError
+from rtlab.results.model import RunResult
 
 
 def _changes(a, b) -> dict:
@@ -129,3 +139,89 @@ def test_unsupported_percentile_stays_na_even_when_censored() -> None:
     assert cfg.value(99.99) is None  # ~6000 samples cannot support p99.99
     assert bounded_us(cfg.value(99.99), cfg.lower_bound(99.99)) == "n/a"
     assert bounded_us(cfg.value(99.0), cfg.lower_bound(99.0)).startswith("≥")
+
+
+# --- channel selection (--cpus / --channel) ------------------------------------------------
+
+
+def _busy_cpu0(run_id: str, seed: int, median_ns: float) -> RunResult:
+    """An MBDA-like step: CPU 0 is the housekeeping CPU (its latency `median_ns`), CPU 1
+    the shielded one, the same in every step (12 µs)."""
+    quiet = synthetic_result(run_id, seed=seed, windows=60)
+    busy = synthetic_result(run_id, seed=seed + 100, windows=60, median_ns=median_ns)
+    quiet.phases[0].channels[0] = busy.phases[0].channels[0]
+    return quiet
+
+
+def test_cpus_selection_applies_to_rows_tails_and_window_maxima() -> None:
+    a, b = _busy_cpu0("aaaa0001", 1, 12_000), _busy_cpu0("aaaa0002", 2, 40_000)
+    merged = _changes(a, b)  # CPU0 and CPU1 in one row: B looks worse
+    assert merged["p99"].regression and merged["max (median window max)"].regression
+    one = ChannelSelection(cpus=frozenset({1}))
+    sa, sb = select_channels([a, b], one)
+    cfg_a, cfg_b = build_configs([sa, sb])
+    assert cfg_a.channel.samples == a.phases[0].channels[1].samples
+    assert cfg_b.channel.max_ns == b.phases[0].channels[1].max_ns
+    assert list(cfg_b.window_maxima) == [m for _, m, _ in b.phases[0].channels[1].windows]
+    changes = {c.what: c for c in compare_configs([cfg_a, cfg_b])[0].changes}
+    assert not any(c.significant for c in changes.values())  # CPU 1 did not change
+    assert sb.merged().max_ns == b.phases[0].channels[1].max_ns  # the verdict's headline
+    # the runs themselves are untouched; the copies say what was selected
+    assert [c.name for c in b.phases[0].channels] == ["cpu0", "cpu1"] and not b.notes
+    assert sb.notes == ["channels selected with --cpus 1: cpu1 (not shown: cpu0)"]
+
+
+def test_channel_patterns_and_cpus_both_narrow() -> None:
+    r = synthetic_result("aaaa0001", cpus=4, windows=10)
+    for ch in r.phases[0].channels[:2]:
+        ch.name = f"irq@{ch.name}"
+    for ch in r.phases[0].channels[2:]:
+        ch.name = f"thread@{ch.name}"  # irq@cpu0, irq@cpu1, thread@cpu2, thread@cpu3
+        ch.cpu = None  # the CPU is read from the name then
+
+    def names(sel: ChannelSelection) -> list[str]:
+        (out,) = select_channels([r], sel)
+        return [c.name for _, c in out.channels()]
+
+    assert names(ChannelSelection(patterns=("thread@cpu*",))) == ["thread@cpu2", "thread@cpu3"]
+    assert names(ChannelSelection(patterns=("irq@cpu0", "thread@cpu3"))) == [
+        "irq@cpu0", "thread@cpu3"]
+    assert names(ChannelSelection(frozenset({1, 3}))) == ["irq@cpu1", "thread@cpu3"]
+    assert names(ChannelSelection(frozenset({1, 3}), ("thread@*",))) == ["thread@cpu3"]
+
+
+def test_selection_matching_nothing_names_the_run_and_its_channels() -> None:
+    r = synthetic_result("aaaa0001", cpus=6, windows=10)
+    r.phases[0].channels.append(channel_from_samples("rtt", None, np.full(10, 5000), 5,
+                                                     1_000_000_000))
+    with pytest.raises(UsageError) as info:
+        select_channels([synthetic_result("aaaa0002", cpus=8, windows=10), r],
+                        ChannelSelection(frozenset({7}), ("cpu*",)))
+    assert info.value.one_line() == ("run aaaa0001: no channel matches --cpus 7 --channel "
+                                     "cpu*; its channels: cpu0-5, rtt")
+
+
+def test_phases_without_a_selected_channel_are_left_out() -> None:
+    r = synthetic_result("aaaa0001", windows=10, phases=("idle", "load"))
+    r.phases[1].channels = [r.phases[1].channels[0]]  # the load phase measured CPU 0 only
+    r.phases[0].spikes = [{"cpu": 0, "latency_ns": 90_000}, {"cpu": 1, "latency_ns": 80_000}]
+    (sel,) = select_channels([r], ChannelSelection(frozenset({1})))
+    assert [p.name for p in sel.phases] == ["idle"]
+    assert sel.notes[-1].endswith("; phase without them: load")
+    assert sel.phases[0].spikes == [{"cpu": 1, "latency_ns": 80_000}]  # CPU 1's only
+
+
+def test_side_by_side_by_host_shows_the_selected_cpus_only() -> None:
+    runs = [synthetic_result(f"aaaa000{i}", seed=i, windows=10, cpus=4, hostname=h)
+            for i, h in ((1, "a53"), (2, "a9"))]
+    configs = build_configs(select_channels(runs, ChannelSelection(frozenset({1, 2}))), "host")
+    assert [c.label for c in configs] == ["a53", "a9"]
+    assert [name for name, _ in side_by_side(configs)] == ["cpu1", "cpu2"]
+
+
+def test_a_problem_in_a_channel_left_out_still_invalidates_the_run() -> None:
+    r = synthetic_result("aaaa0001", windows=10)
+    r.phases[0].channels[0].samples += 5  # CPU 0's count disagrees with its histogram
+    (sel,) = select_channels([r], ChannelSelection(frozenset({1})))
+    assert sel.status == "invalid" and "failed validation" in sel.notes[-1]
+    assert r.status == "completed"

@@ -126,6 +126,9 @@ def test_verdict_names_the_phase_of_the_worst_value() -> None:
     from rtlab.report.terminal import verdict
 
     r = synthetic_result(windows=10, phases=("idle", "load"))
-    r.phases[1].channels[1].max_ns = 5_000_000
+    worst = r.phases[1].channels[1]
+    worst.hist.add(5_000_000)  # one more sample, the worst of the run
+    worst.samples, worst.sum_ns, worst.max_ns = (worst.samples + 1, worst.sum_ns + 5_000_000,
+                                                 5_000_000)
     assert " on CPU1 in phase load at " in verdict(r)
     assert "in phase" not in verdict(synthetic_result(windows=10))

@@ -6,14 +6,18 @@ stored until it parsed completely); `rtlab results import --format FMT FILE`
 stores it. Every imported result is marked in `provenance["imported"]`
 (format, file name, tool version, resolution) and in its notes.
 
-Formats (see docs/report.md#importers):
+Formats (docs/results.md#importing-peer-tools-files lists every version read):
 
 * `cyclictest-json`     - `cyclictest --json=FILE`
-* `cyclictest-hist`     - the text output of `cyclictest -h N` (stdout, with or without -q)
-* `jitterdebugger`      - `results.json` of `jitterdebugger -o DIR` (or the file of -f)
-* `rtla-timerlat-hist`  - the text output of `rtla timerlat hist`
-* `sockperf`            - the `--full-log FILE` CSV of `sockperf ping-pong` (per-message
-                          times; the printed percentile summary alone is not a histogram)
+* `cyclictest-hist`     - the text output of `cyclictest -h N` (stdout, with or without -q);
+                          rows cut but trailer intact: the trailer's statistics, flagged
+* `jitterdebugger`      - `results.json` of `jitterdebugger -o DIR` (every version, also
+                          the ones without a `version` key)
+* `oslat`               - oslat's printed summary (v1.x, v2.x) or its `--json=FILE`
+* `rtla-timerlat-hist`  - the text output of `rtla timerlat hist` (also -u, `ALL:` block)
+* `rtla-osnoise-hist`   - the text output of `rtla osnoise hist`
+* `sockperf`            - `sockperf ping-pong --full-log FILE` (every layout since 2.x),
+                          or sockperf's printed summary alone (percentiles only, flagged)
 
 Resolution: peers count whole-µs buckets (cyclictest truncates a latency to
 `floor(µs)`); each count is placed at its bucket's lower edge (k µs = k·1000 ns)
@@ -35,12 +39,13 @@ from typing import TYPE_CHECKING
 from rtlab.errors import UsageError
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.model import RunResult
+from rtlab.results.validate import ensure_valid
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.store import Store
 
-FORMATS: tuple[str, ...] = ("cyclictest-json", "cyclictest-hist", "jitterdebugger",
-                            "rtla-timerlat-hist", "sockperf")
+FORMATS: tuple[str, ...] = ("cyclictest-json", "cyclictest-hist", "jitterdebugger", "oslat",
+                            "rtla-timerlat-hist", "rtla-osnoise-hist", "sockperf")
 
 
 def _parser(fmt: str) -> Callable[[str, str], RunResult]:
@@ -56,6 +61,12 @@ def _parser(fmt: str) -> Callable[[str, str], RunResult]:
     if fmt == "rtla-timerlat-hist":
         from rtlab.results.importers.rtla import parse
         return parse
+    if fmt == "rtla-osnoise-hist":
+        from rtlab.results.importers.rtla import parse_osnoise
+        return parse_osnoise
+    if fmt == "oslat":
+        from rtlab.results.importers.oslat import parse as parse_oslat
+        return parse_oslat
     if fmt == "sockperf":
         from rtlab.results.importers.sockperf import parse
         return parse
@@ -142,6 +153,7 @@ def import_file(path: str | Path, fmt: str, run_id: str,
         raise UsageError(f"{p.name} is not a valid {fmt} file: unexpected content "
                          f"({type(exc).__name__}: {exc})",
                          hint=f"check that the file is complete and really {fmt}") from exc
+    ensure_valid(result, str(p))
     result.provenance.setdefault("imported", {})["file"] = p.name
     result.provenance.setdefault("host", {})["imported_from"] = str(p)
     try:

@@ -1,14 +1,25 @@
 # SPDX-License-Identifier: MIT
-"""Shared pieces of the importers: errors, channels from 1-µs bucket counts."""
+"""Shared pieces of the importers: errors, number checks, channels from peer histograms.
+
+Placement rules (docs/results.md#importing-peer-tools-files): a peer's bucket k holds
+the values [k, k + width) units; its counts go to the bucket's lower edge, but never
+below the peer's min, and one count of the bucket that holds the peer's max goes to
+that max, so the stored histogram agrees with the stored min and max
+(rtlab.results.validate). Samples beyond the peer's range are placed at the max
+(upper bounds; `beyond_range` says how many and from where).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rtlab import __version__
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult
+
+INT64_MAX = (1 << 63) - 1
 
 
 class ImportFormatError(ValueError):
@@ -26,15 +37,22 @@ def need(d: Mapping[str, Any], key: str, what: str) -> Any:
     return d[key]
 
 
+def in_range(v: int, what: str) -> int:
+    """`v` when it fits a signed 64-bit integer (what the store and the engine hold)."""
+    if not -INT64_MAX - 1 <= v <= INT64_MAX:
+        raise ImportFormatError(f"{what} {v} is beyond the 64-bit integer range")
+    return v
+
+
 def as_int(v: Any, what: str) -> int:
     if isinstance(v, bool):
         raise ImportFormatError(f"{what} is not a number: {v!r}")
     if isinstance(v, int):
-        return v
+        return in_range(v, what)
     if isinstance(v, float) and v.is_integer():
-        return int(v)
+        return in_range(int(v), what)
     if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v.strip())
+        return in_range(int(v.strip()), what)
     raise ImportFormatError(f"{what} is not an integer: {v!r}")
 
 
@@ -42,9 +60,24 @@ def as_float(v: Any, what: str) -> float:
     if isinstance(v, bool):
         raise ImportFormatError(f"{what} is not a number: {v!r}")
     try:
-        return float(v)
+        f = float(v)
     except (TypeError, ValueError):
         raise ImportFormatError(f"{what} is not a number: {v!r}") from None
+    if not math.isfinite(f) or abs(f) > INT64_MAX:
+        raise ImportFormatError(f"{what} is not a finite number in range: {v!r}")
+    return f
+
+
+def _sum_from_avg(name: str, avg: float, total: int, min_ns: int, max_ns: int,
+                  unit_ns: int) -> int:
+    """The sum of a channel from the peer's printed average, kept within [min, max]
+    (the peer rounds its average; beyond rounding, the file contradicts itself)."""
+    sum_ns = round(avg * unit_ns * total)
+    lo, hi = min_ns * total, max_ns * total
+    slack = unit_ns * total  # printed averages are rounded to at most 1 unit
+    if not lo - slack <= sum_ns <= hi + slack:
+        raise ImportFormatError(f"{name}: average {avg} lies outside [min, max]")
+    return in_range(min(max(sum_ns, lo), hi), f"{name}: sum of the samples")
 
 
 def channel_from_buckets(
@@ -57,45 +90,119 @@ def channel_from_buckets(
     Returns the channel, the number of samples beyond the histogram (placed at the
     max) and a lower bound of their values (ns): the end of the highest non-empty
     bucket, or the min. `samples` is the tool's total count (None: the histogram's sum).
+    Raises ImportFormatError when the numbers contradict each other.
     """
     for what, v in (("min", min_v), ("max", max_v), ("avg", avg_v)):
         if v is not None and v < 0:
             raise ImportFormatError(f"{name}: negative {what} {v}")
     if min_v is not None and max_v is not None and min_v > max_v:
         raise ImportFormatError(f"{name}: min {min_v} is above max {max_v}")
-    hist = LogLinHistogram()
-    in_hist = 0
+    filled = {}
     for k, count in sorted(buckets.items()):
         if k < 0 or count < 0:
             raise ImportFormatError(f"negative histogram bucket or count in {name}: {k}: {count}")
+        in_range(k * unit_ns, f"{name}: bucket {k}")
         if count:
-            hist.add(k * unit_ns, count)
-            in_hist += count
-    total = in_hist if samples is None else samples
+            filled[k] = in_range(count, f"{name}: count of bucket {k}")
+    in_hist = sum(filled.values())
+    total = in_range(in_hist if samples is None else samples, f"{name}: sample count")
     if total < in_hist:
         raise ImportFormatError(f"{name}: count {total} is smaller than the histogram's sum "
                                 f"{in_hist}")
     overflow = total - in_hist
-    max_ns = max_v * unit_ns if max_v is not None else None
-    if max_ns is None and hist.total:
-        max_ns = max(b.lo for b in hist.buckets())
-    top_k = max((k for k, c in buckets.items() if c), default=None)
-    above_ns = (top_k + width) * unit_ns if top_k is not None else (min_v or 0) * unit_ns
+    min_ns = in_range(min_v * unit_ns, f"{name}: min") if min_v is not None else (
+        min(filled) * unit_ns if filled else None)
+    max_ns = in_range(max_v * unit_ns, f"{name}: max") if max_v is not None else (
+        max(filled) * unit_ns if filled else None)
+    hist = LogLinHistogram()
+    placed = _place_buckets(name, hist, filled, unit_ns, width, min_ns, max_ns,
+                            overflow, max_v is not None)
+    top_k = max(filled, default=None)
+    above_ns = (top_k + width) * unit_ns if top_k is not None else (min_ns or 0)
     if overflow:
-        if max_ns is None:
-            raise ImportFormatError(f"{name}: {overflow} samples beyond the histogram and no max")
-        hist.add(max_ns, overflow)
-    min_ns = min_v * unit_ns if min_v is not None else (
-        min((b.lo for b in hist.buckets()), default=None))
-    if avg_v is not None:
-        sum_ns = round(avg_v * unit_ns * total)
+        placed += _place_overflow(name, hist, overflow, in_hist, min_ns, max_ns)
+    if avg_v is not None and total and min_ns is not None and max_ns is not None:
+        sum_ns = _sum_from_avg(name, avg_v, total, min_ns, max_ns, unit_ns)
     else:
-        sum_ns = sum(b.lo * b.count for b in hist.buckets())
+        sum_ns = in_range(placed, f"{name}: sum of the samples")
     ch = Channel(name=name, cpu=cpu, samples=total, min_ns=min_ns if total else None,
-                 max_ns=max_ns if total else None, sum_ns=sum_ns, hist=hist)
+                 max_ns=max_ns if total else None, sum_ns=sum_ns if total else 0, hist=hist)
     if overflow and max_ns is not None:
         above_ns = min(max(above_ns, min_ns or 0), max_ns)
     return ch, overflow, above_ns
+
+
+def _place_buckets(name: str, hist: LogLinHistogram, filled: Mapping[int, int], unit_ns: int,
+                   width: int, min_ns: int | None, max_ns: int | None, overflow: int,
+                   max_given: bool) -> int:
+    """Put every bucket's counts into `hist` (lower edge, not below the min; one count at
+    the max in the bucket that holds it); the sum of the values placed."""
+    placed = 0
+    max_seen = not max_given or overflow > 0
+    if filled and min_ns is not None and min(filled) * unit_ns > min_ns:
+        raise ImportFormatError(f"{name}: min {min_ns // unit_ns} lies below the lowest "
+                                f"histogram bucket {min(filled)}")
+    for k, count in filled.items():
+        lo, end = k * unit_ns, (k + width) * unit_ns
+        if max_ns is not None and lo > max_ns:
+            raise ImportFormatError(f"{name}: bucket {k} holds {count} sample(s) above the "
+                                    f"max {max_ns // unit_ns}")
+        if min_ns is not None and end <= min_ns:
+            raise ImportFormatError(f"{name}: bucket {k} holds {count} sample(s) below the "
+                                    f"min {min_ns // unit_ns}")
+        at = max(lo, min_ns) if min_ns is not None else lo
+        if max_ns is not None and lo <= max_ns < end and max_ns != at:
+            hist.add(max_ns, 1)
+            placed += max_ns
+            count -= 1
+            max_seen = True
+        elif max_ns is not None and lo <= max_ns < end:
+            max_seen = True
+        if count:
+            hist.add(at, count)
+            placed += at * count
+    if not max_seen and filled:
+        raise ImportFormatError(f"{name}: max {max_ns // unit_ns if max_ns else max_ns} "
+                                "lies in no histogram bucket and no sample is beyond it")
+    return placed
+
+
+def _place_overflow(name: str, hist: LogLinHistogram, overflow: int, in_hist: int,
+                    min_ns: int | None, max_ns: int | None) -> int:
+    """Samples beyond the histogram at the max; when all are beyond, the min is one of
+    them. The sum of the values placed."""
+    if max_ns is None:
+        raise ImportFormatError(f"{name}: {overflow} samples beyond the histogram and no max")
+    if in_hist == 0 and min_ns is not None and min_ns != max_ns:
+        hist.add(min_ns, 1)
+        hist.add(max_ns, overflow - 1)
+        return min_ns + max_ns * (overflow - 1)
+    hist.add(max_ns, overflow)
+    return max_ns * overflow
+
+
+def channel_from_ranks(name: str, cpu: int | None, points: Sequence[tuple[int, int]],
+                       sum_ns: int) -> Channel:
+    """A channel of which only some order statistics are known: `points` are (rank, value
+    ns), 1-based ranks, the first rank 1 (the min) and the last the sample count (the
+    max). The samples between two known ranks are placed at the upper one's value, so
+    every percentile computed from the channel is an upper bound of the true one, exact
+    at the known ranks."""
+    hist = LogLinHistogram()
+    prev_rank, prev_value = 0, -1
+    for rank, value in points:
+        if rank <= prev_rank:
+            continue  # two percentiles of one rank (few samples): the same order statistic
+        if value < prev_value:
+            raise ImportFormatError(f"{name}: the value at rank {rank} ({value} ns) is below "
+                                    f"the one at rank {prev_rank} ({prev_value} ns)")
+        hist.add(in_range(value, f"{name}: value"), rank - prev_rank)
+        prev_rank, prev_value = rank, value
+    total = prev_rank
+    min_ns, max_ns = points[0][1], points[-1][1]
+    sum_ns = min(max(sum_ns, min_ns * total), max_ns * total)
+    return Channel(name=name, cpu=cpu, samples=total, min_ns=min_ns, max_ns=max_ns,
+                   sum_ns=in_range(sum_ns, f"{name}: sum of the samples"), hist=hist)
 
 
 def imported_result(
@@ -104,20 +211,21 @@ def imported_result(
     tool_version: str | None = None, argv: list[str] | None = None,
     start_wall: str | None = None, end_wall: str | None = None, resolution_ns: int = 1000,
     status: str = "completed", extra: dict[str, Any] | None = None,
-    beyond: dict[str, dict[str, int]] | None = None,
+    beyond: dict[str, dict[str, int]] | None = None, partial: bool = False,
 ) -> RunResult:
     """`beyond`: per channel name, samples the peer counted beyond its histogram range
     ({"count", "above_ns"}: placed at the max, their true values are >= above_ns);
-    percentiles among them are only known to lie in [above_ns, max]."""
+    percentiles among them are only known to lie in [above_ns, max]. `partial`: part of
+    the measurement is missing from the file (status `partial`, e.g. only a summary)."""
     imported = {"format": fmt, "tool": tool, "tool_version": tool_version,
                 "resolution_ns": resolution_ns, **(extra or {})}
     if beyond:
         imported["beyond_range"] = beyond
     return RunResult(
-        run_id=run_id, status=status, probe=probe,
+        run_id=run_id, status="partial" if partial else status, probe=probe,
         phases=[Phase("main", channels, elapsed_ns)],
         notes=[f"imported from {tool} ({fmt}); resolution {resolution_ns} ns", *(notes or [])],
-        rt_valid=None,
+        rt_valid=None, partial=partial,
         scenario={"name": f"imported:{tool}", "hash": None},
         provenance={
             "engine": {"engine_version": None, "argv": argv or [], "system": system},

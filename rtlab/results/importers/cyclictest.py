@@ -14,10 +14,12 @@ from rtlab.results.importers.common import (
     as_float,
     as_int,
     channel_from_buckets,
+    channel_from_ranks,
     imported_result,
+    in_range,
     need,
 )
-from rtlab.results.model import RunResult
+from rtlab.results.model import Channel, RunResult
 
 
 def _rfc2822(text: Any) -> datetime | None:
@@ -112,31 +114,7 @@ _TRAILER_RE = re.compile(r"^#\s*(Min Latencies|Avg Latencies|Max Latencies|Histo
 
 def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
     """`unit_ns` 1 for the output of `cyclictest -N/--nsecs` (the text does not say so)."""
-    rows: dict[int, list[int]] = {}
-    trailer: dict[str, list[int]] = {}
-    width = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = _ANSI_RE.sub("", raw.split("\r")[-1]).strip()
-        if not line:
-            continue
-        m = _TRAILER_RE.match(line)
-        if m:
-            try:
-                trailer[m.group(1)] = [int(x) for x in m.group(2).split()]
-            except ValueError:
-                raise ImportFormatError(f"line {lineno}: bad numbers in '# {m.group(1)}'") from None
-            continue
-        if line.startswith("#") or line.startswith("T:") or line.startswith("policy:"):
-            continue
-        m = _ROW_RE.match(line)
-        if not m:
-            raise ImportFormatError(f"line {lineno}: unexpected text {line[:40]!r}")
-        counts = [int(x) for x in m.group(2).split("\t")]
-        if width is None:
-            width = len(counts)
-        elif len(counts) != width:
-            raise ImportFormatError(f"line {lineno}: {len(counts)} columns, expected {width}")
-        rows[int(m.group(1))] = counts
+    rows, trailer, width, first_line = _read_hist(text)
     if "Max Latencies" not in trailer or not rows or width is None:
         raise ImportFormatError("no histogram rows or no '# Max Latencies:' trailer: not a "
                                 "complete `cyclictest -h` output",
@@ -148,6 +126,9 @@ def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
         if key in trailer and len(trailer[key]) != nthreads:
             raise ImportFormatError(f"'# {key}' has {len(trailer[key])} values, expected "
                                     f"{nthreads}")
+    cut = _rows_cut(rows, trailer, nthreads, first_line)
+    if cut is not None:
+        return _footer_only(run_id, trailer, nthreads, unit_ns, cut)
     channels, notes = [], []
     beyond: dict[str, dict[str, int]] = {}
     range_ns = (max(rows) + 1) * unit_ns  # cyclictest prints every row of -h N
@@ -176,3 +157,101 @@ def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
         run_id, probe="timer", tool="cyclictest", fmt="cyclictest-hist", channels=channels,
         system={}, notes=notes, resolution_ns=unit_ns,
         extra={"rows": len(rows)}, beyond=beyond)
+
+
+def _read_hist(text: str) -> tuple[dict[int, list[int]], dict[str, list[int]], int | None,
+                                   dict[int, int]]:
+    """Rows (index -> counts), trailers, the number of columns, and the line of each row."""
+    rows: dict[int, list[int]] = {}
+    lines: dict[int, int] = {}
+    trailer: dict[str, list[int]] = {}
+    width = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = _ANSI_RE.sub("", raw.split("\r")[-1]).strip()
+        if not line:
+            continue
+        m = _TRAILER_RE.match(line)
+        if m:
+            try:
+                trailer[m.group(1)] = [in_range(int(x), f"line {lineno}: '# {m.group(1)}'")
+                                       for x in m.group(2).split()]
+            except ValueError:
+                raise ImportFormatError(f"line {lineno}: bad numbers in '# {m.group(1)}'") from None
+            continue
+        if line.startswith("#") or line.startswith("T:") or line.startswith("policy:"):
+            continue
+        m = _ROW_RE.match(line)
+        if not m:
+            raise ImportFormatError(f"line {lineno}: unexpected text {line[:40]!r}")
+        counts = [in_range(int(x), f"line {lineno}: count") for x in m.group(2).split("\t")]
+        if width is None:
+            width = len(counts)
+        elif len(counts) != width:
+            raise ImportFormatError(f"line {lineno}: {len(counts)} columns, expected {width}")
+        index = int(m.group(1))
+        if index in rows:
+            raise ImportFormatError(f"line {lineno}: row {index} appears twice")
+        rows[index] = counts
+        lines[index] = lineno
+    return rows, trailer, width, lines
+
+
+def _rows_cut(rows: dict[int, list[int]], trailer: dict[str, list[int]], nthreads: int,
+              lines: dict[int, int]) -> str | None:
+    """Why the histogram rows are not all there (cyclictest prints every row 0..N-1, and
+    `# Total:` is their sum per thread), or None when they are."""
+    expected = set(range(max(rows) + 1))
+    if set(rows) != expected:
+        gap = min(expected - set(rows))
+        after = max((k for k in rows if k < gap), default=None)
+        where = f"after line {lines[after]}" if after is not None else "before the first row"
+        return f"row {gap} is missing ({where})"
+    total = trailer.get("Total")
+    if total is not None:
+        if len(total) not in (nthreads, nthreads + 1):
+            raise ImportFormatError(f"'# Total' has {len(total)} values, expected {nthreads}")
+        for t in range(nthreads):
+            in_rows = sum(v[t] for v in rows.values())
+            if in_rows != total[t]:
+                return (f"thread {t}'s rows hold {in_rows:,} samples but '# Total:' says "
+                        f"{total[t]:,}")
+    return None
+
+
+def _footer_only(run_id: str, trailer: dict[str, list[int]], nthreads: int, unit_ns: int,
+                 cut: str) -> RunResult:
+    """The trailer's statistics alone, for a file whose rows were cut: per thread the
+    count (`# Total:` plus overflows), min, average and max; every other sample is only
+    known to lie in [min, max] (placed at the max, `beyond_range`)."""
+    total = trailer.get("Total")
+    if total is None or "Min Latencies" not in trailer:
+        raise ImportFormatError(f"histogram rows cut ({cut}) and no '# Total:' and "
+                                "'# Min Latencies:' lines: the sample count is unknown",
+                                hint="import the complete output of cyclictest -h N")
+    channels = []
+    beyond: dict[str, dict[str, int]] = {}
+    overflows = trailer.get("Histogram Overflows", [0] * nthreads)
+    for t in range(nthreads):
+        name = f"thread{t}"
+        n = in_range(total[t] + overflows[t], f"{name}: sample count")
+        lo, hi = trailer["Min Latencies"][t] * unit_ns, trailer["Max Latencies"][t] * unit_ns
+        if n == 0:
+            channels.append(Channel(name=name))
+            continue
+        if lo > hi or (n == 1 and lo != hi):
+            raise ImportFormatError(f"{name}: min {lo // unit_ns} and max {hi // unit_ns} "
+                                    f"do not fit {n} sample(s)")
+        avg = trailer.get("Avg Latencies", [None] * nthreads)[t]
+        sum_ns = avg * unit_ns * n if avg is not None else hi * n
+        channels.append(channel_from_ranks(name, None, [(1, lo), (n, hi)], sum_ns))
+        if n > 1:
+            beyond[name] = {"count": n - 1, "above_ns": lo}
+    unit = "ns" if unit_ns == 1 else "µs"
+    notes = [f"histogram rows cut ({cut}): only the trailer's statistics are kept (count = "
+             f"'# Total:' + overflows, min, integer average in {unit}, max); every sample "
+             "but the min is placed at the max, so each percentile is only known to lie "
+             "between min and max (shown as such)"]
+    return imported_result(
+        run_id, probe="timer", tool="cyclictest", fmt="cyclictest-hist", channels=channels,
+        system={}, notes=notes, resolution_ns=unit_ns, partial=True,
+        extra={"footer_only": True, "rows_cut": cut}, beyond=beyond)

@@ -1,5 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""jitterdebugger `results.json` (version 3)."""
+"""jitterdebugger `results.json`, every layout it has written.
+
+* no `version` (jitterdebugger 0.1, before January 2019) and version 1 (0.2 to 0.3.1):
+  only `cpu` (per measuring thread: `histogram`, `count`, `min`, `max`, `avg`), µs;
+* version 2 (February 2019): adds `sysinfo` (uname fields, `cpus_online`), µs;
+* version 3 (September 2019 on): `sysinfo.resolution_in_ns` (1000, or 1 with -N).
+
+The keys of `cpu` are jitterdebugger's thread numbers; with the default affinity
+(every online CPU) thread N runs on the N-th CPU of the set.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +29,9 @@ from rtlab.results.model import RunResult
 # thread never measured (count 0) that is "-nan", which is not JSON.
 _NAN_AVG = re.compile(r'"(\d+)"\s*:\s*\{\s*"histogram"\s*:\s*\{[^{}]*\}\s*,\s*"count"\s*:\s*'
                       r'(\d+)\s*,[^{}]*?"avg"\s*:\s*(?P<nan>-?nan)\b', re.IGNORECASE)
+
+
+_VERSIONS = (1, 2, 3)  # and none at all
 
 
 def _invalid_json(text: str, exc: json.JSONDecodeError) -> ImportFormatError:
@@ -44,10 +56,12 @@ def parse(text: str, run_id: str) -> RunResult:
         raise ImportFormatError(f"invalid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cpu"), dict):
         raise ImportFormatError("no `cpu` object: not a jitterdebugger results.json")
-    if doc.get("version") != 3:
-        raise ImportFormatError(f"unsupported version {doc.get('version')!r} (this rtlab reads 3)")
+    version = doc.get("version")
+    if version is not None and (type(version) is not int or version not in _VERSIONS):
+        raise ImportFormatError(f"unsupported version {version!r} (this rtlab reads "
+                                "results.json without a version and versions 1 to 3)")
     sysinfo = doc.get("sysinfo") if isinstance(doc.get("sysinfo"), dict) else {}
-    res = sysinfo.get("resolution_in_ns", 1000)
+    res = sysinfo.get("resolution_in_ns", 1000) if version == 3 else 1000
     unit_ns = as_int(res, "resolution_in_ns") if res else 1000
     channels, notes = [], []
     beyond: dict[str, dict[str, int]] = {}
@@ -78,5 +92,6 @@ def parse(text: str, run_id: str) -> RunResult:
               "machine": sysinfo.get("machine")}
     return imported_result(
         run_id, probe="timer", tool="jitterdebugger", fmt="jitterdebugger", channels=channels,
-        system=system, notes=notes, tool_version="results.json v3", resolution_ns=unit_ns,
+        system=system, notes=notes, resolution_ns=unit_ns,
+        tool_version=f"results.json v{version}" if version else "results.json (no version)",
         beyond=beyond)

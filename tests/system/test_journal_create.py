@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: MIT
+"""`sys apply` makes its journal appear already locked and with its header (made under
+a temporary name, then linked): a stale check racing a starting applier never takes
+its journal for a crashed run's. An existing journal is still refused."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from rtlab.engine.transport import LocalTransport
+from rtlab.system import journal as jr
+
+
+def test_a_starting_journal_is_never_seen_stale(require_root: None, probe_bin: str,
+                                                tmp_path: Path) -> None:
+    t = LocalTransport(probe_bin)
+    seen: list[tuple[bool, int]] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # read here, and as a board's engine reads (`sys journals`)
+        while not stop.is_set():
+            for j in [*jr.journals(tmp_path), *jr.remote_journals(t, tmp_path)]:
+                seen.append((j.held, j.pid or 0))
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    try:
+        for k in range(20):
+            with jr.SystemSession(t, tmp_path, name=f"s{k}"):
+                pass
+    finally:
+        stop.set()
+        w.join()
+    assert all(held and pid for held, pid in seen), [s for s in seen if not all(s)][:5]
+    print(f"{len(seen)} journal reads while sessions came and went")
+    assert not list(tmp_path.iterdir()), "no journal and no temporary file left"
+
+
+def test_an_existing_journal_is_refused(require_root: None, probe_bin: str,
+                                        tmp_path: Path) -> None:
+    (tmp_path / "x.journal").write_text("")
+    r = subprocess.run([probe_bin, "sys", "apply", "--journal", str(tmp_path / "x.journal")],
+                       input="", capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "exists: a live session or stale changes" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.journal"]
+    with pytest.raises(Exception, match="exists"):
+        jr.Applier(LocalTransport(probe_bin), tmp_path / "x.journal")
