@@ -16,17 +16,42 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common.h"
 #include "hist.h"
 
 #define CHANNEL_WIN_RING 256 /* power of two */
 
+/*
+ * Per window, beside its maximum: the sum of its values and a coarse
+ * log-linear histogram (sub_bits 2: 4 buckets per power of two, each at most
+ * 25 % wide; values of 2^40 ns and more share the last bucket). The host
+ * uses them to measure how strongly samples depend on each other
+ * (docs/report.md#comparisons); the run's own histogram stays the fine one.
+ */
+#define WIN_HIST_SUB_BITS 2u
+#define WIN_HIST_SUB_COUNT (1u << WIN_HIST_SUB_BITS)
+#define WIN_HIST_BUCKETS (WIN_HIST_SUB_COUNT + (40u - WIN_HIST_SUB_BITS) * WIN_HIST_SUB_COUNT)
+
 struct win_rec {
 	uint64_t index;
 	uint64_t max_ns;
 	uint64_t samples;
+	uint64_t sum_ns;
+	uint32_t hist[WIN_HIST_BUCKETS];
 };
+
+static inline unsigned win_hist_index(uint64_t v)
+{
+	if (v < WIN_HIST_SUB_COUNT)
+		return (unsigned)v;
+	unsigned e = 63u - (unsigned)__builtin_clzll(v);
+	unsigned shift = e - WIN_HIST_SUB_BITS;
+	unsigned i = WIN_HIST_SUB_COUNT + shift * WIN_HIST_SUB_COUNT +
+		     (unsigned)((v >> shift) - WIN_HIST_SUB_COUNT);
+	return i < WIN_HIST_BUCKETS ? i : WIN_HIST_BUCKETS - 1;
+}
 
 struct sample_rec {
 	uint64_t at_ns;
@@ -100,12 +125,16 @@ static inline void channel_record(struct channel *ch, uint64_t at_ns, uint64_t v
 		}
 		st->cur_win.samples = 0;
 		st->cur_win.max_ns = 0;
+		st->cur_win.sum_ns = 0;
+		memset(st->cur_win.hist, 0, sizeof(st->cur_win.hist));
 	}
 	if (!st->cur_win.samples)
 		st->cur_win.index = widx;
 	st->cur_win.samples++;
 	if (value_ns > st->cur_win.max_ns)
 		st->cur_win.max_ns = value_ns;
+	st->cur_win.sum_ns += value_ns;
+	st->cur_win.hist[win_hist_index(value_ns)]++;
 
 	if (!st->samples || value_ns < st->min_ns)
 		st->min_ns = value_ns;

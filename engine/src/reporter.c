@@ -92,6 +92,25 @@ static void write_use(struct jsonw *w, const struct chan_use *u)
 	jw_obj_end(w);
 }
 
+/* [window_index, sum_ns, [[bucket, count], ...]]: the window's coarse histogram. */
+static void write_window_hist(struct jsonw *w, const struct win_rec *win)
+{
+	jw_arr_begin(w, NULL);
+	jw_uint(w, NULL, win->index);
+	jw_uint(w, NULL, win->sum_ns);
+	jw_arr_begin(w, NULL);
+	for (unsigned b = 0; b < WIN_HIST_BUCKETS; b++) {
+		if (!win->hist[b])
+			continue;
+		jw_arr_begin(w, NULL);
+		jw_uint(w, NULL, b);
+		jw_uint(w, NULL, win->hist[b]);
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+	jw_arr_end(w);
+}
+
 void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 			    const struct chan_state *st, const struct win_rec *wins,
 			    size_t n_wins, bool with_current, const struct chan_use *use)
@@ -149,6 +168,15 @@ void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 		jw_arr_end(w);
 	}
 	jw_arr_end(w);
+	jw_obj_begin(w, "window_hist");
+	jw_uint(w, "sub_bits", WIN_HIST_SUB_BITS);
+	jw_arr_begin(w, "windows");
+	for (size_t i = 0; i < n_wins; i++)
+		write_window_hist(w, &wins[i]);
+	if (with_current && st->cur_win.samples)
+		write_window_hist(w, &st->cur_win);
+	jw_arr_end(w);
+	jw_obj_end(w);
 	jw_uint(w, "windows_lost", st->windows_lost);
 	jw_uint(w, "ring_lost", st->ring_lost);
 	write_use(w, use);

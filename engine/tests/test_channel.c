@@ -54,7 +54,23 @@ int main(void)
 	CHECK_EQ_U(w[0].index, 0);
 	CHECK_EQ_U(w[0].max_ns, 30);
 	CHECK_EQ_U(w[0].samples, 2);
+	/* the window's sum and coarse histogram: every sample in it, once */
+	uint64_t wtotal = 0;
+	for (unsigned b = 0; b < WIN_HIST_BUCKETS; b++)
+		wtotal += w[0].hist[b];
+	CHECK_EQ_U(wtotal, 2);
+	CHECK_EQ_U(w[0].hist[win_hist_index(30)], 1);
+	CHECK_EQ_U(st->cur_win.sum_ns, 20 + 5);
+	CHECK_EQ_U(w[0].sum_ns + st->cur_win.sum_ns, st->sum_ns);
 	CHECK_EQ_U(channel_pop_windows(ch, w, 8), 0);
+	/* coarse buckets: 4 per power of two, values >= 2^40 in the last */
+	CHECK_EQ_U(win_hist_index(3), 3);
+	CHECK_EQ_U(win_hist_index(4), 4);
+	CHECK_EQ_U(win_hist_index(7), 7);
+	CHECK_EQ_U(win_hist_index(8), 8);
+	CHECK_EQ_U(win_hist_index(10), 9);
+	CHECK_EQ_U(win_hist_index((1ull << 40) - 1), WIN_HIST_BUCKETS - 1);
+	CHECK_EQ_U(win_hist_index(UINT64_MAX), WIN_HIST_BUCKETS - 1);
 
 	/* sample ring of 8: 4 in, then 6 more -> 2 lost */
 	struct sample_rec s[16];

@@ -48,6 +48,15 @@ from fnmatch import fnmatchcase
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from rtlab.analysis.compare_stats import (
+    Estimate,
+    Units,
+    compare_estimates,
+    config_units,
+    mean_estimate,
+    percentile_estimate,
+    window_max_estimate,
+)
 from rtlab.analysis.stats import mean, mode, percentile, percentile_label
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
@@ -62,6 +71,9 @@ TAIL_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 TABLE_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 ALPHA = 0.01
 MIN_REL_CHANGE = 0.05
+CONFIDENCE = 1 - ALPHA  # of the ratio intervals
+TARGET_CHANGE = 0.10  # "needs longer runs": what it takes to detect this change
+CENTRE_LEVELS: tuple[float, ...] = (50.0,)
 GROUP_KEYS = ("run", "kernel", "scenario", "variant", "host")
 
 
@@ -221,6 +233,7 @@ class Config:
     duration_ns: int | None
     censored: int = 0  # samples only known to be >= censored_above_ns (imported peers)
     censored_above_ns: int | None = None
+    units: Units | None = None  # what the variance of its statistics is estimated from
 
     @property
     def run_ids(self) -> list[str]:
@@ -316,7 +329,8 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         cens = [beyond_range(r, {ch.name for _, ch in r.channels()}) for r in runs]
         bounds = [b for c, b in cens if c and b is not None]
         configs.append(Config(label, runs, merged, arr, window_ns, duration,
-                              sum(c for c, _ in cens), min(bounds) if bounds else None))
+                              sum(c for c, _ in cens), min(bounds) if bounds else None,
+                              config_units(runs, window_ns)))
     return configs
 
 
@@ -348,6 +362,11 @@ class Change:
     `a_lo`/`b_lo`: when set, the value is only known to lie in [lo, value] (beyond a
     peer tool's histogram range). `direction`: +1 B is worse (higher), -1 better, 0 none
     shown; for `max` it comes from the window maxima, not from the two overall maxima.
+    `ci_lo`/`ci_hi`: the confidence interval of the ratio B/A at `CONFIDENCE`, from
+    batches of windows or runs (docs/report.md#comparisons); None when there is nothing
+    to estimate the variance from. `needs`: not significant, and about this many times
+    the data (longer runs, or more runs per configuration) are needed to detect a
+    `TARGET_CHANGE` with 90 % power; `method`: what the interval rests on.
     """
 
     what: str  # "p99", "p99.9", "max", ...
@@ -359,12 +378,35 @@ class Change:
     direction: int = 0
     a_lo: float | None = None
     b_lo: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    needs: float | None = None
+    method: str | None = None
 
     @property
     def ratio(self) -> float | None:
         if not self.a_ns or self.b_ns is None:
             return None
         return self.b_ns / self.a_ns
+
+    def _ci_text(self) -> str:
+        if self.ci_lo is None or self.ci_hi is None:
+            return ""
+        return (f"; {CONFIDENCE * 100:g} % CI {(self.ci_lo - 1) * 100:+.1f} to "
+                f"{(self.ci_hi - 1) * 100:+.1f} %")
+
+    def needs_text(self) -> str:
+        """"needs longer or repeated runs" as words ('' when not needed)."""
+        if self.needs is None:
+            return ""
+        k = self.needs
+        if k > 100:
+            return (f"inconclusive: to detect a {TARGET_CHANGE * 100:.0f} % change, measure "
+                    "more than 100× longer, or many more runs per configuration")
+        times = f"{k:.0f}" if k >= 10 else f"{k:.1f}"
+        runs = max(2, math.ceil(k))
+        return (f"inconclusive: to detect a {TARGET_CHANGE * 100:.0f} % change, measure "
+                f"~{times}× longer, or {runs} runs of this length per configuration")
 
     def describe(self) -> str:
         r = self.ratio
@@ -378,12 +420,14 @@ class Change:
             text = f"{self.what}: {(r - 1) * 100:+.1f} %"
         if self.significant:
             text += (f" ({'worse' if self.direction > 0 else 'better'}, significant, "
-                     f"p = {_pfmt(self.p_value)})")
+                     f"p = {_pfmt(self.p_value)}{self._ci_text()})")
         else:
             text += " (not significant" + (
-                f", p = {_pfmt(self.p_value)}" if self.p_value is not None else "") + ")"
-        if self.note:
-            text += f"; {self.note}"
+                f", p = {_pfmt(self.p_value)}" if self.p_value is not None else "") + (
+                self._ci_text()) + ")"
+        extra = [x for x in (self.needs_text(), self.note) if x]
+        if extra:
+            text += "; " + "; ".join(extra)
         return text
 
     @property
@@ -402,18 +446,29 @@ class Change:
 
     def to_dict(self) -> dict[str, Any]:
         """The change as data: both values (ns; `*_lower_bound_ns`: known only as
-        [bound, value]), ratio B/A, which way it moved (`worse`: B higher; null: no
-        direction), the verdict and p-value as the text shows them, the note, the text."""
+        [bound, value]), ratio B/A with its confidence interval, which way it moved
+        (`worse`: B higher; null: no direction), the verdict and p-value as the text
+        shows them, `needs` (not significant and too little data: the factor of more
+        data to detect `target_change`), what the interval rests on, the note, the
+        text."""
         r = self.ratio
         return {
             "statistic": self.what,
             "baseline_ns": self.a_ns, "value_ns": self.b_ns,
             "baseline_lower_bound_ns": self.a_lo, "value_lower_bound_ns": self.b_lo,
             "ratio": r, "change_percent": (r - 1) * 100 if r is not None else None,
+            "ratio_ci": ([self.ci_lo, self.ci_hi] if self.ci_lo is not None else None),
+            "confidence": CONFIDENCE,
             "direction": "worse" if self.direction > 0 else "better" if self.direction < 0
             else None,
             "significant": self.significant, "p_value": self.p_value,
             "verdict": self.verdict, "regression": self.regression,
+            "inconclusive": self.needs is not None,
+            "needs": None if self.needs is None else {
+                "more_data_factor": self.needs, "target_change": TARGET_CHANGE,
+                "runs_per_configuration": max(2, math.ceil(self.needs)),
+                "text": self.needs_text()},
+            "method": self.method,
             "note": self.note or None, "text": self.describe(),
         }
 
@@ -495,39 +550,112 @@ def _runs_note(a: Config, b: Config) -> str:
             "more times to separate it from run-to-run variation")
 
 
+METHOD_TEXT = {
+    "window-hist": "batches of consecutive windows",
+    "window-max": "batches of windows, each window counted as one observation (no "
+                  "per-window histograms: conservative)",
+    "runs": "runs as the unit",
+}
+
+
+def _method(a: Estimate, b: Estimate) -> str | None:
+    order = ["none", "window-max", "runs", "window-hist"]
+    tiers = [t for t in (a.tier, b.tier) if t in order]
+    return min(tiers, key=order.index) if tiers else None
+
+
+def _judge(label: str, a: Config, b: Config, ea: Estimate, eb: Estimate,
+           no_test: str) -> Change:
+    """The change from two estimates: ratio with interval, p-value, significance (p <
+    ALPHA and at least MIN_REL_CHANGE), or not significant and how much more data."""
+    va, vb = ea.value, eb.value
+    if va is None or vb is None:
+        return Change(label, va, vb, None, False, "too few samples")
+    direction = 1 if vb > va else -1 if vb < va else 0
+    t = compare_estimates(ea, eb, ALPHA, TARGET_CHANGE)
+    if t is None:
+        return Change(label, va, vb, None, False, no_test, direction)
+    moved = abs(t.ratio - 1) >= MIN_REL_CHANGE
+    enough = t.needs is None or (ea.short is None and eb.short is None)
+    sig = t.p < ALPHA and moved and enough
+    notes = []
+    method = _method(ea, eb)
+    if method == "window-max" and not label.startswith("max"):
+        notes.append("no per-window histograms in "
+                     + " and ".join(c.label for c, e in ((a, ea), (b, eb))
+                                    if e.tier == "window-max")
+                     + ": a window counts as one observation (conservative)")
+    if sig and (len(a.runs) < 2 or len(b.runs) < 2):
+        notes.append(_runs_note(a, b))
+    needs = None if sig or (t.needs is None) else t.needs
+    if not enough:  # too few independent tail events: no interval is believable
+        notes.insert(0, "too few independent tail events for an interval")
+        return Change(label, va, vb, None, False, "; ".join(notes), direction,
+                      needs=needs, method=method)
+    return Change(label, va, vb, t.p, sig, "; ".join(notes), direction,
+                  ci_lo=t.lo, ci_hi=t.hi, needs=needs, method=method)
+
+
+_NO_TEST = ("no interval: without windows (an imported peer result has no time "
+            "structure) a single run says nothing about its own variation; compare two or "
+            "more runs per configuration")
+
+
+def _estimate(c: Config, q: float) -> Estimate:
+    from rtlab.analysis.compare_stats import _hist_arrays
+
+    ch = c.channel
+    v = c.value(q)
+    if c.units is None or v is None:
+        return Estimate(v, None)
+    hi, cum = _hist_arrays(ch.hist)
+    return percentile_estimate(c.units, q / 100, float(v), hi, cum, float(ch.min_ns or 0),
+                               float(ch.max_ns or 0))
+
+
 def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram) -> Change:
-    label = percentile_label(q)
+    label = "median" if q == 50.0 else percentile_label(q)
     va, vb = a.value(q), b.value(q)
-    t = percentile(pooled, q)
-    if va is None or vb is None or t is None:
+    if va is None or vb is None:
         return Change(label, va, vb, None, False, "too few samples")
     la, lb = a.lower_bound(q), b.lower_bound(q)
-    ha, hb = a.channel.hist, b.channel.hist
-    p = two_proportion_p(_above(ha, t), ha.total, _above(hb, t), hb.total)
     if la is not None or lb is not None:
         # Known only as intervals [lo, value]: a direction needs disjoint intervals, and the
         # counts above t are exact only when t is below every censored sample.
+        t = percentile(pooled, q)
+        ha, hb = a.channel.hist, b.channel.hist
+        p = two_proportion_p(_above(ha, t), ha.total, _above(hb, t), hb.total) \
+            if t is not None else 1.0
         lo_a, lo_b = (va if la is None else la), (vb if lb is None else lb)
         direction = 1 if lo_b > va else -1 if lo_a > vb else 0
-        exact = all(lo is None or t < lo for lo in (la, lb))
+        exact = t is not None and all(lo is None or t < lo for lo in (la, lb))
         who = " and ".join(c.label for c, lo in ((a, la), (b, lb)) if lo is not None)
         note = (f"{who}: beyond the peer tool's histogram range, only an interval is known")
-        sig = direction != 0 and exact and p < ALPHA
+        # the z-test treats samples as independent: with time structure unknown (imports)
+        # it only counts together with a dependence-aware interval that agrees
+        t2 = compare_estimates(_estimate(a, q), _estimate(b, q), ALPHA, TARGET_CHANGE)
+        sig = (direction != 0 and exact and p < ALPHA and t2 is not None and t2.p < ALPHA)
         return Change(label, va, vb, p if exact else None, sig, note, direction, la, lb)
-    moved = abs(vb / va - 1) >= MIN_REL_CHANGE if va else vb != va
-    sig = p < ALPHA and moved
-    note = ""
+    ch = _judge(label, a, b, _estimate(a, q), _estimate(b, q), _NO_TEST)
     ra, rb = _per_run(a, q), _per_run(b, q)
     if len(ra) >= 2 and len(rb) >= 2:
-        # run-to-run variation: also require that the runs do not overlap
         apart = max(ra) < min(rb) or max(rb) < min(ra)
-        sig = sig and apart
-        note = ("runs " + ("do not overlap" if apart else "overlap") + ": "
+        runs = ("runs " + ("do not overlap" if apart else "overlap") + ": "
                 f"{min(ra) / 1000:.1f}-{max(ra) / 1000:.1f} vs "
                 f"{min(rb) / 1000:.1f}-{max(rb) / 1000:.1f} µs")
-    elif sig:
-        note = _runs_note(a, b)
-    return Change(label, va, vb, p, sig, note, 1 if vb > va else -1 if vb < va else 0)
+        ch = replace(ch, note="; ".join(x for x in (ch.note, runs) if x))
+    return ch
+
+
+def _mean_change(a: Config, b: Config) -> Change:
+    ea = mean_estimate(a.units, a.value("avg")) if a.units else Estimate(a.value("avg"), None)
+    eb = mean_estimate(b.units, b.value("avg")) if b.units else Estimate(b.value("avg"), None)
+    if a.censored or b.censored:
+        return Change("mean", ea.value, eb.value, None, False,
+                      "samples beyond the peer tool's histogram range: the mean is not exact")
+    return _judge("mean", a, b, ea, eb, "no interval: no per-window sums (an older engine "
+                  "or an import) and one run per configuration; compare two or more runs "
+                  "per configuration")
 
 
 def _max_change(a: Config, b: Config) -> Change:
@@ -539,13 +667,16 @@ def _max_change(a: Config, b: Config) -> Change:
     overall = f"overall max {_us(ma)} in {_s(da)} vs {_us(mb)} in {_s(db)}"
     wa, wb = a.window_maxima, b.window_maxima
     if a.window_ns and a.window_ns == b.window_ns and len(wa) >= 10 and len(wb) >= 10:
-        p, effect = mann_whitney(wa, wb)
-        sig = p < ALPHA and abs(effect - 0.5) >= 0.05
-        note = (f"{a.window_ns / 1e9:g} s window maxima: P(a window of B has the higher max) "
-                f"= {effect:.2f}; {overall}"
+        _, effect = mann_whitney(wa, wb)
+        ea = window_max_estimate(a.units) if a.units else Estimate(a.value("window"), None)
+        eb = window_max_estimate(b.units) if b.units else Estimate(b.value("window"), None)
+        ch = _judge("max (median window max)", a, b, ea, eb,
+                    "too few windows for an interval")
+        note = (f"{a.window_ns / 1e9:g} s window maxima (batches of consecutive windows): "
+                f"P(a window of B has the higher max) = {effect:.2f}; {overall}"
                 + ("" if same_length else " (different lengths: not comparable directly)"))
-        return Change("max (median window max)", a.value("window"), b.value("window"), p, sig,
-                      note, 1 if effect > 0.5 else -1 if effect < 0.5 else 0)
+        note = "; ".join(x for x in (note, ch.note) if x)
+        return replace(ch, note=note, method="window-max" if ch.method else None)
     if same_length:
         return Change("max", ma, mb, None, False,
                       "no window maxima: one maximum per run has no significance test")
@@ -572,6 +703,8 @@ def _s(ns: float | None) -> str:
 def compare_pair(a: Config, b: Config) -> PairComparison:
     out = PairComparison(a, b)
     pooled = a.channel.hist.merge(b.channel.hist)
+    out.changes.append(_percentile_change(a, b, 50.0, pooled))
+    out.changes.append(_mean_change(a, b))
     for q in TAIL_LEVELS:
         out.changes.append(_percentile_change(a, b, q, pooled))
     out.changes.append(_max_change(a, b))

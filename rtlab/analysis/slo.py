@@ -14,10 +14,19 @@ Example: ``max < 50us and p99.99 < 20us and missed <= 0``.
 
 Every clause is checked on every channel of every phase of a result. A result
 whose numbers failed validation (rtlab.results.validate) is not checked at all: every
-clause fails on it with that reason. A
-percentile the run has too few samples to support (see
-`rtlab.analysis.stats.supported`) cannot be shown to meet its bound, so the
-clause fails with that reason: a gate never passes on missing evidence.
+clause fails on it with that reason.
+
+Each check has one of three outcomes (`Outcome.status`): ``met``, ``violated`` or
+``undecided``. `min`, `avg`, `mode`, `max` and `missed` are observed facts of the
+run and are met or violated. A percentile clause is about the *true* percentile of
+the process the run sampled, which the run only estimates: it is decided on the
+distribution-free 95 % confidence interval of that percentile
+(`rtlab.analysis.stats.percentile_intervals`, widened when the per-window maxima
+show clustered tails): met only when the whole interval meets the bound, violated
+only when the whole interval violates it, otherwise undecided ("the run is too short
+to decide", with roughly how many samples and how long it would take). A gate is
+passed only when every check is met: undecided is never reported as met, and maps
+to the same exit code as a violation (3) with its own summary line (docs/report.md).
 """
 
 from __future__ import annotations
@@ -27,9 +36,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rtlab.analysis.stats import ChannelSummary, percentile, supported
+from rtlab.analysis.stats import (
+    ChannelSummary,
+    PercentileInterval,
+    channel_intervals,
+    samples_to_bound,
+)
 from rtlab.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -137,8 +151,26 @@ class Outcome:
     channel: str
     clause: Clause
     value: float | None  # ns (or count for `missed`); None = not supported by the data
-    passed: bool
+    passed: bool  # True only when met
     reason: str
+    status: str = ""  # "met", "violated", "undecided" or "invalid" (not checked)
+    interval: PercentileInterval | None = None  # percentile clauses
+    needed_samples: int | None = None  # undecided: roughly how many samples would decide
+    needed_ns: float | None = None  # ... and how long that is at this run's sample rate
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            object.__setattr__(self, "status", "met" if self.passed else "violated")
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.interval
+        return {"run_id": self.run_id, "phase": self.phase, "channel": self.channel,
+                "clause": self.clause.text, "status": self.status, "value": self.value,
+                "interval": None if iv is None else {
+                    "level": iv.level, "low_ns": iv.low_ns, "high_ns": iv.high_ns,
+                    "widened_for_clustering": iv.theta is not None},
+                "needed_samples": self.needed_samples, "needed_ns": self.needed_ns,
+                "reason": self.reason}
 
 
 @dataclass
@@ -148,20 +180,50 @@ class SloReport:
 
     @property
     def passed(self) -> bool:
+        """Every check met (undecided and violated checks both fail the gate)."""
         return all(o.passed for o in self.outcomes)
 
     @property
     def failures(self) -> list[Outcome]:
+        """Every check not met: violated, undecided or not checked."""
         return [o for o in self.outcomes if not o.passed]
+
+    @property
+    def violations(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status in ("violated", "invalid")]
+
+    @property
+    def undecided(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "undecided"]
+
+    @property
+    def verdict(self) -> str:
+        """"met", "violated" (at least one check violated or not checkable) or
+        "undecided" (none violated, but some the run is too short to decide)."""
+        if self.violations:
+            return "violated"
+        return "undecided" if self.undecided else "met"
 
     def summary(self) -> str:
         """One line for the terminal."""
         n = len(self.outcomes)
-        if self.passed:
+        verdict = self.verdict
+        if verdict == "met":
             return f"SLO met: {self.slo} ({n} check(s) passed)"
-        worst = self.failures[0]
-        return (f"SLO VIOLATED: {len(self.failures)} of {n} check(s) failed; first: run "
-                f"{worst.run_id} {worst.phase}/{worst.channel}: {worst.reason}")
+        if verdict == "violated":
+            worst = self.violations[0]
+            more = f", {len(self.undecided)} undecided" if self.undecided else ""
+            return (f"SLO VIOLATED: {len(self.violations)} of {n} check(s) failed{more}; "
+                    f"first: run {worst.run_id} {worst.phase}/{worst.channel}: {worst.reason}")
+        first = self.undecided[0]
+        return (f"SLO NOT DECIDED (not met): {len(self.undecided)} of {n} check(s) cannot be "
+                f"decided from this run, none violated; first: run {first.run_id} "
+                f"{first.phase}/{first.channel}: {first.reason}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expression": str(self.slo), "verdict": self.verdict, "passed": self.passed,
+                "checks": len(self.outcomes), "summary": self.summary(),
+                "outcomes": [o.to_dict() for o in self.outcomes]}
 
 
 def _fmt(clause: Clause, value: float) -> str:
@@ -170,30 +232,41 @@ def _fmt(clause: Clause, value: float) -> str:
     return f"{value / 1000:.3f} us"
 
 
-def _value(clause: Clause, s: ChannelSummary, ch: Channel) -> tuple[float | None, str]:
-    if clause.metric == "min":
-        return s.min_ns, ""
-    if clause.metric == "max":
-        return s.max_ns, ""
-    if clause.metric == "avg":
-        return s.mean_ns, ""
-    if clause.metric == "mode":
-        return s.mode_ns, ""
-    if clause.metric == "missed":
-        return s.missed, ""
-    q = clause.percentile
-    assert q is not None
-    n = ch.hist.total
-    if not supported(q, n):
-        need = "more"
-        try:
-            from fractions import Fraction
-            need_n = int(1 / (1 - Fraction(str(q)) / 100))
-            need = f"at least {need_n:,}"
-        except (ZeroDivisionError, ValueError):  # pragma: no cover
-            pass
-        return None, f"{n:,} samples cannot support {clause.metric} (needs {need})"
-    return percentile(ch.hist, q, ch.min_ns, ch.max_ns), ""
+def _value(clause: Clause, s: ChannelSummary) -> float | None:
+    return {"min": s.min_ns, "max": s.max_ns, "avg": s.mean_ns, "mode": s.mode_ns,
+            "missed": s.missed}[clause.metric]
+
+
+def _ns(v: int | None, none: str) -> str:
+    return none if v is None else f"{v / 1000:.3f}"
+
+
+def _decide(clause: Clause, iv: PercentileInterval) -> str:
+    """met / violated / undecided from the interval [low, high] (None = unbounded)."""
+    lo, hi, b = iv.low_ns, iv.high_ns, clause.bound
+    if clause.op in ("<", "<="):
+        holds = hi is not None and (hi < b if clause.op == "<" else hi <= b)
+        breaks = lo is not None and (lo >= b if clause.op == "<" else lo > b)
+    else:
+        holds = lo is not None and (lo > b if clause.op == ">" else lo >= b)
+        breaks = hi is not None and (hi <= b if clause.op == ">" else hi < b)
+    return "met" if holds else "violated" if breaks else "undecided"
+
+
+def _needed(clause: Clause, iv: PercentileInterval, ch: Channel) -> int:
+    """Roughly how many samples would decide the clause, if the process stays as measured:
+    the count above the bound, scaled until it is z = 2 standard deviations from the
+    count the percentile implies; at least enough to bound the percentile at all."""
+    frac = 1 - float(clause.percentile or 0) / 100
+    n = max(iv.samples, 1)
+    above = sum(b.count for b in ch.hist.buckets() if b.lo >= clause.bound)
+    expected = frac * n
+    gap = abs(above - expected)
+    # decided when gap * f >= 2 * sqrt(expected * f) for n' = f * n
+    need = int(n * max(1.0, 4 * max(expected, 1.0) / gap ** 2) * 1.1) + 1 if gap else 10 * n
+    if iv.theta is not None:
+        need = int(need / iv.theta)
+    return max(need, samples_to_bound(clause.percentile or 50.0, iv.level), n + 1)
 
 
 def _unbelievable(result: RunResult) -> str | None:
@@ -210,6 +283,52 @@ def _unbelievable(result: RunResult) -> str | None:
     return None
 
 
+def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSummary,
+           iv: PercentileInterval | None, rate: float | None) -> Outcome:
+    from rtlab.report.format import duration
+
+    if clause.percentile is None:
+        value = _value(clause, s)
+        if value is None:
+            return Outcome(run_id, phase, ch.name, clause, None, False,
+                           f"{clause.text}: {clause.metric} unknown (no samples)", "violated")
+        ok = clause.holds(value)
+        verb = "holds" if ok else "violated"
+        return Outcome(run_id, phase, ch.name, clause, value, ok,
+                       f"{clause.text} {verb}: {clause.metric} = {_fmt(clause, value)}")
+    if iv is None:
+        return Outcome(run_id, phase, ch.name, clause, None, False,
+                       f"{clause.text}: undecided: no samples", "undecided")
+    value = s.p(clause.percentile)
+    shown = f"{clause.metric} = {_fmt(clause, value)}" if value is not None else (
+        f"{iv.samples:,} samples cannot support {clause.metric} (needs at least "
+        f"{_support(clause.percentile):,})")
+    ci = (f"{round(iv.level * 100)} % interval [{_ns(iv.low_ns, '-inf')}, "
+          f"{_ns(iv.high_ns, 'unbounded')}] us"
+          + (" (widened: clustered tail)" if iv.theta is not None else ""))
+    status = _decide(clause, iv)
+    if status == "met":
+        return Outcome(run_id, phase, ch.name, clause, value, True,
+                       f"{clause.text} holds: {shown}, {ci}", "met", iv)
+    if status == "violated":
+        return Outcome(run_id, phase, ch.name, clause, value, False,
+                       f"{clause.text} violated: {shown}, {ci}", "violated", iv)
+    need = _needed(clause, iv, ch)
+    how_long = f" (≈ {duration(need / rate)} at this run's rate)" if rate else ""
+    why = ("no sample bounds it from above" if iv.high_ns is None
+           else "the interval contains the bound")
+    return Outcome(run_id, phase, ch.name, clause, value, False,
+                   f"{clause.text} undecided: {shown}, {ci}: {why}; the run is too short to "
+                   f"decide: roughly {need:,} samples{how_long} would", "undecided", iv,
+                   need, need / rate if rate else None)
+
+
+def _support(q: float) -> int:
+    from fractions import Fraction
+
+    return int(1 / (1 - Fraction(str(q)) / 100))
+
+
 def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport:
     """Check every clause on every headline channel (model.HEADLINE_CHANNELS: for udp the
     round trip, not its parts) of every phase of one or several results."""
@@ -222,21 +341,15 @@ def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport
         why = _unbelievable(res)
         if why is not None:  # no verdict from numbers that contradict each other
             report.outcomes += [Outcome(res.run_id, "-", "validation", clause, None, False,
-                                        f"{clause.text}: not checked: {why}")
+                                        f"{clause.text}: not checked: {why}", "invalid")
                                 for clause in slo.clauses]
             continue
         for phase, ch in res.headline_channels():
             s = ch.summary(qs)
+            ivs = channel_intervals(ch, qs) if qs and ch.hist.total else {}
+            rate = (ch.samples / phase.elapsed_ns
+                    if phase.elapsed_ns and ch.samples else None)
             for clause in slo.clauses:
-                value, why = _value(clause, s, ch)
-                if value is None:
-                    reason = why or f"{clause.metric} unknown (no samples)"
-                    report.outcomes.append(Outcome(res.run_id, phase.name, ch.name, clause,
-                                                   None, False, f"{clause.text}: {reason}"))
-                    continue
-                ok = clause.holds(value)
-                verb = "holds" if ok else "violated"
-                reason = f"{clause.text} {verb}: {clause.metric} = {_fmt(clause, value)}"
-                report.outcomes.append(Outcome(res.run_id, phase.name, ch.name, clause,
-                                               value, ok, reason))
+                report.outcomes.append(_check(res.run_id, phase.name, ch, clause, s,
+                                              ivs.get(clause.percentile or -1.0), rate))
     return report

@@ -10,6 +10,19 @@ Percentile rule (documented in docs/usage.md):
   width (< 1/128 with sub_bits 7) and always on the safe (high) side;
 * the percentile is "n/a" (None) when N * (1 - p/100) < 1: with fewer samples
   than that, no sample lies above the percentile and it would just be the max.
+
+Confidence intervals for percentiles (`percentile_intervals`, docs/report.md
+"How sure is a tail percentile?"): distribution-free, from order statistics. With
+N independent samples, K = #{samples <= the true p-quantile} is Binomial(N, p) (or
+stochastically as large), so [X_(l), X_(u)] covers the true quantile with
+probability >= P(l <= K <= u - 1). The ranks are chosen equal-tailed (each end
+misses with probability <= (1 - level)/2). From the histogram the interval's ends
+are bucket edges taken outward (the low edge of the bucket holding rank l, the
+high edge of the one holding rank u, clamped to the exact min/max), so the
+histogram only ever widens the interval. An end that needs a rank outside 1..N
+is unbounded (None): e.g. with 10^6 samples no sample bounds p99.9999 from above.
+Per-window maxima, when present, are used to detect clustered tails (samples
+are not independent); the interval is then widened (see `clustering`).
 """
 
 from __future__ import annotations
@@ -18,9 +31,15 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Protocol
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 99.0, 99.9, 99.99, 99.9999)
+DEFAULT_LEVEL = 0.95  # two-sided confidence level of the percentile intervals
+TAIL_PERCENTILES: tuple[float, ...] = tuple(q for q in DEFAULT_PERCENTILES if q >= 99.0)
+WIDE = 0.10  # an interval is "wide" when unbounded or high/low - 1 > WIDE
 
 
 class BucketLike(Protocol):
@@ -151,3 +170,320 @@ def summarize(
         mode_ns=mode(hist),
         percentiles={q: percentile(hist, q, min_ns, max_ns) for q in percentiles},
     )
+
+
+# --- confidence intervals for percentiles (order statistics) -------------------------
+
+_WINDOW_CAP = 4_000_000  # binomial terms summed exactly; beyond, a normal approximation
+
+
+def _binomial_window(n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """(k, P(M = k)) for M ~ Binomial(n, q) over every k with non-negligible mass."""
+    mu = n * q
+    sd = math.sqrt(n * q * (1 - q))
+    lo = max(0, math.floor(mu - 12 * sd - 30))
+    hi = min(n, math.ceil(mu + 12 * sd + 30))
+    ks = np.arange(lo, hi + 1, dtype=np.float64)
+    if q <= 0.0:
+        return ks[:1], np.ones(1)
+    log0 = (math.lgamma(n + 1) - math.lgamma(lo + 1) - math.lgamma(n - lo + 1)
+            + lo * math.log(q) + (n - lo) * math.log1p(-q))
+    if len(ks) > 1:
+        step = np.log(n - ks[:-1]) - np.log(ks[:-1] + 1) + (math.log(q) - math.log1p(-q))
+        logs = np.concatenate(([log0], log0 + np.cumsum(step)))
+    else:
+        logs = np.array([log0])
+    pmf = np.exp(logs - logs.max())
+    return ks, pmf / pmf.sum()
+
+
+@lru_cache(maxsize=4096)
+def rank_interval(n: int, p: float, level: float = DEFAULT_LEVEL) -> tuple[int | None, int | None]:
+    """1-based ranks (l, u) with P(X_(l) <= x_p <= X_(u)) >= level for N independent
+    samples (x_p the true p-quantile), each end missing with probability <= (1-level)/2;
+    None for an end that no rank in 1..N provides (unbounded)."""
+    if n <= 0:
+        return None, None
+    q = float(1 - _exact(p) / 100)  # M = N - K = samples above x_p ~ Binomial(N, q)
+    alpha = (1 - level) / 2
+    mu, sd = n * q, math.sqrt(n * q * (1 - q))
+    if 24 * sd > _WINDOW_CAP:  # huge N: the normal approximation is exact to << 1 rank
+        z = _z(1 - alpha)
+        a = math.ceil(mu + z * sd + 0.5)
+        b = math.floor(mu - z * sd - 0.5)
+    else:
+        ks, pmf = _binomial_window(n, q)
+        sf = np.cumsum(pmf[::-1])[::-1]  # P(M >= k)
+        cdf = np.cumsum(pmf)  # P(M <= k)
+        above = np.nonzero(sf <= alpha)[0]
+        a = int(ks[above[0]]) if len(above) else int(ks[-1]) + 1  # P(M >= a) <= alpha
+        below = np.nonzero(cdf <= alpha)[0]
+        b = int(ks[below[-1]]) if len(below) else int(ks[0]) - 1  # P(M <= b) <= alpha
+    low = n - a + 1  # X_(low) > x_p needs M >= a
+    up = n - b  # X_(up) < x_p needs M <= b
+    return (low if low >= 1 else None), (up if b >= 0 else None)
+
+
+def _z(prob: float) -> float:
+    """Standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9)."""
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
+         1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
+         6.680131188771972e01, -1.328068155288572e01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
+         -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00,
+         3.754408661907416e00)
+    if prob < 0.02425:
+        t = math.sqrt(-2 * math.log(prob))
+        return (((((c[0] * t + c[1]) * t + c[2]) * t + c[3]) * t + c[4]) * t + c[5]) / \
+            ((((d[0] * t + d[1]) * t + d[2]) * t + d[3]) * t + 1)
+    if prob > 1 - 0.02425:
+        return -_z(1 - prob)
+    t = prob - 0.5
+    r = t * t
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * t / \
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+def samples_to_bound(p: float, level: float = DEFAULT_LEVEL) -> int:
+    """The fewest independent samples whose maximum bounds the p-quantile from above at
+    `level` (two-sided convention): p^N <= (1 - level)/2."""
+    frac = float(_exact(p) / 100)
+    if frac >= 1:
+        return 1
+    return math.ceil(math.log((1 - level) / 2) / math.log(frac))
+
+
+class WindowsLike(Protocol):
+    index: Any  # numpy arrays, one entry per window
+    max_ns: Any
+    samples: Any
+
+
+class ChannelLike(Protocol):
+    @property
+    def hist(self) -> Any: ...
+    @property
+    def windows(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """How clustered the samples above `threshold_ns` are, from the per-window maxima:
+    `clusters` runs of consecutive windows whose maximum exceeds it, against `expected`
+    such runs if the `exceedances` samples above it were independent. theta (<= 1) is
+    the factor applied to the sample count: (windows hit / hit windows expected), i.e.
+    several samples above it in one window, divided by the variance inflation of the
+    hit-window count (its autocorrelation over consecutive windows). `significant` when
+    fewer runs or hit windows than independence allows (one-sided z < -2.33, 1 %) and
+    theta < 0.9; only then is an interval widened."""
+
+    threshold_ns: int
+    exceedances: int
+    clusters: int
+    expected: float
+    theta: float
+    significant: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"threshold_ns": self.threshold_ns, "exceedances": self.exceedances,
+                "clusters": self.clusters, "expected_if_independent": round(self.expected, 2),
+                "theta": round(self.theta, 4), "significant": self.significant}
+
+
+MIN_WINDOWS = 30  # fewer windows than this: clustering is not checked
+
+
+def _cum(hist: HistogramLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi, cnt = [], [], []
+    for b in hist.buckets():
+        lo.append(b.lo)
+        hi.append(b.hi)
+        cnt.append(b.count)
+    return (np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64),
+            np.cumsum(np.asarray(cnt, dtype=np.int64)))
+
+
+def clustering(hist: HistogramLike, windows: Any, target: float) -> Clustering | None:
+    """Clustering of the samples above the bucket edge with about `target` samples above
+    it (moved into [30, windows/3] so that it can be measured), or None when the channel
+    has too few windows or too few samples above any edge."""
+    if windows is None or len(windows) < MIN_WINDOWS:
+        return None
+    idx = np.asarray(windows.index, dtype=np.int64)
+    wmax = np.asarray(windows.max_ns, dtype=np.int64)
+    wn = np.asarray(windows.samples, dtype=np.float64)
+    nwin = len(idx)
+    if nwin / 3 < 30:
+        return None
+    _, hi, cum = _cum(hist)
+    if not len(cum):
+        return None
+    n = int(cum[-1])
+    k_target = min(max(target, 30.0), nwin / 3)
+    above = n - cum  # samples above each bucket's high edge (exactly)
+    j = int(np.argmin(np.abs(above - k_target)))
+    k = int(above[j])
+    if k < 10:
+        return None
+    thr = int(hi[j])
+    hit = wmax > thr
+    prev_adjacent = np.concatenate(([False], np.diff(idx) == 1))
+    prev_hit = np.concatenate(([False], hit[:-1])) & prev_adjacent
+    runs = int(np.count_nonzero(hit & ~prev_hit))
+    h = -np.expm1(-k * wn / max(n, 1))  # P(window hit) if the k samples were independent
+    h_prev = np.concatenate(([0.0], h[:-1])) * prev_adjacent
+    expected = float(np.sum(h * (1 - h_prev)))
+    if expected <= 0:
+        return None
+    hits, hits_expected = int(np.count_nonzero(hit)), float(np.sum(h))
+    within = min(1.0, hits / hits_expected)  # several samples above it in one window
+    vif = _between_windows(hit.astype(np.float64))  # hit windows following each other
+    z_runs = (runs - expected) / math.sqrt(expected)
+    z_hits = (hits - hits_expected) / math.sqrt(hits_expected)
+    theta = min(1.0, within / vif)
+    significant = (z_runs < -2.33 or z_hits < -2.33) and theta < 0.9
+    return Clustering(thr, k, runs, expected, theta, significant)
+
+
+def _between_windows(x: np.ndarray) -> float:
+    """Variance inflation of the sum of a window series from its autocorrelation (initial
+    positive sequence, lags up to a quarter of the windows): 1 + 2 * sum of rho(lag)."""
+    n = len(x)
+    x = x - x.mean()
+    var = float(np.dot(x, x))
+    if var <= 0:
+        return 1.0
+    total = 0.0
+    for lag in range(1, max(2, n // 4)):
+        rho = float(np.dot(x[:-lag], x[lag:])) / var
+        if rho <= 2 / math.sqrt(n):  # no longer distinguishable from 0
+            break
+        total += rho
+    return 1.0 + 2.0 * total
+
+
+@dataclass(frozen=True)
+class PercentileInterval:
+    """A distribution-free confidence interval for percentile `p` (ns). `low_ns`/`high_ns`
+    None = unbounded on that side (too few samples below/above). `theta` is set when the
+    interval was widened for clustered samples (effective sample size N * theta)."""
+
+    p: float
+    level: float
+    samples: int
+    value_ns: int | None
+    low_ns: int | None
+    high_ns: int | None
+    low_rank: int | None
+    high_rank: int | None
+    theta: float | None = None
+    clustering: Clustering | None = None
+    checked_dependence: bool = False
+
+    @property
+    def label(self) -> str:
+        return percentile_label(self.p)
+
+    @property
+    def wide(self) -> bool:
+        """Unbounded, or the upper end more than WIDE (10 %) above the lower."""
+        if self.low_ns is None or self.high_ns is None:
+            return True
+        return self.high_ns > (1 + WIDE) * max(self.low_ns, 1)
+
+    @property
+    def bounded_above(self) -> bool:
+        return self.high_ns is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value_ns": self.value_ns, "low_ns": self.low_ns, "high_ns": self.high_ns,
+            "low_rank": self.low_rank, "high_rank": self.high_rank, "wide": self.wide,
+            "widened_for_clustering": self.theta is not None,
+            "theta": None if self.theta is None else round(self.theta, 4),
+            "dependence": (self.clustering.to_dict() if self.clustering is not None
+                           else ("not measurable (too few windows or exceedances)"
+                                 if self.checked_dependence else
+                                 "not checked (no per-window maxima)")),
+        }
+
+
+def _widened_ranks(n: int, p: float, level: float, theta: float
+                   ) -> tuple[int | None, int | None]:
+    """Ranks for N samples in clusters of mean size 1/theta: the counts above the
+    quantile of Binomial(N * theta, q), scaled by 1/theta."""
+    n_eff = max(1, int(n * theta))
+    l_eff, u_eff = rank_interval(n_eff, p, level)
+    if l_eff is None:
+        low = None
+    else:
+        a = math.ceil((n_eff - l_eff + 1) / theta)
+        low = n - a + 1 if n - a + 1 >= 1 else None
+    if u_eff is None:
+        up = None
+    else:
+        b = math.floor((n_eff - u_eff) / theta)
+        up = n - b
+    return low, up
+
+
+def percentile_intervals(
+    hist: HistogramLike, qs: Iterable[float], *, min_ns: int | None, max_ns: int | None,
+    parts: Iterable[ChannelLike] = (), level: float = DEFAULT_LEVEL,
+) -> dict[float, PercentileInterval]:
+    """The interval of each percentile in `qs` from `hist` (with its exact min/max).
+
+    `parts`: the channel itself (or, for a merge, the channels merged) with their
+    per-window maxima: when their samples above the percentile are significantly
+    clustered, the interval is widened by the smallest theta found (`clustering`)."""
+    lo_e, hi_e, cum = _cum(hist)
+    n = int(cum[-1]) if len(cum) else 0
+    parts = list(parts)
+    out: dict[float, PercentileInterval] = {}
+    for q in qs:
+        value = percentile(hist, q, min_ns, max_ns)
+        found: Clustering | None = None
+        checked = False
+        for part in parts:
+            w = getattr(part, "windows", None)
+            if w is None or not len(w):
+                continue
+            checked = True
+            n_part = part.hist.total
+            c = clustering(part.hist, w, n_part * float(1 - _exact(q) / 100))
+            if c is not None and (found is None or (c.significant and (
+                    not found.significant or c.theta < found.theta))):
+                found = c
+        theta = found.theta if found is not None and found.significant else None
+        low_r, up_r = (_widened_ranks(n, q, level, theta) if theta is not None
+                       else rank_interval(n, q, level))
+
+        def edge(rank: int | None, upper: bool) -> int | None:
+            if rank is None or not n:
+                return None
+            if upper and rank == 1 and min_ns is not None:
+                return min_ns
+            if not upper and rank == n and max_ns is not None:
+                return max_ns
+            j = int(np.searchsorted(cum, rank, side="left"))
+            v = int(hi_e[j]) if upper else int(lo_e[j])
+            if max_ns is not None:
+                v = min(v, max_ns)
+            if min_ns is not None:
+                v = max(v, min_ns)
+            return v
+
+        out[q] = PercentileInterval(q, level, n, value, edge(low_r, False), edge(up_r, True),
+                                    low_r, up_r, theta, found, checked)
+    return out
+
+
+def channel_intervals(ch: Any, qs: Iterable[float] = TAIL_PERCENTILES,
+                      parts: Iterable[Any] | None = None,
+                      level: float = DEFAULT_LEVEL) -> dict[float, PercentileInterval]:
+    """`percentile_intervals` of a channel (anything with hist, min_ns, max_ns, windows);
+    for a merged channel pass the channels it merges as `parts`."""
+    return percentile_intervals(ch.hist, qs, min_ns=ch.min_ns, max_ns=ch.max_ns,
+                                parts=[ch] if parts is None else parts, level=level)

@@ -15,9 +15,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "compare", help="compare runs or configurations, with statistical significance",
         description="A table of min, avg, mode, p99, p99.9, p99.99 and max per configuration, "
-        "and for each configuration the change of its tails against the first (baseline), "
-        "with significance (\"not significant\" when it is not). Maxima of runs of different "
-        "length are not compared directly: the distributions of their per-window maxima are. "
+        "and for each configuration the change of median, mean, p99, p99.9, p99.99 and the "
+        "median window maximum against the first (baseline): a ratio with a 99 % confidence "
+        "interval from batches of consecutive windows (latency samples are not independent), "
+        "and \"worse\"/\"better\" (significant), \"not significant\", or \"inconclusive: "
+        "measure ~k× longer or k runs\". Maxima of runs of different length are not compared "
+        "directly: their per-window maxima are. "
         "--json prints all of it as one document (values in ns). "
         "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated (with --json too).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")

@@ -16,7 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
 STORE_HELP = ("result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE or "
               "~/.local/share/rtlab/rtlab.db)")
 SLO_HELP = ("service-level objective, e.g. \"max < 50us and p99.99 < 20us\" (metrics min, avg, "
-            "mode, max, pNN[.N], missed; units ns, us, ms, s); exit code 3 when violated")
+            "mode, max, pNN[.N], missed; units ns, us, ms, s); exit code 3 when not met: "
+            "violated, or undecided (a percentile's 95 %% confidence interval contains the "
+            "bound: the run is too short to decide)")
 
 
 def register(sub: Any) -> None:
@@ -24,7 +26,8 @@ def register(sub: Any) -> None:
         "report", help="write a self-contained HTML report of stored runs",
         description="Write one self-contained HTML file (plots inline, no network needed) for "
         "one or several stored runs; several runs are also compared. Exit codes: 0 ok, 1 error, "
-        "2 usage (unknown run, bad --slo), 3 SLO violated (the report is still written).")
+        "2 usage (unknown run, bad --slo), 3 SLO not met: violated or undecided (the run too "
+        "short to decide a percentile clause; the report is still written).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="HTML file to write (default report-<first run id>.html)")

@@ -160,10 +160,13 @@ def _row_json(r: Any) -> dict[str, Any]:
 
 def show_json(result: Any) -> dict[str, Any]:
     """What `results show` prints, as data: provenance, status, notes, per-phase channel
-    statistics (ns) and the probe's extras. No statistics from numbers that failed
-    validation (status invalid): their channels say `statistics: null`."""
-    from rtlab.analysis.stats import DEFAULT_PERCENTILES
+    statistics (ns) with the confidence intervals of the tail percentiles
+    (`percentile_intervals`, docs/report.md) and the probe's extras. No statistics from
+    numbers that failed validation (status invalid): their channels say `statistics: null`."""
+    from rtlab.analysis.stats import DEFAULT_LEVEL, DEFAULT_PERCENTILES
+    from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
     from rtlab.report.format import preemption
+    from rtlab.report.terminal import row_intervals
 
     host = result.provenance.get("host", {})
     system = result.system
@@ -178,7 +181,9 @@ def show_json(result: Any) -> dict[str, Any]:
         return d | {"statistics": {
             "min_ns": s.min_ns, "max_ns": s.max_ns, "mean_ns": s.mean_ns, "mode_ns": s.mode_ns,
             "max_at_ns": s.max_at_ns,
-            "percentiles_ns": {f"p{q:g}": v for q, v in s.percentiles.items()}}}
+            "percentiles_ns": {f"p{q:g}": v for q, v in s.percentiles.items()},
+            "percentile_intervals": {"level": DEFAULT_LEVEL,
+                                     **intervals_json(row_intervals(ch))}}}
 
     return {
         "schema": 1,
@@ -194,6 +199,7 @@ def show_json(result: Any) -> dict[str, Any]:
         "preempt": preemption(system),
         "elapsed_ns": result.elapsed_ns,
         "notes": list(result.notes),
+        "percentile_intervals_method": INTERVAL_METHOD if valid else None,
         "phases": [{"name": p.name, "elapsed_ns": p.elapsed_ns,
                     "channels": [channel(c) for c in p.channels],
                     "spike_summary": p.spike_summary, "extras": p.extras}

@@ -104,7 +104,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-report", action="store_true", help="do not write an HTML report")
     p.add_argument("--slo", metavar="EXPR",
                    help='service-level gate checked on every run, e.g. "max < 50us and '
-                   'p99.99 < 20us"; exit code 3 when violated')
+                   'p99.99 < 20us"; exit code 3 when violated or not decided (a '
+                   'percentile whose confidence interval straddles the bound: run longer)')
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one testcase per SLO "
                    "clause and channel (without --slo: one validity check per channel)")
     add_target_args(p, repeat=True)

@@ -22,7 +22,7 @@ from rtlab import __version__
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult, Stream
-from rtlab.results.windows import WindowMaxima
+from rtlab.results.windows import WindowHist, WindowMaxima
 
 SUPPORTED_SCHEMAS: frozenset[int] = frozenset({1})
 RECORD_TYPES = ("header", "log", "snapshot", "result")
@@ -81,6 +81,9 @@ class StreamCollector:
         self.state_line: int | None = None  # the line of the record `state` came from
         # channel name -> window index -> (max_ns, samples)
         self._windows: dict[str, dict[int, tuple[int, int]]] = {}
+        # channel name -> window index -> (sum_ns, [[bucket, count], ...]) (newer engines)
+        self._window_hist: dict[str, dict[int, tuple[int, list[Any]]]] = {}
+        self._wh_bits: dict[str, int] = {}
         # (cpu, start, end) CLOCK_MONOTONIC ns of the gaps a polling probe (noise) listed;
         # each snapshot lists those since the previous one, so they are collected here
         self.gaps: list[tuple[int, int, int]] = []
@@ -134,6 +137,16 @@ class StreamCollector:
                     idx, mx, n = int(w[0]), int(w[1]), int(w[2])
                     old = acc.get(idx)
                     acc[idx] = (max(mx, old[0]), max(n, old[1])) if old else (mx, n)
+                wh = raw.get("window_hist")
+                if isinstance(wh, dict):
+                    self._wh_bits[ch.name] = int(wh.get("sub_bits", 2))
+                    det = self._window_hist.setdefault(ch.name, {})
+                    for w in wh.get("windows") or []:
+                        idx, pairs = int(w[0]), list(w[2])
+                        old_d = det.get(idx)
+                        if old_d is None or sum(c for _, c in pairs) >= sum(
+                                c for _, c in old_d[1]):
+                            det[idx] = (int(w[1]), pairs)
             self._collect_gaps(rec.get("noise"))
             self.state = rec
             self.state_line = self.line_no
@@ -179,6 +192,9 @@ class StreamCollector:
             ch.window_ns = window_ns
             acc = self._windows.get(ch.name, {})
             ch.windows = WindowMaxima.from_mapping(acc)
+            det = self._window_hist.get(ch.name)
+            if det is not None and set(det) == set(acc):  # every window has its detail
+                ch.window_hist = WindowHist.from_rows(self._wh_bits[ch.name], det)
             out.append(ch)
         return out
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Exporters: one interface, `serialize(result) -> bytes`, and a registry by name.
 
-* `json`      - the versioned result (`load_result` reads it back)
+* `json`      - the versioned result (`load_result` reads it back) plus a `derived`
+                block: what rtlab computes from it (the confidence intervals of the
+                percentiles, `derived_statistics`); `load_result` ignores it
 * `csv`       - one row per channel (plus an `all` row per phase) with the
                 statistics in integer nanoseconds; empty cell = n/a
 * `csv-hist`  - one row per non-empty histogram bucket per channel:
@@ -25,10 +27,20 @@ import csv
 import io
 import json
 from abc import ABC, abstractmethod
+from typing import Any
 
+from rtlab import __version__
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
 from rtlab.report.format import NA, preemption, us
-from rtlab.report.terminal import channel_label, verdict
+from rtlab.report.terminal import (
+    WIDE_MARK,
+    channel_label,
+    pct_cell,
+    row_intervals,
+    verdict,
+    wide_note,
+)
 from rtlab.results.model import RunResult
 
 
@@ -45,7 +57,50 @@ class JsonExporter(Exporter):
     name, extension, media_type = "json", "json", "application/json"
 
     def serialize(self, result: RunResult) -> bytes:
-        return (json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n").encode()
+        doc = result.to_dict() | {"derived": derived_statistics(result)}
+        return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
+
+
+def intervals_json(ivs: dict[float, PercentileInterval]) -> dict[str, Any]:
+    """{"p99.9999": {value_ns, low_ns, high_ns, ...}, ...} (docs/report.md)."""
+    return {percentile_label(q): iv.to_dict() for q, iv in ivs.items()}
+
+
+def derived_statistics(result: RunResult) -> dict[str, Any]:
+    """Statistics rtlab derives from a result, for exports (not part of the result: a
+    reader recomputes them; `load_result` ignores the block). None of them from numbers
+    that failed validation: then `percentile_intervals` is null with the reason."""
+    from rtlab.report.terminal import _invalid_reason
+
+    doc: dict[str, Any] = {
+        "note": "derived by rtlab from the result when exported; not read back",
+        "rtlab_version": __version__,
+        "percentile_intervals": None,
+    }
+    why = _invalid_reason(result)
+    if why is not None:
+        return doc | {"not_computed": why}
+    phases = []
+    for phase in result.phases:
+        chans = [{"name": ch.name, "cpu": ch.cpu, "samples": ch.samples,
+                  "percentiles": intervals_json(row_intervals(ch))} for ch in phase.channels]
+        if (merged := phase.all_row(result.probe)) is not None:
+            chans.append({"name": "all", "cpu": None, "samples": merged.samples,
+                          "percentiles": intervals_json(
+                              row_intervals(merged, phase.headline(result.probe)))})
+        phases.append({"name": phase.name, "channels": chans})
+    doc["percentile_intervals"] = {
+        "level": DEFAULT_LEVEL, "method": INTERVAL_METHOD, "phases": phases}
+    return doc
+
+
+INTERVAL_METHOD = (
+    "distribution-free confidence interval of each tail percentile from the order "
+    "statistics (equal-tailed binomial ranks, each end missing with probability <= "
+    "(1 - level)/2), ends taken outward to histogram bucket edges; assumes independent "
+    "samples, widened (effective samples N*theta) when the per-window maxima show the "
+    "samples above the percentile significantly clustered; null end = unbounded "
+    "(docs/report.md)")
 
 
 def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary, bool]]:
@@ -118,14 +173,24 @@ class MarkdownExporter(Exporter):
             out += [f"## Phase {phase.name} (latency in µs; {NA} = too few samples)", ""]
             out.append("| " + " | ".join(heads) + " |")
             out.append("|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|")
-            summaries = [(channel_label(c), c.summary()) for c in phase.channels]
+            heads_ch = phase.headline(result.probe)
+            summaries = [(channel_label(c), c.summary(), row_intervals(c))
+                         for c in phase.channels]
+            headline = [(lb, ivs) for (lb, _, ivs), c in zip(summaries, phase.channels,
+                                                               strict=True)
+                        if len(heads_ch) == 1 and c is heads_ch[0]]
             if (merged := phase.all_row(result.probe)) is not None:
-                summaries.append(("**all**", merged.summary()))
-            for label, s in summaries:
+                ivs = row_intervals(merged, heads_ch)
+                summaries.append(("**all**", merged.summary(), ivs))
+                headline.append(("all", ivs))
+            for label, s, ivs in summaries:
                 cells = [label, str(s.samples), us(s.min_ns), us(s.mean_ns),
-                         *(us(s.p(q)) for q in DEFAULT_PERCENTILES), us(s.max_ns), str(s.missed)]
+                         *(pct_cell(s, q, ivs).replace(WIDE_MARK, "\\" + WIDE_MARK)
+                           for q in DEFAULT_PERCENTILES), us(s.max_ns), str(s.missed)]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
+            if (note := wide_note(headline)) is not None:
+                out += ["\\" + note, ""]
         from rtlab.probes.extras import extra_lines
 
         extra = extra_lines(result)

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.analysis.stats import TAIL_PERCENTILES, PercentileInterval, channel_intervals
 from rtlab.report.format import human, seconds, us
 from rtlab.results.model import Channel, RunResult
 
@@ -15,6 +16,47 @@ _MEASURES = {"timer": "wake-up latency", "switch": "wake-up latency",
              "noise": "noise gap", "udp": "round trip", "event": "event latency",
              "overhead": "cost", "interfere": "run time"}
 TABLE_PERCENTILES = DEFAULT_PERCENTILES  # p50 p99 p99.9 p99.99 p99.9999
+WIDE_MARK = "*"  # after a tail percentile whose confidence interval is wide
+
+
+def interval_us(iv: PercentileInterval) -> str:
+    """'[37.1, 41.0]' or '[37.1, ∞)' (µs): the percentile's confidence interval."""
+    lo = "0" if iv.low_ns is None else us(iv.low_ns)
+    return f"[{lo}, {'∞)' if iv.high_ns is None else us(iv.high_ns) + ']'}"
+
+
+def row_intervals(ch: Channel, parts: list[Channel] | None = None
+                  ) -> dict[float, PercentileInterval]:
+    """Confidence intervals of the table's tail percentiles for a channel (or a merge of
+    `parts`); none when the channel has no samples."""
+    if not ch.hist.total:
+        return {}
+    return channel_intervals(ch, TAIL_PERCENTILES, parts)
+
+
+def pct_cell(s: ChannelSummary, q: float, ivs: dict[float, PercentileInterval]) -> str:
+    """A percentile cell: the value, marked when its interval is wide."""
+    return us(s.p(q)) + (WIDE_MARK if is_wide(ivs.get(q)) else "")
+
+
+def is_wide(iv: PercentileInterval | None) -> bool:
+    """Marked in tables: a shown percentile (not n/a) whose interval is wide."""
+    return iv is not None and iv.value_ns is not None and iv.wide
+
+
+def wide_note(rows: list[tuple[str, dict[float, PercentileInterval]]]) -> str | None:
+    """One line naming the wide intervals of the given (label, intervals) rows."""
+    items = []
+    for label, ivs in rows:
+        for q, iv in ivs.items():
+            if is_wide(iv):
+                items.append(f"{label} {percentile_label(q)} {interval_us(iv)}"
+                             + (" widened: clustered tail" if iv.theta is not None else ""))
+    if not items:
+        return None
+    level = next(iv.level for _, ivs in rows for iv in ivs.values())
+    return (f"{WIDE_MARK} wide {level:.0%} interval (distribution-free; the run is short for "
+            f"this percentile, docs/report.md): " + "; ".join(items))
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -31,13 +73,13 @@ def channel_label(ch: Channel | ChannelSummary) -> str:
     return ch.name if ch.cpu is None else f"{ch.name} (CPU{ch.cpu})"
 
 
-def _row(s: ChannelSummary, label: str) -> list[str]:
+def _row(s: ChannelSummary, label: str, ivs: dict[float, PercentileInterval]) -> list[str]:
     return [
         label,
         f"{s.samples:,}",
         us(s.min_ns),
         us(s.mean_ns),
-        *(us(s.p(q)) for q in TABLE_PERCENTILES),
+        *(pct_cell(s, q, ivs) for q in TABLE_PERCENTILES),
         us(s.max_ns),
         f"{s.missed:,}",
     ]
@@ -53,10 +95,25 @@ def build_tables(result: RunResult) -> list[Table]:
         for name in ("samples", "min", "avg",
                      *(percentile_label(q) for q in TABLE_PERCENTILES), "max", "missed"):
             table.add_column(name, justify="right")
+        headline: list[tuple[str, dict[float, PercentileInterval]]] = []
+        heads = phase.headline(result.probe)
+        marked = False
         for ch in phase.channels:
-            table.add_row(*_row(ch.summary(), channel_label(ch)))
+            ivs = row_intervals(ch)
+            marked = marked or any(is_wide(iv) for iv in ivs.values())
+            table.add_row(*_row(ch.summary(), channel_label(ch), ivs))
+            if len(heads) == 1 and ch is heads[0]:
+                headline.append((channel_label(ch), ivs))
         if (merged := phase.all_row(result.probe)) is not None:
-            table.add_row(*_row(merged.summary(), "all"), style="bold")
+            ivs = row_intervals(merged, heads)
+            table.add_row(*_row(merged.summary(), "all", ivs), style="bold")
+            headline.append(("all", ivs))
+        note = wide_note(headline)
+        if note is None and marked:
+            note = (f"{WIDE_MARK} wide confidence interval (per channel: `rtlab results show "
+                    "--json`)")
+        if note is not None:
+            table.caption, table.caption_justify = note, "left"
         tables.append(table)
     return tables
 

@@ -25,7 +25,7 @@ from typing import Any
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
-from rtlab.results.windows import WindowMaxima
+from rtlab.results.windows import WindowHist, WindowMaxima
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -95,6 +95,9 @@ class Channel:
     # who else used the channel's CPU (engine `cpu_use`: span_ns, cpu_busy_ns,
     # thread_run_ns, thread_wait_ns; analysis.cpushare); None when not recorded
     cpu_use: dict[str, Any] | None = None
+    # per window, its sum and a coarse histogram (engine `window_hist`); None when not
+    # recorded (older engines, imports): the comparisons are then conservative
+    window_hist: WindowHist | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "windows":
@@ -136,6 +139,9 @@ class Channel:
         }
         if self.cpu_use is not None:
             d["cpu_use"] = self.cpu_use
+        if self.window_hist is not None:
+            d["window_hist"] = (self.window_hist.pack() if packed
+                                else self.window_hist.to_json())
         return d
 
     @classmethod
@@ -148,6 +154,7 @@ class Channel:
             windows=WindowMaxima.load(d.get("windows")),
             window_ns=d.get("window_ns"), windows_lost=int(d.get("windows_lost", 0)),
             ring_lost=int(d.get("ring_lost", 0)), cpu_use=d.get("cpu_use"),
+            window_hist=WindowHist.load(d.get("window_hist")),
         )
 
 

@@ -19,7 +19,8 @@ or headline without any sign of it, so every result is checked here first
 * the mean lies within [min, max] (min * samples <= sum <= max * samples);
 * every window maximum lies within [min, max], the windows count no more samples
   than the channel, and when they count all of them their largest maximum is the
-  channel's max;
+  channel's max; per-window histograms (when recorded) count no more than the
+  channel and, window by window, what the window maxima count;
 * phase names are unique in a run, channel names unique in a phase.
 
 `problems(result)` lists what is wrong (empty: consistent), each naming its phase and
@@ -145,7 +146,8 @@ def channel_problems(ch: Channel, resolution: int = 0) -> list[str]:
         return [f"samples {ch.samples:,} but the histogram holds {total:,}"]
     if ch.samples == 0:
         return _empty_problems(ch)
-    return _extreme_problems(ch, resolution) or _mean_problems(ch) + _window_problems(ch)
+    return (_extreme_problems(ch, resolution)
+            or _mean_problems(ch) + _window_problems(ch) + _window_hist_problems(ch))
 
 
 def _count_ok(value: object) -> bool:
@@ -198,6 +200,34 @@ def _mean_problems(ch: Channel) -> list[str]:
         mean = ch.sum_ns / ch.samples
         return [f"mean {mean:.6g} ns (sum_ns {ch.sum_ns} / {ch.samples} samples) is outside "
                 f"[min {ch.min_ns}, max {ch.max_ns}] ns"]
+    return []
+
+
+def _window_hist_problems(ch: Channel) -> list[str]:
+    """The per-window histograms (engine `window_hist`) agree with the channel and with
+    the window maxima of the same windows."""
+    import numpy as np
+
+    wh = getattr(ch, "window_hist", None)
+    if wh is None or not len(wh):
+        return []
+    if (len(wh.count) and int(wh.count.min()) < 0) or int(wh.sum_ns.min()) < 0:
+        return ["a per-window histogram holds a negative count or sum"]
+    per_window = np.add.reduceat(wh.count, wh.ptr[:-1]) if len(wh.count) else None
+    if per_window is not None:  # reduceat gives a neighbour's count for an empty window
+        per_window = np.where(np.diff(wh.ptr) > 0, per_window, 0)
+    total = int(per_window.sum()) if per_window is not None else 0
+    if total > ch.samples or int(wh.sum_ns.sum()) > ch.sum_ns:
+        return [f"the per-window histograms count {total:,} samples (sum "
+                f"{int(wh.sum_ns.sum())} ns), more than the channel's {ch.samples:,} "
+                f"(sum {ch.sum_ns} ns)"]
+    w = ch.windows
+    if per_window is not None and len(w):
+        common, in_h, in_w = np.intersect1d(wh.index, w.index, return_indices=True)
+        differ = per_window[in_h] != w.samples.astype("int64")[in_w]
+        if np.any(differ):
+            k = int(common[np.argmax(differ)])
+            return [f"window {k}: its histogram and its maximum count different samples"]
     return []
 
 

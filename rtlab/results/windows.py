@@ -176,3 +176,131 @@ class WindowMaxima:
     @property
     def nbytes(self) -> int:
         return int(self.index.nbytes + self.max_ns.nbytes + self.samples.nbytes)
+
+
+WINDOW_HIST_ENC = "csr-shuffle-zlib-v1"
+
+
+class WindowHist:
+    """Per window, the sum of its values and a coarse log-linear histogram (engine
+    `window_hist`, docs/engine-output.md): sub_bits 2 by default, so 4 buckets per power
+    of two. Sparse rows (CSR): the buckets of window i are ``bucket[ptr[i]:ptr[i+1]]``
+    with their counts. Used by the comparisons to measure how strongly samples depend on
+    each other (docs/report.md#comparisons); absent (None on the channel) for runs of
+    older engines and for imports.
+
+    Serial forms: readable ``{"sub_bits": S, "windows": [[index, sum_ns, [[bucket,
+    count], ...]], ...]}`` (the engine's), and packed for the store (`enc`)."""
+
+    __slots__ = ("bucket", "count", "index", "ptr", "sub_bits", "sum_ns")
+
+    def __init__(self, sub_bits: int, index: Any, sum_ns: Any, ptr: Any, bucket: Any,
+                 count: Any) -> None:
+        self.sub_bits = int(sub_bits)
+        self.index = np.asarray(index, dtype=np.int64).reshape(-1)
+        self.sum_ns = np.asarray(sum_ns, dtype=np.int64).reshape(-1)
+        self.ptr = np.asarray(ptr, dtype=np.int64).reshape(-1)
+        self.bucket = np.asarray(bucket, dtype=np.int64).reshape(-1)
+        self.count = np.asarray(count, dtype=np.int64).reshape(-1)
+        n = len(self.index)
+        if (len(self.sum_ns) != n or len(self.ptr) != n + 1 or self.ptr[0] != 0
+                or len(self.bucket) != len(self.count) or self.ptr[-1] != len(self.bucket)
+                or np.any(np.diff(self.ptr) < 0)):
+            raise RtlabError("per-window histograms are malformed")
+        if not 0 <= self.sub_bits <= 8:
+            raise RtlabError(f"per-window histograms: bad sub_bits {self.sub_bits}")
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return f"WindowHist(n={len(self)}, sub_bits={self.sub_bits})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WindowHist):
+            return NotImplemented
+        return self.sub_bits == other.sub_bits and all(
+            np.array_equal(getattr(self, k), getattr(other, k))
+            for k in ("index", "sum_ns", "ptr", "bucket", "count"))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def from_rows(cls, sub_bits: int, rows: dict[int, tuple[int, list[Any]]]
+                  ) -> WindowHist:
+        """From {index: (sum_ns, [[bucket, count], ...])} (any order)."""
+        keys = sorted(rows)
+        sums, ptr, buckets, counts = [], [0], [], []
+        for k in keys:
+            s, pairs = rows[k]
+            sums.append(int(s))
+            for b, c in pairs:
+                buckets.append(int(b))
+                counts.append(int(c))
+            ptr.append(len(buckets))
+        return cls(sub_bits, keys, sums, ptr, buckets, counts)
+
+    @classmethod
+    def from_dense(cls, sub_bits: int, index: Any, sum_ns: Any, dense: np.ndarray
+                   ) -> WindowHist:
+        """From a (windows x buckets) count matrix (simulations, tests)."""
+        dense = np.asarray(dense)
+        rows, cols = np.nonzero(dense)
+        ptr = np.zeros(dense.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=dense.shape[0]), out=ptr[1:])
+        return cls(sub_bits, index, sum_ns, ptr, cols, dense[rows, cols])
+
+    def samples(self) -> np.ndarray:
+        """The samples each window's histogram holds."""
+        return np.add.reduceat(self.count, self.ptr[:-1]) * (np.diff(self.ptr) > 0) \
+            if len(self.count) else np.zeros(len(self), dtype=np.int64)
+
+    def dense(self) -> np.ndarray:
+        """(windows x buckets) counts, buckets up to the highest one used."""
+        nb = int(self.bucket.max()) + 1 if len(self.bucket) else 1
+        out = np.zeros((len(self), nb), dtype=np.int64)
+        rows = np.repeat(np.arange(len(self)), np.diff(self.ptr))
+        np.add.at(out, (rows, self.bucket), self.count)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sub_bits": self.sub_bits, "windows": [
+            [int(self.index[i]), int(self.sum_ns[i]),
+             [[int(b), int(c)] for b, c in zip(self.bucket[self.ptr[i]:self.ptr[i + 1]],
+                                               self.count[self.ptr[i]:self.ptr[i + 1]],
+                                               strict=True)]]
+            for i in range(len(self))]}
+
+    def pack(self) -> dict[str, Any]:
+        return {"enc": WINDOW_HIST_ENC, "sub_bits": self.sub_bits, "n": len(self),
+                "nnz": len(self.bucket),
+                "index": _pack_column(self.index, True),
+                "sum_ns": _pack_column(self.sum_ns, False),
+                "ptr": _pack_column(self.ptr, True),
+                "bucket": _pack_column(self.bucket, False),
+                "count": _pack_column(self.count, False)}
+
+    @classmethod
+    def load(cls, value: Any) -> WindowHist | None:
+        """From either serial form; None for None."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise RtlabError("per-window histograms: expected an object")
+        if value.get("enc") == WINDOW_HIST_ENC:
+            n, nnz = value.get("n"), value.get("nnz")
+            if not isinstance(n, int) or not isinstance(nnz, int) or n < 0 or nnz < 0:
+                raise RtlabError("per-window histograms: bad count")
+            return cls(int(value.get("sub_bits", 2)),
+                       _unpack_column(value.get("index"), n, True, "index"),
+                       _unpack_column(value.get("sum_ns"), n, False, "sum_ns"),
+                       _unpack_column(value.get("ptr"), n + 1, True, "ptr"),
+                       _unpack_column(value.get("bucket"), nnz, False, "bucket"),
+                       _unpack_column(value.get("count"), nnz, False, "count"))
+        if "enc" in value:
+            raise RtlabError(f"unknown per-window histogram encoding {value.get('enc')!r}")
+        try:
+            rows = {int(w[0]): (int(w[1]), list(w[2])) for w in value.get("windows") or []}
+            return cls.from_rows(int(value.get("sub_bits", 2)), rows)
+        except (TypeError, ValueError, IndexError) as exc:
+            raise RtlabError(f"per-window histograms are malformed: {exc}") from None

@@ -277,3 +277,18 @@ def test_a_udp_run_with_every_round_trip_lost_is_failed_and_says_why(
     notes = Store.open(str(store_path)).get(row.id).notes
     assert "measured nothing: no sample on rtt (3 of 3 round trips lost)" in notes
     assert any(n.startswith("why no round trip was measured: ") for n in notes), notes
+
+
+def test_per_window_histograms_must_agree() -> None:
+    from rtlab.results.windows import WindowHist
+
+    ch = good_channel()  # windows (0, 16000, 2), (1, 147000, 1)
+    ch.window_hist = WindowHist(2, [0, 1], [31_000, 147_000], [0, 1, 2], [40, 60], [2, 1])
+    assert channel_problems(ch) == []
+    ch.window_hist = WindowHist(2, [0, 1], [31_000, 147_000], [0, 1, 2], [40, 60], [2, 2])
+    assert channel_problems(ch) == [
+        "the per-window histograms count 4 samples (sum 178000 ns), more than the "
+        "channel's 3 (sum 178000 ns)"]
+    ch.window_hist = WindowHist(2, [0, 1], [15_000, 16_000], [0, 1, 2], [40, 60], [1, 1])
+    assert channel_problems(ch) == [
+        "window 0: its histogram and its maximum count different samples"]

@@ -22,7 +22,7 @@ def loglin_index(values: np.ndarray, sub_bits: int = 7) -> np.ndarray:
 
 
 def channel_from_samples(name: str, cpu: int | None, samples: np.ndarray, per_window: int,
-                         window_ns: int) -> Channel:
+                         window_ns: int, window_hist: bool = False) -> Channel:
     samples = samples.astype(np.int64)
     idx, counts = np.unique(loglin_index(samples), return_counts=True)
     hist = LogLinHistogram(7, {int(i): int(c) for i, c in zip(idx, counts, strict=True)})
@@ -31,17 +31,27 @@ def channel_from_samples(name: str, cpu: int | None, samples: np.ndarray, per_wi
     wmax = samples[: nw * per_window].reshape(nw, per_window).max(axis=1)
     windows = [(i, int(m), per_window) for i, m in enumerate(wmax)]
     amax = int(np.argmax(samples))
+    wh = None
+    if window_hist:  # the engine's per-window sum and coarse histogram (sub_bits 2)
+        from rtlab.results.windows import WindowHist
+
+        body = samples[: nw * per_window].reshape(nw, per_window)
+        ci = np.minimum(loglin_index(body, 2), 155)
+        dense = np.zeros((nw, 156), dtype=np.int64)
+        np.add.at(dense, (np.repeat(np.arange(nw), per_window), ci.reshape(-1)), 1)
+        wh = WindowHist.from_dense(2, np.arange(nw), body.sum(axis=1), dense)
     return Channel(name=name, cpu=cpu, samples=n, min_ns=int(samples.min()),
                    max_ns=int(samples.max()), sum_ns=int(samples.sum()),
                    max_at_ns=amax * (window_ns // per_window), hist=hist, windows=windows,
-                   window_ns=window_ns)
+                   window_ns=window_ns, window_hist=wh)
 
 
 def synthetic_result(run_id: str = "aaaa0001", *, cpus: int = 2, windows: int = 120,
                      per_window: int = 1000, median_ns: float = 12_000, sigma: float = 0.25,
                      spike_prob: float = 0.0, spike_ns: float = 2_000_000, seed: int = 1,
                      release: str = "6.1.0-rt", phases: tuple[str, ...] = ("main",),
-                     scenario: str = "quick", hostname: str = "board1") -> RunResult:
+                     scenario: str = "quick", hostname: str = "board1",
+                     window_hist: bool = False) -> RunResult:
     rng = np.random.default_rng(seed)
     window_ns = 1_000_000_000
     out_phases = []
@@ -52,7 +62,8 @@ def synthetic_result(run_id: str = "aaaa0001", *, cpus: int = 2, windows: int = 
             if spike_prob:
                 hit = rng.random(len(s)) < spike_prob
                 s[hit] = rng.uniform(0.5, 1.0, hit.sum()) * spike_ns
-            chans.append(channel_from_samples(f"cpu{cpu}", cpu, s, per_window, window_ns))
+            chans.append(channel_from_samples(f"cpu{cpu}", cpu, s, per_window, window_ns,
+                                              window_hist))
         out_phases.append(Phase(ph, chans, windows * window_ns))
     system = {"hostname": hostname, "release": release, "preempt": "rt",
               "cmdline": "quiet isolcpus=1", "cpu_model": "Synthetic CPU",

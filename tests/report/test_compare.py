@@ -30,10 +30,12 @@ def test_same_distribution_is_not_significant() -> None:
 
 
 def test_worse_tail_is_significant_and_max_uses_windows() -> None:
-    a = synthetic_result("aaaa0001", seed=1, windows=100)
-    b = synthetic_result("aaaa0002", seed=2, windows=100, median_ns=14_000)
+    a = synthetic_result("aaaa0001", seed=1, windows=100, window_hist=True)
+    b = synthetic_result("aaaa0002", seed=2, windows=100, median_ns=14_000, window_hist=True)
     ch = _changes(a, b)
     assert ch["p99"].significant and ch["p99"].regression
+    assert ch["p99"].ci_lo > 1 and ch["p99"].method == "window-hist"
+    assert ch["median"].regression and ch["mean"].regression  # the body moved too
     mx = ch["max (median window max)"]
     assert mx.p_value is not None and "window maxima" in mx.note and mx.regression
 
@@ -113,15 +115,17 @@ def test_imported_tail_beyond_the_peer_range_is_an_interval() -> None:
     # known: every value is >= the min (7.6 µs), which is more than the 300-ns range says
     lo = cfg_c.channel.min_ns
     assert cfg_c.censored == cfg_c.channel.samples and cfg_c.censored_above_ns == lo
-    for ch in compare_configs([cfg_a, cfg_c])[0].changes[:2]:  # p99, p99.9
+    for ch in compare_configs([cfg_a, cfg_c])[0].changes[2:4]:  # p99, p99.9
         assert ch.b_lo == lo and "interval" in ch.note
         assert not ch.significant  # [7.6 µs, 5.2 ms] contains the baseline's value
         assert "%" not in ch.describe().split(";")[0] and "–" in ch.describe()
 
 
 def test_note_names_the_configuration_with_one_run() -> None:
-    a = [synthetic_result(f"aaaa000{i}", seed=i, windows=30, release="A") for i in (1, 2)]
-    b = synthetic_result("bbbb0001", seed=9, windows=30, release="B", median_ns=20_000)
+    a = [synthetic_result(f"aaaa000{i}", seed=i, windows=30, release="A", window_hist=True)
+         for i in (1, 2)]
+    b = synthetic_result("bbbb0001", seed=9, windows=30, release="B", median_ns=20_000,
+                         window_hist=True)
     pc = compare_configs(build_configs([*a, b], "kernel"))[0]
     p99 = next(c for c in pc.changes if c.what == "p99")
     assert p99.significant and "one run of B" in p99.note
@@ -147,8 +151,9 @@ def test_unsupported_percentile_stays_na_even_when_censored() -> None:
 def _busy_cpu0(run_id: str, seed: int, median_ns: float) -> RunResult:
     """An MBDA-like step: CPU 0 is the housekeeping CPU (its latency `median_ns`), CPU 1
     the shielded one, the same in every step (12 µs)."""
-    quiet = synthetic_result(run_id, seed=seed, windows=60)
-    busy = synthetic_result(run_id, seed=seed + 100, windows=60, median_ns=median_ns)
+    quiet = synthetic_result(run_id, seed=seed, windows=60, window_hist=True)
+    busy = synthetic_result(run_id, seed=seed + 100, windows=60, median_ns=median_ns,
+                            window_hist=True)
     quiet.phases[0].channels[0] = busy.phases[0].channels[0]
     return quiet
 
@@ -225,3 +230,64 @@ def test_a_problem_in_a_channel_left_out_still_invalidates_the_run() -> None:
     (sel,) = select_channels([r], ChannelSelection(frozenset({1})))
     assert sel.status == "invalid" and "failed validation" in sel.notes[-1]
     assert r.status == "completed"
+
+
+# --- dependence-aware intervals ------------------------------------------------------------
+
+
+def test_window_hist_round_trips_and_is_parsed_from_the_engine() -> None:
+    import json
+
+    from rtlab.engine.jsonl import StreamCollector
+    from rtlab.results.model import Channel
+
+    r = synthetic_result("aaaa0001", windows=5, window_hist=True)
+    ch = r.phases[0].channels[0]
+    assert ch.window_hist is not None and list(ch.window_hist.samples()) == [1000] * 5
+    for packed in (False, True):
+        assert Channel.from_dict(json.loads(json.dumps(ch.to_dict(packed)))).window_hist \
+            == ch.window_hist
+    old = synthetic_result("aaaa0002", windows=5).phases[0].channels[0]
+    assert "window_hist" not in old.to_dict() and Channel.from_dict(old.to_dict()).window_hist \
+        is None
+    # the engine's record: windows and their per-window histograms side by side
+    raw = {"name": "cpu0", "cpu": 0, "tid": 1, "samples": 3, "missed": 0, "negative": 0,
+           "min_ns": 5, "max_ns": 30, "sum_ns": 45, "max_at_ns": 10,
+           "hist": {"layout": "loglin", "sub_bits": 7, "buckets": [[5, 1], [10, 1], [30, 1]]},
+           "windows": [[0, 10, 2], [1, 30, 1]],
+           "window_hist": {"sub_bits": 2, "windows": [[0, 15, [[5, 1], [9, 1]]],
+                                                       [1, 30, [[13, 1]]]]},
+           "windows_lost": 0, "ring_lost": 0}
+    sc = StreamCollector()
+    sc.feed(json.dumps({"type": "header", "schema": 1, "engine_version": "0.1.0",
+                        "probe": "timer", "config": {"window_ns": 1_000_000_000}}) + "\n")
+    sc.feed(json.dumps({"type": "result", "schema": 1, "status": "completed",
+                        "elapsed_ns": 2_000_000_000, "channels": [raw]}) + "\n")
+    (got,) = sc.channels()
+    assert list(got.window_hist.sum_ns) == [15, 30] and list(got.window_hist.samples()) == [2, 1]
+
+
+def test_runs_without_window_histograms_are_compared_conservatively() -> None:
+    a = synthetic_result("aaaa0001", seed=1, windows=100)
+    b = synthetic_result("aaaa0002", seed=2, windows=100, median_ns=20_000)
+    ch = _changes(a, b)
+    p99 = ch["p99"]
+    assert p99.method == "window-max" and "one observation" in p99.note
+    assert ch["mean"].ci_lo is None and "no per-window sums" in ch["mean"].note
+    # a big change is still found, a small one is "inconclusive" with how much more data
+    assert ch["median"].regression
+    c = synthetic_result("aaaa0003", seed=3, windows=100, median_ns=12_500)
+    small = _changes(a, c)["p99.9"]
+    assert not small.significant and small.needs and "longer" in small.describe()
+
+
+def test_aa_of_correlated_runs_is_not_significant() -> None:
+    """The issue's reproduction: two 60-s runs of the same AR(1) process (phi 0.999)."""
+    from rtlab.analysis.calibrate import run_from_samples, simulate
+
+    rng = np.random.default_rng(5)
+    runs = [run_from_samples(f"aaaa000{i}", simulate("ar1-0.999", 60, rng), "x")
+            for i in (1, 2)]
+    ch = _changes(*runs)
+    assert not any(c.significant for c in ch.values())
+    assert all(c.verdict == "not significant" for c in ch.values())

@@ -14,17 +14,17 @@ from rtlab.analysis.compare import build_configs, compare_configs
 from rtlab.cli import main
 from rtlab.results.store import Store
 
-STATS = ["p99", "p99.9", "p99.99", "max (median window max)"]
+STATS = ["median", "mean", "p99", "p99.9", "p99.99", "max (median window max)"]
 
 
 @pytest.fixture
 def stored(store_path: Path) -> list[str]:
     s = Store.open(str(store_path))
-    runs = [synthetic_result("aaaa0001", windows=60, release="6.1.0-rt"),
+    runs = [synthetic_result("aaaa0001", windows=60, release="6.1.0-rt", window_hist=True),
             synthetic_result("aaaa0002", seed=2, windows=60, release="6.1.0-rt",
-                             hostname="board2"),
+                             hostname="board2", window_hist=True),
             synthetic_result("aaaa0003", seed=3, windows=60, release="6.6.0-rt",
-                             median_ns=16_000)]
+                             median_ns=16_000, window_hist=True)]
     for r in runs:
         s.add(r)
     s.close()
@@ -72,8 +72,11 @@ def test_compare_json_rows_changes_and_verdicts(stored: list[str], store_path: P
         assert ch["baseline_ns"] == want.a_ns and ch["value_ns"] == want.b_ns
         assert ch["ratio"] == pytest.approx(want.b_ns / want.a_ns)
         assert ch["p_value"] == want.p_value and ch["significant"] == want.significant
-    p99 = cmp["changes"][0]
+    p99 = cmp["changes"][2]
     assert p99["verdict"] == "worse" and p99["direction"] == "worse" and p99["significant"]
+    lo, hi = p99["ratio_ci"]
+    assert 1 < lo < p99["ratio"] < hi and p99["confidence"] == 0.99
+    assert p99["method"] == "window-hist" and p99["needs"] is None
     assert p99["change_percent"] == pytest.approx((p99["ratio"] - 1) * 100)
     assert "(worse, significant" in p99["text"] and "one run of 6.6.0-rt" in p99["note"]
     assert cmp["regressions"] == [c.what for c in pairs[0].regressions]
@@ -156,7 +159,7 @@ def test_compare_json_imported_tails_are_intervals(store_path: Path,
     lo = peer["min_ns"]
     assert peer["beyond_range"] == {"count": peer["samples"], "above_ns": lo}
     assert peer["lower_bounds_ns"]["p99"] == lo
-    p99 = doc["comparisons"][0]["changes"][0]
+    p99 = doc["comparisons"][0]["changes"][2]
     assert p99["value_lower_bound_ns"] == lo and p99["baseline_lower_bound_ns"] is None
     assert p99["verdict"] == "not significant" and "interval" in p99["note"]
     assert "–" in p99["text"]

@@ -74,3 +74,58 @@ def test_short_heavy_tailed_runs_are_flagged() -> None:
     lo, hi = est.interval("worst", 0, DAY_NS)
     assert hi > 10 * lo  # the interval says how little a minute tells about a day
 
+
+
+def test_bounded_tail_only_on_evidence() -> None:
+    rng = np.random.default_rng(11)
+    # exactly Gumbel: the fitted shape is positive about half of the time, never evidence
+    gum = fit_window_maxima(rng.gumbel(30_000, 2_000, 900).astype(np.int64), W)
+    assert not gum.bounded and not any("bounded tail" in w for w in gum.warnings)
+    assert gum.model == "the more pessimistic of GEV and Gumbel"
+    # a GEV with k = 0.2 (xi = -0.2): bounded with evidence, the GEV is quoted as fitted
+    t = -np.log(rng.random(900))
+    x = 30_000 + 2_000 * (1 - t ** 0.2) / 0.2
+    est = fit_window_maxima(x.astype(np.int64), W)
+    assert est.bounded and est.k_se and est.gev.k / est.k_se > 2.326
+    assert any("bounded tail" in w for w in est.warnings)
+    truth = 30_000 + 2_000 * (1 - (math.log(2) / 86_400) ** 0.2) / 0.2
+    assert abs(est.typical_worst_ns(DAY_NS) / truth - 1) < 0.03  # not 1.36x any more
+    d = est.to_dict()
+    assert d["bounded_tail"] is True and d["interval_level"] == 0.9
+    assert {c["name"] for c in d["checks"]} == {"peaks over threshold", "block size x10"}
+
+
+def test_bootstrap_blocks_follow_the_dependence_between_windows() -> None:
+    rng = np.random.default_rng(12)
+    iid = rng.gumbel(30_000, 2_000, 3600)
+    est = fit_window_maxima(iid.astype(np.int64), W)
+    # ceil(3600^(1/3)) = 16, rounded up to whole groups of the block-size check (x10)
+    assert est.dependence_lag <= 1 and est.block_windows == 20
+    # each value lasts 8 windows (moving maximum): correlated neighbours
+    y = rng.gumbel(30_000 - 2_000 * math.log(8), 2_000, 3600 + 7)
+    burst = np.lib.stride_tricks.sliding_window_view(y, 8).max(axis=1)
+    dep = fit_window_maxima(burst.astype(np.int64), W)
+    assert dep.dependence_lag >= 5 and dep.block_windows >= 4 * dep.dependence_lag
+    lo_i, hi_i = est.interval("worst", 0, DAY_NS)
+    lo_d, hi_d = dep.interval("worst", 0, DAY_NS)
+    assert hi_d - lo_d > 1.3 * (hi_i - lo_i)  # fewer independent windows: wider
+
+
+def test_rare_spikes_seen_in_the_run_fail_the_tail_checks() -> None:
+    rng = np.random.default_rng(13)
+    x = rng.gumbel(30_000, 2_000, 900)
+    spikes = rng.random(900) < 0.005
+    x[spikes] = rng.gumbel(150_000, 20_000, int(spikes.sum()))
+    assert spikes.sum() >= 2
+    est = fit_window_maxima(x.astype(np.int64), W)
+    assert not est.fit_ok and est.failed_checks
+    assert any("heavier tail" in w for w in est.warnings)
+
+
+def test_long_runs_bootstrap_m_out_of_n_with_the_spread_rescaled() -> None:
+    rng = np.random.default_rng(14)
+    truth = 30_000 + 2_000 * (math.log(86_400) - math.log(math.log(2)))
+    est = fit_window_maxima(rng.gumbel(30_000, 2_000, 86_400).astype(np.int64), W)
+    lo, hi = est.interval("worst", 0, DAY_NS)
+    assert lo <= truth <= hi
+    assert (hi - lo) / truth < 0.03  # rescaled to 86 400 windows, not 20 000

@@ -1,0 +1,519 @@
+# SPDX-License-Identifier: MIT
+"""Intervals for comparisons that hold when samples depend on each other.
+
+Latency samples are not independent: a busy kworker, a thermal event or the host
+makes whole seconds slow (bursts), and a slowly wandering state makes neighbours
+alike (autocorrelation). A test that counts samples as independent is then far too
+sure of itself (docs/report.md, "Comparisons"). Here the unit is not the sample but a
+*batch* of consecutive windows (batch means: Conway 1963, Schmeiser 1982; the block
+idea of Künsch 1989): within a run, windows are grouped into B batches of L windows,
+and the variance of a statistic is estimated from how much it varies between batches.
+Runs are never mixed inside a batch; when a configuration has several runs the
+run-to-run variance is estimated as well and the larger of the two is used.
+
+Percentiles go through their exceedance fraction (Woodruff 1952): the standard error of
+F(t) at the percentile t is estimated from the batches, and the interval of the
+percentile is [Q(q - se), Q(q + se)] read off the run's fine histogram. What the
+batches need per window is the count of samples at or below t: newer engines record a
+coarse per-window histogram (`window_hist`, 4 buckets per power of two), and the
+variance inflation factor (VIF: batch variance over the independent-sample variance)
+measured at the coarse edges next to t is applied at t. Older runs have only window
+maxima: then the VIF is bounded by the samples per window (a window counts as one
+observation: a fraction in [0, 1] varies at most as a single Bernoulli trial) times the
+inflation between windows seen in their maxima — valid, and conservative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Z90 = 1.2815515655446004  # one-sided z of 90 % power
+MIN_BATCHES = 4
+SE_LOG_FLOOR = 0.004  # half a fine histogram bucket (2**-7 wide): the resolution
+
+
+# Student t -------------------------------------------------------------------------------
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+           + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) of Student's t with df degrees of freedom (df = inf: normal)."""
+    if not math.isfinite(df) or df > 1e6:
+        return 0.5 * math.erfc(t / math.sqrt(2))
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """The p-quantile of Student's t (bisection on t_sf)."""
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1.0 - p:
+        hi *= 2.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if t_sf(mid, df) > 1.0 - p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+# the data of one configuration ---------------------------------------------------------------
+@dataclass
+class RunWindows:
+    """One run's windows, all headline channels merged per window (phase after phase):
+    samples, maximum, and where recorded the sum and the coarse cumulative counts."""
+
+    n: np.ndarray                 # (W,) samples per window
+    maxima: np.ndarray            # (W,) maximum per window (ns)
+    sums: np.ndarray | None = None  # (W,) sum per window (ns)
+    cum: np.ndarray | None = None   # (W, K) samples <= edges[k]
+    samples: int = 0              # the run's samples (its histogram total)
+    sum_ns: int = 0               # the run's exact sum
+    hist_hi: np.ndarray | None = None  # the run's fine histogram: bucket upper edges
+    hist_cum: np.ndarray | None = None  # and cumulative counts
+
+
+@dataclass
+class Units:
+    """A configuration's data for the variance of its statistics."""
+
+    runs: list[RunWindows]
+    edges: np.ndarray | None  # (K,) inclusive upper edges of the coarse buckets
+    tier: str  # "window-hist" | "window-max" | "runs" | "none"
+
+    @property
+    def windows(self) -> int:
+        return sum(len(r.n) for r in self.runs)
+
+    def batch_len(self) -> int:
+        """Windows per batch: about the square root of the windows, so that both the
+        batches' length (bias) and their number (variance) grow with the run."""
+        if not self.runs:
+            return 1
+        w = self.windows
+        shortest = min(len(r.n) for r in self.runs)
+        return max(1, min(round(math.sqrt(w)), shortest))
+
+    def batch_starts(self, run: RunWindows, L: int) -> np.ndarray:
+        nb = max(1, len(run.n) // L)
+        return np.arange(nb) * L
+
+    def batches(self, per_run: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(Y_b, X_b): per batch the sums of `per_run` values (leading axis: windows) and
+        the samples; the remainder of a run joins its last batch."""
+        L = self.batch_len()
+        ys, xs = [], []
+        for r, v in zip(self.runs, per_run, strict=True):
+            if not len(r.n):
+                continue
+            st = self.batch_starts(r, L)
+            ys.append(np.add.reduceat(v, st, axis=0))
+            xs.append(np.add.reduceat(r.n.astype(np.float64), st))
+        if not ys:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(ys), np.concatenate(xs)
+
+
+def ratio_var(y: np.ndarray, x: np.ndarray, series: bool = False) -> tuple[float, int]:
+    """Variance and degrees of freedom of sum(y)/sum(x) from units (batches or runs):
+    the ratio estimator's linearisation, (B / (B - 1)) sum (y - R x)^2 / (sum x)^2.
+    `y` may have a second axis (several statistics at once). `series`: the units are
+    consecutive batches; what still correlates neighbouring batches (dependence longer
+    than a batch) is added back as (1 + 2 rho1), rho1 their lag-1 autocorrelation
+    (corrected for its -1/B bias, at least 0)."""
+    b = len(x)
+    if b < 2:
+        return math.inf, 0
+    tot = float(x.sum())
+    r = y.sum(axis=0) / tot
+    resid = y - (r * x[:, None] if y.ndim == 2 else r * x)
+    ss = (resid ** 2).sum(axis=0)
+    v = b / (b - 1) * ss / tot ** 2
+    if series and b >= MIN_BATCHES:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = (resid[1:] * resid[:-1]).sum(axis=0) / ss + 1.0 / b
+        rho = np.clip(np.nan_to_num(rho, nan=0.0), 0.0, 0.9)
+        v = v * (1 + 2 * rho)
+    return v, b - 1
+
+
+def _quantile(hi: np.ndarray, cum: np.ndarray, p: float, lo_v: float, hi_v: float) -> float:
+    """The p-quantile (0..1) of a histogram given as upper edges and cumulative counts,
+    clipped to [min, max]."""
+    n = cum[-1]
+    rank = min(max(math.ceil(p * n - 1e-9), 1), n)
+    v = float(hi[np.searchsorted(cum, rank)])
+    return min(max(v, lo_v), hi_v)
+
+
+@dataclass
+class Estimate:
+    """A statistic of one configuration with the standard error of its logarithm."""
+
+    value: float | None
+    se_log: float | None  # None: no interval (nothing to estimate the variance from)
+    df: float = math.inf
+    tier: str = "none"
+    short: float | None = None  # > 1: the data hold too few independent events: ~x more
+    note: str = ""
+
+
+def _vif_at(units: Units, t: float, q: float, n_total: int) -> tuple[float, int] | None:
+    """The variance inflation factor of F(t) measured at the coarse edges next to t
+    (the larger of the two that carry information), with its degrees of freedom."""
+    edges = units.edges
+    if edges is None:
+        return None
+    y, x = units.batches([r.cum for r in units.runs if r.cum is not None])
+    if len(x) < 2:
+        return None
+    f = y.sum(axis=0) / x.sum()
+    var, df = ratio_var(y, x, series=True)
+    k_hi = int(np.searchsorted(edges, t, side="left"))
+    cands = [k for k in (k_hi - 1, k_hi) if 0 <= k < len(edges)]
+    vifs = []
+    for k in cands:
+        fk = float(f[k])
+        # an edge carries information when some samples are on each side of it
+        if min(fk, 1 - fk) * n_total >= 1:
+            vifs.append(float(var[k]) / (fk * (1 - fk) / n_total))
+    if not vifs:
+        return None
+    return max(1.0, max(vifs)), df
+
+
+def _window_inflation(units: Units) -> tuple[float, int]:
+    """How much the window maxima vary between batches beyond independent windows
+    (>= 1), from log window maxima."""
+    logm = [np.log(np.maximum(r.maxima.astype(np.float64), 1.0)) for r in units.runs]
+    ones = [np.ones(len(r.n)) for r in units.runs]
+    L = units.batch_len()
+    ybs, nbs = [], []
+    for lm, o, r in zip(logm, ones, units.runs, strict=True):
+        if not len(lm):
+            continue
+        st = units.batch_starts(r, L)
+        ybs.append(np.add.reduceat(lm, st))
+        nbs.append(np.add.reduceat(o, st))
+    yb, nb = np.concatenate(ybs), np.concatenate(nbs)
+    allm = np.concatenate(logm)
+    s2 = float(allm.var(ddof=1)) if len(allm) > 1 else 0.0
+    if len(nb) < 2 or s2 <= 0:
+        return 1.0, max(len(nb) - 1, 0)
+    v, df = ratio_var(yb, nb, series=True)
+    return max(1.0, float(v) * len(allm) / s2), df
+
+
+def _runs_var_fraction(units: Units, t: float) -> tuple[float, int] | None:
+    """Run-to-run variance of F(t) (several runs)."""
+    if len(units.runs) < 2 or any(r.hist_hi is None for r in units.runs):
+        return None
+    y = np.array([float(r.hist_cum[np.searchsorted(r.hist_hi, t, side="right") - 1])
+                  if np.searchsorted(r.hist_hi, t, side="right") > 0 else 0.0
+                  for r in units.runs])
+    x = np.array([float(r.samples) for r in units.runs])
+    v, df = ratio_var(y, x)
+    return float(v), df
+
+
+def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np.ndarray,
+                        hist_cum: np.ndarray, lo_v: float, hi_v: float) -> Estimate:
+    """Percentile q (0..1) of the merged histogram with a dependence-aware standard error
+    of its logarithm (Woodruff interval of width +-1 se)."""
+    if value is None or not len(hist_cum):
+        return Estimate(value, None)
+    n = int(hist_cum[-1])
+    qq = q if 0 < q < 1 else 0.5
+    iid = qq * (1 - qq) / n
+    vif = _vif_at(units, value, qq, n) if units.tier == "window-hist" else None
+    tier = units.tier
+    var: float | None = None
+    df: float = math.inf
+    note = ""
+    if vif is not None:
+        var, df = vif[0] * iid, vif[1]
+    elif units.tier in ("window-hist", "window-max") and units.windows >= 2 * MIN_BATCHES:
+        per_window = n / units.windows
+        infl, df = _window_inflation(units)
+        var = max(1.0, per_window * infl) * iid
+        tier = "window-max"
+        note = "no per-window histograms: a window counts as one observation"
+    rv = _runs_var_fraction(units, value)
+    if rv is not None and (var is None or rv[0] > var):
+        var, df, tier = rv[0], rv[1], "runs"
+    if var is None or not math.isfinite(var) or df < 1:
+        return Estimate(value, None, tier="none")
+    se_f = math.sqrt(var)
+    halves = []
+    lo_q, hi_q = qq - se_f, qq + se_f
+    if lo_q > 0:
+        halves.append(math.log(value) - math.log(max(_quantile(hist_hi, hist_cum, lo_q, lo_v,
+                                                               hi_v), 1.0)))
+    if hi_q < 1:
+        halves.append(math.log(_quantile(hist_hi, hist_cum, hi_q, lo_v, hi_v))
+                      - math.log(value))
+    if not halves:
+        return Estimate(value, None, tier=tier)
+    se_log = max(max(halves), SE_LOG_FLOOR)
+    # independent tail events behind it: too few and the normal approximation fails
+    events = qq * (1 - qq) * min(qq, 1 - qq) / var if var > 0 else math.inf
+    short = 10.0 / events if events < 10 else None
+    return Estimate(value, se_log, df, tier, short, note)
+
+
+def mean_estimate(units: Units, value: float | None) -> Estimate:
+    if value is None or value <= 0:
+        return Estimate(value, None)
+    var, df, tier = None, 0, "none"
+    if units.tier == "window-hist" and all(r.sums is not None for r in units.runs):
+        y, x = units.batches([r.sums.astype(np.float64) for r in units.runs])
+        if len(x) >= 2:
+            v, df = ratio_var(y, x, series=True)
+            var, tier = float(v), "window-hist"
+    if len(units.runs) >= 2:
+        y = np.array([float(r.sum_ns) for r in units.runs])
+        x = np.array([float(r.samples) for r in units.runs])
+        v, d = ratio_var(y, x)
+        if var is None or v > var:
+            var, df, tier = float(v), d, "runs"
+    if var is None or df < 1:
+        return Estimate(value, None, note="no per-window sums (older engine or import) and "
+                        "one run: the mean has no interval")
+    return Estimate(value, max(math.sqrt(var) / value, SE_LOG_FLOOR / 4), df, tier)
+
+
+def window_max_estimate(units: Units) -> Estimate:
+    """The median window maximum with the standard error of its logarithm (Woodruff on
+    the window maxima; batches of consecutive windows)."""
+    allm = np.concatenate([r.maxima for r in units.runs]).astype(np.float64) \
+        if units.runs else np.zeros(0)
+    if len(allm) < 2 * MIN_BATCHES:
+        return Estimate(float(np.median(allm)) if len(allm) else None, None)
+    srt = np.sort(allm)
+
+    def quant(p: float) -> float:
+        return float(srt[min(max(math.ceil(p * len(srt)) - 1, 0), len(srt) - 1)])
+
+    m = float(np.median(allm))
+    ind = [(r.maxima <= m).astype(np.float64) for r in units.runs]
+    L = units.batch_len()
+    ys, xs = [], []
+    for v, r in zip(ind, units.runs, strict=True):
+        if not len(v):
+            continue
+        st = units.batch_starts(r, L)
+        ys.append(np.add.reduceat(v, st))
+        xs.append(np.add.reduceat(np.ones(len(v)), st))
+    y, x = np.concatenate(ys), np.concatenate(xs)
+    var, df = ratio_var(y, x, series=True)
+    iid = 0.25 / len(allm)
+    var = max(float(var), iid)
+    tier = "window-max"
+    if len(units.runs) >= 2:
+        yr = np.array([float(v.sum()) for v in ind])
+        xr = np.array([float(len(v)) for v in ind])
+        vr, dr = ratio_var(yr, xr)
+        if vr > var:
+            var, df, tier = float(vr), dr, "runs"
+    if df < 1:
+        return Estimate(m, None)
+    se = math.sqrt(var)
+    halves = []
+    if 0.5 - se > 0:
+        halves.append(math.log(max(m, 1.0)) - math.log(max(quant(0.5 - se), 1.0)))
+    if 0.5 + se < 1:
+        halves.append(math.log(max(quant(0.5 + se), 1.0)) - math.log(max(m, 1.0)))
+    se_log = max(max(halves) if halves else 0.0, SE_LOG_FLOOR)
+    return Estimate(m, se_log, df, tier)
+
+
+@dataclass(frozen=True)
+class Test:
+    """The change B/A of one statistic: ratio, its interval at `level`, p-value, and the
+    factor of more data (longer or more runs) needed to detect a `target` change with
+    90 % power (None: already enough)."""
+
+    ratio: float
+    lo: float
+    hi: float
+    p: float
+    df: float
+    needs: float | None
+
+
+def compare_estimates(a: Estimate, b: Estimate, alpha: float, target: float) -> Test | None:
+    if (a.value is None or b.value is None or a.se_log is None or b.se_log is None
+            or a.value <= 0 or b.value <= 0):
+        return None
+    d = math.log(b.value / a.value)
+    va, vb = a.se_log ** 2, b.se_log ** 2
+    se = math.sqrt(va + vb)
+    da, db = max(a.df, 1.0), max(b.df, 1.0)
+    df = (va + vb) ** 2 / ((va * va / da if math.isfinite(da) else 0.0)
+                            + (vb * vb / db if math.isfinite(db) else 0.0) or 1e-300)
+    df = max(1.0, min(df, 1e7))
+    tc = t_ppf(1 - alpha / 2, df)
+    p = min(1.0, 2 * t_sf(abs(d) / se, df))
+    detect = (tc + Z90) * se  # the smallest change (log) found with 90 % power
+    want = math.log1p(target)
+    needs = (detect / want) ** 2 if detect > want else None
+    short = max(a.short or 0.0, b.short or 0.0)
+    if short > 1:
+        needs = max(needs or 1.0, short)
+    return Test(math.exp(d), math.exp(d - tc * se), math.exp(d + tc * se), p, df, needs)
+
+
+# from results ---------------------------------------------------------------------------
+def _edges(sub_bits: int, nbuckets: int) -> np.ndarray:
+    """Inclusive upper edges of the first `nbuckets` coarse buckets (loglin layout)."""
+    from rtlab.results.histogram import bucket_bounds
+
+    out = []
+    for i in range(nbuckets):
+        lo, w = bucket_bounds(i, sub_bits)
+        out.append(lo + w - 1)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _hist_arrays(hist) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    his, counts = [], []
+    for b in hist.buckets():
+        his.append(b.hi)
+        counts.append(b.count)
+    return (np.asarray(his, dtype=np.float64), np.cumsum(np.asarray(counts, dtype=np.int64)))
+
+
+def run_windows(result, window_ns: int | None) -> tuple[RunWindows, int | None]:  # type: ignore[no-untyped-def]
+    """One run's windows with all headline channels merged per window, phase after phase
+    (windows of another length than `window_ns` are left out), and the sub_bits of its
+    per-window histograms (None when some channel has none or they do not add up)."""
+    from rtlab.results.model import Channel
+
+    ns, mx, sm, cums = [], [], [], []
+    sub_bits: int | None = -1
+    maxb = 0
+    chans_all = []
+    for phase in result.phases:
+        chans = [c for c in phase.headline(result.probe) if c.windows
+                 and (window_ns is None or c.window_ns == window_ns)]
+        chans_all += phase.headline(result.probe)
+        if not chans:
+            continue
+        idx = np.unique(np.concatenate([c.windows.index.astype(np.int64) for c in chans]))
+        n = np.zeros(len(idx), dtype=np.int64)
+        m = np.zeros(len(idx), dtype=np.int64)
+        s = np.zeros(len(idx), dtype=np.int64)
+        dense_parts = []
+        for c in chans:
+            pos = np.searchsorted(idx, c.windows.index.astype(np.int64))
+            np.add.at(n, pos, c.windows.samples.astype(np.int64))
+            np.maximum.at(m, pos, c.windows.max_ns.astype(np.int64))
+            wh = c.window_hist
+            ok = (wh is not None and len(wh) == len(c.windows)
+                  and np.array_equal(wh.index, c.windows.index.astype(np.int64))
+                  and np.array_equal(wh.samples(), c.windows.samples.astype(np.int64)))
+            if not ok:
+                sub_bits = None
+                continue
+            if sub_bits == -1:
+                sub_bits = wh.sub_bits
+            elif sub_bits != wh.sub_bits:
+                sub_bits = None
+                continue
+            np.add.at(s, pos, wh.sum_ns)
+            d = wh.dense()
+            maxb = max(maxb, d.shape[1])
+            dense_parts.append((pos, d))
+        ns.append(n)
+        mx.append(m)
+        sm.append(s)
+        if sub_bits is not None and sub_bits != -1:
+            cums.append((len(idx), dense_parts))
+    merged = Channel.merged("all", chans_all)
+    hi, cum = _hist_arrays(merged.hist)
+    rw = RunWindows(
+        np.concatenate(ns) if ns else np.zeros(0, dtype=np.int64),
+        np.concatenate(mx) if mx else np.zeros(0, dtype=np.int64),
+        samples=merged.samples, sum_ns=merged.sum_ns, hist_hi=hi, hist_cum=cum)
+    if sub_bits is None or sub_bits == -1 or not ns:
+        return rw, None
+    blocks = []
+    for nwin, parts in cums:
+        d_all = np.zeros((nwin, maxb), dtype=np.int64)
+        for pos, d in parts:
+            np.add.at(d_all, (pos[:, None], np.arange(d.shape[1])[None, :]), d)
+        blocks.append(d_all)
+    dense = np.concatenate(blocks)
+    rw.sums = np.concatenate(sm)
+    rw.cum = np.cumsum(dense, axis=1).astype(np.float64)
+    return rw, sub_bits
+
+
+def config_units(runs, window_ns: int | None) -> Units:  # type: ignore[no-untyped-def]
+    """The units of a configuration's runs: batches of windows of per-window histograms
+    when every run has them, else of window maxima, else runs."""
+    rws, bits = [], []
+    for r in runs:
+        rw, b = run_windows(r, window_ns)
+        rws.append(rw)
+        bits.append(b)
+    has_windows = all(len(rw.n) for rw in rws)
+    if has_windows and all(b is not None for b in bits) and len(set(bits)) == 1:
+        k = max(rw.cum.shape[1] for rw in rws)
+        for rw in rws:  # same number of coarse edges everywhere (pad with the total)
+            if rw.cum.shape[1] < k:
+                pad = np.repeat(rw.cum[:, -1:], k - rw.cum.shape[1], axis=1)
+                rw.cum = np.concatenate([rw.cum, pad], axis=1)
+        return Units(rws, _edges(bits[0], k), "window-hist")
+    for rw in rws:
+        rw.cum = None
+        rw.sums = None
+    if has_windows:
+        return Units(rws, None, "window-max")
+    return Units(rws, None, "runs" if len(rws) >= 2 else "none")
