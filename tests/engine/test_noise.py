@@ -83,12 +83,19 @@ def test_idle_run_schema_and_figures(probe_bin: str) -> None:
 def test_injected_fifo_bursts(probe_bin: str) -> None:
     cpu = _cpu()
     d_ms, p_ms, dur_s = 5.0, 50.0, 2.0
+    # the spinner bursts until it is stopped after the probe's run, however late the
+    # probe starts on a busy machine
     sp = subprocess.Popen([sys.executable, "-c", SPINNER, str(cpu), str(d_ms), str(p_ms),
-                           str(dur_s + 1.0)], stdout=subprocess.PIPE, text=True)
+                           str(dur_s + 60.0)], stdout=subprocess.PIPE, text=True)
     try:
         assert sp.stdout is not None and sp.stdout.readline().strip() == "ready"
-        r = run_probe(probe_bin, "noise", "--cpus", str(cpu), "--duration", f"{int(dur_s)}s")
+        # listed: the gaps a burst can make (>= 1 ms); at the default 10 us, other work
+        # on the CPU made more gaps than --max-gaps lists per snapshot and bursts went
+        # unlisted (only counted)
+        r = run_probe(probe_bin, "noise", "--cpus", str(cpu), "--duration", f"{int(dur_s)}s",
+                      "--record-gaps-above", "1ms")
     finally:
+        sp.terminate()
         out, _ = sp.communicate(timeout=10)
     spins = [tuple(int(x) for x in line.split()) for line in out.splitlines() if line]
     assert r.returncode == 0, r.stderr
@@ -105,11 +112,12 @@ def test_injected_fifo_bursts(probe_bin: str) -> None:
     inside = [(b, e) for b, e in spins if t0 < b and e < t1]
     hit = sum(any(s < e and b < g_end and g_end - s >= 0.9 * d_ms * MS
                   for s, g_end in ch.listed_gaps) for b, e in inside)
+    assert ch.gaps_dropped == 0, ch.gaps_dropped
     assert len(inside) >= 0.75 * bursts and hit >= 0.9 * len(inside), (hit, len(inside))
     assert ch.noise_ns / ch.measured_ns >= 0.9 * d_ms / p_ms
     assert ch.max_gap_ns is not None and ch.max_gap_ns >= d_ms * MS * 0.9
     listed = [e - s for s, e in ch.listed_gaps if e - s >= 0.9 * d_ms * MS]
-    assert len(listed) + ch.gaps_dropped >= n
+    assert len(listed) >= n  # every gap of a burst size is listed
 
 
 def test_fifo_announces_rt_throttling(probe_bin: str) -> None:
