@@ -190,9 +190,20 @@ def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
     assert (st.runs_dir / phase.trace["gaps"]).is_file()
     spikes = phase.spikes or []
     assert spikes and all(s["cpu"] == 1 and s["latency_ns"] > 200_000 for s in spikes)
-    mine = [s for s in spikes if f"[{spinner.pid}] rt90" in s["top"]]
-    # ~150 bursts of 500 µs; host stalls add unexplained gaps, not counted here
+    # ~150 bursts of 500 µs; host stalls add unexplained gaps, not counted here. The
+    # probe is SCHED_OTHER: other work on CPU 1 (a CPU hog) may take the CPU before
+    # or after a burst within the same gap, and then dominates it; the burst is still
+    # one of the gap's components
+    def spun(s: dict) -> int:
+        return sum(c["duration_ns"] for c in s["components"]
+                   if c["kind"] == "task" and c["id"] == spinner.pid)
+
+    mine = [s for s in spikes if spun(s) >= 300_000]
     assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
+    # where the burst is most of the gap, the spinner is its top cause
+    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    assert all(f"[{spinner.pid}] rt90" in s["top"] for s in dominated), \
+        [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
     st.close()
     again = _rtlab(["spikes", "last", "--threshold", "400us", "--json"], probe_bin, store)
     assert again.returncode == 0, again.stderr
