@@ -104,16 +104,20 @@ def test_injected_fifo_bursts(probe_bin: str) -> None:
     (ch,) = summarize(recs, levels=(int(0.9 * d_ms * MS),))
     bursts = dur_s * 1000 / p_ms  # 40
     n = ch.gaps_ge[int(0.9 * d_ms * MS)]
-    assert n >= 0.75 * bursts, n
     # each burst inside the run is matched by a listed gap (CLOCK_MONOTONIC) that
     # overlaps it: other load on this shared VM may add gaps, never remove these
     h = recs[0]
     t0, t1 = h["start_monotonic_ns"], h["start_monotonic_ns"] + int(dur_s * 1e9)
     inside = [(b, e) for b, e in spins if t0 < b and e < t1]
-    hit = sum(any(s < e and b < g_end and g_end - s >= 0.9 * d_ms * MS
-                  for s, g_end in ch.listed_gaps) for b, e in inside)
+    covering = {(s, g_end) for s, g_end in ch.listed_gaps for b, e in inside
+                if s < e and b < g_end and g_end - s >= 0.9 * d_ms * MS}
+    hit = sum(any(s < e and b < g_end for s, g_end in covering) for b, e in inside)
     assert ch.gaps_dropped == 0, ch.gaps_dropped
     assert len(inside) >= 0.75 * bursts and hit >= 0.9 * len(inside), (hit, len(inside))
+    # the histogram counts every one of those gaps; fewer gaps than bursts only when
+    # the probe (SCHED_OTHER) did not get the CPU between two bursts (other work on
+    # it), then one gap covers both
+    assert n >= len(covering) >= 1, (n, len(covering), len(inside))
     assert ch.noise_ns / ch.measured_ns >= 0.9 * d_ms / p_ms
     assert ch.max_gap_ns is not None and ch.max_gap_ns >= d_ms * MS * 0.9
     listed = [e - s for s, e in ch.listed_gaps if e - s >= 0.9 * d_ms * MS]
