@@ -7,6 +7,7 @@ cause and are left out of the majority count; they must not fail the tests.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -58,18 +59,21 @@ def test_fifo99_spinner_is_named(tmp_path: Path) -> None:
     assert all("rt99" in c.top() for c in causes if named(c))
 
 
+NS_A, NS_B = f"rtlt-{os.getpid()}-a", f"rtlt-{os.getpid()}-b"  # this test run's own
+
+
 @pytest.fixture
 def veth_pair() -> str:
     if not shutil.which("ip"):
         pytest.skip("iproute2 not installed")
     cmds = [
-        "ip netns add rtlt-a",
-        "ip netns add rtlt-b",
-        "ip link add rtlt0 netns rtlt-a type veth peer name rtlt1 netns rtlt-b",
-        "ip -n rtlt-a addr add 10.251.0.1/24 dev rtlt0",
-        "ip -n rtlt-b addr add 10.251.0.2/24 dev rtlt1",
-        "ip -n rtlt-a link set rtlt0 up",
-        "ip -n rtlt-b link set rtlt1 up",
+        f"ip netns add {NS_A}",
+        f"ip netns add {NS_B}",
+        f"ip link add rtlt0 netns {NS_A} type veth peer name rtlt1 netns {NS_B}",
+        f"ip -n {NS_A} addr add 10.251.0.1/24 dev rtlt0",
+        f"ip -n {NS_B} addr add 10.251.0.2/24 dev rtlt1",
+        f"ip -n {NS_A} link set rtlt0 up",
+        f"ip -n {NS_B} link set rtlt1 up",
     ]
     try:
         for c in cmds:
@@ -78,7 +82,7 @@ def veth_pair() -> str:
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"cannot create network namespaces: {exc.stderr!r}")
     finally:
-        for ns in ("rtlt-a", "rtlt-b"):
+        for ns in (NS_A, NS_B):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
@@ -88,7 +92,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
             "ip",
             "netns",
             "exec",
-            "rtlt-b",
+            NS_B,
             sys.executable,
             "-c",
             "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -106,7 +110,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
                 "ip",
                 "netns",
                 "exec",
-                "rtlt-a",
+                NS_A,
                 "taskset",
                 "-c",
                 str(CPU),
