@@ -17,7 +17,7 @@ from nsboard import NsBoard
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
 
-pytestmark = [pytest.mark.usefixtures("require_root"), pytest.mark.owns_system]  # shields
+pytestmark = pytest.mark.usefixtures("require_root")
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -99,7 +99,6 @@ def _wait(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped
         time.sleep(0.1)
 
 
-@pytest.mark.owns_system
 def test_kill9_mid_shielded_loaded_run_then_restore(
     require_root: None, probe_bin: str, store_path: Path, tmp_path: Path
 ) -> None:

@@ -223,7 +223,6 @@ def test_stale_journal_refuses_before_anything(
     assert not argv_file.exists()
 
 
-@pytest.mark.owns_system  # stress-ng on every CPU: no other run's measurement meanwhile
 def test_real_quick_run_two_phases_with_stress(
     probe_bin: str, require_root: None, tmp_path: Path,
 ) -> None:

@@ -65,7 +65,6 @@ def _family(pid: int) -> set[int]:
     return out
 
 
-@pytest.mark.owns_system
 def test_run_lists_its_own_processes_apart_from_a_foreign_task(
         require_root: None, probe_bin: str, store_path: Path, tmp_path: Path) -> None:
     last = max(os.sched_getaffinity(0))
@@ -127,7 +126,6 @@ cpus = "system"
 [[probe]]""") + 'loads = ["placed", "escapee"]\n'
 
 
-@pytest.mark.owns_system
 def test_shield_checked_again_after_the_phase_names_a_task_that_arrived(
         require_root: None, probe_bin: str, store_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ from tests.system import snapshot
 from tests.system.helpers import foreign_pids
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.usefixtures("require_root"), pytest.mark.owns_system]
+pytestmark = pytest.mark.usefixtures("require_root")
 
 
 @pytest.fixture(autouse=True)
