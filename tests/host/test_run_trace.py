@@ -77,11 +77,21 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     for s in spikes:
         assert {"cpu", "at_ns", "latency_ns", "summary", "components", "class"} <= set(s)
         assert s["cpu"] == 1 and s["latency_ns"] > 100_000
-    # ~200 preemptions of 300 µs; tasks held the CPU: mostly the spinner (the rest of
-    # the named causes on this VM is the local timer vector, slow under the host)
-    tasks = [s for s in spikes if s["class"] == "task"]
-    mine = [s for s in tasks if f"[{spinner.pid}] rt90" in s["top"]]
-    assert len(mine) >= 20 and len(mine) * 2 > len(tasks), [s["summary"] for s in tasks[:10]]
+    # ~200 preemptions of 300 µs. Other work on this machine may delay the probe too
+    # (a higher RT priority, or kernel time of any task: this kernel is not fully
+    # preemptible), so the spinner's spikes are not required to be the majority of
+    # the task spikes: at least 20 have the spinner running >= 200 µs in them, and
+    # where it is most of the spike it is the top cause
+    def spun(s: dict) -> int:
+        return sum(c["duration_ns"] for c in s["components"]
+                   if c["kind"] == "task" and c["id"] == spinner.pid)
+
+    mine = [s for s in spikes if spun(s) >= 200_000]
+    assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
+    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    assert dominated and all(s["class"] == "task" and f"[{spinner.pid}] rt90" in s["top"]
+                             for s in dominated), \
+        [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
     for p in result.phases:
         assert p.spike_summary is not None and p.trace is not None
         assert p.spike_summary["spikes"] == sum(p.spike_summary["by_class"].values())
