@@ -91,7 +91,8 @@ def same_state(a: Any, b: Any) -> list[str]:
         # picks within the IRQ's affinity (compared below): not a setting of its own
         follows_irq = t.kthread and t.comm.startswith("irq/")
         if u.cgroups != t.cgroups or (u.affinity != t.affinity and not follows_irq):
-            diff.append(f"task {t.tid} {t.comm}")
+            diff.append(f"task {t.tid} {t.comm} (kthread {t.kthread}): affinity "
+                        f"{t.affinity} -> {u.affinity}, cgroups {t.cgroups} -> {u.cgroups}")
     irqs = {i.irq: i for i in b.irqs}
     for i in a.irqs:
         j = irqs.get(i.irq)
