@@ -96,7 +96,9 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     mounted_before, _ = _tracefs_state()
     store = tmp_path / "rtlab.db"
     # FIFO 90 spinner, 300 µs every 20 ms, preempting the probe (FIFO 80) on CPU 1
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "300", "20", "8"])
+    # it spins until killed after the run (a fixed 8 s ended before a slow run's last
+    # phase on a busy machine)
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "300", "20", "300"])
     try:
         with _ForeignTracers() as foreign:
             proc = _rtlab(["run", "--trace", "--duration", "4s", "--cpus", "1", "--priority",
@@ -118,13 +120,13 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     # ~200 preemptions of 300 µs. Other work on this machine may delay the probe too
     # (a higher RT priority, or kernel time of any task: this kernel is not fully
     # preemptible), so the spinner's spikes are not required to be the majority of
-    # the task spikes: at least 20 have the spinner running >= 200 µs in them, and
-    # where it is most of the spike it is the top cause
+    # the task spikes: at least 20 have the spinner running >= 150 µs (half a burst)
+    # in them, and where it is most of the spike it is the top cause
     def spun(s: dict) -> int:
         return sum(c["duration_ns"] for c in s["components"]
                    if c["kind"] == "task" and c["id"] == spinner.pid)
 
-    mine = [s for s in spikes if spun(s) >= 200_000]
+    mine = [s for s in spikes if spun(s) >= 150_000]
     assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
     dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
     assert dominated and all(s["class"] == "task" and f"[{spinner.pid}] rt90" in s["top"]
@@ -222,7 +224,7 @@ def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
         pytest.skip("needs CPU 1 (and CPU 0 for the trace reader)")
     store = tmp_path / "rtlab.db"
     # FIFO 90 spinner, 500 µs every 20 ms, on the CPU the noise probe polls (SCHED_OTHER)
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "500", "20", "8"])
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "500", "20", "300"])
     try:
         proc = _rtlab(["run", "--probe", "noise", "--cpus", "1", "--duration", "3s",
                        "--trace", "--trace-threshold", "200us", "--no-progress"],
