@@ -86,13 +86,26 @@ def _wait_port(ns: str, addr: str, port: int, proc: subprocess.Popen[bytes]) -> 
     raise RuntimeError(f"dropbear in {ns} did not listen within {BOOT_TIMEOUT_S:g} s")
 
 
+def _free_net(first: int) -> int:
+    """A 10.N.0.0/16 that no address of this machine's namespace is in (another test
+    run's boards live there too), searched from `first` on."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    used = {int(w.split(".")[1]) for w in out.split() if w.startswith("10.") and "/" in w}
+    for k in range(200):
+        net = 16 + (first - 16 + k) % 200
+        if net not in used:
+            return net
+    raise RuntimeError("no free 10.N.0.0/16 for a namespace board")
+
+
 @contextmanager
 def ns_board(workdir: Path, tag: str = "b", index: int = 0) -> Iterator[NsBoard]:
     """Boot one namespace board; everything is removed at the end."""
-    pid = os.getpid() % 100000
+    pid = os.getpid()
     ns = f"rtlb-{tag}{index}-{pid}"
-    veth, peer = f"rtlh{tag}{index}{pid % 1000}", "eth0"
-    net = 16 + (pid + 7 * index) % 200
+    veth, peer = f"rtlh{tag[:2]}{index}{pid}"[:15], "eth0"  # in this machine's namespace
+    net = _free_net(16 + (pid + 7 * index) % 200)
     host_addr, addr = f"10.{net}.{index + 40}.1", f"10.{net}.{index + 40}.2"
     workdir.mkdir(parents=True, exist_ok=True)
     home = workdir / "home"

@@ -221,11 +221,12 @@ while done < count:
     if wake > now:
         time.sleep((wake - now) / 1e9)
     end = p + d_ns - 50_000
+    began = time.clock_gettime_ns(clk)
     while time.clock_gettime_ns(clk) < end:
         pass
+    print(p - start, int(began < p), flush=True)
     done += 1
     k += period_n
-print(done)
 """
 
 
@@ -250,7 +251,13 @@ def test_injected_disturbance(probe_bin: str, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=20, check=False)
     rest, err = probe.communicate(timeout=20)
     assert dist.returncode == 0, dist.stderr
-    assert int(dist.stdout) == bursts
+    # each burst: its period (deadline relative to the start) and whether the
+    # disturber was spinning before it (a disturber woken late by a host stall or
+    # another run's RT work on this CPU only delays later periods)
+    made = [tuple(int(x) for x in line.split()) for line in dist.stdout.splitlines()]
+    assert len(made) == bursts
+    on_time = [at for at, ok in made if ok]
+    assert len(on_time) >= bursts - 2, made
     assert probe.returncode == 0, err
     recs = parse_lines(header_line + rest)
     validate_all(recs)
@@ -258,18 +265,19 @@ def test_injected_disturbance(probe_bin: str, tmp_path: Path) -> None:
 
     # 1. the injected cause is seen: max >= 0.95 D
     assert ch["max_ns"] >= 0.95 * d_ns
-    # 2. one sample >= 0.9 D per burst. Tolerance: -2 (a burst whose Python
-    #    wake-up was itself delayed past p by a host stall), +4 (host stalls
-    #    of >= 2.7 ms, a few per minute on this VM, in a 3.8 s run).
-    big = count_at_least(ch, int(0.9 * d_ns))
-    assert bursts - 2 <= big <= bursts + 4, big
-    # 3. missed: each burst costs D/interval - 1 = 2 periods. Every other late
-    #    sample's misses are known exactly from the samples file; what is left
-    #    must be 2 per burst (tolerance +-2 bursts' worth, for the same reasons).
-    vals = [v for _c, _at, v in read_samples(samples)]
+    # 2. the sample of each burst's period is >= 0.9 D: found by its deadline
+    #    (at_ns - value_ns) in the samples file, not by counting large samples (host
+    #    stalls and other work on the CPU add some, or push a burst's sample past D)
+    samples_ = read_samples(samples)
+    vals = [v for _c, _at, v in samples_]
     assert ch["ring_lost"] == 0 and len(vals) == ch["samples"]
+    by_deadline = {at - v: v for _c, at, v in samples_}
+    burst_vals = [by_deadline.get(p_ns) for p_ns in on_time]
+    assert all(v is not None and v >= 0.9 * d_ns for v in burst_vals), (burst_vals, on_time)
+    assert count_at_least(ch, int(0.9 * d_ns)) >= len(on_time)
+    # 3. missed: each burst costs at least D/interval - 1 = 2 periods (more when
+    #    something else delayed the wake-up further); every sample's misses are
+    #    known exactly from the samples file
     assert sum(v // MS for v in vals) == ch["missed"]
-    burst_missed = sum(v // MS for v in vals if 0.9 * d_ns <= v < d_ns)
-    other_missed = ch["missed"] - burst_missed
-    assert abs(burst_missed - bursts * (d_ns // MS - 1)) <= 2 * 2, burst_missed
-    assert other_missed == sum(v // MS for v in vals if not 0.9 * d_ns <= v < d_ns)
+    assert all(v // MS >= d_ns // MS - 1 for v in burst_vals)
+    assert ch["missed"] >= len(on_time) * (d_ns // MS - 1)

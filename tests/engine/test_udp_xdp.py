@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -164,23 +165,38 @@ def test_generic_mode_and_waits_without_stamps(probe_bin: str, wait: str) -> Non
               "none", "--policy", "other", "--priority", "0", "--no-mlock"]
     with veth_pair("x2") as v:
         # back to back beyond the default --max-rate: raise it (as the benchmark does)
+        # the reflector outlives the pinger however slow this machine is (SCHED_OTHER
+        # busy waits beside other work: 3000 round trips took from 0.2 to over 3 s),
+        # and is stopped once the pinger is done
         refl, rhdr = _reflector(probe_bin, v.ns_a, f"{v.addr_a}:{PORT}", *common,
-                                "--max-rate", "10000000", "--burst", "4096")
+                                "--max-rate", "10000000", "--burst", "4096",
+                                duration="120s")
         assert rhdr["effective"]["xdp"]["attach"] == "generic"
         _check_xdp_header(rhdr, DEVS["a"], stamps=False)
         try:
             recs = _ping(probe_bin, v, *common, "--rate", "0", "--count", "3000",
                          "--timeout", "20ms")
         finally:
-            rrecs = _finish(refl)
+            refl.send_signal(signal.SIGINT)
+            out, err = refl.communicate(timeout=20)
+        assert refl.returncode == 130, err
+        rrecs = parse_lines(refl.header_line + out)  # type: ignore[attr-defined]
+        validate_all(rrecs)
+        check_order(rrecs)
         assert recs[0]["effective"]["xdp"]["attach"] == "generic"
-        u = recs[-1]["udp"]
+        u, ru = recs[-1]["udp"], rrecs[-1]["udp"]
         assert u["sent"] == 3000 and u["replies"] == _chan(recs[-1], "rtt")["samples"]
-        assert u["replies"] + u["lost"] == 3000 and u["lost"] <= 30
+        assert u["replies"] + u["lost"] == 3000
+        # nothing dropped on the xdp paths: every ping reached the reflector and was
+        # answered; a ping counted lost is one whose reply came after its 20 ms (a
+        # SCHED_OTHER busy waiter sharing its CPU with other work may wait longer than
+        # that), counted late when it came (the last one's may come after the pinger
+        # stopped listening)
+        assert ru["received"] == 3000 and ru["replied"] == 3000, ru
+        assert u["late"] <= u["lost"] <= u["late"] + 1, u
         # no stamps: no split (as on the socket path with --timestamps none)
         assert u["no_timestamp"] == u["replies"]
         assert all(c["samples"] == 0 for c in recs[-1]["channels"] if c["name"] != "rtt")
-        assert rrecs[-1]["udp"]["replied"] >= u["replies"]
 
 
 SENDER = r"""

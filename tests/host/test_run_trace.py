@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,42 @@ def _others_tracing() -> bool:
                for m in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"))
 
 
+class _ForeignTracers:
+    """Watches, while this test's rtlab runs, for rtlab-PID instances of processes
+    that are not children of this one (another run, which may mount tracefs or keep
+    the mount ours made: the mount state after the test is then not ours alone)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            for m in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+                try:
+                    names = [p.name for p in Path(m, "instances").iterdir()]
+                except OSError:
+                    continue
+                for name in names:
+                    pid = name[6:].split("-")[0] if name.startswith("rtlab-") else ""
+                    try:
+                        stat = Path(f"/proc/{pid}/stat").read_text()
+                        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                    except (OSError, ValueError):
+                        continue
+                    if ppid != os.getpid():
+                        self.seen = True
+
+    def __enter__(self) -> _ForeignTracers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _rtlab(args: list[str], probe: str, store: Path, timeout: float = 120
            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rtlab", *args, "--store", str(store)],
@@ -59,10 +96,13 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     mounted_before, _ = _tracefs_state()
     store = tmp_path / "rtlab.db"
     # FIFO 90 spinner, 300 µs every 20 ms, preempting the probe (FIFO 80) on CPU 1
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "300", "20", "8"])
+    # it spins until killed after the run (a fixed 8 s ended before a slow run's last
+    # phase on a busy machine)
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "300", "20", "300"])
     try:
-        proc = _rtlab(["run", "--trace", "--duration", "4s", "--cpus", "1", "--priority", "80",
-                       "--no-progress"], probe_bin, store)
+        with _ForeignTracers() as foreign:
+            proc = _rtlab(["run", "--trace", "--duration", "4s", "--cpus", "1", "--priority",
+                           "80", "--no-progress"], probe_bin, store)
     finally:
         spinner.kill()
         spinner.wait()
@@ -77,11 +117,21 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     for s in spikes:
         assert {"cpu", "at_ns", "latency_ns", "summary", "components", "class"} <= set(s)
         assert s["cpu"] == 1 and s["latency_ns"] > 100_000
-    # ~200 preemptions of 300 µs; tasks held the CPU: mostly the spinner (the rest of
-    # the named causes on this VM is the local timer vector, slow under the host)
-    tasks = [s for s in spikes if s["class"] == "task"]
-    mine = [s for s in tasks if f"[{spinner.pid}] rt90" in s["top"]]
-    assert len(mine) >= 20 and len(mine) * 2 > len(tasks), [s["summary"] for s in tasks[:10]]
+    # ~200 preemptions of 300 µs. Other work on this machine may delay the probe too
+    # (a higher RT priority, or kernel time of any task: this kernel is not fully
+    # preemptible), so the spinner's spikes are not required to be the majority of
+    # the task spikes: at least 20 have the spinner running >= 150 µs (half a burst)
+    # in them, and where it is most of the spike it is the top cause
+    def spun(s: dict) -> int:
+        return sum(c["duration_ns"] for c in s["components"]
+                   if c["kind"] == "task" and c["id"] == spinner.pid)
+
+    mine = [s for s in spikes if spun(s) >= 150_000]
+    assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
+    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    assert dominated and all(s["class"] == "task" and f"[{spinner.pid}] rt90" in s["top"]
+                             for s in dominated), \
+        [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
     for p in result.phases:
         assert p.spike_summary is not None and p.trace is not None
         assert p.spike_summary["spikes"] == sum(p.spike_summary["by_class"].values())
@@ -91,7 +141,7 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
 
     mounted_after, instances = _tracefs_state()
     assert instances == [], "trace instance left behind"
-    if not _others_tracing():
+    if not _others_tracing() and not foreign.seen:
         assert mounted_after == mounted_before, "tracefs mount state changed"
 
     out = _rtlab(["spikes", "last", "--limit", "3"], probe_bin, store)
@@ -174,7 +224,7 @@ def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
         pytest.skip("needs CPU 1 (and CPU 0 for the trace reader)")
     store = tmp_path / "rtlab.db"
     # FIFO 90 spinner, 500 µs every 20 ms, on the CPU the noise probe polls (SCHED_OTHER)
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "500", "20", "8"])
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "500", "20", "300"])
     try:
         proc = _rtlab(["run", "--probe", "noise", "--cpus", "1", "--duration", "3s",
                        "--trace", "--trace-threshold", "200us", "--no-progress"],
@@ -190,9 +240,20 @@ def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
     assert (st.runs_dir / phase.trace["gaps"]).is_file()
     spikes = phase.spikes or []
     assert spikes and all(s["cpu"] == 1 and s["latency_ns"] > 200_000 for s in spikes)
-    mine = [s for s in spikes if f"[{spinner.pid}] rt90" in s["top"]]
-    # ~150 bursts of 500 µs; host stalls add unexplained gaps, not counted here
+    # ~150 bursts of 500 µs; host stalls add unexplained gaps, not counted here. The
+    # probe is SCHED_OTHER: other work on CPU 1 (a CPU hog) may take the CPU before
+    # or after a burst within the same gap, and then dominates it; the burst is still
+    # one of the gap's components
+    def spun(s: dict) -> int:
+        return sum(c["duration_ns"] for c in s["components"]
+                   if c["kind"] == "task" and c["id"] == spinner.pid)
+
+    mine = [s for s in spikes if spun(s) >= 300_000]
     assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
+    # where the burst is most of the gap, the spinner is its top cause
+    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    assert all(f"[{spinner.pid}] rt90" in s["top"] for s in dominated), \
+        [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
     st.close()
     again = _rtlab(["spikes", "last", "--threshold", "400us", "--json"], probe_bin, store)
     assert again.returncode == 0, again.stderr

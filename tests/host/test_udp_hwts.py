@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from test_probe_run import rtlab
 
 from rtlab.runner.direct import udp_timestamps
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario
@@ -43,21 +44,37 @@ def test_route_interface() -> None:
     assert route_interface("127.0.0.1") == "lo"
 
 
-def _no_leftovers(tmp_path: Path, before: set[str]) -> None:
+class Ran(subprocess.CompletedProcess[str]):
+    pid: int
+
+
+def rtlab(probe_bin: str, store: Path, *args: str, timeout: float = 90) -> Ran:
+    """`rtlab ARGS --store STORE`, remembering its pid: its namespaces are named
+    rtlab-PID-... (other rtlab runs on this machine may create theirs meanwhile)."""
+    env = {**os.environ, "RTLAB_PROBE": probe_bin, "RTLAB_JOURNAL_DIR": str(store.parent / "j")}
+    argv = [sys.executable, "-m", "rtlab", *args, "--store", str(store)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    r = Ran(argv, p.returncode, out, err)
+    r.pid = p.pid
+    return r
+
+
+def _no_leftovers(tmp_path: Path, r: Ran) -> None:
     after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-    assert not {n for n in after - before if n.startswith("rtlab-")}
+    assert not {n for n in after if n.startswith(f"rtlab-{r.pid}-")}
     assert not list((tmp_path / "j").glob("*.journal"))
-
-
-def _netns() -> set[str]:
-    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
 
 
 @needs_ip
 @pytest.mark.parametrize("peer", [None, "127.0.0.1:9"])
 def test_hardware_refused_cleanly(probe_bin: str, require_root: None, tmp_path: Path,
                                   peer: str | None) -> None:
-    before = _netns()
     extra = ("--peer", peer, "--probe-opt", "session=x") if peer else ()
     r = rtlab(probe_bin, tmp_path / "s.db", "run", "--probe", "udp", "--duration", "1s",
               "--probe-opt", "timestamps=hardware", *extra, "--no-progress")
@@ -68,19 +85,18 @@ def test_hardware_refused_cleanly(probe_bin: str, require_root: None, tmp_path: 
     assert 'timestamps = "hardware"' in lines[0] and f"of {dev} (SIOCGHWTSTAMP" in lines[0]
     assert ("veth pair" in lines[0]) == (peer is None)
     assert "run " not in r.stdout  # nothing measured, nothing stored
-    _no_leftovers(tmp_path, before)
+    _no_leftovers(tmp_path, r)
 
 
 @needs_ip
 def test_auto_falls_back_to_software(probe_bin: str, require_root: None,
                                      tmp_path: Path) -> None:
-    before = _netns()
     r = rtlab(probe_bin, tmp_path / "s.db", "run", "--probe", "udp", "--duration", "1s",
               "--cpus", "1", "--probe-opt", "timestamps=auto", "--no-progress")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "udp ping packets: sent" in r.stdout and "tx_stamps" in r.stdout
     assert "link" in r.stdout and "hw.wire" not in r.stdout
-    _no_leftovers(tmp_path, before)
+    _no_leftovers(tmp_path, r)
 
 
 @needs_ip
@@ -91,8 +107,7 @@ def test_scenario_asking_for_hardware_is_refused_cleanly(probe_bin: str, require
                   '[[probe]]\nprobe = "udp"\ncpus = "last"\n'
                   'options = { mode = "ping", rate = 1000, timestamps = "hardware" }\n\n'
                   '[[phase]]\nname = "main"\nduration = "1s"\n')
-    before = _netns()
     r = rtlab(probe_bin, tmp_path / "s.db", "run", str(sc), "--no-progress")
     assert r.returncode == 4, r.stderr + r.stdout
     assert len(r.stderr.strip().splitlines()) == 1 and "veth pair" in r.stderr
-    _no_leftovers(tmp_path, before)
+    _no_leftovers(tmp_path, r)

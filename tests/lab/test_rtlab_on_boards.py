@@ -90,8 +90,15 @@ def same_state(a: Any, b: Any) -> list[str]:
         # the thread of a threaded IRQ follows its IRQ's effective CPU, which the kernel
         # picks within the IRQ's affinity (compared below): not a setting of its own
         follows_irq = t.kthread and t.comm.startswith("irq/")
-        if u.cgroups != t.cgroups or (u.affinity != t.affinity and not follows_irq):
-            diff.append(f"task {t.tid} {t.comm}")
+        # nobody but the kernel sets the affinity of a PF_NO_SETAFFINITY task (rtlab
+        # cannot): a workqueue rescuer such as rcu_gp takes the CPUs of the pool it
+        # last rescued, which happens when new workers come slowly (a busy host)
+        kernels = t.per_cpu
+        if u.cgroups != t.cgroups or (u.affinity != t.affinity and not follows_irq
+                                      and not kernels):
+            diff.append(f"task {t.tid} {t.comm} (kthread {t.kthread}, per_cpu {t.per_cpu}): "
+                        "affinity "
+                        f"{t.affinity} -> {u.affinity}, cgroups {t.cgroups} -> {u.cgroups}")
     irqs = {i.irq: i for i in b.irqs}
     for i in a.irqs:
         j = irqs.get(i.irq)

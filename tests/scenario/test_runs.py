@@ -57,9 +57,29 @@ shield = false
 """
 
 
+TAG = "RTLAB_TEST_LOADS_OF"
+
+
+@pytest.fixture(autouse=True)
+def _tag_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Mark this test's processes (loads inherit the environment) so that stress-ng
+    started by other rtlab runs on this machine meanwhile is not taken for ours."""
+    monkeypatch.setenv(TAG, str(tmp_path))
+
+
 def _stress_alive() -> list[str]:
+    """This test's stress-ng processes (pid and command line)."""
+    mark = f"{TAG}={os.environ[TAG]}".encode()
     out = subprocess.run(["pgrep", "-a", "stress-ng"], capture_output=True, text=True)
-    return out.stdout.splitlines()
+    ours = []
+    for line in out.stdout.splitlines():
+        try:
+            env = Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if mark in env:
+            ours.append(line)
+    return ours
 
 
 def _load_argvs(result: Any) -> list[list[str]]:

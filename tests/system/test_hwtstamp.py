@@ -8,6 +8,7 @@ the configuration arithmetic is covered by engine/tests/test_hwts.c)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,8 +30,7 @@ def _apply(probe: str, ns: str, journal: Path, ops: list[str]) -> list[dict]:
 
 
 def test_hwtstamp_refused_cleanly_without_hardware(probe_bin: str, tmp_path: Path) -> None:
-    ns = "rtl-hwts"
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    ns = f"rtl-hwts-{os.getpid()}"  # not another test run's (deleted at the end)
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "link", "add", "hw0", "type", "veth", "peer", "name",

@@ -7,6 +7,7 @@ cause and are left out of the majority count; they must not fail the tests.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -58,18 +59,21 @@ def test_fifo99_spinner_is_named(tmp_path: Path) -> None:
     assert all("rt99" in c.top() for c in causes if named(c))
 
 
+NS_A, NS_B = f"rtlt-{os.getpid()}-a", f"rtlt-{os.getpid()}-b"  # this test run's own
+
+
 @pytest.fixture
 def veth_pair() -> str:
     if not shutil.which("ip"):
         pytest.skip("iproute2 not installed")
     cmds = [
-        "ip netns add rtlt-a",
-        "ip netns add rtlt-b",
-        "ip link add rtlt0 netns rtlt-a type veth peer name rtlt1 netns rtlt-b",
-        "ip -n rtlt-a addr add 10.251.0.1/24 dev rtlt0",
-        "ip -n rtlt-b addr add 10.251.0.2/24 dev rtlt1",
-        "ip -n rtlt-a link set rtlt0 up",
-        "ip -n rtlt-b link set rtlt1 up",
+        f"ip netns add {NS_A}",
+        f"ip netns add {NS_B}",
+        f"ip link add rtlt0 netns {NS_A} type veth peer name rtlt1 netns {NS_B}",
+        f"ip -n {NS_A} addr add 10.251.0.1/24 dev rtlt0",
+        f"ip -n {NS_B} addr add 10.251.0.2/24 dev rtlt1",
+        f"ip -n {NS_A} link set rtlt0 up",
+        f"ip -n {NS_B} link set rtlt1 up",
     ]
     try:
         for c in cmds:
@@ -78,7 +82,7 @@ def veth_pair() -> str:
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"cannot create network namespaces: {exc.stderr!r}")
     finally:
-        for ns in ("rtlt-a", "rtlt-b"):
+        for ns in (NS_A, NS_B):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
@@ -88,7 +92,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
             "ip",
             "netns",
             "exec",
-            "rtlt-b",
+            NS_B,
             sys.executable,
             "-c",
             "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -106,7 +110,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
                 "ip",
                 "netns",
                 "exec",
-                "rtlt-a",
+                NS_A,
                 "taskset",
                 "-c",
                 str(CPU),
@@ -121,25 +125,38 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
             s.name in ("NET_RX", "NET_TX") and s.duration_ns > 0 for s in c.by_kind("softirq")
         )
 
+    def mostly_net(c: Cause) -> bool:  # one NET_RX/NET_TX softirq share is most of it
+        return not host_stall(c) and 2 * max(
+            (s.duration_ns for s in c.by_kind("softirq") if s.name in ("NET_RX", "NET_TX")),
+            default=0) > c.latency_ns
+
     # A 2 s storm usually gives dozens of spikes above 80 µs, but now and then (seen
     # about 1 run in 4) only one or two, and rarely that little for several runs in a
-    # row: measure again, up to eight times, until there are enough spikes to judge the
-    # majority on (every spike seen in those runs was named NET_RX).
+    # row: measure again, up to eight times, until the storm has made enough spikes to
+    # judge, one of them mostly softirq time (on a quiet machine every spike seen in
+    # those runs was named NET_RX; with other work on the CPU: 2 to 17 mostly NET_RX).
     causes: list[Cause] = []
     try:
         for attempt in range(8):
             got, _, _ = measure(tmp_path / str(attempt), seconds=2.0, threshold_ns=80_000,
                                 load=load)
             causes += got
-            if majority(causes, named)[1] >= 5:
+            if majority(causes, named)[0] >= 5 and any(mostly_net(c) for c in causes):
                 break
     finally:
         rx.terminate()
         rx.wait(timeout=10)
 
-    hits, n = majority(causes, named)
-    assert n >= 5, [c.summary() for c in causes]
-    assert hits * 2 > n, [c.summary() for c in causes]
+    # Other work on this CPU (another run's qemu, a tokio worker: their kernel time
+    # delays the sleeper too) adds spikes of its own, so the storm's spikes are not
+    # required to be the majority: the storm made at least 5, and every spike that is
+    # mostly NET_RX (or NET_TX) softirq time is named after it
+    hits, _ = majority(causes, named)
+    assert hits >= 5, [c.summary() for c in causes]
+    mostly = [c for c in causes if mostly_net(c)]
+    assert mostly, [c.summary() for c in causes if named(c)][:10]
+    assert all("NET_RX" in c.top() or "NET_TX" in c.top() for c in mostly), \
+        [c.summary() for c in mostly if "NET_" not in c.top()][:10]
 
 
 def test_timer_load_is_named(tmp_path: Path) -> None:
