@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -450,6 +451,68 @@ static bool hw_usable(struct uts_state *st, int fd, const struct sockaddr *local
 	return true;
 }
 
+/*
+ * Software RX stamps are taken only while the kernel's netstamp static key is on. The
+ * first SO_TIMESTAMPING socket of a machine turns it on through deferred work
+ * (net_enable_timestamp -> netstamp_work, run by a kworker): until that work has
+ * run, datagrams arrive without a stamp. Under load (a CPU hog; an RT thread of
+ * ours not yet sleeping) that took long enough for a run's first replies to miss
+ * their split. So before the socket is reported ready, wait (bounded, sleeping so the
+ * kworker can run) until a datagram sent to ourselves on the same local address is
+ * stamped. Best effort: whatever fails here leaves the run as it was (replies without
+ * a stamp are counted, never guessed).
+ */
+#define UTS_SW_WAIT_TRIES 1000 /* x ~2 ms: past a 1 s RT throttling period */
+static void wait_sw_rx_effective(const struct sockaddr *local)
+{
+	if (!local || (local->sa_family != AF_INET && local->sa_family != AF_INET6))
+		return;
+	socklen_t al = local->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+						   : sizeof(struct sockaddr_in6);
+	struct sockaddr_storage a;
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, local, al);
+	if (a.ss_family == AF_INET)
+		((struct sockaddr_in *)&a)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&a)->sin6_port = 0;
+	int fd = socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return;
+	int f = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+	if (bind(fd, (struct sockaddr *)&a, al) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &f, sizeof(f)) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+		close(fd);
+		return;
+	}
+	const struct timespec pause = { 0, 2 * 1000 * 1000 };
+	for (int i = 0; i < UTS_SW_WAIT_TRIES; i++) {
+		if (sendto(fd, "t", 1, 0, (struct sockaddr *)&a, al) != 1)
+			break;
+		for (;;) { /* every datagram queued so far (one per try, or none yet) */
+			char b[8], ctrl[256];
+			struct iovec io = { .iov_base = b, .iov_len = sizeof(b) };
+			struct msghdr mh;
+			memset(&mh, 0, sizeof(mh));
+			mh.msg_iov = &io;
+			mh.msg_iovlen = 1;
+			mh.msg_control = ctrl;
+			mh.msg_controllen = sizeof(ctrl);
+			if (recvmsg(fd, &mh, 0) < 0)
+				break;
+			struct uts_stamps got;
+			uts_rx_parse(&mh, &got);
+			if (got.sw) {
+				close(fd);
+				return;
+			}
+		}
+		nanosleep(&pause, NULL);
+	}
+	close(fd);
+}
+
 int uts_setup(struct uts_state *st, int fd, int kind, const struct sockaddr *local,
 	      char *err, size_t errlen)
 {
@@ -497,6 +560,7 @@ int uts_setup(struct uts_state *st, int fd, int kind, const struct sockaddr *loc
 		f = (unsigned)fi;
 	}
 	st->so_flags = f;
+	wait_sw_rx_effective(local);
 	st->rx = hw ? UTS_EFF_HARDWARE : UTS_EFF_SOFTWARE;
 	st->tx = !(f & SOF_TIMESTAMPING_TX_SOFTWARE) ? UTS_EFF_NONE
 		 : hw				      ? UTS_EFF_HARDWARE

@@ -391,6 +391,10 @@ def test_auto_timestamps_fall_back_to_software(probe_bin: str) -> None:
 
 
 def test_software_rx_only_has_no_send_split(probe_bin: str) -> None:
+    # no_timestamp == 0 (in _check_ping) holds because each end, before it says it is
+    # ready, waits until its software RX stamps are on: the kernel turns them on for the
+    # first SO_TIMESTAMPING socket through deferred work (net_enable_timestamp), and
+    # under load the first replies of a run once arrived before it had run (7 unstamped)
     with loopback_ns("u11") as ns:
         refl = _reflector(probe_bin, ns, f"127.0.0.1:{PORT}", "--timestamps", "software-rx")
         recs = _ping(probe_bin, ns, f"127.0.0.1:{PORT}", "--rate", "0", "--count", "500",
