@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rtlab.analysis.stats import DEFAULT_LEVEL, percentile_intervals
-from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.histogram import LogLinHistogram, index_array
 from rtlab.results.windows import WindowMaxima
 
 PER_WINDOW = 1000
@@ -112,19 +112,8 @@ def draw_top(family: str, rng: np.random.Generator, n: int, k: int) -> np.ndarra
 
 # --- rtlab's histogram from samples -------------------------------------------------
 
-def loglin_index(v: np.ndarray, sub_bits: int = 7) -> np.ndarray:
-    """Vectorised rtlab.results.histogram.index_of (values < 2^52)."""
-    v = v.astype(np.int64)
-    b = 1 << sub_bits
-    e = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
-    e -= (np.left_shift(1, e) > v).astype(np.int64)
-    e += (np.left_shift(1, e + 1) <= v).astype(np.int64)
-    shift = np.maximum(e - sub_bits, 0)
-    return np.where(v < b, v, b + shift * b + (np.right_shift(v, shift) - b))
-
-
 def histogram(values: np.ndarray, weights: np.ndarray | None = None) -> LogLinHistogram:
-    counts = np.bincount(loglin_index(values), weights=weights)
+    counts = np.bincount(index_array(values), weights=weights)
     nz = np.nonzero(counts)[0]
     return LogLinHistogram(7, {int(i): int(counts[i]) for i in nz})
 

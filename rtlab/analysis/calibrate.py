@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rtlab.results.histogram import index_array
+
 KINDS = ("independent", "ar1-0.99", "ar1-0.999", "bursts")
 MEDIAN_NS = 10_000.0
 SIGMA = 0.25
@@ -94,25 +96,13 @@ def tail_shift(x: np.ndarray) -> np.ndarray:
     return np.where(x > t90, (x * SHIFT).astype(np.int64), x)
 
 
-def loglin_index(v: np.ndarray, sub_bits: int) -> np.ndarray:
-    """Vectorised rtlab.results.histogram.index_of (values < 2**52)."""
-    v = np.maximum(v.astype(np.int64), 0)
-    b = 1 << sub_bits
-    e = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
-    e -= (np.left_shift(1, e) > v).astype(np.int64)
-    e += (np.left_shift(1, e + 1) <= v).astype(np.int64)
-    shift = np.maximum(e - sub_bits, 0)
-    idx = b + shift * b + (np.right_shift(v, shift) - b)
-    return np.where(v < b, v, idx)
-
-
 def run_from_samples(run_id: str, x: np.ndarray, label: str, *, window_hist: bool = True):  # type: ignore[no-untyped-def]
     """A RunResult of one channel as the engine would record `x` at 1 kHz."""
     from rtlab.results.histogram import LogLinHistogram
     from rtlab.results.model import Channel, Phase, RunResult
     from rtlab.results.windows import WindowHist, WindowMaxima
 
-    idx = loglin_index(x, 7)
+    idx = index_array(x, 7)
     u, c = np.unique(idx, return_counts=True)
     hist = LogLinHistogram(7, dict(zip(u.tolist(), c.tolist(), strict=True)))
     nw = len(x) // RATE_HZ
@@ -120,7 +110,7 @@ def run_from_samples(run_id: str, x: np.ndarray, label: str, *, window_hist: boo
     windows = WindowMaxima(np.arange(nw), body.max(axis=1), np.full(nw, RATE_HZ))
     wh = None
     if window_hist:
-        ci = np.minimum(loglin_index(body, 2), 155)
+        ci = np.minimum(index_array(body, 2), 155)
         k = int(ci.max()) + 1
         flat = np.bincount((np.arange(nw)[:, None] * k + ci).reshape(-1), minlength=nw * k)
         wh = WindowHist.from_dense(2, np.arange(nw), body.sum(axis=1), flat.reshape(nw, k))

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 LAYOUT = "loglin"
 SUB_BITS = 7
 _MAX_VALUE = (1 << 64) - 1
@@ -34,6 +36,18 @@ def index_of(value: int, sub_bits: int = SUB_BITS) -> int:
     e = value.bit_length() - 1
     shift = e - sub_bits
     return b + shift * b + ((value >> shift) - b)
+
+
+def index_array(values: np.ndarray, sub_bits: int = SUB_BITS) -> np.ndarray:
+    """`index_of` of every value of an integer array at once (values below 2**52, where
+    float64's log2 is exact enough to be corrected by one step; negatives count as 0)."""
+    v = np.maximum(np.asarray(values).astype(np.int64), 0)
+    b = 1 << sub_bits
+    e = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
+    e -= (np.left_shift(1, e) > v).astype(np.int64)
+    e += (np.left_shift(1, e + 1) <= v).astype(np.int64)
+    shift = np.maximum(e - sub_bits, 0)
+    return np.where(v < b, v, b + shift * b + (np.right_shift(v, shift) - b))
 
 
 def bucket_bounds(index: int, sub_bits: int = SUB_BITS) -> tuple[int, int]:

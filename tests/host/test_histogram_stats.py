@@ -104,3 +104,15 @@ def test_mode_is_midpoint_of_fullest_bucket() -> None:
     lo, width = bucket_bounds(index_of(16_000))
     assert mode(LogLinHistogram.from_values(below + above)) == lo + (width - 1) // 2
     assert mean(0, 0) is None
+
+
+def test_index_array_is_index_of_for_every_value() -> None:
+    import numpy as np
+
+    from rtlab.results.histogram import index_array, index_of
+
+    v = np.concatenate([np.arange(0, 4096),
+                        np.random.default_rng(3).integers(0, 2**51, 20_000),
+                        2 ** np.arange(0, 51), 2 ** np.arange(1, 51) - 1])
+    for sub_bits in (2, 7):
+        assert index_array(v, sub_bits).tolist() == [index_of(int(x), sub_bits) for x in v]

@@ -5,26 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.histogram import LogLinHistogram, index_array
 from rtlab.results.model import Channel, Phase, RunResult
-
-
-def loglin_index(values: np.ndarray, sub_bits: int = 7) -> np.ndarray:
-    """Vectorised `rtlab.results.histogram.index_of` for values < 2**52."""
-    v = values.astype(np.int64)
-    b = 1 << sub_bits
-    e = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
-    e -= (np.left_shift(1, e) > v).astype(np.int64)
-    e += (np.left_shift(1, e + 1) <= v).astype(np.int64)
-    shift = np.maximum(e - sub_bits, 0)
-    idx = b + shift * b + (np.right_shift(v, shift) - b)
-    return np.where(v < b, v, idx)
 
 
 def channel_from_samples(name: str, cpu: int | None, samples: np.ndarray, per_window: int,
                          window_ns: int, window_hist: bool = False) -> Channel:
     samples = samples.astype(np.int64)
-    idx, counts = np.unique(loglin_index(samples), return_counts=True)
+    idx, counts = np.unique(index_array(samples), return_counts=True)
     hist = LogLinHistogram(7, {int(i): int(c) for i, c in zip(idx, counts, strict=True)})
     n = len(samples)
     nw = n // per_window
@@ -36,7 +24,7 @@ def channel_from_samples(name: str, cpu: int | None, samples: np.ndarray, per_wi
         from rtlab.results.windows import WindowHist
 
         body = samples[: nw * per_window].reshape(nw, per_window)
-        ci = np.minimum(loglin_index(body, 2), 155)
+        ci = np.minimum(index_array(body, 2), 155)
         dense = np.zeros((nw, 156), dtype=np.int64)
         np.add.at(dense, (np.repeat(np.arange(nw), per_window), ci.reshape(-1)), 1)
         wh = WindowHist.from_dense(2, np.arange(nw), body.sum(axis=1), dense)
