@@ -168,7 +168,8 @@ class Outcome:
                 "clause": self.clause.text, "status": self.status, "value": self.value,
                 "interval": None if iv is None else {
                     "level": iv.level, "low_ns": iv.low_ns, "high_ns": iv.high_ns,
-                    "widened_for_clustering": iv.theta is not None},
+                    "widened_for_clustering": iv.theta is not None,
+                    "widened_because": iv.widened},
                 "needed_samples": self.needed_samples, "needed_ns": self.needed_ns,
                 "reason": self.reason}
 
@@ -305,7 +306,7 @@ def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSumma
         f"{_support(clause.percentile):,})")
     ci = (f"{round(iv.level * 100)} % interval [{_ns(iv.low_ns, '-inf')}, "
           f"{_ns(iv.high_ns, 'unbounded')}] us"
-          + (" (widened: clustered tail)" if iv.theta is not None else ""))
+          + (f" (widened: {iv.widened})" if iv.widened else ""))
     status = _decide(clause, iv)
     if status == "met":
         return Outcome(run_id, phase, ch.name, clause, value, True,

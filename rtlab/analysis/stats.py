@@ -21,8 +21,11 @@ are bucket edges taken outward (the low edge of the bucket holding rank l, the
 high edge of the one holding rank u, clamped to the exact min/max), so the
 histogram only ever widens the interval. An end that needs a rank outside 1..N
 is unbounded (None): e.g. with 10^6 samples no sample bounds p99.9999 from above.
-Per-window maxima, when present, are used to detect clustered tails (samples
-are not independent); the interval is then widened (see `clustering`).
+Samples are not independent. Per-window coarse histograms, when present, measure
+how much the fraction of samples below the percentile varies between batches of
+consecutive windows (`BatchDependence`): the interval is computed for N / VIF
+effective samples, at a level widened for the batches' degrees of freedom.
+Per-window maxima detect clustered tails (`clustering`), which also widens it.
 """
 
 from __future__ import annotations
@@ -364,6 +367,109 @@ def _between_windows(x: np.ndarray) -> float:
     return 1.0 + 2.0 * total
 
 
+MIN_BATCH_COUNT = 5  # fewer batches of windows than this: no batch-means estimate
+
+
+@dataclass(frozen=True)
+class BatchDependence:
+    """How much more the fraction of samples at or below a percentile varies than it
+    would with independent samples (variance inflation factor, VIF), measured from
+    batches of consecutive windows' coarse histograms (batch means, as in the
+    comparisons): at the coarse edge `edge_ns` next to the percentile, with `df`
+    degrees of freedom (batches - 1). The interval is then computed for N / max(1, VIF)
+    effective samples at a level widened for df (Student's t); it is reported as
+    widened for dependence only when the VIF is significantly above 1."""
+
+    edge_ns: int
+    vif: float
+    df: int
+    batches: int
+    vif_between: float  # from the batches' spread alone (no lag-1 term): for the test
+
+    @property
+    def significant(self) -> bool:
+        """The batches vary significantly more than independent samples allow (one-sided
+        0.5 % at each of the two edges looked at: under independence vif_between * df is
+        about chi-square with df degrees of freedom; Wilson-Hilferty quantile)."""
+        k = 2 / (9 * self.df)
+        return self.vif_between > (1 - k + 2.576 * math.sqrt(k)) ** 3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"edge_ns": self.edge_ns, "variance_inflation": round(self.vif, 3),
+                "df": self.df, "batches": self.batches, "significant": self.significant}
+
+
+def _window_hist_of(ch: Any) -> Any:
+    """The channel's per-window histograms when they match its windows, else None."""
+    wh = getattr(ch, "window_hist", None)
+    w = getattr(ch, "windows", None)
+    if wh is None or w is None or len(wh) != len(w) or not len(wh):
+        return None
+    if not np.array_equal(wh.index, np.asarray(w.index, dtype=np.int64)):
+        return None
+    return wh
+
+
+class _Batches:
+    """One channel's per-window coarse histograms summed over batches of about sqrt(W)
+    consecutive windows: counts at or below each coarse edge per batch."""
+
+    def __init__(self, wh: Any) -> None:
+        from rtlab.analysis.compare_stats import _edges
+
+        w = len(wh)
+        size = max(1, round(math.sqrt(w)))
+        nb = max(1, w // size)
+        rows = np.repeat(np.arange(w), np.diff(wh.ptr))
+        batch = np.minimum(rows // size, nb - 1)  # the remainder joins the last batch
+        k = int(wh.bucket.max()) + 1 if len(wh.bucket) else 1
+        counts = np.zeros((nb, k), dtype=np.float64)
+        np.add.at(counts, (batch, wh.bucket), wh.count)
+        self.cum = np.cumsum(counts, axis=1)  # (B, K) samples <= edge k
+        self.x = counts.sum(axis=1)
+        self.edges = _edges(wh.sub_bits, k)
+        self.n = float(self.x.sum())
+        self._var: tuple[np.ndarray, np.ndarray] | None = None
+        self.df = nb - 1
+
+    def at(self, value: float) -> BatchDependence | None:
+        """The VIF at the coarse edges on both sides of `value` (the larger of those
+        with samples on both sides), or None when there are too few batches."""
+        from rtlab.analysis.compare_stats import ratio_var
+
+        if len(self.x) < MIN_BATCH_COUNT or self.n <= 0:
+            return None
+        if self._var is None:
+            self._var = (ratio_var(self.cum, self.x, series=True)[0],
+                         ratio_var(self.cum, self.x)[0])
+        var, var_between = self._var
+        f = self.cum.sum(axis=0) / self.n
+        k_hi = int(np.searchsorted(self.edges, value, side="left"))
+        best: BatchDependence | None = None
+        for k in (k_hi - 1, k_hi):
+            if not 0 <= k < len(self.edges):
+                continue
+            fk = float(f[k])
+            if min(fk, 1 - fk) * self.n < 1:
+                continue
+            iid = fk * (1 - fk) / self.n
+            vif = float(var[k]) / iid
+            if best is None or vif > best.vif:
+                best = BatchDependence(int(self.edges[k]), vif, self.df, len(self.x),
+                                       float(var_between[k]) / iid)
+        return best
+
+
+def _t_level(level: float, df: int) -> float:
+    """The normal-theory level whose z equals Student's t quantile of `level` with
+    `df` degrees of freedom (an interval from an estimated variance is wider)."""
+    from rtlab.analysis.compare_stats import t_ppf
+
+    alpha = (1 - level) / 2
+    t = t_ppf(1 - alpha, df)
+    return 1 - math.erfc(t / math.sqrt(2))  # 2 * Phi(t) - 1
+
+
 @dataclass(frozen=True)
 class PercentileInterval:
     """A distribution-free confidence interval for percentile `p` (ns). `low_ns`/`high_ns`
@@ -381,6 +487,7 @@ class PercentileInterval:
     theta: float | None = None
     clustering: Clustering | None = None
     checked_dependence: bool = False
+    batch: BatchDependence | None = None
 
     @property
     def label(self) -> str:
@@ -397,16 +504,32 @@ class PercentileInterval:
     def bounded_above(self) -> bool:
         return self.high_ns is not None
 
+    @property
+    def widened(self) -> str | None:
+        """Why the interval was widened beyond independent samples' ("dependent samples,
+        variance xV" from batches of windows, or "clustered tail" from the window
+        maxima), or None."""
+        b = self.batch
+        if b is not None and b.significant:
+            return f"dependent samples, variance x{b.vif:.3g}"
+        if self.clustering is not None and self.clustering.significant:
+            return "clustered tail"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "value_ns": self.value_ns, "low_ns": self.low_ns, "high_ns": self.high_ns,
             "low_rank": self.low_rank, "high_rank": self.high_rank, "wide": self.wide,
             "widened_for_clustering": self.theta is not None,
+            "widened_because": self.widened,
             "theta": None if self.theta is None else round(self.theta, 4),
             "dependence": (self.clustering.to_dict() if self.clustering is not None
                            else ("not measurable (too few windows or exceedances)"
                                  if self.checked_dependence else
                                  "not checked (no per-window maxima)")),
+            "batch_dependence": (self.batch.to_dict() if self.batch is not None else
+                                 "not measured (no per-window histograms, or fewer than "
+                                 f"{MIN_BATCH_COUNT} batches of windows)"),
         }
 
 
@@ -441,6 +564,7 @@ def percentile_intervals(
     lo_e, hi_e, cum = _cum(hist)
     n = int(cum[-1]) if len(cum) else 0
     parts = list(parts)
+    batches = [_Batches(wh) for wh in (_window_hist_of(p) for p in parts) if wh is not None]
     out: dict[float, PercentileInterval] = {}
     for q in qs:
         value = percentile(hist, q, min_ns, max_ns)
@@ -457,8 +581,19 @@ def percentile_intervals(
                     not found.significant or c.theta < found.theta))):
                 found = c
         theta = found.theta if found is not None and found.significant else None
-        low_r, up_r = (_widened_ranks(n, q, level, theta) if theta is not None
-                       else rank_interval(n, q, level))
+        batch: BatchDependence | None = None
+        if value is not None:
+            for b in batches:
+                d = b.at(value)
+                if d is not None and (batch is None or d.vif > batch.vif):
+                    batch = d
+        use_level = level
+        if batch is not None:  # the batches' variance (never below independent), with t
+            use_level = _t_level(level, batch.df)
+            if batch.vif > 1:
+                theta = min(theta if theta is not None else 1.0, 1 / batch.vif)
+        low_r, up_r = (_widened_ranks(n, q, use_level, theta) if theta is not None
+                       else rank_interval(n, q, use_level))
 
         def edge(rank: int | None, upper: bool) -> int | None:
             if rank is None or not n:
@@ -476,7 +611,7 @@ def percentile_intervals(
             return v
 
         out[q] = PercentileInterval(q, level, n, value, edge(low_r, False), edge(up_r, True),
-                                    low_r, up_r, theta, found, checked)
+                                    low_r, up_r, theta, found, checked, batch)
     return out
 
 

@@ -97,10 +97,12 @@ def derived_statistics(result: RunResult) -> dict[str, Any]:
 INTERVAL_METHOD = (
     "distribution-free confidence interval of each tail percentile from the order "
     "statistics (equal-tailed binomial ranks, each end missing with probability <= "
-    "(1 - level)/2), ends taken outward to histogram bucket edges; assumes independent "
-    "samples, widened (effective samples N*theta) when the per-window maxima show the "
-    "samples above the percentile significantly clustered; null end = unbounded "
-    "(docs/report.md)")
+    "(1 - level)/2), ends taken outward to histogram bucket edges; with per-window "
+    "histograms computed for N/VIF effective samples (VIF >= 1: the variance of the "
+    "fraction below the percentile between batches of consecutive windows against "
+    "independent samples) at a level widened for the batches' degrees of freedom, and "
+    "for N*theta when the per-window maxima show the samples above it significantly "
+    "clustered; null end = unbounded (docs/report.md)")
 
 
 def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary, bool]]:

@@ -115,7 +115,7 @@ def _pct_td(s: ChannelSummary, q: float, ivs: dict[float, PercentileInterval]) -
     if iv is None:
         return f"<td>{us(s.p(q))}</td>"
     tip = (f"{iv.level:.0%} confidence interval {interval_us(iv)} µs (distribution-free"
-           + ("; widened: clustered tail)" if iv.theta is not None else ")"))
+           + (f"; widened: {iv.widened})" if iv.widened else ")"))
     under = f"<span class='ci'>{_e(interval_us(iv))}</span>" if is_wide(iv) else ""
     return f"<td title='{_e(tip)}'>{us(s.p(q))}{under}</td>"
 

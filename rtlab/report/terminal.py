@@ -51,7 +51,7 @@ def wide_note(rows: list[tuple[str, dict[float, PercentileInterval]]]) -> str | 
         for q, iv in ivs.items():
             if is_wide(iv):
                 items.append(f"{label} {percentile_label(q)} {interval_us(iv)}"
-                             + (" widened: clustered tail" if iv.theta is not None else ""))
+                             + (f" widened: {iv.widened}" if iv.widened else ""))
     if not items:
         return None
     level = next(iv.level for _, ivs in rows for iv in ivs.values())

@@ -250,6 +250,23 @@ class WindowHist:
         np.cumsum(np.bincount(rows, minlength=dense.shape[0]), out=ptr[1:])
         return cls(sub_bits, index, sum_ns, ptr, cols, dense[rows, cols])
 
+    @classmethod
+    def from_samples(cls, sub_bits: int, body: np.ndarray, index: Any = None) -> WindowHist:
+        """From a (windows x samples-per-window) matrix of values in ns, the way the
+        engine records them (simulations, tests): values of 2^40 ns and more in the
+        last bucket (docs/engine-output.md)."""
+        from rtlab.results.histogram import index_array
+
+        body = np.asarray(body, dtype=np.int64)
+        w = body.shape[0]
+        last = int(index_array(np.array([(1 << 40) - 1]), sub_bits)[0])
+        ci = (np.minimum(index_array(body, sub_bits), last) if body.size
+              else np.zeros(body.shape, np.int64))
+        k = int(ci.max()) + 1 if ci.size else 1
+        flat = np.bincount((np.arange(w)[:, None] * k + ci).reshape(-1), minlength=w * k)
+        return cls.from_dense(sub_bits, np.arange(w) if index is None else index,
+                              body.sum(axis=1), flat.reshape(w, k))
+
     def samples(self) -> np.ndarray:
         """The samples each window's histogram holds."""
         return np.add.reduceat(self.count, self.ptr[:-1]) * (np.diff(self.ptr) > 0) \

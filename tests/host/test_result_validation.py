@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from host_helpers import FAKE, subprocess_env
 
@@ -19,10 +20,11 @@ from rtlab.cli import main
 from rtlab.errors import RtlabError
 from rtlab.report.junit import junit_xml
 from rtlab.report.terminal import verdict
-from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.histogram import LogLinHistogram, index_of
 from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import channel_problems, nothing_measured, problems
+from rtlab.results.windows import WindowHist
 
 DATA = Path(__file__).resolve().parent.parent / "report" / "data"
 
@@ -280,7 +282,6 @@ def test_a_udp_run_with_every_round_trip_lost_is_failed_and_says_why(
 
 
 def test_per_window_histograms_must_agree() -> None:
-    from rtlab.results.windows import WindowHist
 
     ch = good_channel()  # windows (0, 16000, 2), (1, 147000, 1)
     ch.window_hist = WindowHist(2, [0, 1], [31_000, 147_000], [0, 1, 2], [40, 60], [2, 1])
@@ -292,3 +293,15 @@ def test_per_window_histograms_must_agree() -> None:
     ch.window_hist = WindowHist(2, [0, 1], [15_000, 16_000], [0, 1, 2], [40, 60], [1, 1])
     assert channel_problems(ch) == [
         "window 0: its histogram and its maximum count different samples"]
+
+
+def test_window_hist_from_samples_is_the_engine_layout() -> None:
+    """Simulations build per-window histograms as the engine does: sums, counts per
+    window, and values of 2^40 ns and more in the last bucket (155 at sub_bits 2)."""
+    body = np.array([[1_000, 1_500, 2**40, 2**45], [7, 7, 8, 9_999]], dtype=np.int64)
+    wh = WindowHist.from_samples(2, body)
+    assert list(wh.samples()) == [4, 4]
+    assert list(wh.sum_ns) == list(body.sum(axis=1))
+    d = wh.dense()
+    assert d.shape[1] == 156 and d[0, 155] == 2 and d[1, 155] == 0
+    assert d[1].sum() == 4 and d[1, index_of(7, 2)] == 2

@@ -23,11 +23,7 @@ def channel_from_samples(name: str, cpu: int | None, samples: np.ndarray, per_wi
     if window_hist:  # the engine's per-window sum and coarse histogram (sub_bits 2)
         from rtlab.results.windows import WindowHist
 
-        body = samples[: nw * per_window].reshape(nw, per_window)
-        ci = np.minimum(index_array(body, 2), 155)
-        dense = np.zeros((nw, 156), dtype=np.int64)
-        np.add.at(dense, (np.repeat(np.arange(nw), per_window), ci.reshape(-1)), 1)
-        wh = WindowHist.from_dense(2, np.arange(nw), body.sum(axis=1), dense)
+        wh = WindowHist.from_samples(2, samples[: nw * per_window].reshape(nw, per_window))
     return Channel(name=name, cpu=cpu, samples=n, min_ns=int(samples.min()),
                    max_ns=int(samples.max()), sum_ns=int(samples.sum()),
                    max_at_ns=amax * (window_ns // per_window), hist=hist, windows=windows,
