@@ -282,7 +282,6 @@ def test_a_udp_run_with_every_round_trip_lost_is_failed_and_says_why(
 
 
 def test_per_window_histograms_must_agree() -> None:
-
     ch = good_channel()  # windows (0, 16000, 2), (1, 147000, 1)
     ch.window_hist = WindowHist(2, [0, 1], [31_000, 147_000], [0, 1, 2], [40, 60], [2, 1])
     assert channel_problems(ch) == []
