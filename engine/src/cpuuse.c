@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,40 +63,59 @@ int cpuuse_parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns
 	return 0;
 }
 
-/* The "cpuN ..." line of /proc/stat into buf (NUL-terminated): read in chunks, keeping
- * the unfinished line, so a machine with thousands of CPUs needs no big buffer (and no
- * stdio: the static engine stays small). 0, -ENOENT or a negative errno. */
-static int stat_line(const char *path, int cpu, char *buf, size_t len)
+/* One complete line of /proc/stat: when it is the line of one of `cpus`, parse it. */
+static int take_line(const char *line, const int *cpus, size_t n, uint64_t *busy_ticks,
+		     bool *found)
 {
-	char want[24];
-	snprintf(want, sizeof(want), "cpu%d ", cpu);
-	size_t wlen = strlen(want);
+	if (line[3] < '0' || line[3] > '9')
+		return 0;	/* the "cpu " total */
+	char *end;
+	long id = strtol(line + 3, &end, 10);
+	if (*end != ' ')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (cpus[i] != id || found[i])
+			continue;
+		int rc = parse_cpu_line(end, &busy_ticks[i]);
+		if (rc)
+			return rc;
+		found[i] = true;
+	}
+	return 0;
+}
+
+int cpuuse_read_stat_many(const char *path, const int *cpus, size_t n, uint64_t *busy_ticks,
+			  bool *found)
+{
+	for (size_t i = 0; i < n; i++)
+		found[i] = false;
+	/* read in chunks, keeping the unfinished line, so a machine with thousands of CPUs
+	 * needs no big buffer (and no stdio: the static engine stays small) */
+	char buf[1024];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	size_t have = 0;
-	int rc = -ENOENT;
+	int rc = 0;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, len - 1 - have);
-		if (n < 0) {
+		ssize_t got = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (got < 0) {
 			rc = -errno;
 			break;
 		}
-		have += (size_t)n;
+		have += (size_t)got;
 		buf[have] = '\0';
 		char *line = buf, *nl;
 		while ((nl = strchr(line, '\n')) != NULL) {
 			if (strncmp(line, "cpu", 3) != 0)
 				goto done;	/* past the cpu lines */
-			if (strncmp(line, want, wlen) == 0) {
-				nl[1] = '\0';
-				memmove(buf, line, (size_t)(nl - line) + 2);
-				rc = 0;
+			*nl = '\0';
+			rc = take_line(line, cpus, n, busy_ticks, found);
+			if (rc)
 				goto done;
-			}
 			line = nl + 1;
 		}
-		if (n == 0 || (line == buf && have == len - 1))
+		if (got == 0 || (line == buf && have == sizeof(buf) - 1))
 			break;	/* end of file, or a line longer than the buffer */
 		have -= (size_t)(line - buf);
 		memmove(buf, line, have);
@@ -109,21 +129,21 @@ int cpuuse_read_stat(const char *path, int cpu, uint64_t *busy_ticks)
 {
 	if (cpu < 0)
 		return -EINVAL;
-	char buf[1024];
-	int rc = stat_line(path, cpu, buf, sizeof(buf));
-	return rc ? rc : cpuuse_parse_stat(buf, cpu, busy_ticks);
+	bool found;
+	int rc = cpuuse_read_stat_many(path, &cpu, 1, busy_ticks, &found);
+	return rc ? rc : found ? 0 : -ENOENT;
 }
 
-int cpuuse_cpu_busy_ns(int cpu, uint64_t *busy_ns)
+int cpuuse_cpus_busy_ns(const int *cpus, size_t n, uint64_t *busy_ns, bool *found)
 {
-	uint64_t ticks = 0;
-	int rc = cpuuse_read_stat("/proc/stat", cpu, &ticks);
-	if (rc)
-		return rc;
 	long hz = sysconf(_SC_CLK_TCK);
 	if (hz <= 0)
 		return -EINVAL;
-	*busy_ns = ticks * (UINT64_C(1000000000) / (uint64_t)hz);
+	int rc = cpuuse_read_stat_many("/proc/stat", cpus, n, busy_ns, found);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		busy_ns[i] *= UINT64_C(1000000000) / (uint64_t)hz;
 	return 0;
 }
 

@@ -34,6 +34,9 @@ struct chan_use {
 struct reporter {
 	struct reporter_cfg cfg;
 	struct chan_use *use;
+	int *use_cpu;			/* per channel: its CPU (-1: none), for one /proc/stat read */
+	uint64_t *use_busy;		/* per channel: the CPU's busy ns at the last read */
+	bool *use_found;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -57,20 +60,28 @@ static void note_err(struct reporter *r, int e)
 		r->err = e;
 }
 
-/* Read the CPU's busy time and the thread's times as one pair (see struct chan_use). */
-static void read_use(struct chan_use *u, const struct channel *ch)
+/* Read every measured CPU's busy time (one read of /proc/stat) and each channel's
+ * thread times, as one pair per channel (see struct chan_use). */
+static void read_uses(struct reporter *r)
 {
-	uint64_t busy = 0, run, wait;
-	int tid = atomic_load_explicit(&((struct channel *)ch)->tid, memory_order_relaxed);
-	if (tid <= 0 || cpuuse_thread_ns(tid, &run, &wait) != 0)
-		return;	/* no thread (yet, or any more): keep the last pair */
-	if (u->cpu_ok && cpuuse_cpu_busy_ns(ch->cpu, &busy) != 0)
-		return;
-	u->busy_ns = busy;
-	u->run_ns = run;
-	u->wait_ns = wait;
-	u->thread_ok = true;
-	u->at_ns = rl_now_ns(CLOCK_MONOTONIC);
+	size_t n = r->cfg.n_chans;
+	bool busy_ok = cpuuse_cpus_busy_ns(r->use_cpu, n, r->use_busy, r->use_found) == 0;
+	uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+	for (size_t c = 0; c < n; c++) {
+		struct chan_use *u = &r->use[c];
+		struct channel *ch = r->cfg.chans[c];
+		uint64_t run, wait;
+		int tid = atomic_load_explicit(&ch->tid, memory_order_relaxed);
+		if (tid <= 0 || cpuuse_thread_ns(tid, &run, &wait) != 0)
+			continue;	/* no thread (yet, or any more): keep the last pair */
+		if (u->cpu_ok && !(busy_ok && r->use_found[c]))
+			continue;
+		u->busy_ns = u->cpu_ok ? r->use_busy[c] : 0;
+		u->run_ns = run;
+		u->wait_ns = wait;
+		u->thread_ok = true;
+		u->at_ns = now;
+	}
 }
 
 static void write_use(struct jsonw *w, const struct chan_use *u)
@@ -224,13 +235,13 @@ static void collect(struct reporter *r, size_t c)
 	struct win_rec *wins = r->wins + c * WIN_BATCH;
 	r->n_wins[c] = channel_pop_windows(ch, wins, WIN_BATCH);
 	channel_snapshot(ch, &r->scratch[c]);
-	read_use(&r->use[c], ch);
 }
 
 static void write_snapshot(struct reporter *r, uint64_t now)
 {
 	for (size_t c = 0; c < r->cfg.n_chans; c++)
 		collect(r, c);
+	read_uses(r);
 	jw_obj_begin(&r->w, NULL);
 	jw_str(&r->w, "type", "snapshot");
 	jw_int(&r->w, "schema", RL_OUTPUT_SCHEMA);
@@ -319,12 +330,12 @@ static void *reporter_main(void *arg)
 
 		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 		drain_samples(r);
-		for (size_t c = 0; c < r->cfg.n_chans; c++)
-			read_use(&r->use[c], r->cfg.chans[c]);
 		if (now >= next_snap) {
 			write_snapshot(r, now);
 			while (next_snap <= now)
 				next_snap += r->cfg.snapshot_ns;
+		} else {
+			read_uses(r);	/* keeps the last pair before a thread exits */
 		}
 		while (next_wake <= now)
 			next_wake += step;
@@ -343,6 +354,9 @@ static void reporter_free(struct reporter *r)
 	jw_free(&r->w);
 	free(r->scratch);
 	free(r->use);
+	free(r->use_cpu);
+	free(r->use_busy);
+	free(r->use_found);
 	free(r->wins);
 	free(r->n_wins);
 	free(r->smp);
@@ -371,21 +385,30 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	r->wins = calloc(n * WIN_BATCH, sizeof(*r->wins));
 	r->n_wins = calloc(n, sizeof(*r->n_wins));
 	r->use = calloc(n, sizeof(*r->use));
+	r->use_cpu = calloc(n, sizeof(*r->use_cpu));
+	r->use_busy = calloc(n, sizeof(*r->use_busy));
+	r->use_found = calloc(n, sizeof(*r->use_found));
 	if (cfg->samples_fd >= 0) {
 		r->smp = calloc(SMP_BATCH, sizeof(*r->smp));
 		r->smp_out = calloc(SMP_BATCH, SAMPLES_RECORD_SIZE);
 	}
-	if (!r->scratch || !r->wins || !r->n_wins || !r->use ||
-	    (cfg->samples_fd >= 0 && (!r->smp || !r->smp_out))) {
+	if (!r->scratch || !r->wins || !r->n_wins || !r->use || !r->use_cpu || !r->use_busy ||
+	    !r->use_found || (cfg->samples_fd >= 0 && (!r->smp || !r->smp_out))) {
 		reporter_free(r);
 		return -ENOMEM;
 	}
-	for (size_t c = 0; c < cfg->n_chans; c++) {	/* the CPUs' busy time at the start */
+	for (size_t c = 0; c < cfg->n_chans; c++)
+		r->use_cpu[c] = cfg->chans[c]->cpu >= 0 ? cfg->chans[c]->cpu : -1;
+	/* the CPUs' busy time at the start */
+	bool busy_ok = cpuuse_cpus_busy_ns(r->use_cpu, cfg->n_chans, r->use_busy,
+					   r->use_found) == 0;
+	uint64_t start = rl_now_ns(CLOCK_MONOTONIC);
+	for (size_t c = 0; c < cfg->n_chans; c++) {
 		struct chan_use *u = &r->use[c];
-		u->cpu_ok = cfg->chans[c]->cpu >= 0 &&
-			    cpuuse_cpu_busy_ns(cfg->chans[c]->cpu, &u->busy0_ns) == 0;
+		u->cpu_ok = busy_ok && r->use_cpu[c] >= 0 && r->use_found[c];
+		u->busy0_ns = u->cpu_ok ? r->use_busy[c] : 0;
 		u->busy_ns = u->busy0_ns;
-		u->start_ns = rl_now_ns(CLOCK_MONOTONIC);
+		u->start_ns = start;
 	}
 	if (cfg->samples_fd >= 0) {
 		unsigned char hdr[16];

@@ -2,6 +2,7 @@
 /* Unit tests of cpuuse.c: /proc/stat and schedstat text as the kernel writes them, then
  * the live files of this process and machine. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -58,6 +59,18 @@ static void test_big_file(void)
 	}
 	CHECK_EQ_U(cpuuse_read_stat(path, 999, &t), 0);
 	CHECK_EQ_U(cpuuse_read_stat(path, 1000, &t), (unsigned long long)-ENOENT);
+	/* many CPUs in one pass, in any order, with repeats and missing ones */
+	int cpus[] = { 998, 3, -1, 1000, 3, 0, 512 };
+	enum { N = sizeof(cpus) / sizeof(cpus[0]) };
+	uint64_t many[N];
+	bool found[N];
+	CHECK_EQ_U(cpuuse_read_stat_many(path, cpus, N, many, found), 0);
+	for (int i = 0; i < N; i++) {
+		int c = cpus[i];
+		CHECK_EQ_U(found[i], c >= 0 && c < 1000);
+		if (found[i])
+			CHECK_EQ_U(many[i], (uint64_t)c + 1 + (uint64_t)(1000 - c) + 2 + 3);
+	}
 	unlink(path);
 }
 
@@ -89,10 +102,12 @@ static void test_live(void)
 		CHECK_EQ_U(cpuuse_thread_ns(tid, &run1, &wait), 0);
 		CHECK(run1 >= run0 + 19000000u);
 	}
-	uint64_t busy;
-	CHECK_EQ_U(cpuuse_cpu_busy_ns(0, &busy), 0);	/* every machine has a CPU 0 line */
-	CHECK_EQ_U(cpuuse_cpu_busy_ns(-1, &busy), (unsigned long long)-EINVAL);
-	CHECK_EQ_U(cpuuse_cpu_busy_ns(1 << 20, &busy), (unsigned long long)-ENOENT);
+	int cpus[] = { 0, -1, 1 << 20 };	/* every machine has a CPU 0 line */
+	uint64_t busy[3];
+	bool found[3];
+	CHECK_EQ_U(cpuuse_cpus_busy_ns(cpus, 3, busy, found), 0);
+	CHECK(found[0] && !found[1] && !found[2]);
+	CHECK(busy[0] > 0);
 	CHECK_EQ_U(cpuuse_thread_ns(1 << 30, &run0, &wait), (unsigned long long)-ENOENT);
 }
 
