@@ -174,6 +174,28 @@ def require_irq_moves(run: subprocess.Popen[str]) -> None:
         pytest.skip("another process moved the IRQs off the last CPU meanwhile")
 
 
+def start_shielded(env: dict[str, str], scenario: Path, *, irq_moves: bool = True
+                   ) -> tuple[subprocess.Popen[str], int]:
+    """Start a long IRQ-shielded run and wait until its shield is applied (and, with
+    `irq_moves`, holds IRQ moves): the run and its applier's pid. A run that fails to get
+    there is killed (its applier then restores by itself)."""
+    run = start_run(env, scenario)
+    try:
+        wait_for(lambda: shield_applied(run.pid) or run.poll() is not None, 60,
+                 "the run's shield")
+        assert run.poll() is None, run.communicate()
+        if irq_moves:
+            require_irq_moves(run)
+        applier = jr.read_journal(run_journal(run.pid)).pid or 0
+        assert applier and alive(applier)
+    except BaseException:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        raise
+    return run, applier
+
+
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -190,12 +212,8 @@ def test_second_irq_shielded_run_refused_while_first_completes(
     long_sc, short_sc = tmp_path / "a.toml", tmp_path / "b.toml"
     long_sc.write_text(SCENARIO.format(duration=LONG_S))
     short_sc.write_text(SCENARIO.format(duration=1))
-    first = start_run(env, long_sc)
+    first, _ = start_shielded(env, long_sc)
     try:
-        wait_for(lambda: shield_applied(first.pid) or first.poll() is not None, 60,
-                 "the first run's shield")
-        assert first.poll() is None, first.communicate()
-        require_irq_moves(first)
         during = irq_state()
         assert during != before, "the first run's IRQ shield should be in effect"
 
@@ -255,20 +273,10 @@ def test_crashed_run_names_rtlab_restore(
     before = irq_state()
     sc = tmp_path / "a.toml"
     sc.write_text(SCENARIO.format(duration=LONG_S))
-    run = start_run(env, sc)
-    applier = 0
-    try:
-        wait_for(lambda: shield_applied(run.pid) or run.poll() is not None, 60,
-                 "the run's shield")
-        assert run.poll() is None, run.communicate()
-        require_irq_moves(run)
-        applier = jr.read_journal(run_journal(run.pid)).pid or 0
-        assert applier and alive(applier)
-    finally:
-        if run.poll() is None and applier:
-            os.kill(applier, signal.SIGKILL)  # the applier first: nothing restores
-        run.kill()
-        run.wait()
+    run, applier = start_shielded(env, sc)
+    os.kill(applier, signal.SIGKILL)  # the applier first: nothing restores
+    run.kill()
+    run.wait()
     wait_for(lambda: not alive(applier), 30, "the applier to be gone")
     assert irq_state() != before, "the crash should have left the IRQ moves"
     info = jr.read_journal(run_journal(run.pid))
@@ -302,13 +310,8 @@ def test_next_run_waits_for_a_killed_runs_applier(
     before = irq_state()
     sc = tmp_path / "a.toml"
     sc.write_text(SCENARIO.format(duration=LONG_S))
-    run = start_run(env, sc)
-    applier = 0
+    run, applier = start_shielded(env, sc, irq_moves=False)
     try:
-        wait_for(lambda: shield_applied(run.pid) or run.poll() is not None, 60,
-                 "the run's shield")
-        assert run.poll() is None, run.communicate()
-        applier = jr.read_journal(run_journal(run.pid)).pid or 0
         os.kill(applier, signal.SIGSTOP)  # it cannot restore yet
         run.kill()
         run.wait()
@@ -326,8 +329,7 @@ def test_next_run_waits_for_a_killed_runs_applier(
         assert f"applier (pid {applier})" in msg and "rtlab restore" not in msg
         assert not (tmp_path / "taker.journal").exists()
     finally:
-        if applier:
-            os.kill(applier, signal.SIGCONT)  # now it restores and lets go
+        os.kill(applier, signal.SIGCONT)  # now it restores and lets go
         if run.poll() is None:
             run.kill()
             run.wait()
