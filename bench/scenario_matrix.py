@@ -64,9 +64,11 @@ loads = ["hog"]
 KINDS = ("", "shield = false\n", "loads = []\n", "shield = { irqs = true }\n")
 
 
-def matrix_text(n: int) -> str:
-    """A scenario file with `n` variants, the four kinds in turn."""
-    parts = [HEAD]
+def matrix_text(n: int, head: str = HEAD) -> str:
+    """A scenario file with `n` variants after `head`, the four kinds in turn: each
+    variant starts with a blank line and its header (also used by
+    tests/scenario/test_matrix_size.py)."""
+    parts = [head]
     for i in range(n):
         parts.append(f'\n[[matrix.variant]]\nname = "v{i}"\n{KINDS[i % len(KINDS)]}')
     return "".join(parts)

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from scenario_matrix import matrix_text
+
 from rtlab.cli import main
 from rtlab.errors import UsageError
 from rtlab.scenario import loader, parse_text
@@ -40,14 +44,13 @@ duration = "1s"
 loads = ["hog"]
 """
 HEAD_LINES = HEAD.count("\n")
-KINDS = ("", "shield = false\n", "loads = []\n", "shield = { irqs = true }\n")
 
 
 def matrix(n: int) -> str:
-    """n variants, the four kinds in turn: each variant starts with a blank line and its
-    header, so variant i's header is on line HEAD_LINES + 2 + 3*i (+1 per extra key)."""
-    return HEAD + "".join(f'\n[[matrix.variant]]\nname = "v{i}"\n{KINDS[i % 4]}'
-                          for i in range(n))
+    """n variants, the four kinds in turn (bench/scenario_matrix.py's writer): each
+    variant starts with a blank line and its header, so variant i's header is on line
+    HEAD_LINES + 2 + 3*i (+1 per extra key)."""
+    return matrix_text(n, HEAD)
 
 
 def header_line(text: str, index: int) -> int:
