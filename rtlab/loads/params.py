@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rtlab import cpulist
 from rtlab.cpulist import format_cpulist
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -57,19 +58,17 @@ def format_duration(ns: int) -> str:
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5)."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise ValueError(f"{text!r} is not a CPU list (range {part} goes backwards)")
-        cpus.update(range(lo, hi + 1))
-    return tuple(sorted(cpus))
+    """'0-2,5' -> (0, 1, 2, 5); ValueError in the load parameters' wording."""
+    try:
+        cpus = cpulist.parse_cpulist(text)
+    except cpulist.CpuListError as exc:
+        if exc.reason == "reversed":
+            raise ValueError(f"{text!r} is not a CPU list (range {exc.item} goes backwards)"
+                             ) from None
+        cpus = []
+    if not cpus:
+        raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
+    return tuple(cpus)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ def target_online_cpus(transport: Transport) -> list[int]:
         from rtlab.scenario.units import online_cpus
 
         return online_cpus()
+    from rtlab.cpulist import parse_cpulist
     from rtlab.engine.snapshot import record_bytes, snapshot
-    from rtlab.system.sysroot import parse_cpulist
 
     online = "/sys/devices/system/cpu/online"  # one file, not every task (`sys facts`)
     recs = [r for r in snapshot(transport, [online]) if r.get("type") == "file"]
     try:
-        cpus = parse_cpulist(record_bytes(recs[0]).decode()) if recs else []
+        cpus = parse_cpulist(record_bytes(recs[0]).decode(), strides=True) if recs else []
     except ValueError:
         cpus = []
     if not cpus:

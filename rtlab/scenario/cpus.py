@@ -18,10 +18,9 @@ A CPU value in a scenario is either a list of integers, a CPU list string
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import CpuListError, format_cpulist, parse_cpulist
 
 WORDS = ("all", "first", "last", "user", "isolated", "system", "others")
 
@@ -35,17 +34,15 @@ ALLOWED = ('a CPU list such as "0,2-3", a list of integers, or one of '
 
 
 def _parse_list(text: str) -> list[int]:
-    cpus: set[int] = set()
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
-        if not m:
-            raise CpuExprError(f"{text!r} is not a CPU expression; allowed: {ALLOWED}")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise CpuExprError(f"{text!r}: range {part.strip()!r} is reversed")
-        cpus.update(range(lo, hi + 1))
-    return sorted(cpus)
+    try:
+        cpus = parse_cpulist(text)
+    except CpuListError as exc:
+        if exc.reason == "reversed":
+            raise CpuExprError(f"{text!r}: range {exc.item!r} is reversed") from None
+        cpus = []
+    if not cpus:
+        raise CpuExprError(f"{text!r} is not a CPU expression; allowed: {ALLOWED}")
+    return cpus
 
 
 def default_user(online: Sequence[int]) -> list[int]:

@@ -15,6 +15,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import UsageError
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
@@ -71,21 +72,19 @@ def online_cpus() -> list[int]:
 def parse_cpu_list(text: str, available: list[int] | None = None) -> list[int]:
     """'0,2-3' -> [0, 2, 3]; checks against `available` CPUs when given."""
     spec = text or ""
-    if not spec:
+    if not spec.strip():
         raise UsageError("empty CPU list", hint="e.g. --cpus 0,2-3")
-    cpus: list[int] = []
-    for part in spec.split(","):
-        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
-        if not m:
-            raise UsageError(f"invalid CPU list {text!r}: bad item {part!r}",
-                             hint="use numbers and ranges, e.g. 0,2-3")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise UsageError(f"invalid CPU list {text!r}: range {part!r} is reversed")
-        if hi >= MAX_CPUS:
-            raise UsageError(f"invalid CPU list {text!r}: CPU {hi} is out of range")
-        cpus.extend(c for c in range(lo, hi + 1) if c not in cpus)
+    try:
+        cpus = parse_cpulist(spec, limit=MAX_CPUS)
+    except CpuListError as exc:
+        if exc.reason == "reversed":
+            raise UsageError(f"invalid CPU list {text!r}: range {exc.item!r} is reversed"
+                             ) from None
+        if exc.reason == "too_big":
+            raise UsageError(f"invalid CPU list {text!r}: CPU {exc.cpu} is out of range"
+                             ) from None
+        raise UsageError(f"invalid CPU list {text!r}: bad item {exc.item!r}",
+                         hint="use numbers and ranges, e.g. 0,2-3") from None
     if available is not None:
         missing = [c for c in cpus if c not in available]
         if missing:

@@ -11,9 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
-from rtlab.system.sysroot import parse_cpulist
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -198,7 +197,7 @@ def read_preemption(transport: Transport, root: str | None = None,
 def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> frozenset[int]:
     """A user CPU list, validated against the online CPUs (UsageError, exit 2)."""
     try:
-        cpus = frozenset(parse_cpulist(text))
+        cpus = frozenset(parse_cpulist(text, strides=True))
     except ValueError as exc:
         raise UsageError(f"{what}: {exc}") from exc
     if not cpus:
@@ -210,27 +209,3 @@ def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> f
             f"(online: {format_cpulist(online)})"
         )
     return cpus
-
-
-def cpumask_hex(cpus: frozenset[int] | set[int]) -> str:
-    """Kernel cpumask text ("3", "00000001,00000000") for default_smp_affinity & co."""
-    mask = 0
-    for c in cpus:
-        mask |= 1 << c
-    words: list[str] = []
-    while True:
-        words.append(f"{mask & 0xFFFFFFFF:08x}")
-        mask >>= 32
-        if not mask:
-            break
-    text = ",".join(reversed(words))
-    # the kernel accepts a short first word; keep the usual format for one word
-    if len(words) == 1:
-        return text.lstrip("0") or "0"
-    return text
-
-
-def cpumask_parse(text: str) -> frozenset[int]:
-    """Inverse of cpumask_hex."""
-    value = int(text.replace(",", "").strip() or "0", 16)
-    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)

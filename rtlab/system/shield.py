@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import format_cpulist, format_cpumask, parse_cpumask
 from rtlab.errors import RtlabError, SkippedError, UsageError
-from rtlab.system.facts import Facts, Irq, Task, cpumask_hex, cpumask_parse
+from rtlab.system.facts import Facts, Irq, Task
 
 SHIELD_NAME = "rtlab-shield"
 SYSTEM_NAME = "rtlab-system"
@@ -267,8 +267,8 @@ def _plan_v1(plan: Plan, facts: Facts, root: str, shield_cpus: str, hk_cpus: str
         plan.add(op, required=True)
     plan.ops.extend(move_ops(plan, facts))
     if plan.request.kthreads and facts.workqueue_cpumask is not None:
-        want = cpumask_hex(plan.housekeeping)
-        if cpumask_parse(facts.workqueue_cpumask) != plan.housekeeping:
+        want = format_cpumask(plan.housekeeping)
+        if frozenset(parse_cpumask(facts.workqueue_cpumask)) != plan.housekeeping:
             plan.add({"op": "write", "path": WORKQUEUE_MASK, "value": want})
 
 
@@ -354,8 +354,10 @@ def _plan_v2(plan: Plan, facts: Facts, root: str, shield_cpus: str) -> None:
         elif (t.kthread and not t.per_cpu and plan.request.kthreads) or not t.kthread:
             plan.moved_tasks.append(t)
     wq = facts.workqueue_cpumask
-    if plan.request.kthreads and wq is not None and cpumask_parse(wq) != plan.housekeeping:
-        plan.add({"op": "write", "path": WORKQUEUE_MASK, "value": cpumask_hex(plan.housekeeping)})
+    if (plan.request.kthreads and wq is not None
+            and frozenset(parse_cpumask(wq)) != plan.housekeeping):
+        plan.add({"op": "write", "path": WORKQUEUE_MASK,
+                  "value": format_cpumask(plan.housekeeping)})
 
 
 def _plan_irqs(plan: Plan, facts: Facts, shield: frozenset[int], hk: frozenset[int], *,
@@ -372,9 +374,9 @@ def _plan_irqs(plan: Plan, facts: Facts, shield: frozenset[int], hk: frozenset[i
         )
         plan.moved_irqs.append(irq)
     dflt = facts.default_smp_affinity
-    if default_affinity and dflt is not None and cpumask_parse(dflt) & shield:
+    if default_affinity and dflt is not None and frozenset(parse_cpumask(dflt)) & shield:
         plan.add(
-            {"op": "write", "path": "/proc/irq/default_smp_affinity", "value": cpumask_hex(hk)}
+            {"op": "write", "path": "/proc/irq/default_smp_affinity", "value": format_cpumask(hk)}
         )
 
 
@@ -513,7 +515,7 @@ def apply_shield(
 
 def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], str, str] | None:
     """(cpus, backend, cgroup) of the shield a journal created, or None."""
-    from rtlab.system.sysroot import parse_cpulist
+    from rtlab.cpulist import parse_cpulist
 
     backend = "v1"
     found: tuple[str, str] | None = None
@@ -525,7 +527,7 @@ def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], 
             backend = "v2"
     if found is None:
         return None
-    return frozenset(parse_cpulist(found[1])), backend, found[0]
+    return frozenset(parse_cpulist(found[1], strides=True)), backend, found[0]
 
 
 def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | None:
@@ -566,7 +568,7 @@ def _run_shield_cpus(entries: list[dict[str, Any]], online: frozenset[int]
                      ) -> tuple[frozenset[int], str, str | None] | None:
     """(cpus, backend, cgroup) of the shield a run's journal holds: its cpuset, or for
     a shield without cpusets the CPUs its IRQ and task affinities were moved off."""
-    from rtlab.system.sysroot import parse_cpulist
+    from rtlab.cpulist import parse_cpulist
 
     found = shield_from_journal(entries)
     if found is not None:
@@ -575,9 +577,9 @@ def _run_shield_cpus(entries: list[dict[str, Any]], online: frozenset[int]
     for e in entries:
         path = str(e.get("path", ""))
         if e.get("op") == "write" and IRQ_PATH.match(path):
-            system |= set(parse_cpulist(str(e.get("value", ""))))
+            system |= set(parse_cpulist(str(e.get("value", "")), strides=True))
         elif e.get("op") == "write" and path == "/proc/irq/default_smp_affinity":
-            system |= set(cpumask_parse(str(e.get("value", ""))))
+            system |= set(parse_cpumask(str(e.get("value", ""))))
         elif e.get("op") == "affinity" and isinstance(e.get("cpus"), list):
             system |= {int(c) for c in e["cpus"]}
     if not system or not online - system:

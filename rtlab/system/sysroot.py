@@ -17,38 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rtlab.cpulist import parse_cpulist
 from rtlab.errors import UsageError
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """Parse a kernel CPU list ("0-3,8,10-11"); raise ValueError on bad syntax."""
-    cpus: set[int] = set()
-    text = text.strip()
-    if not text:
-        return []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError(f"empty element in CPU list {text!r}")
-        lo_s, sep, hi_s = part.partition("-")
-        stride = 1
-        if sep and ":" in hi_s:  # "0-7:2" (stride form used by some parameters)
-            hi_s, _, stride_s = hi_s.partition(":")
-            stride = int(stride_s)
-        if not lo_s.isdigit() or (sep and not hi_s.isdigit()) or stride < 1:
-            raise ValueError(f"bad CPU list element {part!r}")
-        lo = int(lo_s)
-        hi = int(hi_s) if sep else lo
-        if hi < lo:
-            raise ValueError(f"descending CPU range {part!r}")
-        cpus.update(range(lo, hi + 1, stride))
-    return sorted(cpus)
-
-
-def parse_cpumask(text: str) -> list[int]:
-    """Parse a hex CPU mask as the kernel prints it ("ff,ffffffff" or "3")."""
-    value = int(text.strip().replace(",", "") or "0", 16)
-    return [bit for bit in range(value.bit_length()) if value >> bit & 1]
 
 
 def parse_cmdline(text: str) -> dict[str, str | None]:
@@ -160,7 +130,7 @@ class SysRoot:
         if text is None:
             return None
         try:
-            return parse_cpulist(text)
+            return parse_cpulist(text, strides=True)
         except ValueError:
             return None
 

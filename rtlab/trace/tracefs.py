@@ -21,11 +21,12 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from rtlab.cpulist import format_cpumask
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.trace.capture import FormatSet, TraceCapture
 
@@ -137,20 +138,6 @@ class TraceFS:
             self.mounted_by_us = False
             return True
         return False
-
-
-def cpumask_hex(cpus: Iterable[int]) -> str:
-    """CPU list -> the comma-separated 32-bit hex groups tracing_cpumask takes."""
-    mask = 0
-    for c in cpus:
-        mask |= 1 << c
-    groups = []
-    while True:
-        groups.append(f"{mask & 0xFFFFFFFF:08x}")
-        mask >>= 32
-        if not mask:
-            break
-    return ",".join(reversed(groups))
 
 
 def parse_stats(text: str) -> dict[str, int]:
@@ -329,7 +316,7 @@ class Recorder:
         if not re.search(r"(^|[\s\[])mono([\s\]]|$)", clocks):
             raise SkippedError("trace clock 'mono' is not available on this kernel")
         self._write(inst / "trace_clock", "mono")
-        self._write(inst / "tracing_cpumask", cpumask_hex(self.cpus))
+        self._write(inst / "tracing_cpumask", format_cpumask(self.cpus, full_words=True))
         opt = inst / "options"
         self._write(opt / "overwrite", "1")
         if (opt / "markers").exists():

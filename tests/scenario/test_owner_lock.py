@@ -97,7 +97,7 @@ def irq_state() -> dict[str, str]:
 def movable_irqs() -> bool:
     """Whether some IRQ may target the last CPU now (else the shield would move none)."""
     last = max(os.sched_getaffinity(0))
-    from rtlab.system.sysroot import parse_cpulist
+    from rtlab.cpulist import parse_cpulist
 
     return any(k != "default" and last in parse_cpulist(v) for k, v in irq_state().items())
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from rtlab.cpulist import format_cpumask, parse_cpumask
 from rtlab.errors import SkippedError, UsageError
-from rtlab.system.facts import cpumask_hex, cpumask_parse, parse_cpus_arg, parse_facts
+from rtlab.system.facts import parse_cpus_arg, parse_facts
 from rtlab.system.journal import read_journal
 from rtlab.system.shield import ShieldRequest, ThreadPriority, plan_shield, shield_from_journal
 from rtlab.system.verify import phase_recheck, verify_shield
@@ -110,8 +111,8 @@ def test_validation_errors() -> None:
 
 
 def test_cpumask() -> None:
-    assert cpumask_hex({0, 1}) == "3" and cpumask_hex({35}) == "00000008,00000000"
-    assert cpumask_parse("00000008,00000001") == {0, 35}
+    assert format_cpumask({0, 1}) == "3" and format_cpumask({35}) == "00000008,00000000"
+    assert parse_cpumask("00000008,00000001") == [0, 35]
 
 
 def test_v1_plan() -> None:

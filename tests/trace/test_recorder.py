@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from rtlab.cpulist import format_cpumask
 from rtlab.errors import SkippedError
-from rtlab.trace.tracefs import Recorder, TraceFS, cpumask_hex, parse_stats
+from rtlab.trace.tracefs import Recorder, TraceFS, parse_stats
 
 pytestmark = pytest.mark.root
 
@@ -25,8 +26,8 @@ def tracefs(require_root: None) -> TraceFS:
 
 
 def test_cpumask_and_stats_parsing() -> None:
-    assert cpumask_hex([1]) == "00000002"
-    assert cpumask_hex([0, 33]) == "00000002,00000001"
+    assert format_cpumask([1], full_words=True) == "00000002"
+    assert format_cpumask([0, 33], full_words=True) == "00000002,00000001"
     st = parse_stats("entries: 3\noverrun: 7\ndropped events: 2\noldest event ts:  12.5\n")
     assert st == {"entries": 3, "overrun": 7, "dropped_events": 2}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.errors import UsageError
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
 from rtlab.system.doctor.cpu import (
@@ -41,7 +41,7 @@ from rtlab.system.doctor.sched import (
     WatchdogCheck,
     WorkqueueCheck,
 )
-from rtlab.system.sysroot import SysRoot, parse_cpulist
+from rtlab.system.sysroot import SysRoot
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -94,7 +94,7 @@ def validate_cpus(sysroot: SysRoot, cpus: str | list[int] | None) -> list[int] |
         return None
     if isinstance(cpus, str):
         try:
-            cpus = parse_cpulist(cpus)
+            cpus = parse_cpulist(cpus, strides=True)
         except ValueError as exc:
             raise UsageError(f"--cpus: {exc}", "use a CPU list such as 2,3 or 1-3") from None
         if not cpus:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import struct
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
-from rtlab.system.sysroot import parse_cpulist
 
 CPU = "sys/devices/system/cpu"
 DEEP_IDLE_US = 10  # an idle state with a longer exit latency is worth a warning
@@ -70,7 +69,7 @@ class SmtCheck(Check):
             )
         if shared:
             pairs = sorted({format_cpulist(siblings[c]) for c in shared})
-            inner = [p for p in pairs if len(set(parse_cpulist(p)) & measured) > 1]
+            inner = [p for p in pairs if len(set(parse_cpulist(p, strides=True)) & measured) > 1]
             if inner:
                 return self.finding(
                     Severity.WARNING,

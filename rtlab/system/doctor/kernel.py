@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from rtlab.cpulist import format_cpulist
+from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.errors import RtlabError
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
 from rtlab.system.facts import Preemption, read_preemption
-from rtlab.system.sysroot import parse_cpulist
 
 
 def _read_preemption(ctx: Context) -> Preemption:
@@ -142,7 +141,7 @@ def _isolcpus_list(value: str | None) -> list[int]:
         return []
     parts = [p for p in value.split(",") if p and not p[0].isalpha()]
     try:
-        return parse_cpulist(",".join(parts))
+        return parse_cpulist(",".join(parts), strides=True)
     except ValueError:
         return []
 
