@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from rtlab.report.exporters import Exporter
+from rtlab.report.export_base import Exporter
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import RunResult
 

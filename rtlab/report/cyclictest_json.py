@@ -40,7 +40,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.report.cyclictest_hist import HIST_MAX, rebin_us
-from rtlab.report.exporters import Exporter
+from rtlab.report.export_base import Exporter
 from rtlab.results.model import Channel, Phase, RunResult
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Exporters: one interface, `serialize(result) -> bytes`, and a registry by name.
+"""Exporters: the registry by name of the formats (interface: rtlab.report.export_base).
 
 * `json`      - the versioned result (`load_result` reads it back) plus a `derived`
                 block: what rtlab computes from it (the confidence intervals of the
@@ -26,13 +26,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from abc import ABC, abstractmethod
 from typing import Any
 
 from rtlab import __version__
 from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
+from rtlab.report.cyclictest_hist import CyclictestHistExporter
+from rtlab.report.cyclictest_json import CyclictestJsonExporter
+from rtlab.report.export_base import Exporter
 from rtlab.report.format import NA, preemption, us
+from rtlab.report.junit import JunitExporter
 from rtlab.report.terminal import (
     WIDE_MARK,
     channel_label,
@@ -42,15 +45,6 @@ from rtlab.report.terminal import (
     wide_note,
 )
 from rtlab.results.model import RunResult
-
-
-class Exporter(ABC):
-    name: str
-    extension: str
-    media_type: str
-
-    @abstractmethod
-    def serialize(self, result: RunResult) -> bytes: ...
 
 
 class JsonExporter(Exporter):
@@ -204,10 +198,6 @@ class MarkdownExporter(Exporter):
         out += [verdict(result), ""]
         return "\n".join(out).encode()
 
-
-from rtlab.report.cyclictest_hist import CyclictestHistExporter  # noqa: E402
-from rtlab.report.cyclictest_json import CyclictestJsonExporter  # noqa: E402
-from rtlab.report.junit import JunitExporter  # noqa: E402
 
 EXPORTERS: dict[str, Exporter] = {
     e.name: e for e in (JsonExporter(), CsvExporter(), CsvHistExporter(), MarkdownExporter(),

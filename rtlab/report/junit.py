@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rtlab.report.exporters import Exporter
+from rtlab.report.export_base import Exporter
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.slo import Slo, SloReport
