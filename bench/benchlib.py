@@ -16,10 +16,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rtlab.analysis.stats import percentile
 from rtlab.engine.locate import find_probe
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.summary import percentile
 
 
 def channel_percentile(ch: Mapping[str, Any], p: float) -> int | None:

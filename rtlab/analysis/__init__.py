@@ -1,27 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Statistics computed from histograms: percentiles, mean, mode, summaries.
-
-This layer knows nothing about runs or storage; it works on anything that looks
-like a histogram (see `stats.HistogramLike`) plus the exact min/max/sum kept
-beside it.
+"""What rtlab concludes from results: confidence intervals of percentiles (stats),
+comparisons (compare, compare_stats), worst-case estimates (evt), SLO gates (slo),
+who else used a measured CPU (cpushare), and the simulations that calibrate them
+(calibrate, evt_calibration). The percentile rule and summaries themselves are part of
+the result model (rtlab.results.summary).
 """
-
-from rtlab.analysis.stats import (
-    DEFAULT_PERCENTILES,
-    ChannelSummary,
-    mean,
-    mode,
-    percentile,
-    percentile_label,
-    summarize,
-)
-
-__all__ = [
-    "DEFAULT_PERCENTILES",
-    "ChannelSummary",
-    "mean",
-    "mode",
-    "percentile",
-    "percentile_label",
-    "summarize",
-]

@@ -57,9 +57,9 @@ from rtlab.analysis.compare_stats import (
     percentile_estimate,
     window_max_estimate,
 )
-from rtlab.analysis.stats import mean, mode, percentile, percentile_label
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
+from rtlab.results.summary import mean, mode, percentile, percentile_label
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

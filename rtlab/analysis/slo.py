@@ -38,13 +38,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from rtlab.analysis.stats import (
-    ChannelSummary,
-    PercentileInterval,
-    channel_intervals,
-    samples_to_bound,
-)
+from rtlab.analysis.stats import PercentileInterval, channel_intervals, samples_to_bound
 from rtlab.errors import UsageError
+from rtlab.results.summary import ChannelSummary
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, RunResult

@@ -46,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs
     from rtlab.analysis.slo import evaluate_slo, parse_slo
-    from rtlab.analysis.stats import percentile_label
     from rtlab.cli.cmd_report import load_selected, selection_from_args, write_junit
     from rtlab.errors import UsageError
     from rtlab.report.format import bounded_us, seconds, us
     from rtlab.report.terminal import make_console
+    from rtlab.results.summary import percentile_label
 
     slo = parse_slo(args.slo) if args.slo is not None else None
     selection = selection_from_args(args)
@@ -109,9 +109,9 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
 
     from rtlab.analysis.compare import TABLE_LEVELS, side_by_side
     from rtlab.analysis.slo import evaluate_slo
-    from rtlab.analysis.stats import percentile, percentile_label
     from rtlab.cli.cmd_report import write_junit
     from rtlab.cpulist import format_cpulist
+    from rtlab.results.summary import percentile, percentile_label
 
     report = evaluate_slo(slo, results) if slo is not None else None
     html = None
@@ -170,8 +170,8 @@ def _side_by_side(configs: list[Any]) -> Any:
     from rich.table import Table
 
     from rtlab.analysis.compare import side_by_side
-    from rtlab.analysis.stats import percentile
     from rtlab.report.format import us
+    from rtlab.results.summary import percentile
 
     table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
     table.add_column("channel")

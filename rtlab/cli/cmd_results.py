@@ -163,10 +163,11 @@ def show_json(result: Any) -> dict[str, Any]:
     statistics (ns) with the confidence intervals of the tail percentiles
     (`percentile_intervals`, docs/report.md) and the probe's extras. No statistics from
     numbers that failed validation (status invalid): their channels say `statistics: null`."""
-    from rtlab.analysis.stats import DEFAULT_LEVEL, DEFAULT_PERCENTILES
+    from rtlab.analysis.stats import DEFAULT_LEVEL
     from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
     from rtlab.report.format import preemption
     from rtlab.report.terminal import row_intervals
+    from rtlab.results.summary import DEFAULT_PERCENTILES
 
     host = result.provenance.get("host", {})
     system = result.system

@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rtlab.analysis.stats import percentile
 from rtlab.cpulist import format_cpulist
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.summary import percentile
 
 P_MIN, P_MAX = -1.0, 1.0  # the search interval of the fit
 P_TOLERANCE = 0.02  # a parallel fraction in [-0.02, 1.02] counts as within [0, 1]

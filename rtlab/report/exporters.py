@@ -29,7 +29,6 @@ import json
 from typing import Any
 
 from rtlab import __version__
-from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
 from rtlab.report.cyclictest_hist import CyclictestHistExporter
 from rtlab.report.cyclictest_json import CyclictestJsonExporter
@@ -45,6 +44,7 @@ from rtlab.report.terminal import (
     wide_note,
 )
 from rtlab.results.model import RunResult
+from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 
 
 class JsonExporter(Exporter):

@@ -151,8 +151,8 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
     length: their curves are fractions of their samples per µs, so the shapes compare."""
     from matplotlib import rc_context
 
-    from rtlab.analysis.stats import mode
     from rtlab.results.model import Channel as _Channel
+    from rtlab.results.summary import mode
 
     with rc_context(_RC):
         fig = _new_figure(11, 5.0)
@@ -214,7 +214,7 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
     log y, mode and max marked."""
     from matplotlib import rc_context
 
-    from rtlab.analysis.stats import mode
+    from rtlab.results.summary import mode
 
     if len(channels) > OVERLAY_ABOVE:
         return hist_overlay_figure(channels, title)

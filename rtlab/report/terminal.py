@@ -6,10 +6,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.analysis.stats import TAIL_PERCENTILES, PercentileInterval, channel_intervals
 from rtlab.report.format import human, seconds, us
 from rtlab.results.model import Channel, RunResult
+from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 
 # What a probe's value means, for the verdict line.
 _MEASURES = {"timer": "wake-up latency", "switch": "wake-up latency",

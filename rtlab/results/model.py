@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtlab.analysis import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.errors import RtlabError
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.results.windows import WindowHist, WindowMaxima
 
 RESULT_SCHEMA_VERSION = 1

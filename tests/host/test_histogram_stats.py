@@ -8,14 +8,13 @@ import random
 
 import pytest
 
-from rtlab.analysis import mean, mode, percentile
-from rtlab.analysis.stats import supported
 from rtlab.results.histogram import (
     LogLinHistogram,
     bucket_bounds,
     bucket_count,
     index_of,
 )
+from rtlab.results.summary import mean, mode, percentile, supported
 
 
 def test_index_math_matches_contract_examples() -> None:

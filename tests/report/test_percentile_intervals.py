@@ -20,12 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import calibrate_percentiles as cal
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
-from rtlab.analysis.stats import (
-    DEFAULT_LEVEL,
-    channel_intervals,
-    rank_interval,
-    samples_to_bound,
-)
+from rtlab.analysis.stats import DEFAULT_LEVEL, channel_intervals, rank_interval, samples_to_bound
 
 
 def _binom_cdf(n: int, p: Fraction, k: int) -> float:
