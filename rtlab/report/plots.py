@@ -487,6 +487,12 @@ def evt_figure(est: EvtEstimate, maxima_ns: np.ndarray, title: str = "") -> Figu
                              (est.gumbel, "Gumbel", "#ff7f0e")):
             ys = np.array([1 - fit.cdf(float(g)) for g in grid])
             ax.plot(grid, np.clip(ys, 1e-300, None), color=c, linewidth=1.2, label=name)
+        t = est.tail
+        if t is not None:  # the tail model: a GPD on the largest maxima, above its threshold
+            tg = grid[grid >= t.u]
+            ys = np.array([t.exceed_within(float(g), 1) for g in tg])
+            ax.plot(tg, np.clip(ys, 1e-300, None), color="#2ca02c", linewidth=1.2,
+                    linestyle="--", label=f"tail model (largest {t.m:,}, k = {t.k:.2f})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.3 / n, top=1.5)

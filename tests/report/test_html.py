@@ -78,7 +78,7 @@ def test_self_contained_and_complete() -> None:
                    # the doctor's top finding under the verdict
                    "what may explain these numbers", "boot a PREEMPT_RT kernel",
                    # extreme-value estimate with its uncertainty
-                   "90 % interval", "bootstrap resamples"):
+                   "95 % interval", "bootstrap resamples"):
         assert needle in text, needle
     for python_repr in ("[0, 1]", "None /", "True<", "{&quot;worst&quot;"):
         assert python_repr not in text, python_repr
