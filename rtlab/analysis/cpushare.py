@@ -15,9 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-# Probes whose channels stand for every thread they run on a CPU (switch, interfere
-# and overhead run partner threads without channels: their time would look foreign).
-PROBES = frozenset({"timer", "noise", "event", "udp"})
+from rtlab.probes.registry import info as probe_info
+
 SHARE_NOTE = 0.10  # a note from this share of the span on
 MIN_OTHER_NS = 20_000_000  # ... and at least this much time (two ticks at 100 Hz)
 
@@ -70,7 +69,7 @@ def shared_cpu_notes(probe: str, channels: Iterable[_Channel],
                      expected: set[int] | None) -> list[str]:
     """Notes for measured CPUs where other work took a noticeable share of the time.
     `expected`: CPUs where the phase's loads may run (None: every CPU), not noted."""
-    if probe not in PROBES or expected is None:
+    if not probe_info(probe).owns_its_cpus or expected is None:
         return []
     notes = []
     for s in cpu_shares(channels):
@@ -85,4 +84,4 @@ def shared_cpu_notes(probe: str, channels: Iterable[_Channel],
     return notes
 
 
-__all__ = ["PROBES", "CpuShare", "cpu_shares", "shared_cpu_notes"]
+__all__ = ["CpuShare", "cpu_shares", "shared_cpu_notes"]

@@ -282,7 +282,7 @@ def _unbelievable(result: RunResult) -> str | None:
 
 def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSummary,
            iv: PercentileInterval | None, rate: float | None) -> Outcome:
-    from rtlab.report.format import duration
+    from rtlab.textfmt import duration
 
     if clause.percentile is None:
         value = _value(clause, s)

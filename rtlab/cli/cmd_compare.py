@@ -48,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.analysis.slo import evaluate_slo, parse_slo
     from rtlab.cli.cmd_report import load_selected, selection_from_args, write_junit
     from rtlab.errors import UsageError
-    from rtlab.report.format import bounded_us, seconds, us
     from rtlab.report.terminal import make_console
     from rtlab.results.summary import percentile_label
+    from rtlab.textfmt import bounded_us, seconds, us
 
     slo = parse_slo(args.slo) if args.slo is not None else None
     selection = selection_from_args(args)
@@ -170,8 +170,8 @@ def _side_by_side(configs: list[Any]) -> Any:
     from rich.table import Table
 
     from rtlab.analysis.compare import side_by_side
-    from rtlab.report.format import us
     from rtlab.results.summary import percentile
+    from rtlab.textfmt import us
 
     table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
     table.add_column("channel")

@@ -38,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.analysis.compare import build_configs, compare_configs
     from rtlab.errors import UsageError
     from rtlab.exitcodes import ExitCode
-    from rtlab.report.format import bounded_us, us
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
+    from rtlab.textfmt import bounded_us, us
 
     store = Store.open(args.store, create=False)
     try:

@@ -92,9 +92,9 @@ def register(sub: Any) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rtlab.report.format import NA, seconds, us
     from rtlab.report.terminal import make_console
     from rtlab.results.store import NoStoreError, Store
+    from rtlab.textfmt import NA, seconds, us
 
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit {args.limit} out of range (0 or more; 0: all)")
@@ -165,9 +165,9 @@ def show_json(result: Any) -> dict[str, Any]:
     numbers that failed validation (status invalid): their channels say `statistics: null`."""
     from rtlab.analysis.stats import DEFAULT_LEVEL
     from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
-    from rtlab.report.format import preemption
     from rtlab.report.terminal import row_intervals
     from rtlab.results.summary import DEFAULT_PERCENTILES
+    from rtlab.textfmt import preemption
 
     host = result.provenance.get("host", {})
     system = result.system
@@ -210,9 +210,9 @@ def show_json(result: Any) -> dict[str, Any]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rtlab.report import render
-    from rtlab.report.format import preemption
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
+    from rtlab.textfmt import preemption
 
     store = Store.open(args.store, create=False)
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import names as probe_names
 from rtlab.runner.remote import check_remote, target_online_cpus
 
 
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
                    help="built-in scenario name or FILE.toml (default: quick)")
     p.add_argument("--probe", metavar="NAME",
                    help="run one engine probe directly instead of a scenario (`rtlab-probe "
-                   "list`: timer, noise, switch, overhead, interfere, udp, event)")
+                   f"list`: {', '.join(probe_names())})")
     p.add_argument("--probe-opt", metavar="KEY=VALUE", action="append", default=[],
                    help="an option of the --probe (`rtlab-probe NAME --help`), e.g. "
                    "mechanism=pipe or window=100ms (repeatable)")
@@ -61,7 +62,7 @@ def register(sub: Any) -> None:
                    help="run only this matrix variant (repeatable; default: all)")
     p.add_argument("--cpus", metavar="LIST",
                    help="CPUs of the measured probe, e.g. 0,2-3 (default: the scenario's); "
-                   "one CPU for the single-thread probes (switch, overhead, event, udp)")
+                   f"one CPU for the single-thread probes ({', '.join(probe_names(single_cpu=True))})")
     p.add_argument("--interval", metavar="DUR",
                    help="wake-up period of the measured probe (default: the scenario's)")
     p.add_argument("--priority", type=int, metavar="N",
@@ -370,8 +371,8 @@ class _LiveProgress:
     def update(self, p: Any) -> None:
         from rich.table import Table
 
-        from rtlab.report.format import seconds, us
         from rtlab.report.terminal import channel_label
+        from rtlab.textfmt import seconds, us
 
         remaining = ""
         if p.duration_ns:

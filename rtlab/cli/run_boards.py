@@ -43,8 +43,8 @@ class BoardsProgress:
     def _draw(self) -> None:
         from rich.table import Table
 
-        from rtlab.report.format import seconds, us
         from rtlab.report.terminal import channel_label
+        from rtlab.textfmt import seconds, us
 
         table = Table(title="measuring on " + ", ".join(self._latest), title_justify="left")
         for col in ("board", "phase", "elapsed", "channel", "samples", "max µs", "missed"):

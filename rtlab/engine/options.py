@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
+from rtlab.probes.registry import info as probe_info
 
 # host-side keys that every scenario probe carries; dropped when the probe lacks them
 COMMON_KEYS = ("cpus", "policy", "priority", "interval_ns", "duration_ns",
@@ -163,9 +164,10 @@ def check_option(table: ProbeOptions, key: str, value: str) -> tuple[str, Any]:
 
 
 def adapt_for(transport: Any, probe: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """`adapt_options` for a local engine (its tables are readable here); the timer probe
-    and engines whose tables cannot be read get the options unchanged."""
-    if probe == "timer":
+    """`adapt_options` for a local engine (its tables are readable here); a probe that
+    takes every common option (`ProbeInfo.takes_common_options`: timer) and engines whose
+    tables cannot be read get the options unchanged."""
+    if probe_info(probe).takes_common_options:
         return dict(options)
     path = getattr(transport, "probe", None)
     if path is None:  # a board: its engine is this machine's version, with the same tables

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rtlab.report.format import human
+from rtlab.probes.base import Phase, ProbeInfo, RunResult
+from rtlab.textfmt import human
 
 
 def lines(extras: Mapping[str, Any]) -> list[str]:
@@ -22,3 +23,11 @@ def lines(extras: Mapping[str, Any]) -> list[str]:
                    f"offset {human(clk.get('offset_ns'))} ± "
                    f"{human(clk.get('uncertainty_ns'))} (uncertainty of every latency)")
     return out
+
+
+def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
+    return lines(phase.extras or {})
+
+
+INFO = ProbeInfo("event", measures="event latency", owns_its_cpus=True, single_cpu=True,
+                 phase_lines=phase_lines)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtlab.cpulist import format_cpulist
+from rtlab.probes.base import Phase, ProbeInfo, RunResult
+from rtlab.probes.context import probe_cpus, what_ran
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.summary import percentile
 
@@ -254,3 +256,73 @@ def summarize_sharing(records: Sequence[Mapping[str, Any]]) -> list[SharingRow]:
             max_ns_per_op=hi / batch,
         ))
     return rows
+
+
+def _interfere_record(phase: Phase) -> dict[str, Any]:
+    """The engine's final record of an interfere phase, rebuilt from the stored phase."""
+    x = (phase.extras or {}).get("interfere") or {}
+    record: dict[str, Any] = {"type": "result", "interfere": x,
+                              "channels": [c.to_dict() for c in phase.channels]}
+    for c in record["channels"]:
+        c["max_ns"] = c.get("max_ns") or 0
+    return record
+
+
+def _amdahl_note(result: RunResult, phase: Phase) -> str | None:
+    """Why an amdahl phase gets no fit (None: it gets one), naming what the result
+    recorded on the CPUs that were not quiet."""
+    if ((phase.extras or {}).get("interfere") or {}).get("mode") != "amdahl":
+        return None
+    try:
+        a = summarize_amdahl([_interfere_record(phase)], probe_cpus(result))
+    except (KeyError, ValueError, TypeError, ZeroDivisionError):
+        return None  # the summary line says that it is unavailable
+    return a.note(what_ran(result, phase, a.busy_cpus() or list(a.cpus)))
+
+
+def phase_lines(result: RunResult, phase: Phase) -> list[str]:
+    mode = ((phase.extras or {}).get("interfere") or {}).get("mode")
+    record = _interfere_record(phase)
+    try:
+        if mode == "amdahl":
+            a = summarize_amdahl([record], probe_cpus(result))
+            speed = ", ".join(f"{r.n}: {r.speedup:.2f}x" for r in a.rows)
+            inj = (f" (injected serial {a.serial_injected:.3f})"
+                   if a.serial_injected is not None else "")
+            if not a.fitted:  # a p outside [0, 1] is no fit: say why instead
+                return [f"speed-up by CPUs {speed}{inj}", str(_amdahl_note(result, phase))]
+            return [f"Amdahl fit: parallel fraction {a.parallel:.3f}, serial "
+                    f"{1 - a.parallel:.3f}{inj}; speed-up by CPUs {speed}"]
+        if mode == "pairs":
+            rows, missing = summarize_pairs([record])
+            txt = "; ".join(f"{r.workload} {r.pair_class} {r.ratio:.2f}x" for r in rows
+                            if r.pair_class != "solo")
+            more = f" (not on this machine: {', '.join(missing)})" if missing else ""
+            return [f"interference ratio (paired/solo median): {txt or 'n/a'}{more}"]
+        if mode == "sharing":
+            rows2 = summarize_sharing([record])
+            return ["sharing cost per op (median/p99): " + "; ".join(
+                f"{r.variant}x{r.threads} {_ns(r.median_ns_per_op)}/{_ns(r.p99_ns_per_op)} ns"
+                for r in rows2)]
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+        return [f"interfere summary unavailable: {exc}"]
+    return []
+
+
+def notes(result: RunResult) -> list[str]:
+    """An amdahl phase whose Amdahl fit is outside its physical bounds says why no fit is
+    given (kept in the result's notes by the runner and the importer)."""
+    many = len(result.phases) > 1
+    out = []
+    for phase in result.phases:
+        note = _amdahl_note(result, phase)
+        if note is not None:
+            out.append(f"phase {phase.name}: {note}" if many else note)
+    return out
+
+
+def _ns(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+INFO = ProbeInfo("interfere", measures="run time", phase_lines=phase_lines, notes=notes)

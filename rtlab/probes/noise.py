@@ -7,7 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtlab.probes.base import Phase, ProbeInfo, RunResult
 from rtlab.results.histogram import bucket_bounds
+from rtlab.textfmt import human
 
 
 def count_at_least(buckets: Iterable[list[int]], value_ns: int) -> int:
@@ -90,3 +92,25 @@ def summarize(records: list[Mapping[str, Any]],
             window_max_ns=windows.get(ch["name"], []),
         ))
     return out
+
+
+def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
+    nz = (phase.extras or {}).get("noise") or {}
+    by_name = {c.name: c for c in phase.channels}
+    out = []
+    for nc in nz.get("channels", []):
+        measured = int(nc.get("measured_ns") or 0)
+        ch = by_name.get(nc.get("channel"))
+        gaps = ch.samples if ch is not None else 0
+        per_s = gaps / (measured / 1e9) if measured else 0.0
+        avail = nc.get("available_ppm")
+        avail_txt = f"{avail / 10_000:.3f} %" if isinstance(avail, int) else "n/a"
+        out.append(f"noise {nc.get('channel')}: CPU available {avail_txt}, noise "
+                   f"{human(nc.get('noise_ns_per_s'))}/s, {per_s:,.1f} gaps/s, max gap "
+                   f"{human(ch.max_ns if ch is not None else None)} (counter "
+                   f"{nz.get('counter', '?')})")
+    return out
+
+
+INFO = ProbeInfo("noise", measures="noise gap", work_counter="loops", owns_its_cpus=True,
+                 lists_gaps=True, phase_lines=phase_lines)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rtlab.report.format import human
-from rtlab.results.model import Channel
+from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult
+from rtlab.textfmt import human
 
 
 def lines(channels: Sequence[Channel]) -> list[str]:
@@ -17,3 +17,10 @@ def lines(channels: Sequence[Channel]) -> list[str]:
             continue
         parts.append(f"{ch.name} {human(s.p(50.0))} (p99 {human(s.p(99.0))})")
     return ["cost per test (median): " + "; ".join(parts)] if parts else []
+
+
+def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
+    return lines(phase.channels)
+
+
+INFO = ProbeInfo("overhead", measures="cost", single_cpu=True, phase_lines=phase_lines)

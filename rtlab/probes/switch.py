@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rtlab.report.format import human
+from rtlab.probes.base import Phase, ProbeInfo, RunResult
+from rtlab.textfmt import human
 
 
 def lines(extras: Mapping[str, Any]) -> list[str]:
@@ -27,3 +28,10 @@ def lines(extras: Mapping[str, Any]) -> list[str]:
     if checks.get("error"):
         out.append(f"checks error: {checks['error']}")
     return out
+
+
+def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
+    return lines(phase.extras or {})
+
+
+INFO = ProbeInfo("switch", measures="wake-up latency", single_cpu=True, phase_lines=phase_lines)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rtlab.report.format import human
-from rtlab.results.model import Channel
+from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult
+from rtlab.textfmt import human
 
 # the counters people look at first, in this order; any others follow
 _FIRST = ("sent", "received", "lost", "late", "reordered", "duplicates", "invalid")
@@ -39,3 +39,21 @@ def lines(extras: Mapping[str, Any], channels: Sequence[Channel]) -> list[str]:
     if split:
         out.append("where the round trip goes (median): " + "; ".join(split))
     return out
+
+
+def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
+    return lines(phase.extras or {}, phase.channels)
+
+
+def why_nothing(phase: Phase) -> str:
+    """What a phase that measured nothing lost: " (3 of 3 round trips lost)"."""
+    udp = (phase.extras or {}).get("udp")
+    if not isinstance(udp, dict) or not isinstance(udp.get("sent"), int):
+        return ""
+    return f" ({udp.get('lost', 0)} of {udp['sent']} round trips lost)"
+
+
+# The round trip is the headline, never merged with its own parts; the reflector has
+# no `rtt`: its headline is its `wakeup`.
+INFO = ProbeInfo("udp", measures="round trip", headline=("rtt", "wakeup"), owns_its_cpus=True,
+                 single_cpu=True, phase_lines=phase_lines, why_nothing=why_nothing)

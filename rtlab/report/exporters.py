@@ -33,7 +33,6 @@ from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
 from rtlab.report.cyclictest_hist import CyclictestHistExporter
 from rtlab.report.cyclictest_json import CyclictestJsonExporter
 from rtlab.report.export_base import Exporter
-from rtlab.report.format import NA, preemption, us
 from rtlab.report.junit import JunitExporter
 from rtlab.report.terminal import (
     WIDE_MARK,
@@ -45,6 +44,7 @@ from rtlab.report.terminal import (
 )
 from rtlab.results.model import RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.textfmt import NA, preemption, us
 
 
 class JsonExporter(Exporter):

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from rtlab import __version__
 from rtlab.analysis.stats import PercentileInterval
 from rtlab.errors import RtlabError
-from rtlab.report.format import NA, bounded_us, duration, human, preemption, seconds, us
 from rtlab.report.terminal import channel_label, interval_us, is_wide, row_intervals, verdict
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.textfmt import NA, bounded_us, duration, human, preemption, seconds, us
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.compare import Config, PairComparison

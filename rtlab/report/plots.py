@@ -112,7 +112,7 @@ def _pow10(axis: Any) -> None:
 
 
 def _us_text(ns: float) -> str:
-    from rtlab.report.format import human
+    from rtlab.textfmt import human
 
     return human(ns)
 

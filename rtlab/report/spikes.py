@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtlab.report.format import human
+from rtlab.textfmt import human
 
 UNEXPLAINED = {None: "host/hypervisor or SMI", True: "host/hypervisor",
                False: "SMI/firmware/hardware"}

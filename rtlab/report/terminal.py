@@ -7,14 +7,11 @@ from rich.console import Console
 from rich.table import Table
 
 from rtlab.analysis.stats import TAIL_PERCENTILES, PercentileInterval, channel_intervals
-from rtlab.report.format import human, seconds, us
+from rtlab.probes.registry import info as probe_info
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.textfmt import human, seconds, us
 
-# What a probe's value means, for the verdict line.
-_MEASURES = {"timer": "wake-up latency", "switch": "wake-up latency",
-             "noise": "noise gap", "udp": "round trip", "event": "event latency",
-             "overhead": "cost", "interfere": "run time"}
 TABLE_PERCENTILES = DEFAULT_PERCENTILES  # p50 p99 p99.9 p99.99 p99.9999
 WIDE_MARK = "*"  # after a tail percentile whose confidence interval is wide
 
@@ -145,7 +142,7 @@ def verdict(result: RunResult) -> str:
     if invalid is not None:  # no headline from numbers that contradict each other
         return f"[INVALID] {prefix}no result: {invalid}"
     merged = result.merged()
-    what = _MEASURES.get(result.probe, "latency")
+    what = probe_info(result.probe).measures
     if merged.samples == 0 or merged.max_ns is None:
         return f"{prefix}no samples were measured"
     s = merged.summary((99.0, 99.99))

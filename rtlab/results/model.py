@@ -20,9 +20,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import info as probe_info
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.results.windows import WindowHist, WindowMaxima
@@ -33,31 +35,14 @@ RESULT_SCHEMA_VERSION = 1
 # never believed: no verdict, headline or summary column is computed from them
 STATUSES = ("completed", "partial", "threshold", "failed", "invalid")
 
-# Probes whose channels are not all the same quantity: the headline channel measures what
-# the probe is about, the others break it down (udp: `rtt` is the round trip; `stack`,
-# `wakeup`, `peer.*`, ... are parts of it). The first name of the tuple that a phase has
-# is its headline; a probe not listed here (timer: one channel per CPU) has every channel
-# as headline. Merged rows, verdicts, the store's summary columns, SLO gates, comparisons
-# and worst-case estimates use the headline channels only: a merge of a round trip with
-# its own parts would be no distribution of anything. The udp reflector has no `rtt`:
-# its headline is its `wakeup`.
-# Per probe, the channel names (shell patterns) that carry its headline quantity, the
-# first that matches wins; a probe not listed, or none matching: every channel. An
-# imported rtla timerlat run (probe "timer") has irq@cpuN, thread@cpuN and user@cpuN:
-# its wake-up latency of a task is user@ (timerlat -u) else thread@, never both at
-# once with irq@ (that would count every period twice).
-HEADLINE_CHANNELS: dict[str, tuple[str, ...]] = {
-    "udp": ("rtt", "wakeup"),
-    "timer": ("user@cpu*", "thread@cpu*"),
-}
-
 
 def headline_channels(probe: str, channels: list[Channel]) -> list[Channel]:
-    """The channels of one phase that measure the probe's headline quantity."""
-    from fnmatch import fnmatchcase
-
+    """The channels of one phase that measure the probe's headline quantity: the first of
+    the probe's headline patterns (rtlab.probes: `ProbeInfo.headline`) that matches a
+    channel with samples; every channel for a probe without patterns. The others break
+    the headline down (udp: `rtt` is the round trip, `stack`, `peer.*`... its parts)."""
     first_match: list[Channel] | None = None
-    for pattern in HEADLINE_CHANNELS.get(probe, ()):
+    for pattern in probe_info(probe).headline:
         chosen = [c for c in channels if fnmatchcase(c.name, pattern)]
         if any(c.samples for c in chosen):  # e.g. rtla's user@ columns, empty without -u
             return chosen
@@ -174,7 +159,7 @@ class Phase:
     extras: dict[str, Any] | None = None
 
     def headline(self, probe: str) -> list[Channel]:
-        """The channels of the probe's headline quantity (HEADLINE_CHANNELS)."""
+        """The channels of the probe's headline quantity (rtlab.probes: ProbeInfo.headline)."""
         return headline_channels(probe, self.channels)
 
     def merged(self, probe: str) -> Channel:
@@ -253,7 +238,7 @@ class RunResult:
                 yield phase, ch
 
     def headline_channels(self) -> Iterator[tuple[Phase, Channel]]:
-        """(phase, channel) of the headline channels of every phase (HEADLINE_CHANNELS)."""
+        """(phase, channel) of the headline channels of every phase (`headline_channels`)."""
         for phase in self.phases:
             for ch in phase.headline(self.probe):
                 yield phase, ch

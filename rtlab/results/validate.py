@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rtlab.errors import UsageError
+from rtlab.probes.registry import info as probe_info
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, Phase, RunResult
@@ -77,23 +78,19 @@ def ensure_valid(result: RunResult, source: str) -> None:
                          hint="the file is damaged or was edited; import an intact copy")
 
 
-# Probes whose channels count events that a good system may never have: a quiet CPU
-# gives the noise probe no gap at all. Their measure of work done is elsewhere (noise:
-# the polling loops).
-_EVENT_COUNTING = {"noise": "loops"}
-
-
 def nothing_measured(result: RunResult) -> str | None:
     """Why a phase of `result` measured nothing (a note), or None. A phase whose headline
     channels hold no sample measured nothing, whatever the engine called it (e.g. `udp`
-    with every round trip lost); for an event-counting probe (noise) it is a phase whose
-    measuring threads did no work."""
+    with every round trip lost); for an event-counting probe (`ProbeInfo.work_counter`)
+    it is a phase whose measuring threads did no work."""
     for phase in result.phases:
-        if result.probe in _EVENT_COUNTING:
-            why = _no_work(result.probe, phase)
+        probe = probe_info(result.probe)
+        if probe.work_counter is not None:  # a quiet CPU gives it no sample at all
+            why = _no_work(result.probe, probe.work_counter, phase)
         elif phase.channels and not any(c.samples for c in phase.headline(result.probe)):
             names = ", ".join(c.name for c in phase.headline(result.probe))
-            why = f"measured nothing: no sample on {names}" + _udp_lost(phase)
+            why = f"measured nothing: no sample on {names}" + (
+                probe.why_nothing(phase) if probe.why_nothing is not None else "")
         elif not phase.channels:
             why = "measured nothing: the engine reported no channel"
         else:
@@ -103,20 +100,14 @@ def nothing_measured(result: RunResult) -> str | None:
     return None
 
 
-def _no_work(probe: str, phase: Phase) -> str | None:
-    key = _EVENT_COUNTING[probe]
+def _no_work(probe: str, key: str, phase: Phase) -> str | None:
+    """None when some thread of an event-counting probe counted any of its work `key`
+    (its channels may rightly hold no sample)."""
     per_channel = ((phase.extras or {}).get(probe) or {}).get("channels") or []
     done = [c.get(key) for c in per_channel if isinstance(c, dict)]
     if done and not any(isinstance(n, int) and n > 0 for n in done):
         return f"measured nothing: no {probe} thread counted any {key}"
     return None
-
-
-def _udp_lost(phase: Phase) -> str:
-    udp = (phase.extras or {}).get("udp")
-    if not isinstance(udp, dict) or not isinstance(udp.get("sent"), int):
-        return ""
-    return f" ({udp.get('lost', 0)} of {udp['sent']} round trips lost)"
 
 
 def _phase_problems(phase: Phase, resolution: int = 0) -> list[str]:

@@ -59,6 +59,7 @@ from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.probes.extras import probe_notes
+from rtlab.probes.registry import info as probe_info
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.model import Phase as ResultPhase
 from rtlab.results.store import Store
@@ -599,7 +600,7 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
     online = online_cpus()
     tracer = phase_trace(scenario.trace, phase.probe.cpus or online, online, first_raw.parent,
                          run_id, index, phase.name)
-    if phase.probe.name == "noise":
+    if probe_info(phase.probe.name).lists_gaps:
         # a polling probe has no samples: it lists its gaps; list every gap that can spike
         if "record_gaps_above_ns" not in phase.probe.options:
             phase = replace(phase, probe=with_options(

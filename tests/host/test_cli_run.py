@@ -17,7 +17,7 @@ import pytest
 from host_helpers import subprocess_env
 
 from rtlab.cli import main
-from rtlab.results import load_result
+from rtlab.results.model import load_result
 from rtlab.results.store import Store
 
 

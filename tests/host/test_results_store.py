@@ -18,14 +18,8 @@ from host_helpers import subprocess_env
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report import EXPORTERS, verdict
-from rtlab.results import (
-    RESULT_SCHEMA_VERSION,
-    Channel,
-    LogLinHistogram,
-    Phase,
-    RunResult,
-    load_result,
-)
+from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.model import RESULT_SCHEMA_VERSION, Channel, Phase, RunResult, load_result
 from rtlab.results.store import Store, resolve_location
 from rtlab.results.windows import WindowMaxima
 from rtlab.runner import import_jsonl

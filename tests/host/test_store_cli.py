@@ -23,8 +23,8 @@ from pg_server import PgServer
 from rtlab.cli import main
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
-from rtlab.results import load_result
 from rtlab.results import store as store_mod
+from rtlab.results.model import load_result
 from rtlab.results.store import Store
 
 # Every command with --store, with arguments that make it read a run.

@@ -134,8 +134,8 @@ def test_note_names_the_configuration_with_one_run() -> None:
 def test_unsupported_percentile_stays_na_even_when_censored() -> None:
     from pathlib import Path
 
-    from rtlab.report.format import bounded_us
     from rtlab.results.importers import import_file
+    from rtlab.textfmt import bounded_us
 
     data = Path(__file__).resolve().parent / "data"
     (cfg,) = build_configs([import_file(data / "cyclictest_nsecs.json", "cyclictest-json",

@@ -10,10 +10,10 @@ from synth import channel_from_samples
 from rtlab.analysis.evt import run_window_maxima
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.report.exporters import get_exporter
-from rtlab.report.format import human
 from rtlab.report.terminal import build_tables, verdict
 from rtlab.results.model import Phase, RunResult, headline_channels
 from rtlab.results.store import _row_values
+from rtlab.textfmt import human
 
 WINDOW_NS = 1_000_000_000
 

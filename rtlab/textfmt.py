@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Number (and provenance) formatting shared by the terminal report and the exporters."""
+"""Number (and provenance) text formatting, below every layer that shows numbers: the
+probes' summaries, the analysis notes, the terminal report and the exporters."""
 
 from __future__ import annotations
 

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""What the host knows about one probe of the engine, declared once by the probe's own
+module (rtlab/probes/<name>.py, `INFO`) and looked up through rtlab.probes.registry:
+no other module names individual probes.
+
+The probe modules sit below the result model: they use only the leaf modules of the
+layers below them (text formatting, CPU lists, the histogram mirror and the percentile
+rule) and read results, phases and channels through the protocols below."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Summary(Protocol):
+    samples: int
+
+    def p(self, q: float) -> int | None: ...
+
+
+class Channel(Protocol):
+    """What the probes read of a result's channel (rtlab.results.model.Channel)."""
+
+    name: str
+    samples: int
+    max_ns: int | None
+
+    def summary(self, percentiles: Sequence[float]) -> Summary: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Phase(Protocol):
+    """What the probes read of a result's phase (rtlab.results.model.Phase)."""
+
+    name: str
+    channels: list[Any]  # of Channel
+    extras: dict[str, Any] | None
+
+
+class RunResult(Protocol):
+    """What the probes read of a result (rtlab.results.model.RunResult)."""
+
+    probe: str
+    phases: list[Any]  # of Phase
+    provenance: dict[str, Any]
+
+    @property
+    def system(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """One probe, as the host sees it."""
+
+    name: str
+    # what one value means, for the verdict line ("wake-up latency")
+    measures: str = "latency"
+    # channel-name patterns (shell style) of the headline quantity, the first that
+    # matches a channel with samples wins; () = every channel. Merged rows, verdicts, the
+    # store's columns, SLO gates, comparisons and worst-case estimates use only these.
+    headline: tuple[str, ...] = ()
+    # an event-counting probe (a quiet CPU gives it no sample at all): the per-thread
+    # count in its channels' records that shows it did its work ("loops")
+    work_counter: str | None = None
+    # its channels stand for every thread it runs on their CPU, so any other busy time
+    # there is foreign (the "CPUn was shared" notes); probes with partner threads
+    # without channels cannot say so
+    owns_its_cpus: bool = False
+    # one measuring thread on one CPU (the CLI's --cpus help)
+    single_cpu: bool = False
+    # it has every common host option under the host's spelling: nothing to adapt, and
+    # the engine's option tables need not be read (engine.options.adapt_for)
+    takes_common_options: bool = False
+    # traced runs: the probe lists its gaps above the trace threshold instead of
+    # streaming samples (a polling probe)
+    lists_gaps: bool = False
+    # the short section under the latency table, per phase
+    phase_lines: Callable[[RunResult, Phase], list[str]] | None = None
+    # notes the probe's own numbers call for, kept in the result's notes
+    notes: Callable[[RunResult], list[str]] | None = None
+    # what the probe's extras add to "measured nothing: no sample on ..." for a phase
+    why_nothing: Callable[[Phase], str] | None = None

@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: MIT
+"""The probes the host knows, by name: each probe module's `INFO` (rtlab.probes.base).
+Adding a probe on the host is one module with its INFO and one entry here."""
+
+from __future__ import annotations
+
+from rtlab.probes import event, interfere, noise, overhead, switch, timer, udp
+from rtlab.probes.base import ProbeInfo
+
+PROBES: dict[str, ProbeInfo] = {m.INFO.name: m.INFO for m in (
+    timer, noise, switch, overhead, interfere, udp, event)}
+
+
+def info(name: str) -> ProbeInfo:
+    """What the host knows of probe `name`; a probe it does not know (a newer engine's)
+    gets the defaults: every channel is a headline, "latency"."""
+    return PROBES.get(name) or ProbeInfo(name)
+
+
+def names(*, single_cpu: bool | None = None) -> list[str]:
+    """The probes' names in the registry's order, optionally only the (non-)single-CPU."""
+    return [n for n, p in PROBES.items() if single_cpu is None or p.single_cpu == single_cpu]
