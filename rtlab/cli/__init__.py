@@ -56,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list:
-        args_list = ["run"]  # `rtlab` alone runs the quick scenario
+    given = list(sys.argv[1:] if argv is None else argv)
+    args_list = given or ["run"]  # `rtlab` alone runs the quick scenario
     args = parser.parse_args(args_list)
+    args.argv = given  # the command line as typed, for the run's provenance
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -267,9 +267,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             from rtlab.results.importers import import_into_store
 
             result = import_into_store(Path(args.file), fmt, store,
-                                       ["rtlab", *sys.argv[1:]], context, nsecs=args.nsecs)
+                                       ["rtlab", *args.argv], context, nsecs=args.nsecs)
         else:
-            result = import_jsonl(Path(args.file), store, ["rtlab", *sys.argv[1:]],
+            result = import_jsonl(Path(args.file), store, ["rtlab", *args.argv],
                                   one_file=one_file)
     finally:
         store.close()
@@ -290,7 +290,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     with open_target(args.target, args.engine_dir) as target:
         store = Store.open(args.store)
         try:
-            rep = fetch_runs(target, store, ["rtlab", *sys.argv[1:]])
+            rep = fetch_runs(target, store, ["rtlab", *args.argv])
         finally:
             store.close()
     if getattr(args, "json", False):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from rtlab.cli.target import add_target_args, open_target
@@ -62,7 +61,8 @@ def register(sub: Any) -> None:
                    help="run only this matrix variant (repeatable; default: all)")
     p.add_argument("--cpus", metavar="LIST",
                    help="CPUs of the measured probe, e.g. 0,2-3 (default: the scenario's); "
-                   f"one CPU for the single-thread probes ({', '.join(probe_names(single_cpu=True))})")
+                   "one CPU for the single-thread probes "
+                   f"({', '.join(probe_names(single_cpu=True))})")
     p.add_argument("--interval", metavar="DUR",
                    help="wake-up period of the measured probe (default: the scenario's)")
     p.add_argument("--priority", type=int, metavar="N",
@@ -238,6 +238,7 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     from rtlab.report.terminal import make_console
     from rtlab.results.store import Store
     from rtlab.runner import RunOptions, run_variants
+    from rtlab.runner.run import worst_exit
 
     online = None if target.is_local else target_online_cpus(target)
     sfile, variants = _prepare(args, online)
@@ -254,7 +255,7 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
         store=store,
         allow_non_rt=args.allow_non_rt,
         on_progress=progress.update if progress else None,
-        command_line=["rtlab", *sys.argv[1:]],
+        command_line=["rtlab", *args.argv],
         restore_first=args.restore_first,
         no_shield=args.no_shield,
         transport=target,
@@ -292,13 +293,10 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     if ExitCode.INTERRUPTED in codes:
         err.print("rtlab: interrupted: partial result stored", highlight=False)
         return int(ExitCode.INTERRUPTED)
-    for o in outcomes:
-        if any("died early" in n for n in o.result.notes):
-            err.print("rtlab: a load died early: the run did not have the load it asked for "
-                      "(see the notes)", highlight=False)
-            break
-    rank = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2}
-    return int(max(codes, key=lambda c: rank.get(c, 3)))
+    if any(o.loads_died for o in outcomes):
+        err.print("rtlab: a load died early: the run did not have the load it asked for "
+                  "(see the notes)", highlight=False)
+    return int(worst_exit(*codes))
 
 
 def _scenario_targets(args: argparse.Namespace) -> list[str]:

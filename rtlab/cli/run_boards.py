@@ -11,7 +11,6 @@ every board's engines and keeps what each measured.
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from contextlib import ExitStack
 from typing import Any
@@ -96,7 +95,7 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
             opts = RunOptions(
                 store=store, transport=boards[i], allow_non_rt=args.allow_non_rt,
                 on_progress=progress.for_board(boards[i].target) if progress else None,
-                command_line=["rtlab", *sys.argv[1:]], restore_first=args.restore_first,
+                command_line=["rtlab", *args.argv], restore_first=args.restore_first,
                 no_shield=args.no_shield, handle_signals=False, control=control,
                 comparison=comparison)
             try:

@@ -111,6 +111,7 @@ class RunOutcome:
     result: RunResult
     exit_code: ExitCode
     raw_path: Path
+    loads_died: bool = False  # a load died early: the run lacked the load it asked for
 
 
 def _now() -> str:
@@ -166,8 +167,13 @@ def handle_signals(control: RunControl, enabled: bool = True) -> Iterator[None]:
 
 
 STATUS_RANK = {"completed": 0, "threshold": 1, "partial": 2, "failed": 3, "invalid": 4}
-_EXIT_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2,
-              ExitCode.INTERRUPTED: 3}
+_EXIT_RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2}
+
+
+def worst_exit(*codes: ExitCode) -> ExitCode:
+    """The exit code that says the most: ok < threshold < error < anything else
+    (interrupted, skipped, usage)."""
+    return max(codes, key=lambda c: _EXIT_RANK.get(c, 3))
 
 
 def _preflight(scenario: Scenario, opts: RunOptions) -> None:
@@ -342,7 +348,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         result.partial = True
         if STATUS_RANK[result.status] < STATUS_RANK["partial"]:
             result.status = "partial"
-        code = max(code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+        code = worst_exit(code, ExitCode.ERROR)
     elif len(done) < len(scenario.phases) and result.status == "completed":
         result.status, result.partial = "partial", True
     if len(done) < len(scenario.phases):
@@ -350,7 +356,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         result.notes.append("phases not run: " + ", ".join(missing))
     if loads_died:
         result.notes += loads_died
-        code = max(code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+        code = worst_exit(code, ExitCode.ERROR)
     result.notes = notes + result.notes
     result.scenario = ref
     result.provenance["host"] = {**host, **result.provenance.get("host", {}),
@@ -361,7 +367,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         result.provenance["host"].pop("doctor", None)
     result.provenance["host"]["end_wall"] = host["end_wall"]
     store.add(result)
-    return RunOutcome(result, code, first_raw)
+    return RunOutcome(result, code, first_raw, bool(loads_died))
 
 
 def _own_board(transport: Transport, opts: RunOptions) -> Any:
@@ -534,7 +540,7 @@ def combine_probes(results: list[tuple[RunResult, ExitCode]]) -> tuple[RunResult
     for res, c in results[1:]:
         base.phases[0].channels += res.phases[0].channels
         base.notes += res.notes
-        code = max(code, c, key=lambda x: _EXIT_RANK[x])
+        code = worst_exit(code, c)
         if STATUS_RANK[res.status] > STATUS_RANK[base.status]:
             base.status, base.partial = res.status, res.partial
     return base, code
@@ -720,7 +726,7 @@ def merge_phases(done: list[tuple[RunResult, ExitCode]], n_phases: int, interrup
         notes += [prefix + n for n in res.notes]
         if STATUS_RANK[res.status] > STATUS_RANK[status]:
             status = res.status
-        code = max(code, c, key=lambda x: _EXIT_RANK[x])
+        code = worst_exit(code, c)
         if res.rt_valid is False:
             rt_valid = False
         elif res.rt_valid is None and rt_valid is True:
@@ -848,12 +854,12 @@ def _believable(result: RunResult, exit_code: ExitCode) -> ExitCode:
         result.notes += [f"the engine's numbers failed validation: {p}" for p in found[:5]]
         if len(found) > 5:
             result.notes.append(f"... and {len(found) - 5} more validation failures")
-        return max(exit_code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+        return worst_exit(exit_code, ExitCode.ERROR)
     why = nothing_measured(result)
     if why is not None:
         result.notes.append(why)
         if result.status in ("completed", "threshold"):
             result.status = "failed"
-        return max(exit_code, ExitCode.ERROR, key=lambda c: _EXIT_RANK[c])
+        return worst_exit(exit_code, ExitCode.ERROR)
     result.notes += probe_notes(result)  # e.g. no Amdahl fit outside its physical bounds
     return exit_code
