@@ -113,107 +113,24 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _request(args: argparse.Namespace) -> Any:
+    from rtlab.runner.prepare import RunRequest
+
+    return RunRequest(
+        scenario=args.scenario, probe=args.probe, probe_opts=tuple(args.probe_opt),
+        variants=tuple(args.variant or ()), duration=args.duration, interval=args.interval,
+        threshold=args.threshold, cpus=args.cpus, priority=args.priority, policy=args.policy,
+        allow_non_rt=bool(args.allow_non_rt), trace=bool(args.trace),
+        trace_threshold=args.trace_threshold, trace_buffer_kb=args.trace_buffer_kb,
+        samples=args.samples, peer=args.peer if args.reflector is None else None)
+
+
 def _prepare(args: argparse.Namespace, online: list[int] | None = None
              ) -> tuple[Any, list[Any]]:
     """Everything validated and resolved before anything starts: (file, variants)."""
-    from pathlib import Path
+    from rtlab.runner.prepare import prepare
 
-    from rtlab.errors import UsageError
-    from rtlab.scenario import (
-        find,
-        load_file,
-        online_cpus,
-        override_probes,
-        parse_cpu_list,
-        parse_duration,
-        scale_durations,
-    )
-    from rtlab.scenario.loader import validate_probes
-
-    duration = parse_duration(args.duration, "--duration") if args.duration else None
-    interval = parse_duration(args.interval, "--interval") if args.interval else None
-    threshold = (parse_duration(args.threshold, "--stop-threshold") if args.threshold
-                 else None)
-    online = online if online is not None else online_cpus()
-    cpus = parse_cpu_list(args.cpus, online) if args.cpus is not None else None
-    if args.priority is not None and args.policy is None and not 0 <= args.priority <= 99:
-        raise UsageError(f"--priority {args.priority} out of range (1-99 for fifo/rr, 0 for "
-                         "other)")
-    priority = args.priority
-    if args.policy is not None and priority is None:
-        priority = 99 if args.policy in ("fifo", "rr") else 0
-    trace = _trace_overrides(args)
-    if args.probe is not None:
-        return _prepare_probe(args, cpus, interval, duration, threshold, trace)
-    if args.probe_opt:
-        raise UsageError("--probe-opt needs --probe NAME (scenario files set probe options "
-                         "in [[probe]] options)")
-    sfile = load_file(find(args.scenario or "quick"), online=online)
-    variants = list(sfile.variants)
-    if args.variant:
-        known = [v.variant for v in variants]
-        for name in args.variant:
-            if name not in known:
-                allowed = ", ".join(str(k) for k in known if k) or "none (no [matrix])"
-                raise UsageError(f"--variant {name}: no such variant in {sfile.source}; "
-                                 f"allowed: {allowed}")
-        variants = [v for v in variants if v.variant in args.variant]
-    out = []
-    for sc in variants:
-        if duration is not None:
-            sc = scale_durations(sc, duration)
-        sc = override_probes(sc, cpus=cpus, interval_ns=interval, priority=priority,
-                             policy=args.policy, threshold_ns=threshold,
-                             allow_non_rt=True if args.allow_non_rt else None)
-        if trace is not None:
-            sc = _with_trace(sc, trace)
-        if args.samples:
-            base = str(Path(args.samples).resolve())
-            sc = _samples(sc, base)
-        validate_probes(sc)
-        out.append(sc)
-    return sfile, out
-
-
-def _trace_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
-    """--trace* flags -> TraceSpec fields to set (None: keep the scenario's)."""
-    from rtlab.errors import UsageError
-    from rtlab.scenario import parse_duration
-    from rtlab.scenario.loader import TRACE_MAX_BUFFER_KB, TRACE_MIN_BUFFER_KB
-
-    if not (args.trace or args.trace_threshold or args.trace_buffer_kb is not None):
-        return None
-    out: dict[str, Any] = {"enabled": True}
-    if args.trace_threshold:
-        ns = parse_duration(args.trace_threshold, "--trace-threshold")
-        if not 1_000 <= ns <= 3_600_000_000_000:
-            raise UsageError(f"--trace-threshold {args.trace_threshold} out of range (1us..1h)")
-        out["threshold_ns"] = ns
-    if args.trace_buffer_kb is not None:
-        if not TRACE_MIN_BUFFER_KB <= args.trace_buffer_kb <= TRACE_MAX_BUFFER_KB:
-            raise UsageError(f"--trace-buffer-kb {args.trace_buffer_kb} out of range "
-                             f"({TRACE_MIN_BUFFER_KB}-{TRACE_MAX_BUFFER_KB})")
-        out["buffer_kb"] = args.trace_buffer_kb
-    return out
-
-
-def _with_trace(sc: Any, fields: dict[str, Any]) -> Any:
-    from dataclasses import replace
-
-    from rtlab.scenario.model import TraceSpec
-
-    return replace(sc, trace=replace(sc.trace or TraceSpec(), **fields))
-
-
-def _samples(sc: Any, base: str) -> Any:
-    from dataclasses import replace
-
-    from rtlab.scenario.loader import with_options
-
-    many = len(sc.phases) > 1
-    phases = tuple(replace(p, probe=with_options(p.probe, samples_file=f"{base}.{p.name}" if many
-                                          else base)) for p in sc.phases)
-    return replace(sc, phases=phases)
+    return prepare(_request(args), online)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -391,32 +308,6 @@ class _LiveProgress:
 
     def stop(self) -> None:
         self._live.stop()
-
-
-def _prepare_probe(args: argparse.Namespace, cpus: list[int] | None, interval: int | None,
-                   duration: int | None, threshold: int | None,
-                   trace: dict[str, Any] | None) -> tuple[Any, list[Any]]:
-    """`--probe NAME`: a one-phase scenario of that probe (everything validated)."""
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    from rtlab.errors import UsageError
-    from rtlab.runner.direct import DirectRequest, probe_scenario
-
-    if args.scenario is not None:
-        raise UsageError(f"give either a SCENARIO ({args.scenario}) or --probe, not both")
-    if args.variant:
-        raise UsageError("--variant is for scenario files with a [matrix], not --probe")
-    sc = probe_scenario(DirectRequest(
-        probe=args.probe, probe_opts=tuple(args.probe_opt), cpus=cpus, interval_ns=interval,
-        priority=args.priority, policy=args.policy, duration_ns=duration,
-        threshold_ns=threshold,
-        peer=args.peer if args.reflector is None else None))  # --reflector: rtlab starts it
-    if trace is not None:
-        sc = _with_trace(sc, trace)
-    if args.samples:
-        sc = _samples(sc, str(Path(args.samples).resolve()))
-    return SimpleNamespace(has_matrix=False, source=f"--probe {args.probe}"), [sc]
 
 
 def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None) -> Any:
