@@ -40,7 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from rtlab.analysis.stats import PercentileInterval, channel_intervals, samples_to_bound
 from rtlab.errors import UsageError
+from rtlab.results.model import RunResult
 from rtlab.results.summary import ChannelSummary
+from rtlab.results.validate import first_problem
+from rtlab.textfmt import duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, RunResult
@@ -270,7 +273,6 @@ def _unbelievable(result: RunResult) -> str | None:
     """Why no clause may be checked on `result` (its numbers failed validation), or None.
     Checked here too, not only when stored: a store written before validation existed
     may hold such a result."""
-    from rtlab.results.validate import first_problem
 
     why = first_problem(result)
     if why is not None:
@@ -282,7 +284,6 @@ def _unbelievable(result: RunResult) -> str | None:
 
 def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSummary,
            iv: PercentileInterval | None, rate: float | None) -> Outcome:
-    from rtlab.textfmt import duration
 
     if clause.percentile is None:
         value = _value(clause, s)
@@ -329,7 +330,6 @@ def _support(q: float) -> int:
 def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport:
     """Check every clause on every headline channel (model.HEADLINE_CHANNELS: for udp the
     round trip, not its parts) of every phase of one or several results."""
-    from rtlab.results.model import RunResult
 
     results = [result] if isinstance(result, RunResult) else list(result)
     report = SloReport(slo)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rtlab.analysis.compare_stats import _edges, ratio_var, t_ppf
 from rtlab.results.summary import (
     DEFAULT_PERCENTILES,
     HistogramLike,
@@ -282,7 +283,6 @@ class _Batches:
     consecutive windows: counts at or below each coarse edge per batch."""
 
     def __init__(self, wh: Any) -> None:
-        from rtlab.analysis.compare_stats import _edges
 
         w = len(wh)
         size = max(1, round(math.sqrt(w)))
@@ -302,7 +302,6 @@ class _Batches:
     def at(self, value: float) -> BatchDependence | None:
         """The VIF at the coarse edges on both sides of `value` (the larger of those
         with samples on both sides), or None when there are too few batches."""
-        from rtlab.analysis.compare_stats import ratio_var
 
         if len(self.x) < MIN_BATCH_COUNT or self.n <= 0:
             return None
@@ -330,7 +329,6 @@ class _Batches:
 def _t_level(level: float, df: int) -> float:
     """The normal-theory level whose z equals Student's t quantile of `level` with
     `df` degrees of freedom (an interval from an estimated variance is wider)."""
-    from rtlab.analysis.compare_stats import t_ppf
 
     alpha = (1 - level) / 2
     t = t_ppf(1 - alpha, df)

@@ -7,6 +7,10 @@ import argparse
 import json
 
 from rtlab.cli.target import add_target_args
+from rtlab.engine.board import SshTransport
+from rtlab.engine.provision import clean
+from rtlab.engine.ssh import SshConnection, SshTarget
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 
 
@@ -30,14 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.engine.board import SshTransport
-    from rtlab.engine.ssh import SshConnection, SshTarget
-    from rtlab.errors import UsageError
 
     if args.target in (None, "local"):
         raise UsageError(f"rtlab board {args.action} needs --target [USER@]HOST[:PORT]")
     if args.action == "clean":
-        from rtlab.engine.provision import clean
 
         conn = SshConnection(SshTarget.parse(args.target)).open()
         try:

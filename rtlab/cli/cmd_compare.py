@@ -7,8 +7,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rtlab.cli.cmd_report import SLO_HELP, STORE_HELP, add_selection
+from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
+from rtlab.analysis.slo import evaluate_slo, parse_slo
+from rtlab.cli.cmd_report import (
+    SLO_HELP,
+    STORE_HELP,
+    add_selection,
+    load_selected,
+    selection_from_args,
+    write_junit,
+)
+from rtlab.cpulist import format_cpulist
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.report.html import write_run_report
+from rtlab.report.terminal import make_console
+from rtlab.results.summary import percentile, percentile_label
+from rtlab.textfmt import bounded_us, seconds, us
 
 
 def register(sub: Any) -> None:
@@ -44,13 +59,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs
-    from rtlab.analysis.slo import evaluate_slo, parse_slo
-    from rtlab.cli.cmd_report import load_selected, selection_from_args, write_junit
-    from rtlab.errors import UsageError
-    from rtlab.report.terminal import make_console
-    from rtlab.results.summary import percentile_label
-    from rtlab.textfmt import bounded_us, seconds, us
 
     slo = parse_slo(args.slo) if args.slo is not None else None
     selection = selection_from_args(args)
@@ -86,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  {ch.describe()}", highlight=False, markup=False)
     report = evaluate_slo(slo, results) if slo is not None else None
     if args.html:
-        from rtlab.report.html import write_run_report
 
         path = write_run_report(results, args.html, slo=slo, slo_report=report,
                                 compare_by=args.by)
@@ -107,16 +114,10 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
     import json
     import sys
 
-    from rtlab.analysis.compare import TABLE_LEVELS, side_by_side
-    from rtlab.analysis.slo import evaluate_slo
-    from rtlab.cli.cmd_report import write_junit
-    from rtlab.cpulist import format_cpulist
-    from rtlab.results.summary import percentile, percentile_label
 
     report = evaluate_slo(slo, results) if slo is not None else None
     html = None
     if args.html:
-        from rtlab.report.html import write_run_report
 
         html = str(write_run_report(results, args.html, slo=slo, slo_report=report,
                                     compare_by=args.by))
@@ -169,9 +170,6 @@ def _side_by_side(configs: list[Any]) -> Any:
     """One row per channel (CPU), per configuration its p99, p99.99 and max (µs)."""
     from rich.table import Table
 
-    from rtlab.analysis.compare import side_by_side
-    from rtlab.results.summary import percentile
-    from rtlab.textfmt import us
 
     table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
     table.add_column("channel")

@@ -12,8 +12,12 @@ import json
 import sys
 from typing import Any
 
-from rtlab.cli.target import add_target_args
+from rtlab.cli.target import add_target_args, open_target
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst
+from rtlab.system.remote import doctor_tree
+from rtlab.system.sysroot import SysRoot
 
 _STYLE = {
     "ok": "green",
@@ -53,7 +57,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.errors import UsageError
 
     if args.target is None:
         return _report(args, args.root, None)
@@ -63,8 +66,6 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from rtlab.cli.target import open_target
-    from rtlab.system.remote import doctor_tree
 
     with open_target(args.target, args.engine_dir) as target, \
             tempfile.TemporaryDirectory(prefix="rtlab-board-") as tree:
@@ -75,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, root: str, target: Any) -> int:
-    from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst
-    from rtlab.system.sysroot import SysRoot
 
     sysroot = SysRoot(root)
     cpus = validate_cpus(sysroot, args.cpus)
@@ -103,7 +102,6 @@ def _table(findings: list, target: str | None) -> None:  # type: ignore[type-arg
     from rich.console import Console
     from rich.table import Table
 
-    from rtlab.system.doctor import summarize
 
     console = Console()
     title = "rtlab doctor" + (f" (board {target})" if target else "")

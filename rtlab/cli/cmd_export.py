@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 from rtlab.errors import RtlabError
+from rtlab.report.exporters import EXPORTERS, get_exporter
+from rtlab.results.store import Store
 
 
 def register(sub: Any) -> None:
-    from rtlab.report.exporters import EXPORTERS
 
     p = sub.add_parser(
         "export", help=f"export a stored run ({', '.join(EXPORTERS)})",
@@ -32,8 +33,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.report.exporters import get_exporter
-    from rtlab.results.store import Store
 
     exporter = get_exporter(args.format)
     store = Store.open(args.store, create=False)

@@ -7,7 +7,13 @@ import argparse
 import itertools
 from typing import Any
 
+from rtlab.analysis.compare import build_configs, compare_configs
 from rtlab.cli.cmd_report import STORE_HELP
+from rtlab.errors import UsageError
+from rtlab.exitcodes import ExitCode
+from rtlab.report.terminal import make_console
+from rtlab.results.store import Store
+from rtlab.textfmt import bounded_us, us
 
 
 def register(sub: Any) -> None:
@@ -35,12 +41,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rtlab.analysis.compare import build_configs, compare_configs
-    from rtlab.errors import UsageError
-    from rtlab.exitcodes import ExitCode
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.textfmt import bounded_us, us
 
     store = Store.open(args.store, create=False)
     try:

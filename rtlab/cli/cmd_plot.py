@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rtlab.cli.cmd_report import STORE_HELP
+from rtlab.cli.cmd_report import STORE_HELP, load_runs
+from rtlab.errors import UsageError
 
 
 def register(sub: Any) -> None:
@@ -29,8 +30,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rtlab.cli.cmd_report import load_runs
-    from rtlab.errors import UsageError
     from rtlab.report.plots import figure_for, save_figure
 
     if Path(args.output).suffix.lower() not in (".png", ".svg"):

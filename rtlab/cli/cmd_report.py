@@ -7,7 +7,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from rtlab.analysis.compare import ChannelSelection, select_channels
+from rtlab.analysis.slo import evaluate_slo, parse_slo
+from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.report.html import write_run_report
+from rtlab.report.junit import junit_xml
+from rtlab.results.store import Store
+from rtlab.scenario.units import parse_cpu_list
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.compare import ChannelSelection
@@ -53,9 +60,6 @@ def add_selection(p: Any) -> None:
 
 def selection_from_args(args: argparse.Namespace) -> ChannelSelection:
     """The ChannelSelection of --cpus/--channel (UsageError, exit 2, on a bad value)."""
-    from rtlab.analysis.compare import ChannelSelection
-    from rtlab.errors import UsageError
-    from rtlab.scenario.units import parse_cpu_list
 
     cpus = frozenset(parse_cpu_list(args.cpus)) if args.cpus is not None else None
     patterns: list[str] = []
@@ -70,13 +74,11 @@ def selection_from_args(args: argparse.Namespace) -> ChannelSelection:
 
 def load_selected(args: argparse.Namespace, selection: ChannelSelection) -> list[RunResult]:
     """The runs given on the command line, each with the selected channels only."""
-    from rtlab.analysis.compare import select_channels
 
     return select_channels(load_runs(args.store, args.runs), selection)
 
 
 def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
-    from rtlab.results.store import Store
 
     store = Store.open(store_arg, create=False)
     try:
@@ -86,8 +88,6 @@ def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
 
 
 def write_junit(path: str, results: list[Any], slo: Any, report: Any) -> None:
-    from rtlab.errors import RtlabError
-    from rtlab.report.junit import junit_xml
 
     try:
         with open(path, "wb") as f:
@@ -97,8 +97,6 @@ def write_junit(path: str, results: list[Any], slo: Any, report: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.analysis.slo import evaluate_slo, parse_slo
-    from rtlab.report.html import write_run_report
 
     slo = parse_slo(args.slo) if args.slo is not None else None  # before any work
     results = load_selected(args, selection_from_args(args))

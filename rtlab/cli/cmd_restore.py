@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
+from rtlab.system import journal as jr
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.system import journal as jr
 
     with open_target(args.target, args.engine_dir) as target:
         directory = args.journal_dir or jr.journal_dir(target)

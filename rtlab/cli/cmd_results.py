@@ -7,8 +7,19 @@ import argparse
 import sys
 from typing import Any
 
-from rtlab.cli.target import add_target_args
+from rtlab.analysis.stats import DEFAULT_LEVEL
+from rtlab.cli.target import add_target_args, open_target
 from rtlab.errors import UsageError
+from rtlab.exitcodes import ExitCode
+from rtlab.report import render
+from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
+from rtlab.report.terminal import make_console, row_intervals
+from rtlab.results.importers import FORMATS, ImportContext
+from rtlab.results.store import NoStoreError, Store
+from rtlab.results.summary import DEFAULT_PERCENTILES
+from rtlab.runner import import_jsonl
+from rtlab.runner.fetch import fetch_runs
+from rtlab.textfmt import NA, preemption, seconds, us
 
 
 def _store_arg(p: argparse.ArgumentParser) -> None:
@@ -18,7 +29,6 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    from rtlab.results.importers import FORMATS
 
     p = sub.add_parser("results", help="list, show and import stored runs")
     rsub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
@@ -92,9 +102,6 @@ def register(sub: Any) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import NoStoreError, Store
-    from rtlab.textfmt import NA, seconds, us
 
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit {args.limit} out of range (0 or more; 0: all)")
@@ -163,11 +170,6 @@ def show_json(result: Any) -> dict[str, Any]:
     statistics (ns) with the confidence intervals of the tail percentiles
     (`percentile_intervals`, docs/report.md) and the probe's extras. No statistics from
     numbers that failed validation (status invalid): their channels say `statistics: null`."""
-    from rtlab.analysis.stats import DEFAULT_LEVEL
-    from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
-    from rtlab.report.terminal import row_intervals
-    from rtlab.results.summary import DEFAULT_PERCENTILES
-    from rtlab.textfmt import preemption
 
     host = result.provenance.get("host", {})
     system = result.system
@@ -209,10 +211,6 @@ def show_json(result: Any) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rtlab.report import render
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.textfmt import preemption
 
     store = Store.open(args.store, create=False)
     try:
@@ -239,10 +237,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rtlab.report import render
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.runner import import_jsonl
 
     fmt = getattr(args, "format", "rtlab")
     given = [f"--{k}" for k in ("host", "kernel", "preempt", "date")
@@ -255,7 +249,6 @@ def cmd_import(args: argparse.Namespace) -> int:
                          hint="a peer tool's file is always imported on its own")
     context = None
     if fmt != "rtlab":
-        from rtlab.results.importers import ImportContext
 
         context = ImportContext.from_args(args.host, args.kernel, args.preempt, args.date)
     elif given:
@@ -280,10 +273,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from rtlab.cli.target import open_target
-    from rtlab.exitcodes import ExitCode
-    from rtlab.results.store import Store
-    from rtlab.runner.fetch import fetch_runs
 
     if args.target in (None, "local"):
         raise UsageError("rtlab results fetch needs --target [USER@]HOST[:PORT]")

@@ -6,10 +6,29 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rtlab.analysis.slo import evaluate_slo, parse_slo
+from rtlab.cli.cmd_report import write_junit
+from rtlab.cli.run_boards import run_boards
 from rtlab.cli.target import add_target_args, open_target
+from rtlab.engine.ssh import SshTarget
+from rtlab.engine.transport import LocalTransport
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.probes.registry import names as probe_names
+from rtlab.report import render
+from rtlab.report.html import default_report_path, write_run_report
+from rtlab.report.spikes import spike_lines
+from rtlab.report.terminal import channel_label, make_console
+from rtlab.results.store import Store
+from rtlab.runner import RunOptions, run_variants
+from rtlab.runner.direct import ReflectorBoard, make_peer, with_peer
+from rtlab.runner.prepare import RunRequest, prepare
 from rtlab.runner.remote import check_remote, target_online_cpus
+from rtlab.runner.run import worst_exit
+from rtlab.scenario import find, online_cpus
+from rtlab.scenario.loader import declared_targets
+from rtlab.system.shield import parse_thread_priority
+from rtlab.textfmt import seconds, us
 
 
 def register(sub: Any) -> None:
@@ -114,7 +133,6 @@ def register(sub: Any) -> None:
 
 
 def _request(args: argparse.Namespace) -> Any:
-    from rtlab.runner.prepare import RunRequest
 
     return RunRequest(
         scenario=args.scenario, probe=args.probe, probe_opts=tuple(args.probe_opt),
@@ -128,7 +146,6 @@ def _request(args: argparse.Namespace) -> Any:
 def _prepare(args: argparse.Namespace, online: list[int] | None = None
              ) -> tuple[Any, list[Any]]:
     """Everything validated and resolved before anything starts: (file, variants)."""
-    from rtlab.runner.prepare import prepare
 
     return prepare(_request(args), online)
 
@@ -137,12 +154,10 @@ def run(args: argparse.Namespace) -> int:
     # Validate everything before anything starts.
     slo = None
     if args.slo is not None:
-        from rtlab.analysis.slo import parse_slo
 
         slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
     targets = args.target or _scenario_targets(args) or [None]
     if len(targets) > 1:
-        from rtlab.cli.run_boards import run_boards
 
         return run_boards(args, slo, targets, _prepare, _report_and_gate)
     with open_target(targets[0], args.engine_dir) as target:
@@ -150,12 +165,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
-    from rtlab.report import render
-    from rtlab.report.spikes import spike_lines
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.runner import RunOptions, run_variants
-    from rtlab.runner.run import worst_exit
 
     online = None if target.is_local else target_online_cpus(target)
     sfile, variants = _prepare(args, online)
@@ -220,8 +229,6 @@ def _scenario_targets(args: argparse.Namespace) -> list[str]:
     """The boards a scenario file names, when --target does not say."""
     if args.probe is not None:
         return []
-    from rtlab.scenario import find
-    from rtlab.scenario.loader import declared_targets
 
     return declared_targets(find(args.scenario or "quick"))
 
@@ -235,7 +242,6 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
     reports = None
     codes: list[ExitCode] = []
     if slo is not None:
-        from rtlab.analysis.slo import evaluate_slo
 
         reports = [evaluate_slo(slo, r) for r in results]
         for r, rep in zip(results, reports, strict=True):
@@ -243,14 +249,11 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
             if not rep.passed:
                 codes.append(ExitCode.THRESHOLD)
     if args.junit:  # with an SLO one testcase per clause and channel, else validity checks
-        from rtlab.analysis.slo import evaluate_slo
-        from rtlab.cli.cmd_report import write_junit
 
         write_junit(args.junit, results, slo,
                     evaluate_slo(slo, results) if slo is not None else None)
         console.print(f"JUnit: {args.junit}", highlight=False)
     if not args.no_report:
-        from rtlab.report.html import default_report_path, write_run_report
 
         target = args.report or default_report_path(store_display, results[-1].run_id)
         single = reports[0] if reports and len(results) == 1 else None
@@ -286,8 +289,6 @@ class _LiveProgress:
     def update(self, p: Any) -> None:
         from rich.table import Table
 
-        from rtlab.report.terminal import channel_label
-        from rtlab.textfmt import seconds, us
 
         remaining = ""
         if p.duration_ns:
@@ -311,9 +312,6 @@ class _LiveProgress:
 
 
 def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None) -> Any:
-    from rtlab.errors import UsageError
-    from rtlab.runner.direct import ReflectorBoard, make_peer
-    from rtlab.scenario import online_cpus
 
     if args.reflector is None:
         if (args.reflector_cpu is not None or args.reflector_thread_priority
@@ -321,15 +319,12 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None)
             raise UsageError("--reflector-cpu, --reflector-thread-priority and "
                              "--reflector-irq go with --reflector TARGET")
         return make_peer(variants, args.peer, online_cpus())
-    from rtlab.engine.ssh import SshTarget
-    from rtlab.system.shield import parse_thread_priority
 
     SshTarget.parse(args.reflector)
     if target is not None and not target.is_local and target.target == args.reflector:
         raise UsageError("--reflector is the board that pings (--target): give the other one")
     prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
     irqs = tuple(_irq_move(t) for t in args.reflector_irq)
-    from rtlab.engine.transport import LocalTransport
 
     return make_peer(variants, args.peer, online_cpus(), ReflectorBoard(
         args.reflector, target if target is not None else LocalTransport(),
@@ -341,7 +336,6 @@ def _irq_move(text: str) -> tuple[str, str]:
     """`PATTERN=CPUS` of --reflector-irq (CPUS checked on the board when applied)."""
     import re
 
-    from rtlab.errors import UsageError
 
     pattern, sep, cpus = text.rpartition("=")
     if not sep or not pattern or not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*",
@@ -356,7 +350,6 @@ def _irq_move(text: str) -> tuple[str, str]:
 
 def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:
     """Start the reflector (or take the remote one); aim every pinger at it."""
-    from rtlab.runner.direct import with_peer
 
     total = sum(v.duration_ns or 0 for v in variants) or None
     addr = peer.start(total)

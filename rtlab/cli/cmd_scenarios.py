@@ -7,7 +7,12 @@ import argparse
 import sys
 from typing import Any
 
+from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
+from rtlab.scenario import format_duration
+from rtlab.scenario.builtin import builtin_dirs, builtins, describe
+from rtlab.scenario.cpus import format_cpulist
+from rtlab.scenario.loader import ScenarioError
 
 
 def register(sub: Any) -> None:
@@ -46,7 +51,6 @@ def register(sub: Any) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rtlab.scenario.builtin import builtin_dirs, builtins, describe
 
     items = builtins()
     if getattr(args, "json", False):
@@ -72,7 +76,6 @@ def _list_entry(name: str, path: Any) -> dict[str, Any]:
     load), CPU expressions and durations as written (null: the default)."""
     import tomllib
 
-    from rtlab.scenario.builtin import describe
 
     entry: dict[str, Any] = {"name": name, "source": str(path), "description": describe(path)}
     try:
@@ -112,7 +115,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Every NAME checked; an invalid one is its one line on stderr (exit 2 at the end)."""
-    from rtlab.errors import RtlabError
     from rtlab.scenario import find, load_file
 
     files: list[dict[str, Any]] = []
@@ -141,7 +143,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _error_json(exc: Any, path: Any) -> dict[str, Any]:
     """file, line (null: not known) and message (without the place) of an error."""
-    from rtlab.scenario.loader import ScenarioError
 
     if isinstance(exc, ScenarioError):
         detail = exc.detail + (f" ({exc.hint})" if exc.hint else "")
@@ -161,8 +162,6 @@ def _check_json(ref: str, sf: Any) -> dict[str, Any]:
 
 
 def _print_check(sf: Any) -> None:
-    from rtlab.scenario import format_duration
-    from rtlab.scenario.cpus import format_cpulist
 
     print(f"{sf.name}: valid on this machine ({sf.source})")
     for sc in sf.variants:

@@ -12,7 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtlab.cli.target import add_target_args, open_target
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.system import journal as jr
+from rtlab.system.facts import parse_cpus_arg, read_facts
+from rtlab.system.journal import RestoreReport
+from rtlab.system.shield import (
+    ShieldRequest,
+    apply_shield,
+    parse_thread_priority,
+    reset_shield,
+    run_shields,
+    shield_status,
+)
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -65,9 +77,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.errors import UsageError
-    from rtlab.system import journal as jr
-    from rtlab.system.shield import parse_thread_priority
 
     if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude
                                         or args.thread_priority or args.rt_runtime is not None):
@@ -103,13 +112,6 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def _run(args: argparse.Namespace, probe: Transport, directory: Path,
          priorities: tuple[ThreadPriority, ...], exclude: frozenset[int]) -> int:
-    from rtlab.system.shield import (
-        ShieldRequest,
-        apply_shield,
-        reset_shield,
-        run_shields,
-        shield_status,
-    )
 
     on = "" if probe.is_local else f" on {probe.target}"
     again = "" if probe.is_local else f" --target {probe.target}"
@@ -142,7 +144,6 @@ def _run(args: argparse.Namespace, probe: Transport, directory: Path,
                 if r.get("in_effect") is not None:
                     _print_status(r)
         return int(ExitCode.OK)
-    from rtlab.system.facts import parse_cpus_arg, read_facts
 
     facts = read_facts(probe)
     cpus = parse_cpus_arg(args.cpus, facts.cpus_online)
@@ -190,7 +191,6 @@ def _status_json(probe: Transport, st: dict | None, runs: list[dict]) -> dict:
 
 def _reset_json(probe: Transport, rep: object) -> dict:
     """`--reset --json`: what was undone. `reset` false: no shield was applied."""
-    from rtlab.system.journal import RestoreReport
 
     base = {"target": None if probe.is_local else probe.target}
     if not isinstance(rep, RestoreReport):

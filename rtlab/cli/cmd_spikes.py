@@ -8,7 +8,14 @@ import json
 import sys
 from typing import Any
 
+from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.report.spikes import class_counts, spike_row, summary_line
+from rtlab.report.terminal import make_console
+from rtlab.results.store import Store
+from rtlab.runner.tracing import attribute, attribute_gaps
+from rtlab.scenario import parse_duration
+from rtlab.trace.capture import TraceCapture
 
 DEFAULT_LIMIT = 20  # rows per phase in the terminal table
 
@@ -45,8 +52,6 @@ def register(sub: Any) -> None:
 
 
 def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, Any]]]:
-    from rtlab.errors import RtlabError, UsageError
-    from rtlab.scenario import parse_duration
 
     threshold = (parse_duration(args.threshold, "--trace-threshold") if args.threshold
                  else None)
@@ -81,9 +86,6 @@ def _again(runs_dir: Any, phase: Any, threshold_ns: int
            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import json
 
-    from rtlab.errors import RtlabError
-    from rtlab.runner.tracing import attribute, attribute_gaps
-    from rtlab.trace.capture import TraceCapture
 
     info = phase.trace
     cap_dir = runs_dir / str(info.get("capture", ""))
@@ -108,9 +110,6 @@ def _worst(spikes: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rtlab.report.spikes import class_counts, spike_row, summary_line
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
 
     store = Store.open(args.store, create=False)
     try:

@@ -15,7 +15,18 @@ import threading
 from contextlib import ExitStack
 from typing import Any
 
+from rtlab.analysis.compare import build_configs
+from rtlab.cli.cmd_compare import _side_by_side
+from rtlab.cli.target import open_target
+from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.report import render
+from rtlab.report.terminal import channel_label, make_console
+from rtlab.results.store import Store
+from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
+from rtlab.runner.remote import check_remote, target_online_cpus
+from rtlab.runner.run import handle_signals
+from rtlab.textfmt import seconds, us
 
 _RANK = {ExitCode.OK: 0, ExitCode.THRESHOLD: 1, ExitCode.ERROR: 2, ExitCode.SKIPPED: 3,
          ExitCode.USAGE: 3, ExitCode.INTERRUPTED: 4}
@@ -42,8 +53,6 @@ class BoardsProgress:
     def _draw(self) -> None:
         from rich.table import Table
 
-        from rtlab.report.terminal import channel_label
-        from rtlab.textfmt import seconds, us
 
         table = Table(title="measuring on " + ", ".join(self._latest), title_justify="left")
         for col in ("board", "phase", "elapsed", "channel", "samples", "max µs", "missed"):
@@ -62,14 +71,6 @@ class BoardsProgress:
 def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
                prepare: Any, report_and_gate: Any) -> int:
     """Measure every target in parallel; print each result and one comparison by host."""
-    from rtlab.cli.target import open_target
-    from rtlab.errors import RtlabError, UsageError
-    from rtlab.report import render
-    from rtlab.report.terminal import make_console
-    from rtlab.results.store import Store
-    from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
-    from rtlab.runner.remote import check_remote, target_online_cpus
-    from rtlab.runner.run import handle_signals
 
     if len(set(targets)) != len(targets):
         raise UsageError("the same --target is given twice: one run per board")
@@ -147,8 +148,6 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
 
 
 def _compare(results: list[Any], console: Any) -> None:
-    from rtlab.analysis.compare import build_configs
-    from rtlab.cli.cmd_compare import _side_by_side
 
     configs = build_configs(results, "host")
     if len(configs) > 1:

@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rtlab.engine.board import transport_for
 from rtlab.engine.transport import Transport
 
 
@@ -29,7 +30,6 @@ def add_target_args(p: argparse.ArgumentParser, *, repeat: bool = False) -> None
 def open_target(target: str | None, engine_dir: str | None = None) -> Iterator[Transport]:
     """The target as a Transport for the duration of a command (its SSH connection is
     closed at the end, whatever happens)."""
-    from rtlab.engine.board import transport_for
 
     transport = transport_for(target, engine_dir=engine_dir)
     try:

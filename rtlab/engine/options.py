@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtlab.engine.locate import find_probe
+from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError, UsageError
 from rtlab.probes.registry import info as probe_info
 
@@ -61,7 +63,6 @@ def flag_name(key: str) -> str:
 
 def _run(probe_bin: str, args: list[str]) -> str:
     """This machine's engine (the same version as every board's: its option tables)."""
-    from rtlab.engine.transport import LocalTransport
 
     r = LocalTransport(probe_bin).run(args, timeout_s=10)
     if r.returncode != 0:
@@ -73,7 +74,6 @@ def _run(probe_bin: str, args: list[str]) -> str:
 def _bin(probe_bin: str | None) -> str:
     if probe_bin is not None:
         return probe_bin
-    from rtlab.engine.locate import find_probe
 
     return str(find_probe())
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtlab import __version__
-from rtlab.errors import RtlabError, SkippedError
+from rtlab.engine.builds import check_engine, engine_for, parse_version
+from rtlab.errors import RtlabError, SkippedError, UsageError
 
 if TYPE_CHECKING:
     from rtlab.engine.builds import EngineVersion
@@ -83,7 +84,6 @@ def board_facts(conn: SshConnection) -> tuple[str, int, str]:
 def engine_dir_for(uid: int, chosen: str | None) -> str:
     d = chosen or os.environ.get(DIR_ENV) or f"/tmp/rtlab.{uid}"
     if not d.startswith("/") or "\n" in d or "\0" in d:
-        from rtlab.errors import UsageError
 
         raise UsageError(f"--engine-dir {d!r}: give an absolute directory on the board")
     return d.rstrip("/") or "/"
@@ -96,7 +96,6 @@ def _digest(path: Path) -> str:
 def remote_version(conn: SshConnection, engine: str) -> EngineVersion | None:
     """The version of the engine at `engine` on the board, None if it is not there or
     does not run (another architecture: exec format error)."""
-    from rtlab.engine.builds import parse_version
 
     proc = conn.run([engine, "--version", "--json"], what="rtlab-probe --version")
     if proc.returncode != 0:
@@ -109,7 +108,6 @@ def remote_version(conn: SshConnection, engine: str) -> EngineVersion | None:
 
 def provision(conn: SshConnection, engine_dir: str | None = None) -> Board:
     """Make sure the board has the engine for its architecture; return what it is."""
-    from rtlab.engine.builds import check_engine, engine_for
 
     machine, uid, release = board_facts(conn)
     local = engine_for(machine)

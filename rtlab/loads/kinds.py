@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.cpulist import format_cpulist
+from rtlab.engine.locate import find_probe
 from rtlab.errors import SkippedError, UsageError
 from rtlab.loads import net as netmod
 from rtlab.loads.base import (
@@ -291,7 +292,6 @@ COMPETITOR_PARAMS: tuple[Param, ...] = (
 def _find_probe(explicit: str) -> str:
     if explicit:
         return explicit
-    from rtlab.engine.locate import find_probe
 
     try:
         return str(find_probe())

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
+from rtlab.engine.snapshot import snapshot
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
@@ -239,7 +240,6 @@ class RemoteProc(Proc):
 
 def board_processes(transport: Transport) -> list[procmod.ProcStat]:
     """Every process on the target (/proc/PID/stat), read there by its engine."""
-    from rtlab.engine.snapshot import snapshot
 
     out: list[procmod.ProcStat] = []
     for rec in snapshot(transport, ["/proc/[0-9]*/stat"]):

@@ -42,6 +42,7 @@ from rtlab import __version__
 from rtlab.report.cyclictest_hist import HIST_MAX, rebin_us
 from rtlab.report.export_base import Exporter
 from rtlab.results.model import Channel, Phase, RunResult
+from rtlab.results.validate import first_problem
 
 
 class CyclictestJsonExporter(Exporter):
@@ -70,7 +71,6 @@ class CyclictestJsonExporter(Exporter):
 
 def return_code(result: RunResult) -> int:
     """0: a run rtlab believes (see the module docstring); 3: threshold; 1: anything else."""
-    from rtlab.results.validate import first_problem
 
     if result.status == "threshold":
         return 3

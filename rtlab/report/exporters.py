@@ -30,12 +30,14 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
+from rtlab.probes.extras import extra_lines
 from rtlab.report.cyclictest_hist import CyclictestHistExporter
 from rtlab.report.cyclictest_json import CyclictestJsonExporter
 from rtlab.report.export_base import Exporter
 from rtlab.report.junit import JunitExporter
 from rtlab.report.terminal import (
     WIDE_MARK,
+    _invalid_reason,
     channel_label,
     pct_cell,
     row_intervals,
@@ -64,7 +66,6 @@ def derived_statistics(result: RunResult) -> dict[str, Any]:
     """Statistics rtlab derives from a result, for exports (not part of the result: a
     reader recomputes them; `load_result` ignores the block). None of them from numbers
     that failed validation: then `percentile_intervals` is null with the reason."""
-    from rtlab.report.terminal import _invalid_reason
 
     doc: dict[str, Any] = {
         "note": "derived by rtlab from the result when exported; not read back",
@@ -187,7 +188,6 @@ class MarkdownExporter(Exporter):
             out.append("")
             if (note := wide_note(headline)) is not None:
                 out += ["\\" + note, ""]
-        from rtlab.probes.extras import extra_lines
 
         extra = extra_lines(result)
         out += [f"- {line}" for line in extra] + ([""] if extra else [])

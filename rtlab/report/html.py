@@ -16,9 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab import __version__
+from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
+from rtlab.analysis.evt import (
+    BOOT_RESAMPLES,
+    BOOT_SIZE,
+    fit_window_maxima,
+    merged_window_maxima,
+    required_run_ns,
+)
+from rtlab.analysis.slo import evaluate_slo
 from rtlab.analysis.stats import PercentileInterval
+from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError
+from rtlab.report.spikes import spike_row, summary_line
 from rtlab.report.terminal import channel_label, interval_us, is_wide, row_intervals, verdict
+from rtlab.results.model import RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
 from rtlab.textfmt import NA, bounded_us, duration, human, preemption, seconds, us
 
@@ -178,7 +190,6 @@ def _text(v: Any) -> str:
 
 def _cpus(v: Any) -> str:
     """A CPU list as '0-3,6' ('none' when empty or unknown)."""
-    from rtlab.cpulist import format_cpulist
 
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return format_cpulist(v) if v else "none"
@@ -423,7 +434,6 @@ def _shield_html(shield: Any) -> str:
 
 
 def _spike_table(spikes: Sequence[Any], limit: int = 50) -> str:
-    from rtlab.report.spikes import spike_row
 
     dicts = [s for s in spikes if isinstance(s, dict)]
     worst = sorted(dicts, key=lambda s: -int(s.get("latency_ns") or 0))[:limit]
@@ -442,7 +452,6 @@ def _phase_spikes(phase: Phase) -> str:
     spikes = getattr(phase, "spikes", None)
     if summary is None and not spikes:
         return ""
-    from rtlab.report.spikes import summary_line
 
     out = [f"<h4>Spike attributions (phase {_e(phase.name)})</h4>"]
     if summary is not None:
@@ -463,13 +472,6 @@ def _spikes(result: RunResult) -> str:
 
 
 def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str) -> str:
-    from rtlab.analysis.evt import (
-        BOOT_RESAMPLES,
-        BOOT_SIZE,
-        fit_window_maxima,
-        merged_window_maxima,
-        required_run_ns,
-    )
     from rtlab.report.plots import evt_figure
 
     maxima, window_ns = merged_window_maxima(channels)
@@ -652,7 +654,6 @@ def _slo_section(report: SloReport) -> str:
 
 
 def comparison_table(configs: Sequence[Config]) -> str:
-    from rtlab.analysis.compare import TABLE_LEVELS
 
     heads = ["configuration", "runs", "samples", "duration", "min", "avg", "mode",
              *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"]
@@ -677,7 +678,6 @@ def comparison_table(configs: Sequence[Config]) -> str:
 
 def side_by_side_section(configs: Sequence[Config]) -> str:
     """Boards side by side per CPU (`--by host`): p99, p99.99 and max of each."""
-    from rtlab.analysis.compare import side_by_side
 
     heads = "".join(f"<th colspan='3'>{_e(c.label)}</th>" for c in configs)
     sub = "".join("<th>p99</th><th>p99.99</th><th>max</th>" for _ in configs)
@@ -736,7 +736,6 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
                 slo_report: SloReport | None = None, title: str | None = None,
                 compare_by: str = "run") -> str:
     """The whole report as HTML text."""
-    from rtlab.analysis.slo import evaluate_slo
 
     if not results:
         raise RtlabError("no runs to report")
@@ -760,7 +759,6 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
         out.append(_slo_section(slo_report))
     out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")
     if len(results) > 1:
-        from rtlab.analysis.compare import build_configs, compare_configs
 
         configs = build_configs(results, compare_by)
         out.append(comparison_section(configs, compare_configs(configs)))
@@ -789,7 +787,6 @@ def write_run_report(results: RunResult | Sequence[RunResult], path: str | Path,
     This is what `rtlab run` calls after storing a run (one result) and what
     `rtlab report` calls. Raises RtlabError (one line) when the file cannot be written.
     """
-    from rtlab.results.model import RunResult
 
     items = [results] if isinstance(results, RunResult) else list(results)
     text = render_html(items, slo=slo, slo_report=slo_report, compare_by=compare_by)

@@ -16,7 +16,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rtlab.analysis.slo import evaluate_slo
 from rtlab.report.export_base import Exporter
+from rtlab.results.validate import first_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.slo import Slo, SloReport
@@ -24,7 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
-    from rtlab.results.validate import first_problem
 
     found = first_problem(result)
     invalid = f"numbers failed validation: {found}" if found is not None else None
@@ -54,7 +55,6 @@ def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
 def junit_xml(results: Sequence[RunResult], slo: Slo | None = None,
               report: SloReport | None = None) -> bytes:
     """JUnit XML of one or several runs, checked against `slo` (or its evaluated `report`)."""
-    from rtlab.analysis.slo import evaluate_slo
 
     if slo is not None and report is None:
         report = evaluate_slo(slo, results)

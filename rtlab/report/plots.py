@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rtlab.analysis.compare import beyond_range
+from rtlab.analysis.evt import merged_window_series, window_series
 from rtlab.errors import UsageError
+from rtlab.results.model import Channel as _Channel
+from rtlab.results.summary import mode
+from rtlab.results.windows import WindowMaxima
+from rtlab.textfmt import human
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -112,7 +118,6 @@ def _pow10(axis: Any) -> None:
 
 
 def _us_text(ns: float) -> str:
-    from rtlab.textfmt import human
 
     return human(ns)
 
@@ -151,8 +156,6 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
     length: their curves are fractions of their samples per µs, so the shapes compare."""
     from matplotlib import rc_context
 
-    from rtlab.results.model import Channel as _Channel
-    from rtlab.results.summary import mode
 
     with rc_context(_RC):
         fig = _new_figure(11, 5.0)
@@ -214,7 +217,6 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
     log y, mode and max marked."""
     from matplotlib import rc_context
 
-    from rtlab.results.summary import mode
 
     if len(channels) > OVERLAY_ABOVE:
         return hist_overlay_figure(channels, title)
@@ -273,7 +275,6 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
 
 def censored_of(result: RunResult | None, channels: Sequence[str]) -> tuple[int, int] | None:
     """ccdf_figure's `censored` entry for these channels of an imported run, or None."""
-    from rtlab.analysis.compare import beyond_range
 
     if result is None:
         return None
@@ -402,7 +403,6 @@ def timeline_figure(channels: Sequence[Channel], title: str = "", *,
     import numpy as np
     from matplotlib import rc_context
 
-    from rtlab.analysis.evt import merged_window_series, window_series
 
     with rc_context(_RC):
         fig = _new_figure(11, 3.8)
@@ -570,7 +570,6 @@ def _timeline_of_phases(phases: Sequence[Phase], title: str) -> Figure:
 
     import numpy as np
 
-    from rtlab.results.windows import WindowMaxima
 
     window_ns = next((c.window_ns for ph in phases for c in ph.channels if c.window_ns), None)
     by_name: dict[str, list[Channel]] = {}
@@ -600,7 +599,6 @@ def _concat(parts: Sequence[Channel]) -> Channel:
 
     import numpy as np
 
-    from rtlab.results.windows import WindowMaxima
 
     w = WindowMaxima(np.concatenate([p.windows.index.astype(np.int64) for p in parts]),
                      np.concatenate([p.windows.max_ns.astype(np.int64) for p in parts]),

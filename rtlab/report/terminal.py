@@ -7,9 +7,11 @@ from rich.console import Console
 from rich.table import Table
 
 from rtlab.analysis.stats import TAIL_PERCENTILES, PercentileInterval, channel_intervals
+from rtlab.probes.extras import extra_lines
 from rtlab.probes.registry import info as probe_info
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
+from rtlab.results.validate import first_problem
 from rtlab.textfmt import human, seconds, us
 
 TABLE_PERCENTILES = DEFAULT_PERCENTILES  # p50 p99 p99.9 p99.99 p99.9999
@@ -116,7 +118,6 @@ def build_tables(result: RunResult) -> list[Table]:
 
 
 def _invalid_reason(result: RunResult) -> str | None:
-    from rtlab.results.validate import first_problem
 
     found = first_problem(result)
     if found is not None:
@@ -167,7 +168,6 @@ def verdict(result: RunResult) -> str:
 
 
 def render(result: RunResult, console: Console) -> None:
-    from rtlab.probes.extras import extra_lines
 
     for table in build_tables(result):
         console.print(table)

@@ -28,7 +28,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from rtlab.errors import RtlabError, UsageError
-from rtlab.results.model import RunResult, load_result
+from rtlab.results.model import RunResult, load_result, new_run_id
+from rtlab.results.validate import first_problem
 
 ENV_VAR = "RTLAB_STORE"
 STORE_SCHEMA_VERSION = 1
@@ -208,7 +209,6 @@ class Store:
         return self.runs_dir / f"{run_id}.jsonl"
 
     def new_id(self) -> str:
-        from rtlab.results.model import new_run_id
 
         for _ in range(100):
             run_id = new_run_id()
@@ -476,7 +476,6 @@ def _tables() -> dict[str, Any]:
 def _refuse_inconsistent(result: RunResult) -> None:
     """The last guard: a result whose numbers contradict each other is stored only as
     `invalid` (callers check first: imports refuse it, live runs mark it)."""
-    from rtlab.results.validate import first_problem
 
     if result.status != "invalid":
         why = first_problem(result)

@@ -27,6 +27,7 @@ from typing import Any, overload
 import numpy as np
 
 from rtlab.errors import RtlabError
+from rtlab.results.histogram import index_array
 
 PACKED_ENC = "shuffle-zlib-v1"
 _COLUMNS = ("index", "max_ns", "samples")
@@ -255,7 +256,6 @@ class WindowHist:
         """From a (windows x samples-per-window) matrix of values in ns, the way the
         engine records them (simulations, tests): values of 2^40 ns and more in the
         last bucket (docs/engine-output.md)."""
-        from rtlab.results.histogram import index_array
 
         body = np.asarray(body, dtype=np.int64)
         w = body.shape[0]

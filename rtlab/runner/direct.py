@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rtlab.engine.options import check_option, probe_options
 from rtlab.errors import UsageError
+from rtlab.runner.netpeer import BoardPeer, NetnsPeer, RemotePeer, parse_peer
 from rtlab.scenario.model import UDP_HOST_CHOICES, Phase, ProbeSpec, Scenario
 
 DEFAULT_DURATION_NS = 10_000_000_000
@@ -34,7 +36,6 @@ class DirectRequest:
 
 def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario:
     """The one-phase scenario of `--probe` (UsageError, one line, for any bad input)."""
-    from rtlab.engine.options import check_option, probe_options
 
     table = probe_options(req.probe, probe_bin)
     options: dict[str, Any] = {}
@@ -118,7 +119,6 @@ class ReflectorBoard:
 def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int],
               reflector: ReflectorBoard | None = None) -> Any:
     """The UdpPeer of a udp run (None if no variant runs the udp probe)."""
-    from rtlab.runner.netpeer import BoardPeer, NetnsPeer, RemotePeer, parse_peer
 
     if not any(needs_udp_peer(v) for v in variants):
         if peer is not None or reflector is not None:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.errors import RtlabError
 from rtlab.results.store import Store
+from rtlab.runner.importer import import_jsonl
 
 _RAW = re.compile(r"(?P<id>[0-9A-Za-z_-]+)(\.[0-9]+-[A-Za-z0-9_.-]+)?\.jsonl\Z")
 MAX_FILE = 1 << 30  # a kept raw file of a long run can be large
@@ -35,8 +37,6 @@ class FetchReport:
 def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = None
                ) -> FetchReport:
     """Copy the board's kept raw files into the store and import the runs not stored."""
-    from rtlab.engine.snapshot import record_bytes, snapshot
-    from rtlab.runner.importer import import_jsonl
 
     runs_dir = transport.board.runs_dir
     recs = snapshot(transport, [f"{runs_dir}/*.jsonl"], timeout_s=600.0, max_file=MAX_FILE,

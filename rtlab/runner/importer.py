@@ -33,7 +33,7 @@ from rtlab.probes.extras import probe_notes
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import ensure_valid, nothing_measured
-from rtlab.runner.run import LAYOUT_SUFFIX
+from rtlab.runner.run import LAYOUT_SUFFIX, STATUS_RANK, combine_probes, merge_phases
 
 _ID_RE = re.compile(r"[0-9a-f]{8}")
 # a later phase's (or an extra probe's) raw file: ID.N-PHASE[-LABEL].jsonl
@@ -191,7 +191,6 @@ class _PhaseFiles:
 
 def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                 store: Store, command_line: list[str] | None) -> RunResult:
-    from rtlab.runner.run import STATUS_RANK, combine_probes, merge_phases
 
     first = given.parent / f"{run_id}.jsonl"
     written = _layout_file(given.parent, run_id)

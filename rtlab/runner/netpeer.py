@@ -43,10 +43,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rtlab.engine.board import SshTransport
+from rtlab.engine.locate import find_probe
 from rtlab.engine.transport import LocalTransport, NetnsTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
+from rtlab.loads.net import DEV_A, DEV_B, VethPair, udp_listening
+from rtlab.system.facts import read_facts
+from rtlab.system.journal import SystemSession, journal_dir, owner_label
 from rtlab.system.nic import HW_MODES, HwTimestamping, enable_hw_timestamping, route_interface
+from rtlab.system.shield import priority_ops
 
 DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/30
 REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97
@@ -82,7 +88,6 @@ class UdpPeer(abc.ABC):
                    advice: str) -> None:
         """Hardware timestamping on each (target, interface) through the system layer,
         one journaled session each (released by `_release_hw`)."""
-        from rtlab.system.journal import SystemSession
 
         if self.timestamps not in HW_MODES:
             return
@@ -115,7 +120,6 @@ class RemotePeer(UdpPeer):
 
     def start(self, duration_ns: int | None) -> str:
         if self.timestamps in HW_MODES:
-            from rtlab.system.journal import journal_dir
 
             ifname = route_interface(parse_peer(self.peer)[0])
             self._enable_hw([(LocalTransport(), ifname)],
@@ -167,14 +171,11 @@ class NetnsPeer(UdpPeer):
 
     def _probe_path(self) -> str:
         if self._probe is None:
-            from rtlab.engine.locate import find_probe
 
             self._probe = str(find_probe())
         return self._probe
 
     def start(self, duration_ns: int | None) -> str:
-        from rtlab.loads.net import VethPair, udp_listening
-        from rtlab.system.journal import SystemSession, journal_dir
 
         probe = self._probe_path()
         d = self._journal_dir or journal_dir()
@@ -182,7 +183,6 @@ class NetnsPeer(UdpPeer):
         self._session = SystemSession(LocalTransport(probe), d,
                                       name=f"udp-{os.getpid()}").__enter__()
         self.pair = VethPair.create(self.subnet, self._session)
-        from rtlab.loads.net import DEV_A, DEV_B
 
         self._enable_hw([(NetnsTransport(ns, probe), dev)
                          for ns, dev in ((self.pair.ns_b, DEV_B), (self.pair.ns_a, DEV_A))], d,
@@ -292,10 +292,6 @@ class BoardPeer(UdpPeer):
         self.irqs_moved: list[dict[str, Any]] = []
 
     def start(self, duration_ns: int | None) -> str:
-        from rtlab.engine.board import SshTransport
-        from rtlab.system.facts import read_facts
-        from rtlab.system.journal import SystemSession, journal_dir, owner_label
-        from rtlab.system.shield import priority_ops
 
         self._board = SshTransport(self.target, engine_dir=self.engine_dir)
         self._owner = SystemSession(self._board, journal_dir(self._board),

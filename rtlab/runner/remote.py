@@ -7,18 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rtlab.cpulist import parse_cpulist
+from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
+from rtlab.loads.remote import board_kind_error
+from rtlab.scenario.units import online_cpus
 
 
 def target_online_cpus(transport: Transport) -> list[int]:
     """The online CPUs of the target (a board's, read there by its engine)."""
     if transport.is_local:
-        from rtlab.scenario.units import online_cpus
 
         return online_cpus()
-    from rtlab.cpulist import parse_cpulist
-    from rtlab.engine.snapshot import record_bytes, snapshot
 
     online = "/sys/devices/system/cpu/online"  # one file, not every task (`sys facts`)
     recs = [r for r in snapshot(transport, [online]) if r.get("type") == "file"]
@@ -39,7 +40,6 @@ def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | N
             raise UsageError(f"--trace on {where}: tracing is read from this machine's tracefs; "
                              "it is not available for boards yet")
         for ld in sc.loads:  # stress, builtin and rt-competitor run on boards
-            from rtlab.loads.remote import board_kind_error
 
             why = board_kind_error(ld.kind, where)
             if why is not None:

@@ -51,6 +51,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.analysis.cpushare import shared_cpu_notes
+from rtlab.cpulist import format_cpulist
 from rtlab.engine.argv import probe_args
 from rtlab.engine.jsonl import log_notes
 from rtlab.engine.options import adapt_for
@@ -58,6 +59,8 @@ from rtlab.engine.session import EngineSession, SessionOutcome
 from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.loads import LoadSet, from_spec
+from rtlab.loads.remote import for_target
 from rtlab.probes.extras import probe_notes
 from rtlab.probes.registry import info as probe_info
 from rtlab.results.model import Channel, RunResult
@@ -66,7 +69,11 @@ from rtlab.results.store import Store
 from rtlab.results.validate import nothing_measured, problems
 from rtlab.runner.preflight import Privileges, check_privileges
 from rtlab.runner.shield import ShieldBackend, check_stale, default_backend
+from rtlab.runner.tracing import check_available, phase_trace
+from rtlab.scenario.loader import with_options
 from rtlab.scenario.model import LoadSpec, Phase, ProbeSpec, Scenario, ShieldSpec
+from rtlab.scenario.units import online_cpus
+from rtlab.system.journal import SystemSession, journal_dir, owner_label, run_session_name
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,6 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
         return {}
     factory = opts.load_factory
     if factory is None:
-        from rtlab.loads import from_spec
 
         def factory(spec: LoadSpec) -> Any:
             return from_spec(spec.to_spec())
@@ -210,7 +216,6 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
         load = factory(spec)
         load.name = spec.name
         if remote:
-            from rtlab.loads.remote import for_target
 
             load = for_target(load, opts.transport)
         load.check_tools()
@@ -251,7 +256,6 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     if scenario.trace is not None and scenario.trace.enabled:
         if transport.name != "local":
             raise UsageError("--trace needs a local run (tracefs of this machine)")
-        from rtlab.runner.tracing import check_available
 
         check_available()
     # every run: changes a crashed run left behind would spoil any measurement
@@ -374,7 +378,6 @@ def _own_board(transport: Transport, opts: RunOptions) -> Any:
     """A board is measured by one run at a time: an applier that holds the board's owner
     lock (beside its journals) for the run, with nothing to undo (a shielded run's
     applier holds it instead)."""
-    from rtlab.system.journal import SystemSession, journal_dir, owner_label, run_session_name
 
     _event(opts, f"taking {transport.target} for this run")
     session = SystemSession(transport, opts.journal_dir or journal_dir(transport),
@@ -463,7 +466,6 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
     with ExitStack() as stack:
         loadset = None
         if active:
-            from rtlab.loads import LoadSet
 
             _event(opts, f"phase {phase.name}: starting loads " + ", ".join(phase.loads))
             # the journal of the target: the shield's, else a board's owner session
@@ -567,7 +569,6 @@ def _recheck_shield(backend: ShieldBackend, spec: ShieldSpec, phase: str, loads:
     """The shield checked again after the phase measured, its loads still running: into
     provenance.host.shield.phase_checks, and a note for tasks that appeared on the
     shielded CPUs during the phase. A failed check is recorded, never fatal."""
-    from rtlab.cpulist import format_cpulist
 
     user = set(spec.user)
     own: dict[int, str] = {}
@@ -598,9 +599,6 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
     """The phase with its measured probe writing samples, and its PhaseTrace."""
     from dataclasses import replace
 
-    from rtlab.runner.tracing import phase_trace
-    from rtlab.scenario.loader import with_options
-    from rtlab.scenario.units import online_cpus
 
     assert scenario.trace is not None
     online = online_cpus()

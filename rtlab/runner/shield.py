@@ -22,12 +22,17 @@ from typing import Any, Protocol
 from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.scenario.model import ShieldSpec
+from rtlab.system import journal
+from rtlab.system.facts import read_facts
+from rtlab.system.journal import journal_dir, restore_journal
+from rtlab.system.remote import ancestors
+from rtlab.system.shield import ShieldRequest, ThreadPriority, move_ops, plan_affinity, plan_shield
+from rtlab.system.verify import phase_recheck, verify_shield
 
 
 def stale_journals(directory: Path | None = None,
                    transport: Transport | None = None) -> list[Path]:
     """Journal files nobody holds on the target (a persistent `rtlab shield` is not stale)."""
-    from rtlab.system import journal
 
     d = directory or journal.journal_dir(transport)
     return [j.path for j in journal.stale_journals(d, include_shield=False,
@@ -36,7 +41,6 @@ def stale_journals(directory: Path | None = None,
 
 def restore_journals(paths: list[Path], transport: Transport | None = None) -> None:
     """`rtlab-probe sys restore --journal FILE` for each; RtlabError if one fails."""
-    from rtlab.system.journal import restore_journal
 
     for path in paths:
         rep = restore_journal(transport or LocalTransport(), path)
@@ -54,7 +58,6 @@ def check_stale(restore_first: bool, directory: Path | None = None,
     lenient (a run that changes nothing itself): a journal directory that cannot be
     read (not root) is no reason to refuse; and on this machine, a live owner of the
     system (another run's shield) becomes a note of the result."""
-    from rtlab.system import journal
 
     try:
         stale = stale_journals(directory, transport)
@@ -90,7 +93,6 @@ def explain_exists(exc: Any, transport: Transport, directory: Path) -> RtlabErro
     """A shield's cgroup that exists already (mkdir: EEXIST): say whose it is instead of
     the engine's "left over? run `rtlab restore`" when that is not so: a live session
     (named), a persistent `rtlab shield`, or a crashed run's journal. None: keep exc."""
-    from rtlab.system import journal
 
     op, ans = getattr(exc, "op", {}), getattr(exc, "answer", {})
     if op.get("op") != "mkdir" or ans.get("errno") != 17:  # EEXIST
@@ -165,7 +167,6 @@ class SystemShield:
                  directory: Path | None = None) -> None:
         self.spec = spec
         self._transport = transport or LocalTransport()
-        from rtlab.system.journal import journal_dir
 
         self._dir = directory or journal_dir(self._transport)
         self._session: Any = None
@@ -176,9 +177,6 @@ class SystemShield:
         self._carriers: dict[int, str] | None = None  # a board's SSH server processes
 
     def apply(self) -> dict[str, Any]:
-        from rtlab.system import journal
-        from rtlab.system.facts import read_facts
-        from rtlab.system.verify import verify_shield
 
         spec = self.spec
         cmd = self._transport
@@ -211,13 +209,10 @@ class SystemShield:
         return effect
 
     def phase_start(self) -> None:
-        from rtlab.system.facts import read_facts
 
         self._phase_before = read_facts(self._transport)
 
     def phase_check(self, own: dict[int, str]) -> dict[str, Any]:
-        from rtlab.system.facts import read_facts
-        from rtlab.system.verify import phase_recheck, verify_shield
 
         spec = self.spec
         backend, cgroup = self._where
@@ -238,7 +233,6 @@ class SystemShield:
             own[os.getpid()] = "rtlab runner (starts the probes on the shielded CPUs)"
         elif applier is not None and getattr(applier, "pid", None):
             if self._carriers is None:  # read once: they live as long as the connection
-                from rtlab.system.remote import ancestors
 
                 self._carriers = {
                     pid: f"{comm} (carries this run's SSH connection; starts the probes)"
@@ -249,13 +243,6 @@ class SystemShield:
         return own
 
     def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
-        from rtlab.system.shield import (
-            ShieldRequest,
-            ThreadPriority,
-            move_ops,
-            plan_affinity,
-            plan_shield,
-        )
 
         spec = self.spec
         user, system = frozenset(spec.user), frozenset(spec.system)

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.errors import SkippedError
+from rtlab.trace.attribution import Spike, attribute_run, is_virtualized, read_samples
+from rtlab.trace.tracefs import Recorder, TraceFS
 
 MAX_SPIKE_RECORDS = 1000  # cause records stored per phase (the worst)
 MAX_ATTRIBUTED = 20_000  # spikes attributed per phase (the worst); the rest only counted
@@ -38,7 +40,6 @@ TRACEFS_MOUNTPOINT = "/sys/kernel/tracing"
 def check_available() -> None:
     """Before anything starts: tracefs is mounted or can be mounted here.
     SkippedError (exit 4) with a one-line reason otherwise."""
-    from rtlab.trace.tracefs import TraceFS
 
     if TraceFS.find() is not None:
         return
@@ -123,7 +124,6 @@ def attribute_gaps(capture: Any, gaps: Sequence[tuple[int, int, int]], info: dic
                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Attribute the gaps a polling probe (noise) listed: each gap [start, end] on a CPU is
     classified like a late wake-up whose deadline was its start."""
-    from rtlab.trace.attribution import Spike, attribute_run
 
     start = int(info["start_monotonic_ns"])
     tids = dict(zip(info.get("channel_cpus") or [], info.get("channel_tids") or [],
@@ -141,7 +141,6 @@ def attribute_gaps(capture: Any, gaps: Sequence[tuple[int, int, int]], info: dic
 def attribute(capture: Any, samples_path: Path, info: dict[str, Any], threshold_ns: int,
               phase: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Attribute the samples of one traced phase (`info`: the phase's `trace` dict)."""
-    from rtlab.trace.attribution import attribute_run, read_samples
 
     start = int(info["start_monotonic_ns"])
     cpus = info.get("channel_cpus") or []
@@ -171,7 +170,6 @@ class PhaseTrace:
     started: float = 0.0
 
     def start(self) -> None:
-        from rtlab.trace.tracefs import Recorder
 
         housekeeping = [c for c in self.online if c not in self.cpus]
         self.recorder = Recorder(self.cpus, reader_cpus=housekeeping[:1] or None,
@@ -191,7 +189,6 @@ class PhaseTrace:
                ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
         """Stop, save the capture, attribute: (spikes, spike_summary, trace info, notes).
         `gaps`: (cpu, start, end) of a polling probe's gaps, attributed instead of samples."""
-        from rtlab.trace.attribution import is_virtualized
 
         rec = self.recorder
         notes: list[str] = []

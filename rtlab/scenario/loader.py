@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
 from rtlab.scenario.cpus import CpuExprError, expand
 from rtlab.scenario.model import (
@@ -30,7 +31,9 @@ from rtlab.scenario.model import (
     Scenario,
     ShieldSpec,
     TraceSpec,
+    _check_range,
 )
+from rtlab.scenario.units import format_duration as fd
 from rtlab.scenario.units import online_cpus, parse_duration
 
 PROBE_POLICIES = ("fifo", "rr", "other", "deadline")
@@ -218,7 +221,6 @@ class _Getter:
             raise self.fail(key, f"{exc.message}; allowed: a number with a unit "
                             "ns, us, ms, s, m or h, e.g. \"10s\"") from None
         if not lo <= ns <= hi:
-            from rtlab.scenario.units import format_duration as fd
             raise self.fail(key, f"{v!r} is out of range; allowed: {fd(lo)}..{fd(hi)}")
         return ns
 
@@ -525,7 +527,6 @@ def _variants(ctx: _Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
 
 def _targets(ctx: _Ctx, head: Mapping[str, Any]) -> list[str]:
     """`[scenario] targets`: the boards the scenario is measured on (docs/boards.md)."""
-    from rtlab.engine.ssh import SshTarget
 
     raw = head.get("targets", [])
     g = _Getter(ctx, head, "scenario", "scenario", None)
@@ -679,7 +680,6 @@ def override_probes(sc: Scenario, **opts: Any) -> Scenario:
 
 def validate_probes(sc: Scenario) -> None:
     """The measured probes after command-line overrides: policy/priority and ranges."""
-    from rtlab.scenario.model import _check_range
 
     for phase in sc.phases:
         o = phase.probe.options

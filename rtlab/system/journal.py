@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rtlab.engine.ssh import ssh_error
 from rtlab.errors import RtlabError, SkippedError
 
 if TYPE_CHECKING:
@@ -293,7 +294,6 @@ class Applier:
                     hint="log in as root (e.g. --target root@HOST); a run measures as "
                          "another user only with --allow-non-rt and without a shield")
             if code == 255 and not transport.is_local:
-                from rtlab.engine.ssh import ssh_error
 
                 raise ssh_error(transport.target, err, during="starting the applier")
             raise RtlabError(f"the applier did not start: {err or ready}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.engine.snapshot import record_bytes, snapshot
+from rtlab.loads.remote import board_processes
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -88,7 +89,6 @@ def doctor_tree(transport: Transport, dest: Path) -> Path:
 def ancestors(transport: Transport, pid: int) -> list[tuple[int, str]]:
     """(pid, comm) of the ancestors of process `pid` on the target, nearest first,
     without pid 1 (e.g. the SSH server processes that started it)."""
-    from rtlab.loads.remote import board_processes
 
     table = {st.pid: st for st in board_processes(transport)}
     out: list[tuple[int, str]] = []

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rtlab.cpulist import format_cpulist, format_cpumask, parse_cpumask
+from rtlab.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from rtlab.errors import RtlabError, SkippedError, UsageError
-from rtlab.system.facts import Facts, Irq, Task
+from rtlab.system import journal as jr
+from rtlab.system.facts import Facts, Irq, Task, read_facts
+from rtlab.system.journal import SHIELD_JOURNAL
+from rtlab.system.verify import verify_shield
 
 SHIELD_NAME = "rtlab-shield"
 SYSTEM_NAME = "rtlab-system"
@@ -399,14 +402,12 @@ def refused_irqs(ops: list[dict[str, Any]], answers: list[dict[str, Any]]) -> li
 
 
 def _journal_path(directory: Path) -> Path:
-    from rtlab.system.journal import SHIELD_JOURNAL
 
     return Path(directory) / SHIELD_JOURNAL
 
 
 def _shield_journal(transport: Transport, directory: Path) -> JournalInfo | None:
     """The persistent shield's journal on the target, if there is one."""
-    from rtlab.system import journal as jr
 
     path = _journal_path(directory)
     if transport.is_local:
@@ -425,9 +426,6 @@ def apply_shield(
     facts: Facts | None = None,
 ) -> dict[str, Any]:
     """Plan and apply a persistent shield through `sys apply --detach`."""
-    from rtlab.system import journal as jr
-    from rtlab.system.facts import read_facts
-    from rtlab.system.verify import verify_shield
 
     path = _journal_path(directory)
     again = "" if transport.is_local else f" --target {transport.target}"
@@ -515,7 +513,6 @@ def apply_shield(
 
 def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], str, str] | None:
     """(cpus, backend, cgroup) of the shield a journal created, or None."""
-    from rtlab.cpulist import parse_cpulist
 
     backend = "v1"
     found: tuple[str, str] | None = None
@@ -531,8 +528,6 @@ def shield_from_journal(entries: list[dict[str, Any]]) -> tuple[frozenset[int], 
 
 
 def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | None:
-    from rtlab.system.facts import read_facts
-    from rtlab.system.verify import verify_shield
 
     path = _journal_path(directory)
     info = _shield_journal(transport, directory)
@@ -556,7 +551,6 @@ def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | Non
 def reset_shield(transport: Transport, directory: Path) -> RestoreReport | None:
     """Undo the persistent shield, owning the target meanwhile (refused while a run
     holds it: that run's journal recorded the shield's values as the ones to restore)."""
-    from rtlab.system import journal as jr
 
     if _shield_journal(transport, directory) is None:
         return None
@@ -568,7 +562,6 @@ def _run_shield_cpus(entries: list[dict[str, Any]], online: frozenset[int]
                      ) -> tuple[frozenset[int], str, str | None] | None:
     """(cpus, backend, cgroup) of the shield a run's journal holds: its cpuset, or for
     a shield without cpusets the CPUs its IRQ and task affinities were moved off."""
-    from rtlab.cpulist import parse_cpulist
 
     found = shield_from_journal(entries)
     if found is not None:
@@ -591,9 +584,6 @@ def run_shields(transport: Transport, directory: Path) -> list[dict[str, Any]]:
     """The shields held by running sessions (`rtlab run`) on the target: each verified
     like a persistent one, with `held_by` (owner, its pid and command line, since when,
     the journal). Read-only."""
-    from rtlab.system import journal as jr
-    from rtlab.system.facts import read_facts
-    from rtlab.system.verify import verify_shield
 
     held = [j for j in jr.journals(directory, transport)  # sessions that own the target
             if j.held and not j.detached and j.entries and j.owner is not None]

@@ -29,6 +29,7 @@ from types import FrameType, TracebackType
 from rtlab.cpulist import format_cpumask
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.trace.capture import FormatSet, TraceCapture
+from rtlab.trace.ringbuf import page_info
 
 # Events the attribution uses. Absent ones are skipped individually and reported.
 DEFAULT_EVENTS: tuple[str, ...] = (
@@ -356,7 +357,6 @@ class Recorder:
     def _drain_once(self) -> int:
         n = 0
         data_off = self.formats.page_header.data_offset if self.formats else 16
-        from rtlab.trace.ringbuf import page_info
 
         for c, fd in self._fds.items():
             store = self._stores[c]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from rtlab.cli import cmd_shield as shield_mod  # where the command looks them up
 from rtlab.cli import main
-from rtlab.system import shield as shield_mod
 from rtlab.system.journal import RestoreReport
 
 STATUS = {"requested": {"cpus": "1", "irqs": True, "backend": "v1", "journal": "j"},

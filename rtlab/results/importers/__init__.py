@@ -38,6 +38,9 @@ from typing import TYPE_CHECKING
 
 from rtlab.errors import UsageError
 from rtlab.results.importers.common import ImportFormatError
+from rtlab.results.importers.cyclictest import parse_hist, parse_json
+from rtlab.results.importers.oslat import parse as parse_oslat
+from rtlab.results.importers.rtla import parse_osnoise
 from rtlab.results.model import RunResult
 from rtlab.results.validate import ensure_valid
 
@@ -50,10 +53,8 @@ FORMATS: tuple[str, ...] = ("cyclictest-json", "cyclictest-hist", "jitterdebugge
 
 def _parser(fmt: str) -> Callable[[str, str], RunResult]:
     if fmt == "cyclictest-json":
-        from rtlab.results.importers.cyclictest import parse_json
         return parse_json
     if fmt == "cyclictest-hist":
-        from rtlab.results.importers.cyclictest import parse_hist
         return parse_hist
     if fmt == "jitterdebugger":
         from rtlab.results.importers.jitterdebugger import parse
@@ -62,10 +63,8 @@ def _parser(fmt: str) -> Callable[[str, str], RunResult]:
         from rtlab.results.importers.rtla import parse
         return parse
     if fmt == "rtla-osnoise-hist":
-        from rtlab.results.importers.rtla import parse_osnoise
         return parse_osnoise
     if fmt == "oslat":
-        from rtlab.results.importers.oslat import parse as parse_oslat
         return parse_oslat
     if fmt == "sockperf":
         from rtlab.results.importers.sockperf import parse
@@ -135,7 +134,6 @@ def import_file(path: str | Path, fmt: str, run_id: str,
         if fmt != "cyclictest-hist":
             raise UsageError("--nsecs applies to --format cyclictest-hist only",
                              hint="the other formats say their unit themselves")
-        from rtlab.results.importers.cyclictest import parse_hist
 
         def parse(text: str, run_id: str) -> RunResult:
             return parse_hist(text, run_id, unit_ns=1)

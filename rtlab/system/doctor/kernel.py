@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from rtlab.cpulist import format_cpulist, parse_cpulist
+from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
 from rtlab.system.facts import Preemption, read_preemption
@@ -16,7 +17,6 @@ def _read_preemption(ctx: Context) -> Preemption:
     machine's engine with `--root`."""
     if ctx.engine is not None:
         return read_preemption(ctx.engine)
-    from rtlab.engine.transport import LocalTransport
 
     root = None if ctx.sys.live else str(ctx.sys.root)
     return read_preemption(LocalTransport(), root=root)
