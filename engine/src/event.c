@@ -26,6 +26,7 @@
 #include "event.h"
 #include "jsonw.h"
 #include "opts.h"
+#include "output.h"
 #include "probe.h"
 #include "probe_common.h"
 #include "reporter.h"
@@ -465,7 +466,7 @@ static int ev_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 
 	struct reporter *rep = NULL;
 	struct reporter_cfg rc = {

@@ -34,6 +34,7 @@
 #include "interfere.h"
 #include "probe_common.h"
 #include "opts.h"
+#include "output.h"
 #include "probe.h"
 #include "reporter.h"
 #include "rt.h"
@@ -844,9 +845,9 @@ static int ifr_run(void *p, const struct probe_env *env)
 	jw_obj_begin(&w, "topology");
 	jw_int(&w, "cpu_a", c->cpus[0]);
 	if (topo_ok) {
-		sysinfo_write_cpuset(&w, "smt_siblings", &topo.smt);
-		sysinfo_write_cpuset(&w, "l2_shared", &topo.l2);
-		sysinfo_write_cpuset(&w, "l3_shared", &topo.l3);
+		jw_cpuset(&w, "smt_siblings", &topo.smt);
+		jw_cpuset(&w, "l2_shared", &topo.l2);
+		jw_cpuset(&w, "l3_shared", &topo.l3);
 	}
 	jw_obj_begin(&w, "partners");
 	for (int k = 0; k < IFR_CLASS_COUNT; k++) {
@@ -862,7 +863,7 @@ static int ifr_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (!rt_valid)
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 	if (c->mode == MODE_PAIRS)
 		for (int k = 0; k < IFR_CLASS_COUNT; k++)
 			if (ctx->pair_partner[k] < 0) {
@@ -870,7 +871,7 @@ static int ifr_run(void *p, const struct probe_env *env)
 				snprintf(msg, sizeof(msg),
 					 "pair class %s does not exist among --cpus for CPU %d on this machine",
 					 ifr_class_names[k], c->cpus[0]);
-				pc_write_log(&w, out_fd, "info", "pair_class_missing", msg);
+				out_log(&w, out_fd, "info", "pair_class_missing", msg);
 			}
 
 	struct reporter *rep = NULL;

@@ -70,9 +70,7 @@ static int list_probes_json(void)
 {
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "probes");
-	jw_int(&w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(&w, "probes");
 	jw_str(&w, "engine_version", RTLAB_VERSION);
 	jw_arr_begin(&w, "probes");
 	for (size_t i = 0; probe_table[i]; i++) {

@@ -24,9 +24,11 @@
 #include "noise.h"
 #include "probe_common.h"
 #include "opts.h"
+#include "output.h"
 #include "probe.h"
 #include "reporter.h"
 #include "rt.h"
+#include "sysfile.h"
 #include "sysinfo.h"
 
 #define NOISE_STACK (128 * 1024)
@@ -152,7 +154,7 @@ struct noise_ctx {
 static int64_t read_proc_int(const char *path)
 {
 	char buf[64];
-	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0)
+	if (sf_read(path, buf, sizeof(buf)) != 0)
 		return -2;
 	return strtoll(buf, NULL, 10);
 }
@@ -538,9 +540,9 @@ static int noise_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (!rt_valid)
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 	if (c->throttle_ns)
-		pc_write_log(&w, out_fd, "info", "rt_throttling",
+		out_log(&w, out_fd, "info", "rt_throttling",
 			     "a busy RT loop is throttled by sched_rt_runtime_us: expect one gap of about sched_rt_period_us - sched_rt_runtime_us per period (counted as throttle_gaps); use --policy other to measure OS noise without it");
 
 	struct reporter *rep = NULL;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sysinfo.h"
+#include "output.h"
 #include "version.h"
 
 #define PC_PREFAULT_STACK (64 * 1024)
@@ -56,27 +56,10 @@ int pc_open_out(const char *path, int *fd)
 	return 0;
 }
 
-void pc_write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		  const char *msg)
-{
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "log");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
-	jw_str(w, "level", level);
-	jw_str(w, "code", code);
-	jw_str(w, "msg", msg);
-	jw_obj_end(w);
-	if (jw_emit(w, fd) != 0) {
-		/* the reporter's next write reports the output error */
-	}
-}
-
 void pc_header_begin(struct jsonw *w, const char *probe, const struct probe_env *env,
 		     uint64_t start_real, uint64_t start_mono)
 {
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "header");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(w, "header");
 	jw_str(w, "engine_version", RTLAB_VERSION);
 	jw_str(w, "engine_arch", rl_build_arch());
 	jw_str(w, "probe", probe);
@@ -122,7 +105,7 @@ void pc_effective_reporter(struct jsonw *w, const cpu_set_t *rep_aff, bool rep_p
 			   bool rt_valid)
 {
 	jw_obj_begin(w, "reporter");
-	sysinfo_write_cpuset(w, "affinity", rep_aff);
+	jw_cpuset(w, "affinity", rep_aff);
 	jw_bool(w, "pinned", rep_pinned);
 	jw_obj_end(w);
 	jw_bool(w, "rt_valid", rt_valid);

@@ -36,8 +36,6 @@ void pc_setup_why(const struct pc_setup *s, enum rt_policy policy, int priority,
 		  size_t len);
 
 int pc_open_out(const char *path, int *fd) RL_WUR;
-void pc_write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		  const char *msg);
 
 /* {"type":"header", ... "argv", "start_*"} left open for config/effective/system. */
 void pc_header_begin(struct jsonw *w, const char *probe, const struct probe_env *env,

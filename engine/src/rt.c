@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "jsonw.h"
-#include "sysinfo.h"
 
 #ifndef SCHED_DEADLINE
 #define SCHED_DEADLINE 6
@@ -240,7 +239,7 @@ void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t)
 		jw_str(w, "policy", rt_kernel_policy_name(t->kpolicy));
 		jw_int(w, "priority", t->priority);
 	}
-	sysinfo_write_cpuset(w, "affinity", t->affinity);
+	jw_cpuset(w, "affinity", t->affinity);
 	jw_arr_begin(w, "errors");
 	if (t->pin_err)
 		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-t->pin_err));

@@ -30,6 +30,7 @@
 #include "channel.h"
 #include "jsonw.h"
 #include "opts.h"
+#include "output.h"
 #include "period.h"
 #include "probe.h"
 #include "reporter.h"
@@ -1012,7 +1013,7 @@ static int switch_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 
 	struct reporter *rep = NULL;
 	struct reporter_cfg rc = {

@@ -25,7 +25,12 @@
 /* Entry point from main(): argv[0] is the sub-command. Returns an exit code. */
 int sys_main(int argc, char **argv);
 
-/* ---- sys_json.c: parser for flat JSON objects (op and journal lines) ---- */
+/* ---- sys_json.c: the records of the protocol, and a parser for flat JSON objects
+ * (op and journal lines) ---- */
+
+/* Open an answer record, {"type":TYPE,"schema":SYS_SCHEMA, ...: the one place that
+ * writes the schema number of an answer. */
+void sys_record_begin(struct jsonw *w, const char *type);
 
 enum sj_type { SJ_NULL, SJ_BOOL, SJ_INT, SJ_STR, SJ_INTARR };
 
@@ -95,12 +100,6 @@ struct sys_restore_stats {
  */
 int sys_restore_text(const char *text, size_t len, int out_fd,
 		     struct sys_restore_stats *st) RL_WUR;
-
-/* Read a whole file into a malloc'ed NUL-terminated buffer. */
-int sys_slurp(int fd, char **buf, size_t *len) RL_WUR;
-
-/* Field 22 of /proc/TID/stat; 0 when the task does not exist. */
-uint64_t sys_starttime(int tid);
 
 /* ---- sys_snapshot.c: `sys snapshot` (copy /proc, /sys, /boot files to the host) ---- */
 

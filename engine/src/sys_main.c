@@ -15,6 +15,7 @@
 #include "opts.h"
 #include "preempt.h"
 #include "sys.h"
+#include "sysfile.h"
 
 static volatile sig_atomic_t sys_stop;
 
@@ -111,7 +112,7 @@ static int restore_fd(int fd, int out_fd, struct sys_restore_stats *st)
 	size_t len;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
-	int r = sys_slurp(fd, &text, &len);
+	int r = sf_slurp(fd, &text, &len);
 	if (r)
 		return r;
 	r = sys_restore_text(text, len, out_fd, st);
@@ -124,9 +125,7 @@ static void emit_done(const char *type, const char *journal, const struct sys_re
 {
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", type);
-	jw_int(&w, "schema", SYS_SCHEMA);
+	sys_record_begin(&w, type);
 	jw_str(&w, "journal", journal);
 	jw_uint(&w, "restored", st->restored);
 	jw_uint(&w, "gone", st->gone);
@@ -195,11 +194,9 @@ static int apply_journaled(const char *journal, bool detach, const char *owner)
 	}
 	struct sys_ctx c = { .journal_fd = fd, .detached = detach };
 	jw_init(&c.jw);
-	jw_obj_begin(&c.jw, NULL);
-	jw_str(&c.jw, "type", "journal");
-	jw_int(&c.jw, "schema", SYS_SCHEMA);
+	sys_record_begin(&c.jw, "journal");
 	jw_int(&c.jw, "pid", getpid());
-	jw_uint(&c.jw, "starttime", sys_starttime(getpid()));
+	jw_uint(&c.jw, "starttime", sf_starttime(getpid()));
 	jw_bool(&c.jw, "detached", detach);
 	if (owner)
 		jw_str(&c.jw, "owner", owner);
@@ -235,9 +232,7 @@ static int apply_journaled(const char *journal, bool detach, const char *owner)
 
 	struct jsonw ans;
 	jw_init(&ans);
-	jw_obj_begin(&ans, NULL);
-	jw_str(&ans, "type", "ready");
-	jw_int(&ans, "schema", SYS_SCHEMA);
+	sys_record_begin(&ans, "ready");
 	jw_int(&ans, "pid", getpid());
 	jw_str(&ans, "journal", journal);
 	jw_bool(&ans, "detached", detach);
@@ -284,9 +279,7 @@ static int apply_journaled(const char *journal, bool detach, const char *owner)
 			if (sj_parse(buf, ll, &o) != 0) {
 				c.seq++;
 				jw_reset(&ans);
-				jw_obj_begin(&ans, NULL);
-				jw_str(&ans, "type", "applied");
-				jw_int(&ans, "schema", SYS_SCHEMA);
+				sys_record_begin(&ans, "applied");
 				jw_uint(&ans, "seq", c.seq);
 				jw_null(&ans, "op");
 				jw_bool(&ans, "ok", false);
@@ -437,7 +430,7 @@ static int write_status(const char *journal, bool listing)
 		return r;
 	char *text;
 	size_t len;
-	r = sys_slurp(fd, &text, &len);
+	r = sf_slurp(fd, &text, &len);
 	if (!held)
 		flock(fd, LOCK_UN);
 	close(fd);
@@ -445,9 +438,7 @@ static int write_status(const char *journal, bool listing)
 		return r;
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "status");
-	jw_int(&w, "schema", SYS_SCHEMA);
+	sys_record_begin(&w, "status");
 	jw_str(&w, "journal", journal);
 	if (listing)
 		jw_str(&w, "path", journal);
@@ -560,9 +551,7 @@ static int cmd_journals(const char *dir)
 		return RL_EXIT_ERROR;
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "journals_done");
-	jw_int(&w, "schema", SYS_SCHEMA);
+	sys_record_begin(&w, "journals_done");
 	jw_str(&w, "dir", dir);
 	jw_uint(&w, "count", count);
 	jw_uint(&w, "errors", errors);
@@ -584,9 +573,7 @@ static int cmd_lockinfo(const char *lock)
 	}
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "lock");
-	jw_int(&w, "schema", SYS_SCHEMA);
+	sys_record_begin(&w, "lock");
 	jw_str(&w, "lock", lock);
 	jw_bool(&w, "held", held);
 	if (li.valid) {
@@ -628,6 +615,32 @@ static int cmd_snapshot(const struct opt_value *vals)
 		return RL_EXIT_ERROR;
 	}
 	return RL_EXIT_OK;
+}
+
+/* `sys preempt [--root DIR]`: the model and the inputs it was decided from. */
+static int cmd_preempt(const char *root)
+{
+	struct preempt_read *g = preempt_read(root);
+	if (!g)
+		return -ENOMEM;
+	const struct preempt_inputs *in = preempt_read_inputs(g);
+	struct preempt_info p;
+	preempt_decide(in, &p);
+	struct jsonw w;
+	jw_init(&w);
+	sys_record_begin(&w, "preempt");
+	jw_str(&w, "engine_version", RTLAB_VERSION);
+	jw_str(&w, "root", preempt_is_live(root) ? "/" : root);
+	preempt_write(&w, &p);
+	jw_str_or_null(&w, "version", in->version);
+	jw_str_or_null(&w, "realtime", in->realtime);
+	jw_str_or_null(&w, "live", in->live);
+	jw_str_or_null(&w, "config", in->config_path);
+	jw_obj_end(&w);
+	int r = jw_emit(&w, STDOUT_FILENO);
+	jw_free(&w);
+	preempt_read_free(g);
+	return r;
 }
 
 int sys_main(int argc, char **argv)
@@ -677,7 +690,7 @@ int sys_main(int argc, char **argv)
 			fprintf(stderr, "rtlab-probe sys preempt: --root %s is not a directory\n", root);
 			return RL_EXIT_USAGE;
 		}
-		if (preempt_sys(root, STDOUT_FILENO) != 0) {
+		if (cmd_preempt(root) != 0) {
 			fprintf(stderr, "rtlab-probe sys preempt: cannot write the answer\n");
 			return RL_EXIT_ERROR;
 		}

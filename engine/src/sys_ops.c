@@ -20,94 +20,7 @@
 #include "opts.h"
 #include "sys.h"
 #include "sys_hwts.h"
-#include "sysinfo.h"
-
-#define SYS_MAX_FILE (1 << 20)
-
-int sys_slurp(int fd, char **buf, size_t *len)
-{
-	size_t cap = 4096, n = 0;
-	char *b = malloc(cap);
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		if (cap - n < 2) {
-			if (cap >= SYS_MAX_FILE * 16) {
-				free(b);
-				return -EFBIG;
-			}
-			cap *= 2;
-			char *nb = realloc(b, cap);
-			if (!nb) {
-				free(b);
-				return -ENOMEM;
-			}
-			b = nb;
-		}
-		ssize_t r = read(fd, b + n, cap - n - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = -errno;
-			free(b);
-			return e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
-uint64_t sys_starttime(int tid)
-{
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", tid);
-	if (tid <= 0 || sysinfo_read_file(path, buf, sizeof(buf)) != 0)
-		return 0;
-	char *rp = strrchr(buf, ')');
-	if (!rp)
-		return 0;
-	int field = 3;
-	char *save = NULL;
-	for (char *t = strtok_r(rp + 2, " ", &save); t; t = strtok_r(NULL, " ", &save), field++)
-		if (field == 22)
-			return strtoull(t, NULL, 10);
-	return 0;
-}
-
-/* Read a sysfs/procfs file (whole, trailing newline stripped). */
-static int read_text(const char *path, char **out)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t n;
-	int r = sys_slurp(fd, out, &n);
-	close(fd);
-	if (r)
-		return r;
-	while (n && (*out)[n - 1] == '\n')
-		(*out)[--n] = '\0';
-	return 0;
-}
-
-/* One write(2) of the value, as sysfs wants it. */
-static int write_text(const char *path, const char *value)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t len = strlen(value);
-	ssize_t r = write(fd, value, len ? len : 0);
-	int e = r < 0 ? -errno : ((size_t)r != len ? -EIO : 0);
-	if (close(fd) != 0 && !e)
-		e = -errno;
-	return e;
-}
+#include "sysfile.h"
 
 static bool path_ok(const char *p, const char *const *prefixes)
 {
@@ -277,9 +190,7 @@ static int jcancel(struct sys_ctx *c)
 static void ans_begin(struct jsonw *a, uint64_t seq, const char *op)
 {
 	jw_reset(a);
-	jw_obj_begin(a, NULL);
-	jw_str(a, "type", "applied");
-	jw_int(a, "schema", SYS_SCHEMA);
+	sys_record_begin(a, "applied");
 	jw_uint(a, "seq", seq);
 	jw_str(a, "op", op ? op : "?");
 }
@@ -317,7 +228,7 @@ static int op_write(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	if (!path_ok(path, write_prefixes))
 		return ans_fail(a, EINVAL, "write: path must be under /proc/sys, /proc/irq or /sys: %s", path);
 	char *old = NULL;
-	int r = read_text(path, &old);
+	int r = sf_read_text(path, &old);
 	if (r)
 		return ans_fail(a, -r, "cannot read %s: %s", path, strerror(-r));
 	jhead(c, "write");
@@ -331,7 +242,7 @@ static int op_write(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 		free(old);
 		return r;
 	}
-	r = write_text(path, value);
+	r = sf_write(path, value);
 	if (r) {
 		free(old);
 		int jr = jcancel(c);
@@ -341,7 +252,7 @@ static int op_write(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	}
 	char *now = NULL;
 	jw_str(a, "old", old);
-	if (read_text(path, &now) == 0)
+	if (sf_read_text(path, &now) == 0)
 		jw_str(a, "new", now);
 	else
 		jw_null(a, "new");
@@ -366,9 +277,9 @@ static int op_affinity(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *
 		return ans_fail(a, errno, "cannot read affinity of %lld: %s", (long long)tid, strerror(errno));
 	jhead(c, "affinity");
 	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sys_starttime((int)tid));
-	sysinfo_write_cpuset(&c->jw, "cpus", &want);
-	sysinfo_write_cpuset(&c->jw, "old", &old);
+	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
+	jw_cpuset(&c->jw, "cpus", &want);
+	jw_cpuset(&c->jw, "old", &old);
 	int r = jcommit(c);
 	if (r)
 		return r;
@@ -378,9 +289,9 @@ static int op_affinity(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *
 			return r;
 		return ans_fail(a, e, "cannot set affinity of %lld: %s", (long long)tid, strerror(e));
 	}
-	sysinfo_write_cpuset(a, "old", &old);
+	jw_cpuset(a, "old", &old);
 	if (sched_getaffinity((pid_t)tid, sizeof(now), &now) == 0)
-		sysinfo_write_cpuset(a, "new", &now);
+		jw_cpuset(a, "new", &now);
 	else
 		jw_null(a, "new");
 	return ans_ok(a);
@@ -411,7 +322,7 @@ static int op_sched(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 		return ans_fail(a, errno, "cannot read scheduling of %lld: %s", (long long)tid, strerror(errno));
 	jhead(c, "sched");
 	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sys_starttime((int)tid));
+	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
 	jw_str(&c->jw, "policy", pol);
 	jw_int(&c->jw, "priority", prio);
 	jw_str(&c->jw, "old_policy", policy_to_name(oldp));
@@ -466,7 +377,7 @@ static int move_task(int tid, const char *dir)
 	if (r)
 		return r;
 	snprintf(num, sizeof(num), "%d", tid);
-	return write_text(pf, num);
+	return sf_write(pf, num);
 }
 
 static int op_move(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
@@ -486,10 +397,10 @@ static int op_move(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 		return ans_fail(a, errno, "cannot read affinity of %lld: %s", (long long)tid, strerror(errno));
 	jhead(c, "move");
 	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sys_starttime((int)tid));
+	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
 	jw_str(&c->jw, "cgroup", dir);
 	jw_str(&c->jw, "old", old);
-	sysinfo_write_cpuset(&c->jw, "old_affinity", &oaff);
+	jw_cpuset(&c->jw, "old_affinity", &oaff);
 	if ((r = jcommit(c)))
 		return r;
 	r = move_task((int)tid, dir);
@@ -502,7 +413,7 @@ static int op_move(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	jw_str(a, "old", old);
 	cpu_set_t now;
 	if (sched_getaffinity((pid_t)tid, sizeof(now), &now) == 0)
-		sysinfo_write_cpuset(a, "affinity", &now);
+		jw_cpuset(a, "affinity", &now);
 	return ans_ok(a);
 }
 
@@ -665,7 +576,7 @@ static bool same_task(const struct sj_obj *e, int tid)
 	int64_t st;
 	if (sj_int(e, "starttime", &st))
 		return true; /* not recorded */
-	uint64_t now = sys_starttime(tid);
+	uint64_t now = sf_starttime(tid);
 	return now != 0 && (int64_t)now == st;
 }
 
@@ -681,7 +592,7 @@ static enum rres restore_write(const struct sj_obj *e, char **created, size_t nc
 	}
 	if (sj_get(e, "undo") && sj_str(e, "undo", &undo))
 		return *err = EINVAL, RS_FAILED;
-	int r = write_text(path, undo ? undo : old);
+	int r = sf_write(path, undo ? undo : old);
 	if (r == -ENOENT)
 		return RS_GONE;
 	/* Writing an empty mask/list back: nothing to restore for empty files. */
@@ -775,7 +686,7 @@ static enum rres restore_mkdir(const struct sj_obj *e, int *err)
 	*slash = '\0';
 	for (int attempt = 0; attempt < 40; attempt++) {
 		char pf[1100], *text = NULL;
-		if (procs_file(path, pf, sizeof(pf)) == 0 && read_text(pf, &text) == 0) {
+		if (procs_file(path, pf, sizeof(pf)) == 0 && sf_read_text(pf, &text) == 0) {
 			char *save = NULL;
 			for (char *t = strtok_r(text, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
 				int r = move_task(atoi(t), parent);
@@ -797,7 +708,7 @@ static enum rres restore_spawned(const struct sj_obj *e, int *err)
 	int64_t pgid, st;
 	if (sj_int(e, "pgid", &pgid) || sj_int(e, "starttime", &st) || pgid <= 1)
 		return *err = EINVAL, RS_FAILED;
-	uint64_t now = sys_starttime((int)pgid);
+	uint64_t now = sf_starttime((int)pgid);
 	if (now == 0 || (int64_t)now != st) {
 		/* Leader gone (or a new process with that pid): is the group alive? */
 		if (now != 0 || kill(-(pid_t)pgid, 0) != 0)
@@ -951,9 +862,7 @@ int sys_restore_text(const char *text, size_t len, int out_fd, struct sys_restor
 		case RS_FAILED: st->failed++; break;
 		}
 		if (out_fd >= 0) {
-			jw_obj_begin(&w, NULL);
-			jw_str(&w, "type", "restored");
-			jw_int(&w, "schema", SYS_SCHEMA);
+			sys_record_begin(&w, "restored");
 			jw_int(&w, "seq", seq);
 			jw_str(&w, "op", op);
 			jw_str(&w, "result", rres_name[res]);

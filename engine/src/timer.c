@@ -21,6 +21,7 @@
 #include "hist.h"
 #include "jsonw.h"
 #include "opts.h"
+#include "output.h"
 #include "period.h"
 #include "probe.h"
 #include "probe_common.h"
@@ -392,7 +393,7 @@ static void write_effective(struct jsonw *w, const struct timer_ctx *ctx, int ml
 	}
 	jw_arr_end(w);
 	jw_obj_begin(w, "reporter");
-	sysinfo_write_cpuset(w, "affinity", rep_aff);
+	jw_cpuset(w, "affinity", rep_aff);
 	jw_bool(w, "pinned", rep_pinned);
 	jw_obj_end(w);
 	jw_bool(w, "rt_valid", rt_valid);
@@ -519,9 +520,9 @@ static int timer_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (skip)
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 	if (c->threshold_ns && ctx->trace_err)
-		pc_write_log(&w, out_fd, "info", "no_tracefs",
+		out_log(&w, out_fd, "info", "no_tracefs",
 			  "tracefs is not mounted (or not writable): the threshold stops the run without a trace marker");
 
 	struct reporter *rep = NULL;

@@ -36,6 +36,7 @@
 #include "channel.h"
 #include "jsonw.h"
 #include "opts.h"
+#include "output.h"
 #include "phc.h"
 #include "period.h"
 #include "probe.h"
@@ -1080,9 +1081,6 @@ static void *thread_main(void *arg)
 
 /* ---- output ----------------------------------------------------------- */
 
-static void write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		      const char *msg);
-
 static uint64_t cnt(const struct udp_ctx *ctx, int i)
 {
 	return atomic_load_explicit(&ctx->cnt[i], memory_order_relaxed);
@@ -1116,20 +1114,20 @@ static void diagnose(struct udp_ctx *ctx)
 		snprintf(msg, sizeof(msg),
 			 "no ping was sent: the socket thread did not get %s during the run (an RT thread at the same or a higher priority held it, e.g. a reflector spinning with --wait busy on the same CPU)",
 			 cpu);
-		write_log(&w, ctx->out_fd, "warning", "nothing_sent", msg);
+		out_log(&w, ctx->out_fd, "warning", "nothing_sent", msg);
 	} else if (spins) {
 		snprintf(msg, sizeof(msg),
 			 "none of the %llu pings got a reply within --timeout (%llu came later): this thread spins at SCHED_%s %d (--wait %s, --pace %s) and %s %s, so a reflector or the kernel's packet work (ksoftirqd, a NIC's IRQ/NAPI thread) queued there at the same or a lower priority cannot run: keep them off %s, give the reflector a higher priority, or use --wait block|epoll and --pace sleep",
 			 (unsigned long long)cnt(ctx, C_SENT), (unsigned long long)cnt(ctx, C_LATE),
 			 c->policy == RT_FIFO ? "FIFO" : "RR", c->priority, wait_names[c->wait_how],
 			 pace_names[c->pace], leaves, cpu, cpu);
-		write_log(&w, ctx->out_fd, "warning", "no_replies", msg);
+		out_log(&w, ctx->out_fd, "warning", "no_replies", msg);
 	} else {
 		snprintf(msg, sizeof(msg),
 			 "none of the %llu pings got a reply within --timeout (%llu came later): is a reflector running at %s with the same --session, and reachable?",
 			 (unsigned long long)cnt(ctx, C_SENT), (unsigned long long)cnt(ctx, C_LATE),
 			 c->peer_s);
-		write_log(&w, ctx->out_fd, "warning", "no_replies", msg);
+		out_log(&w, ctx->out_fd, "warning", "no_replies", msg);
 	}
 	jw_free(&w);
 }
@@ -1220,21 +1218,6 @@ static void write_effective(struct jsonw *w, const struct udp_ctx *ctx, int mloc
 	jw_arr_end(w);
 	jw_obj_end(w);
 	jw_obj_end(w);
-}
-
-static void write_log(struct jsonw *w, int fd, const char *level, const char *code,
-		      const char *msg)
-{
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "log");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
-	jw_str(w, "level", level);
-	jw_str(w, "code", code);
-	jw_str(w, "msg", msg);
-	jw_obj_end(w);
-	if (jw_emit(w, fd) != 0) {
-		/* the reporter's writes report output errors */
-	}
 }
 
 static int make_channels(struct udp_ctx *ctx)
@@ -1429,24 +1412,24 @@ static int udp_run(void *p, const struct probe_env *env)
 	jw_obj_end(&w);
 	int out_err = jw_emit(&w, out_fd);
 	if (why[0])
-		write_log(&w, out_fd, "warning", "no_rt", why);
+		out_log(&w, out_fd, "warning", "no_rt", why);
 	if (ctx->xdp) { /* no socket stamps on this path: the XDP program's, RX only */
 		if (c->ts != UTS_NONE && !uxdp_stamping(ctx->xdp))
-			write_log(&w, out_fd, "warning", "no_rx_timestamps",
+			out_log(&w, out_fd, "warning", "no_rx_timestamps",
 				  "the XDP program could not stamp frames (no XDP metadata here): no stack/wakeup split");
 		if (uxdp_warning(ctx->xdp))
-			write_log(&w, out_fd, "warning", "xdp_queues", uxdp_warning(ctx->xdp));
+			out_log(&w, out_fd, "warning", "xdp_queues", uxdp_warning(ctx->xdp));
 	} else if (c->ts != UTS_NONE && ctx->ts.rx == UTS_EFF_NONE) {
-		write_log(&w, out_fd, "warning", "no_rx_timestamps",
+		out_log(&w, out_fd, "warning", "no_rx_timestamps",
 			  "SO_TIMESTAMPING software RX timestamps are not available: no stack/wakeup split");
 	} else if (c->ts != UTS_NONE && c->ts != UTS_SOFTWARE_RX && ctx->ts.tx == UTS_EFF_NONE) {
-		write_log(&w, out_fd, "warning", "no_tx_timestamps",
+		out_log(&w, out_fd, "warning", "no_tx_timestamps",
 			  "SO_TIMESTAMPING TX timestamps (OPT_ID, OPT_TSONLY) are not available: no send-side split (tx, peer.tx, link)");
 	}
 	if (ctx->ts.reason[0])
-		write_log(&w, out_fd, "info", "hw_timestamps", ctx->ts.reason);
+		out_log(&w, out_fd, "info", "hw_timestamps", ctx->ts.reason);
 	if (ctx->busy_err || ctx->prefer_err)
-		write_log(&w, out_fd, "warning", "busy_poll",
+		out_log(&w, out_fd, "warning", "busy_poll",
 			  "SO_BUSY_POLL/SO_PREFER_BUSY_POLL could not be set as requested (see effective.socket.errors; raising it needs CAP_NET_ADMIN)");
 
 	struct reporter *rep = NULL;
