@@ -65,6 +65,13 @@ int sj_bool(const struct sj_obj *o, const char *key, bool *out) RL_WUR;
 int sj_intarr(const struct sj_obj *o, const char *key, const int64_t **arr,
 	      size_t *n) RL_WUR;
 
+/* ---- sys_apply.c: `sys apply` and `sys restore` ---- */
+int sys_cmd_apply(const char *journal, bool detach, const char *lock, const char *owner);
+int sys_cmd_restore(const char *journal);
+/* Open a journal and try its lock: *held when its applier still holds it. 0 or -errno
+ * (-ENOENT also when it was restored and removed meanwhile). */
+int sys_open_journal(const char *journal, int *fdp, bool *held) RL_WUR;
+
 /* ---- sys_facts.c ---- */
 int sys_facts(int fd) RL_WUR;
 
