@@ -8,7 +8,9 @@ Runs every case below with each engine in turn (base, then new, same arguments,
 same file names) and compares exit code, stdout, stderr and the files a case writes
 (--output, --tee, --samples), after masking only what differs from one run to the
 next of the same engine. Prints one line per case and, for a case that differs, its
-first differing line per stream; exits 0 when every case is equal, 1 otherwise.
+first differing line per stream; exits 0 when every case is equal, 1 otherwise. A
+case may name a difference that is intended (a bug fixed on purpose): it is printed
+as "diff" with the reason and does not fail the comparison.
 Needs root (real-time scheduling; the unprivileged cases run as uid 65534 through
 setpriv) and two online CPUs.
 
@@ -63,6 +65,8 @@ class Case:
     before: Callable[[Path], dict[str, str]] | None = None  # extra set-up; returns {key: value}
     timeout: float = 60.0
     snapshots: bool = True  # compare the snapshots' masked forms (runs long enough for one)
+    # a difference that is intended (a bug fixed on purpose): reported, not a failure
+    expected_diff: str | None = None
 
 
 @dataclass
@@ -290,7 +294,7 @@ def cases() -> list[Case]:
         ("interfere pairs", ["interfere", "--mode", "pairs", "--cpus", "0,1", "--repeats", "2",
                              "--run-length", "1ms", "--working-set", "64"], ()),
         ("interfere sharing", ["interfere", "--mode", "sharing", "--cpus", "0,1", "--ops",
-                               "2000", "--batch", "100", "--policy", "fifo"], ()),
+                               "2000", "--batch", "100"], ()),
         ("switch all", ["switch", "--duration", "1s", "--snapshot-interval", "200ms",
                         "--pi-rounds", "1", "--order-rounds",
                         "1", "--pi-busy", "4ms", "--pi-hold", "1ms"], ()),
@@ -360,10 +364,16 @@ def cases() -> list[Case]:
         ["timer", "--cpus", "0", "--duration", "300ms", "--dma-latency", "0", "--no-mlock",
          "--policy", "other"],
     ]
+    # engines up to a48ab27: the interfere coordinator had pthread's default 8 MiB stack, which
+    # mlockall(MCL_FUTURE) must lock: over an unprivileged RLIMIT_MEMLOCK (8 MiB) the thread
+    # could not be created (exit 1 after the header); it now has the probe's 256 KiB
+    coordinator_stack = ("the interfere coordinator's stack is the probe's 256 KiB, no longer "
+                         "pthread's default 8 MiB that an unprivileged mlockall cannot lock")
     for argv in unpriv:
         add(Case("unprivileged " + " ".join(argv), argv, nobody=True))
         add(Case("unprivileged --allow-non-rt " + " ".join(argv), argv + ["--allow-non-rt"],
-                 nobody=True))
+                 nobody=True,
+                 expected_diff=coordinator_stack if argv[0] == "interfere" else None))
     for argv in unpriv[:8]:
         add(Case("unprivileged no memlock " + " ".join(argv), argv, nobody=True,
                  no_memlock=True))
@@ -408,8 +418,11 @@ def run_case(case: Case, engine: str, work: Path) -> Outcome:
         if case.no_memlock:
             argv = NO_MEMLOCK + argv
         stdin = expand([case.stdin], engine, work, subst)[0] if case.stdin else None
-        p = subprocess.run(argv, input=stdin.encode() if stdin else b"", capture_output=True,
-                           timeout=case.timeout, cwd=work)
+        try:
+            p = subprocess.run(argv, input=stdin.encode() if stdin else b"",
+                               capture_output=True, timeout=case.timeout, cwd=work)
+        except subprocess.TimeoutExpired:
+            return Outcome(-1, {"timeout": [f"no end within {case.timeout:.0f} s"]})
         if peer:
             peer.wait(timeout=30)
         out = Outcome(p.returncode)
@@ -481,10 +494,14 @@ def main() -> int:
             ra = run_case(case, base, work)
             rb = run_case(case, new, work)
             diffs = first_difference(ra, rb)
-            print(f"{'DIFF' if diffs else 'ok  '} {case.name}", flush=True)
+            expected = bool(diffs) and case.expected_diff is not None
+            tag = "ok  " if not diffs else "diff" if expected else "DIFF"
+            print(f"{tag} {case.name}", flush=True)
+            if expected:
+                print(f"    expected: {case.expected_diff}")
             for d in diffs:
                 print("    " + d)
-            failed += bool(diffs)
+            failed += bool(diffs) and not expected
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "interfere.h"
+#include "interfere_topo.h"
 
 #include <errno.h>
 #include <stdio.h>

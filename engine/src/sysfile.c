@@ -29,6 +29,13 @@ int sf_read(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+int sf_read_int(const char *path, int64_t *v)
+{
+	char buf[64];
+	int r = sf_read(path, buf, sizeof(buf));
+	return r ? r : opt_parse_int(buf, v);
+}
+
 int sf_slurp(int fd, char **buf, size_t *len)
 {
 	size_t cap = 4096, n = 0;
@@ -130,9 +137,8 @@ void sf_json_str(struct jsonw *w, const char *key, const char *path)
 
 void sf_json_int(struct jsonw *w, const char *key, const char *path)
 {
-	char buf[64];
 	int64_t v;
-	if (sf_read(path, buf, sizeof(buf)) == 0 && opt_parse_int(buf, &v) == 0)
+	if (sf_read_int(path, &v) == 0)
 		jw_int(w, key, v);
 	else
 		jw_null(w, key);

@@ -18,6 +18,9 @@
 /* A small text file into buf (NUL-terminated, trailing newlines and blanks removed). */
 int sf_read(const char *path, char *buf, size_t len) RL_WUR;
 
+/* A file holding one integer (e.g. -1 or 950000). */
+int sf_read_int(const char *path, int64_t *v) RL_WUR;
+
 /* Everything readable from fd into a malloc'ed, NUL-terminated buffer (at most 16 MiB). */
 int sf_slurp(int fd, char **buf, size_t *len) RL_WUR;
 
