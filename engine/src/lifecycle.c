@@ -29,6 +29,17 @@ struct member {
 struct run {
 	const struct probe_ops *p;
 	void *ctx;
+	const struct run_opts *opts;
+	const struct probe_env *env;
+	/* step 1: the process's set-up */
+	int out_fd, smp_fd;
+	struct rt_trace trace;
+	int trace_err;
+	int mlock_err;
+	int dma_fd, dma_err;
+	cpu_set_t rep_aff;
+	bool rep_pinned;
+	/* steps 2 and 3: the probe's plan, its threads */
 	struct probe_plan plan;
 	struct member *members;
 	struct crew crew;
@@ -108,31 +119,26 @@ static void explain_default(const struct rt_verdict *v, char *buf, size_t len)
 }
 
 /*
- * The real-time check: rt_valid when every measuring thread runs as it asked and
- * memory is locked (if asked); why (empty when all is well) also names a DMA latency
- * that could not be held.
+ * Step 4, the real-time check: rt_valid when every measuring thread runs as it asked
+ * and memory is locked (if asked). why (empty when all is well) also names a DMA
+ * latency that could not be held, which skips the run but leaves it real-time.
  */
-static bool check_rt(const struct run *r, const struct run_opts *run, int mlock_err, int dma_err,
-		     char *why, size_t len)
+static bool check_rt(const struct run *r, char *why, size_t len)
 {
-	struct rt_verdict v = { .mlock_err = mlock_err, .dma_err = dma_err };
-	bool threads_ok = true;
-	for (size_t i = 0; i < r->plan.n_threads; i++) {
+	struct rt_verdict v = { .mlock_err = r->mlock_err, .dma_err = r->dma_err };
+	for (size_t i = 0; i < r->plan.n_threads && !v.thread; i++) {
 		const struct probe_thread *t = &r->plan.threads[i];
-		if (t->helper || rt_thread_ok(&t->rt))
-			continue;
-		threads_ok = false;
-		if (!v.thread)
+		if (!t->helper && !rt_thread_ok(&t->rt))
 			v.thread = t;
 	}
 	why[0] = '\0';
-	if (v.thread || mlock_err || dma_err) {
+	if (v.thread || v.mlock_err || v.dma_err) {
 		if (r->p->explain)
 			r->p->explain(r->ctx, &v, why, len);
 		else
 			explain_default(&v, why, len);
 	}
-	return threads_ok && !(run->mlock && mlock_err);
+	return !v.thread && !v.mlock_err;
 }
 
 static int open_out(const char *probe, const char *what, const char *path, int *fd)
@@ -147,18 +153,14 @@ static int open_out(const char *probe, const char *what, const char *path, int *
 	return 0;
 }
 
-/* Steps 2 to 11 of lifecycle.h, with what step 1 set up. */
-static int run_probe(struct run *r, const struct run_opts *run, const struct probe_env *env,
-		     int out_fd, int smp_fd, const struct rt_trace *trace, int trace_err,
-		     int mlock_err, int dma_fd, int dma_err, const cpu_set_t *rep_aff,
-		     bool rep_pinned)
+/* Steps 2 and 3: the probe's set-up, then its threads, started and set up. 0 or an exit code. */
+static int start_threads(struct run *r)
 {
 	const struct probe_ops *p = r->p;
-	r->plan.trace = trace && !trace_err ? trace : NULL;
+	r->plan.trace = r->opts->trace && !r->trace_err ? &r->trace : NULL;
 	int code = p->prepare(r->ctx, &r->plan);
 	if (code)
 		return code;
-
 	size_t n = r->plan.n_threads;
 	r->members = calloc(n ? n : 1, sizeof(*r->members));
 	if (!r->members) {
@@ -177,57 +179,92 @@ static int run_probe(struct run *r, const struct run_opts *run, const struct pro
 			strerror(-e));
 		return RL_EXIT_ERROR;
 	}
+	return 0;
+}
+
+/* Step 6: the header and the log records after it. 0 or the error of writing the header. */
+static int write_header(const struct run *r, const struct probe_start *start, const char *why,
+			bool rt_valid)
+{
+	const struct probe_ops *p = r->p;
+	const struct rt_trace *trace = r->opts->trace ? &r->trace : NULL;
+	struct jsonw w;
+	jw_init(&w);
+	const struct header_facts facts = {
+		.start = start, .run = r->opts, .mlock_err = r->mlock_err,
+		.dma_held = r->dma_fd >= 0, .dma_err = r->dma_err, .plan = &r->plan,
+		.trace = trace, .rep_aff = &r->rep_aff, .rep_pinned = r->rep_pinned,
+		.rt_valid = rt_valid,
+	};
+	header_build(&w, p, r->ctx, r->env, &facts);
+	int out_err = jw_emit(&w, r->out_fd);
+	if (why[0])
+		out_log(&w, r->out_fd, "warning", "no_rt", why);
+	if (trace && r->trace_err)
+		out_log(&w, r->out_fd, "info", "no_tracefs",
+			"tracefs is not mounted (or not writable): the threshold stops the run without a trace marker");
+	if (p->write_logs)
+		p->write_logs(r->ctx, &w, r->out_fd);
+	jw_free(&w);
+	return out_err;
+}
+
+/* Steps 9 and 10: the wait, then every thread joined. True when interrupted. */
+static bool wait_and_join(struct run *r)
+{
+	const struct probe_ops *p = r->p;
+	bool interrupted = p->wait ? p->wait(r->ctx, run_finished, r)
+				   : rt_wait_done_or_signal(r->plan.stop, run_finished, r);
+	for (size_t i = 0; i < r->plan.n_threads; i++)
+		if (!r->plan.threads[i].until_stopped)
+			crew_join_one(&r->crew, i);
+	if (p->stop)
+		p->stop(r->ctx);
+	crew_join(&r->crew);
+	return interrupted;
+}
+
+/* Steps 2 to 11, with what step 1 set up. */
+static int run_probe(struct run *r)
+{
+	const struct probe_ops *p = r->p;
+	int code = start_threads(r);
+	if (code)
+		return code;
 
 	char why[512];
-	bool rt_valid = check_rt(r, run, mlock_err, dma_err, why, sizeof(why));
-	if (why[0] && !run->allow_non_rt) {
+	bool rt_valid = check_rt(r, why, sizeof(why));
+	if (why[0] && !r->opts->allow_non_rt) {
 		crew_abort(&r->crew);
 		fprintf(stderr, "rtlab-probe %s: skipped: %s\n", p->name, why);
 		return RL_EXIT_SKIPPED;
 	}
 
-	struct probe_start start = {
+	const struct probe_start start = {
 		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS,
 		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS,
-		.out_fd = out_fd,
+		.out_fd = r->out_fd,
 	};
 	code = p->start(r->ctx, &start);
 	if (code) {
 		crew_abort(&r->crew);
 		return code;
 	}
-
-	struct jsonw w;
-	jw_init(&w);
-	const struct header_facts facts = {
-		.start = &start, .run = run, .mlock_err = mlock_err, .dma_held = dma_fd >= 0,
-		.dma_err = dma_err, .plan = &r->plan, .trace = trace, .rep_aff = rep_aff,
-		.rep_pinned = rep_pinned, .rt_valid = rt_valid,
-	};
-	header_build(&w, p, r->ctx, env, &facts);
-	int out_err = jw_emit(&w, out_fd);
-	if (why[0])
-		out_log(&w, out_fd, "warning", "no_rt", why);
-	if (trace && trace_err)
-		out_log(&w, out_fd, "info", "no_tracefs",
-			"tracefs is not mounted (or not writable): the threshold stops the run without a trace marker");
-	if (p->write_logs)
-		p->write_logs(r->ctx, &w, out_fd);
-	jw_free(&w);
+	int out_err = write_header(r, &start, why, rt_valid);
 
 	struct reporter *rep = NULL;
 	const struct reporter_cfg rc = {
-		.out_fd = out_fd,
-		.samples_fd = smp_fd,
-		.samples_path = run->samples,
-		.snapshot_ns = run->snapshot_ns,
+		.out_fd = r->out_fd,
+		.samples_fd = r->smp_fd,
+		.samples_path = r->opts->samples,
+		.snapshot_ns = r->opts->snapshot_ns,
 		.start_mono_ns = start.monotonic_ns,
 		.chans = r->plan.chans,
 		.n_chans = r->plan.n_chans,
 		.extra = p->write_extra,
 		.extra_arg = r->ctx,
 	};
-	e = reporter_start(&rep, &rc);
+	int e = reporter_start(&rep, &rc);
 	if (e) {
 		crew_abort(&r->crew);
 		fprintf(stderr, "rtlab-probe %s: cannot start the reporter: %s\n", p->name,
@@ -236,14 +273,7 @@ static int run_probe(struct run *r, const struct run_opts *run, const struct pro
 	}
 
 	crew_go(&r->crew); /* measuring starts */
-	bool interrupted = p->wait ? p->wait(r->ctx, run_finished, r)
-				   : rt_wait_done_or_signal(r->plan.stop, run_finished, r);
-	for (size_t i = 0; i < n; i++)
-		if (!r->plan.threads[i].until_stopped)
-			crew_join_one(&r->crew, i);
-	if (p->stop)
-		p->stop(r->ctx);
-	crew_join(&r->crew);
+	bool interrupted = wait_and_join(r);
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char err[160] = "";
@@ -257,40 +287,40 @@ static int run_probe(struct run *r, const struct run_opts *run, const struct pro
 int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *run,
 		  const struct probe_env *env)
 {
-	struct run r = { .p = p, .ctx = ctx };
-	int out_fd = STDOUT_FILENO, smp_fd = -1, dma_fd = -1;
-	int mlock_err = 0, dma_err = 0, trace_err = 0, code;
-	struct rt_trace trace = { .marker_fd = -1, .on_fd = -1 };
+	struct run r = {
+		.p = p, .ctx = ctx, .opts = run, .env = env,
+		.out_fd = STDOUT_FILENO, .smp_fd = -1, .dma_fd = -1,
+		.trace = { .marker_fd = -1, .on_fd = -1 },
+	};
+	int code;
 
+	/* step 1 */
 	rt_block_signals(); /* inherited: signals reach only the wait */
-	if (run->output && (code = open_out(p->name, "output", run->output, &out_fd)) != 0)
+	if (run->output && (code = open_out(p->name, "output", run->output, &r.out_fd)) != 0)
 		return code;
-	if (run->samples && (code = open_out(p->name, "samples", run->samples, &smp_fd)) != 0)
+	if (run->samples && (code = open_out(p->name, "samples", run->samples, &r.smp_fd)) != 0)
 		goto out;
-
-	bool rep_pinned = run->housekeeping >= 0 && rt_pin_self(run->housekeeping) == 0;
-	cpu_set_t rep_aff;
-	if (rt_get_affinity_self(&rep_aff) != 0)
-		CPU_ZERO(&rep_aff);
+	r.rep_pinned = run->housekeeping >= 0 && rt_pin_self(run->housekeeping) == 0;
+	if (rt_get_affinity_self(&r.rep_aff) != 0)
+		CPU_ZERO(&r.rep_aff);
 	if (run->trace)
-		trace_err = rt_trace_open(&trace);
+		r.trace_err = rt_trace_open(&r.trace);
 	if (run->mlock)
-		mlock_err = rt_mlockall();
+		r.mlock_err = rt_mlockall();
 	if (run->dma_us >= 0)
-		dma_err = rt_dma_latency_hold((int32_t)run->dma_us, &dma_fd);
+		r.dma_err = rt_dma_latency_hold((int32_t)run->dma_us, &r.dma_fd);
 
-	code = run_probe(&r, run, env, out_fd, smp_fd, run->trace ? &trace : NULL, trace_err,
-			 mlock_err, dma_fd, dma_err, &rep_aff, rep_pinned);
+	code = run_probe(&r);
 out:
 	crew_destroy(&r.crew);
 	free(r.members);
 	free(r.plan.threads);
-	if (dma_fd >= 0)
-		close(dma_fd);
-	rt_trace_close(&trace);
-	if (smp_fd >= 0)
-		close(smp_fd);
-	if (out_fd != STDOUT_FILENO)
-		close(out_fd);
+	if (r.dma_fd >= 0)
+		close(r.dma_fd);
+	rt_trace_close(&r.trace);
+	if (r.smp_fd >= 0)
+		close(r.smp_fd);
+	if (r.out_fd != STDOUT_FILENO)
+		close(r.out_fd);
 	return code;
 }
