@@ -20,10 +20,12 @@ What is masked, and why (everything else is compared byte for byte):
     channel tids), pids, pgids, process start times and journal time stamps: clocks
     and process ids;
   * the measured numbers of `snapshot` and `result` records (every number but
-    `exit_code`, CPU numbers and the echoed set-up of checks and runs; arrays of numbers, e.g. histogram buckets, gaps,
-    raw times, become one token) and `cpu_use` (null until the reporter's first
-    read, 100 ms into a run); the number of consecutive snapshots (a run of 1 s sees
-    0 or 1 of them) and the run-dependent booleans of switch's checks;
+    `exit_code`, CPU numbers and the echoed set-up of checks and runs; a null that
+    stands for "nothing measured"; arrays of numbers, e.g. histogram buckets, gaps,
+    raw times, become one token), `cpu_use` (null until the reporter's first read,
+    100 ms into a run) and the verdicts of switch's checks (timing-dependent);
+  * how many snapshots a run writes (the distinct masked forms of its snapshots are
+    compared, after the other records);
   * clock calibration in the header: the counter's ps_per_tick and calibration_ns,
     event's measured clock offsets and their uncertainty;
   * the pinger's ephemeral local port (effective.socket.local);
@@ -36,6 +38,7 @@ What is masked, and why (everything else is compared byte for byte):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -44,9 +47,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 NO_MEMLOCK = ["prlimit", "--memlock=0:0"]
@@ -170,7 +174,7 @@ def mask_lines(text: str, snapshots: bool = True) -> list[str]:
             shapes.add(masked)
             continue
         out.append(masked)
-    return out + (["snapshots:"] + sorted(shapes) if snapshots and shapes else [])
+    return out + (["snapshots:", *sorted(shapes)] if snapshots and shapes else [])
 
 
 def samples_summary(data: bytes) -> list[str]:
@@ -263,7 +267,8 @@ def cases() -> list[Case]:
     # measuring runs (root)
     W = "{W}"
     runs = [
-        ("timer 1s", ["timer", "--cpus", "0", "--duration", "1s", "--snapshot-interval", "200ms"], ()),
+        ("timer 1s", ["timer", "--cpus", "0", "--duration", "1s", "--snapshot-interval",
+                      "200ms"], ()),
         ("timer rr samples output", ["timer", "--cpus", "0,1", "--duration", "1s", "--policy",
                                      "rr", "--priority", "50", "--interval", "500us",
                                      "--snapshot-interval", "200ms", "--window", "100ms",
@@ -342,9 +347,9 @@ def cases() -> list[Case]:
     for i, (name, ping_extra, refl_extra) in enumerate(pairs):
         port = UDP_PORT + i
         refl = ["udp", "reflect", "--bind", f"127.0.0.1:{port}", "--session", "t",
-                "--duration", "2s", "--output", f"{W}/reflect.jsonl"] + refl_extra
+                "--duration", "2s", "--output", f"{W}/reflect.jsonl", *refl_extra]
         ping = ["udp", "ping", "--peer", f"127.0.0.1:{port}", "--session", "t", "--count",
-                "300", "--rate", "2000"] + ping_extra
+                "300", "--rate", "2000", *ping_extra]
         add(Case(name, ping, peer=refl, files=("reflect.jsonl",)))
     # without privileges: skipped, and measured anyway with --allow-non-rt
     unpriv = [
@@ -371,14 +376,14 @@ def cases() -> list[Case]:
                          "pthread's default 8 MiB that an unprivileged mlockall cannot lock")
     for argv in unpriv:
         add(Case("unprivileged " + " ".join(argv), argv, nobody=True))
-        add(Case("unprivileged --allow-non-rt " + " ".join(argv), argv + ["--allow-non-rt"],
+        add(Case("unprivileged --allow-non-rt " + " ".join(argv), [*argv, "--allow-non-rt"],
                  nobody=True,
                  expected_diff=coordinator_stack if argv[0] == "interfere" else None))
     for argv in unpriv[:8]:
         add(Case("unprivileged no memlock " + " ".join(argv), argv, nobody=True,
                  no_memlock=True))
         add(Case("unprivileged no memlock --allow-non-rt " + " ".join(argv),
-                 argv + ["--allow-non-rt"], nobody=True, no_memlock=True))
+                 [*argv, "--allow-non-rt"], nobody=True, no_memlock=True))
     add(Case("exec true", ["exec", "--", "/bin/true"]))
     add(Case("exec missing", ["exec", "--", "/no/such/tool"]))
     return c
@@ -407,12 +412,12 @@ def run_case(case: Case, engine: str, work: Path) -> Outcome:
     peer = None
     try:
         if case.peer:
-            peer = subprocess.Popen([engine] + expand(case.peer, engine, work, subst),
+            peer = subprocess.Popen([engine, *expand(case.peer, engine, work, subst)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             time.sleep(0.3)  # the reflector binds its socket
         argv = expand(case.argv, engine, work, subst)
         if not argv or argv[0] != "sh":
-            argv = [engine] + argv
+            argv = [engine, *argv]
         if case.nobody:
             argv = NOBODY + argv
         if case.no_memlock:
@@ -446,10 +451,8 @@ def run_case(case: Case, engine: str, work: Path) -> Outcome:
             peer.wait()
         pid_file = work / "sleeper.pid"
         if pid_file.exists():
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(int(pid_file.read_text()), 9)
-            except OSError:
-                pass
 
 
 def first_difference(a: Outcome, b: Outcome) -> list[str]:
@@ -462,7 +465,8 @@ def first_difference(a: Outcome, b: Outcome) -> list[str]:
             x = la[i] if i < len(la) else "<end>"
             y = lb[i] if i < len(lb) else "<end>"
             if x != y:
-                diffs.append(f"{name} line {i + 1}:\n      base: {x[:2000]}\n      new:  {y[:2000]}")
+                diffs.append(f"{name} line {i + 1}:\n      base: {x[:2000]}\n"
+                             f"      new:  {y[:2000]}")
                 break
     return diffs
 

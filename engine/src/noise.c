@@ -127,7 +127,6 @@ struct noise_ctx {
 	atomic_int thr_taken;
 	size_t thr_chan;
 	uint64_t thr_gap, thr_at;
-	uint64_t start_mono;
 	uint64_t start_ticks;
 	uint64_t end_ticks;	/* UINT64_MAX: none */
 	struct gap_rec *scratch;
@@ -456,7 +455,6 @@ static int noise_start(void *p, const struct probe_start *s)
 	uint64_t now_mono = rl_now_ns(CLOCK_MONOTONIC);
 	uint64_t now_ticks = counter_read_ordered(&ctx->cnt);
 	uint64_t lead = s->monotonic_ns > now_mono ? s->monotonic_ns - now_mono : 0;
-	ctx->start_mono = s->monotonic_ns;
 	ctx->start_ticks = now_ticks + counter_ns_to_ticks(&ctx->cnt, lead);
 	ctx->end_ticks = c->duration_ns
 				 ? ctx->start_ticks + counter_ns_to_ticks(&ctx->cnt, c->duration_ns)
