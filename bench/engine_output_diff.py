@@ -492,7 +492,7 @@ def main() -> int:
     base, new = os.path.abspath(a.base), os.path.abspath(a.new)
     work = Path(a.keep or tempfile.mkdtemp(prefix="rtlab-engine-diff-"))
     work.mkdir(parents=True, exist_ok=True)
-    failed = 0
+    failed = expected_diffs = 0
     try:
         for case in all_cases:
             ra = run_case(case, base, work)
@@ -506,10 +506,12 @@ def main() -> int:
             for d in diffs:
                 print("    " + d)
             failed += bool(diffs) and not expected
+            expected_diffs += expected
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(all_cases) - failed} of {len(all_cases)} cases equal")
+    print(f"{len(all_cases) - failed - expected_diffs} of {len(all_cases)} cases equal, "
+          f"{expected_diffs} with an expected difference, {failed} different")
     return 1 if failed else 0
 
 
