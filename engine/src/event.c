@@ -11,30 +11,16 @@
  * again at the end; both and the uncertainty are reported.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "channel.h"
-#include "crew.h"
 #include "event.h"
-#include "jsonw.h"
-#include "opts.h"
 #include "probe.h"
-#include "probe_common.h"
-#include "reporter.h"
-#include "rt.h"
-#include "sysinfo.h"
 
 #define THREAD_STACK (256 * 1024)
-#define PREFAULT_STACK (64 * 1024)
-#define START_LEAD_NS (20 * NS_PER_MS)
 #define POLL_NS (50 * NS_PER_MS)
 
 static const char *const src_names[] = { "soft", "net", "gpio", "ptp", "pps", NULL };
@@ -89,17 +75,14 @@ static const struct opt_def ev_opts[O_N] = {
 };
 
 struct ev_cfg {
+	struct run_opts run;
 	int source;
 	struct evsrc_cfg src;
 	int cpu;
 	enum rt_policy policy;
 	int priority;
 	uint64_t duration_ns, count;
-	bool mlock;
-	int housekeeping;
-	uint64_t snapshot_ns, window_ns;
-	const char *output;
-	bool allow_non_rt;
+	uint64_t window_ns;
 };
 
 struct ev_ctx {
@@ -117,10 +100,8 @@ struct ev_ctx {
 	uint64_t rt_unc;
 	bool rt_end_valid;
 	uint64_t start_mono;
-	struct crew crew;
-	atomic_bool stop, done;
-	int pin_err, sched_err, get_err, kpolicy, prio, run_err;
-	cpu_set_t affinity;
+	atomic_bool stop;
+	int run_err;
 };
 
 static int ev_bad(struct ev_ctx *ctx, char *err, size_t len, const char *msg)
@@ -130,8 +111,8 @@ static int ev_bad(struct ev_ctx *ctx, char *err, size_t len, const char *msg)
 	return -EINVAL;
 }
 
-static int ev_init(void **out, const struct opt_value *v, const struct probe_env *env, char *err,
-		   size_t errlen)
+static int ev_init(void **out, const struct run_opts **run, const struct opt_value *v,
+		   const struct probe_env *env, char *err, size_t errlen)
 {
 	struct ev_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
 							      ~(size_t)(RL_CACHELINE - 1));
@@ -164,48 +145,39 @@ static int ev_init(void **out, const struct opt_value *v, const struct probe_env
 	c->policy = (enum rt_policy)v[O_POLICY].i;
 	if (c->policy == RT_DEADLINE)
 		return ev_bad(ctx, err, errlen, "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other");
-	int pmin, pmax;
-	rt_priority_range(c->policy, &pmin, &pmax);
-	if (v[O_PRIORITY].given) {
-		if (v[O_PRIORITY].i < pmin || v[O_PRIORITY].i > pmax) {
-			snprintf(err, errlen,
-				 "--priority: %lld is out of range for --policy %s; allowed range %d..%d",
-				 (long long)v[O_PRIORITY].i, rt_policy_names[c->policy], pmin, pmax);
-			free(ctx);
-			return -EINVAL;
-		}
-		c->priority = (int)v[O_PRIORITY].i;
-	} else {
-		c->priority = pmax >= 98 ? 98 : pmax;
+	if (probe_priority(c->policy, &v[O_PRIORITY], 98, &c->priority, err, errlen) != 0) {
+		free(ctx);
+		return -EINVAL;
 	}
 	/* the soft generator runs just below the handler */
 	c->src.gen_policy = c->policy;
 	c->src.gen_priority = c->priority > 1 ? c->priority - 1 : c->priority;
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->count = v[O_COUNT_EV].set ? (uint64_t)v[O_COUNT_EV].i : 0;
-	c->mlock = v[O_MLOCK].i != 0;
+	c->run.mlock = v[O_MLOCK].i != 0;
+	c->run.dma_us = -1;
 	cpu_set_t used;
 	CPU_ZERO(&used);
 	if (c->cpu >= 0)
 		CPU_SET(c->cpu, &used);
-	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
-			    &c->housekeeping, err, errlen) != 0) {
+	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
+			       &c->run.housekeeping, err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
 	}
-	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
 	ctx->cfg = c;
+	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
 
-static void ev_report_config(const void *p, struct jsonw *w, const char *key)
+static void ev_write_config(const void *p, struct jsonw *w)
 {
 	const struct ev_cfg *c = ((const struct ev_ctx *)p)->cfg;
-	jw_obj_begin(w, key);
 	jw_str(w, "source", src_names[c->source]);
 	jw_str_or_null(w, "device", c->src.device);
 	jw_int(w, "line", c->src.line);
@@ -225,12 +197,11 @@ static void ev_report_config(const void *p, struct jsonw *w, const char *key)
 		jw_uint(w, "count", c->count);
 	else
 		jw_null(w, "count");
-	jw_bool(w, "mlock", c->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_bool(w, "mlock", c->run.mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
-	jw_bool(w, "allow_non_rt", c->allow_non_rt);
-	jw_obj_end(w);
+	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 }
 
 static void write_clock(struct jsonw *w, const struct ev_ctx *ctx, bool final)
@@ -266,8 +237,10 @@ static void write_extra(void *arg, struct jsonw *w, bool final)
 	jw_obj_end(w);
 }
 
-static void handle_loop(struct ev_ctx *ctx)
+static void ev_measure(void *p, struct probe_thread *pt)
 {
+	struct ev_ctx *ctx = p;
+	(void)pt;
 	const struct ev_cfg *c = ctx->cfg;
 	const uint64_t start = ctx->start_mono;
 	const uint64_t end = c->duration_ns ? start + c->duration_ns : UINT64_MAX;
@@ -304,53 +277,6 @@ static void handle_loop(struct ev_ctx *ctx)
 	}
 }
 
-static void *thread_main(void *arg)
-{
-	struct ev_ctx *ctx = arg;
-	const struct ev_cfg *c = ctx->cfg;
-	atomic_store(&ctx->ch->tid, (int)syscall(SYS_gettid));
-	if (c->cpu >= 0)
-		ctx->pin_err = rt_pin_self(c->cpu);
-	struct rt_sched_req req = { .policy = c->policy, .priority = c->priority };
-	ctx->sched_err = rt_set_sched_self(&req);
-	ctx->get_err = rt_get_sched_self(&ctx->kpolicy, &ctx->prio);
-	if (rt_get_affinity_self(&ctx->affinity) != 0)
-		CPU_ZERO(&ctx->affinity);
-	rt_prefault_stack(PREFAULT_STACK);
-	if (crew_wait_go(&ctx->crew))
-		handle_loop(ctx);
-	atomic_store(&ctx->done, true);
-	rt_notify_main();
-	return NULL;
-}
-
-static bool rt_ok(const struct ev_ctx *ctx)
-{
-	const struct ev_cfg *c = ctx->cfg;
-	if (ctx->pin_err || ctx->sched_err || ctx->get_err)
-		return false;
-	if ((ctx->kpolicy & ~0x40000000) != rt_policy_to_kernel(c->policy) ||
-	    ctx->prio != c->priority)
-		return false;
-	return c->cpu < 0 || (CPU_COUNT(&ctx->affinity) == 1 && CPU_ISSET(c->cpu, &ctx->affinity));
-}
-
-static void write_effective(struct jsonw *w, const struct ev_ctx *ctx, int mlock_err,
-			    const cpu_set_t *rep_aff, bool rep_pinned, bool rt_valid)
-{
-	const struct ev_cfg *c = ctx->cfg;
-	pc_effective_begin(w, c->mlock, mlock_err);
-	rt_write_thread_effective(w, &(struct rt_thread_view){
-		.channel = ctx->ch->name, .cpu = c->cpu, .tid = atomic_load(&ctx->ch->tid),
-		.kpolicy = ctx->kpolicy, .priority = ctx->prio, .affinity = &ctx->affinity,
-		.pin_err = ctx->pin_err, .sched_err = ctx->sched_err, .get_err = ctx->get_err });
-	jw_arr_end(w);
-	pc_effective_reporter(w, rep_aff, rep_pinned, rt_valid);
-	write_clock(w, ctx, false);
-	jw_str_or_null(w, "source_note", ctx->src.note[0] ? ctx->src.note : NULL);
-	jw_obj_end(w);
-}
-
 /* The capture -> CLOCK_MONOTONIC conversion of the source's domain. */
 static int measure_conversion(struct ev_ctx *ctx)
 {
@@ -380,133 +306,93 @@ static int measure_conversion(struct ev_ctx *ctx)
 	return 0;
 }
 
-/* rt_wait_done_or_signal predicate: the measurement has finished. */
-static bool measurement_done(const void *arg)
-{
-	const struct ev_ctx *ctx = arg;
-	return atomic_load(&ctx->done);
-}
-
-static int ev_run(void *p, const struct probe_env *env)
+static int ev_prepare(void *p, struct probe_plan *plan)
 {
 	struct ev_ctx *ctx = p;
 	const struct ev_cfg *c = ctx->cfg;
-	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR;
-	struct jsonw w;
-	jw_init(&w);
-	rt_block_signals(); /* inherited: signals reach only main's wait */
-	int e;
-	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
-		fprintf(stderr, "rtlab-probe event: --output: cannot open %s: %s\n", c->output,
-			strerror(-e));
-		return RL_EXIT_ERROR;
-	}
 	char msg[256] = "";
 	ctx->src.ops = src_ops[c->source];
-	e = ctx->src.ops->open(&ctx->src, &c->src, msg, sizeof(msg));
+	int e = ctx->src.ops->open(&ctx->src, &c->src, msg, sizeof(msg));
 	if (e) {
 		bool missing = e == -ENOENT || e == -ENODEV || e == -EOPNOTSUPP || e == -ENOTTY ||
 			       e == -ENXIO;
 		fprintf(stderr, "rtlab-probe event: %s%s\n", missing ? "skipped: " : "", msg);
-		code = missing ? RL_EXIT_SKIPPED : e == -EINVAL ? RL_EXIT_USAGE : RL_EXIT_ERROR;
 		ctx->src.ops->close(&ctx->src);
-		goto out;
+		return missing ? RL_EXIT_SKIPPED : e == -EINVAL ? RL_EXIT_USAGE : RL_EXIT_ERROR;
 	}
 	ctx->src_open = true;
 	e = measure_conversion(ctx);
 	if (!e)
 		e = channel_create(&ctx->ch, "latency", c->cpu, c->window_ns, 0);
+	struct probe_thread *pt = e ? NULL : probe_plan_threads(plan, 1);
+	if (!e && !pt)
+		e = -ENOMEM;
 	if (e) {
 		fprintf(stderr, "rtlab-probe event: set-up failed: %s\n", strerror(-e));
-		goto out;
+		return RL_EXIT_ERROR;
 	}
-	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
-	cpu_set_t rep_aff;
-	if (rt_get_affinity_self(&rep_aff) != 0)
-		CPU_ZERO(&rep_aff);
-	if (c->mlock)
-		mlock_err = rt_mlockall();
-	if (crew_start(&ctx->crew, 1, THREAD_STACK, thread_main, ctx, 0, "event") != 0) {
-		fprintf(stderr, "rtlab-probe event: out of memory\n");
-		goto out;
-	}
-	bool rt_valid = rt_ok(ctx) && !(c->mlock && mlock_err);
-	char why[320] = "";
-	if (!rt_ok(ctx))
-		snprintf(why, sizeof(why),
+	snprintf(pt->rt.role, sizeof(pt->rt.role), "%s", ctx->ch->name);
+	pt->rt.cpu = c->cpu;
+	pt->rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
+	plan->chans = &ctx->ch;
+	plan->n_chans = 1;
+	plan->stop = &ctx->stop;
+	return 0;
+}
+
+static void ev_thread_ready(void *p, struct probe_thread *pt)
+{
+	struct ev_ctx *ctx = p;
+	atomic_store(&ctx->ch->tid, pt->rt.tid);
+}
+
+static void ev_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
+{
+	const struct ev_cfg *c = ((const struct ev_ctx *)p)->cfg;
+	if (v->thread)
+		snprintf(buf, len,
 			 "cannot run the handling thread as %s priority %d%s: run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
-			 rt_policy_names[c->policy], c->priority, ctx->pin_err ? " on its CPU" : "");
-	else if (c->mlock && mlock_err)
-		snprintf(why, sizeof(why),
+			 rt_policy_names[c->policy], c->priority,
+			 v->thread->rt.pin_err ? " on its CPU" : "");
+	else
+		snprintf(buf, len,
 			 "cannot lock memory with mlockall (%s): run as root, or pass --no-mlock or --allow-non-rt",
-			 strerror(-mlock_err));
-	if (why[0] && !c->allow_non_rt) {
-		crew_abort(&ctx->crew);
-		fprintf(stderr, "rtlab-probe event: skipped: %s\n", why);
-		code = RL_EXIT_SKIPPED;
-		goto out;
-	}
-	e = ctx->src.ops->arm(&ctx->src);
+			 strerror(-v->mlock_err));
+}
+
+/* The source starts delivering events now. */
+static int ev_start(void *p, const struct probe_start *s)
+{
+	struct ev_ctx *ctx = p;
+	int e = ctx->src.ops->arm(&ctx->src);
 	if (e) {
-		crew_abort(&ctx->crew);
 		fprintf(stderr, "rtlab-probe event: cannot arm the %s source: %s\n",
 			ctx->src.ops->name, strerror(-e));
-		code = e == -EOPNOTSUPP || e == -ENOTTY ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
-		goto out;
+		return e == -EOPNOTSUPP || e == -ENOTTY ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
 	}
+	ctx->start_mono = s->monotonic_ns;
+	return 0;
+}
 
-	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
-	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
-	ctx->start_mono = start_mono;
-	pc_header_begin(&w, "event", env, start_real, start_mono);
-	ev_report_config(ctx, &w, "config");
-	write_effective(&w, ctx, mlock_err, &rep_aff, rep_pinned, rt_valid);
-	sysinfo_write(&w, "system");
-	jw_obj_end(&w);
-	int out_err = jw_emit(&w, out_fd);
-	if (why[0])
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+static void ev_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+{
+	const struct ev_ctx *ctx = p;
+	if (part != EFFECTIVE_END)
+		return;
+	write_clock(w, ctx, false);
+	jw_str_or_null(w, "source_note", ctx->src.note[0] ? ctx->src.note : NULL);
+}
 
-	struct reporter *rep = NULL;
-	struct reporter_cfg rc = {
-		.out_fd = out_fd,
-		.samples_fd = -1,
-		.snapshot_ns = c->snapshot_ns,
-		.start_mono_ns = start_mono,
-		.chans = &ctx->ch,
-		.n_chans = 1,
-		.extra = write_extra,
-		.extra_arg = ctx,
-	};
-	e = reporter_start(&rep, &rc);
-	if (e) {
-		crew_abort(&ctx->crew);
-		fprintf(stderr, "rtlab-probe event: cannot start the reporter: %s\n", strerror(-e));
-		goto out;
-	}
-	crew_go(&ctx->crew);
-	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
-	crew_join(&ctx->crew);
+/* The conversion offset is measured again at the end. */
+static void ev_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
+		       size_t errlen)
+{
+	struct ev_ctx *ctx = p;
 	uint64_t unc_end;
 	ctx->rt_end_valid = clk_realtime_minus_mono(16, &ctx->rt_off_end, &unc_end) == 0;
-
-	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
-	char errmsg[128] = "";
 	if (ctx->run_err)
-		snprintf(errmsg, sizeof(errmsg), "%s source: %s", ctx->src.ops->name,
-			 strerror(ctx->run_err));
-	reporter_outcome_stopped(&o, interrupted, errmsg);
-	code = reporter_conclude(rep, &o, out_err, "event");
-out:
-	crew_destroy(&ctx->crew); /* aborts a thread still waiting to start */
-	if (ctx->src_open) {
-		ctx->src.ops->close(&ctx->src);
-		ctx->src_open = false;
-	}
-	jw_free(&w);
-	if (out_fd != STDOUT_FILENO)
-		close(out_fd);
-	return code;
+		snprintf(err, errlen, "%s source: %s", ctx->src.ops->name, strerror(ctx->run_err));
+	reporter_outcome_stopped(o, interrupted, err);
 }
 
 static void ev_fini(void *p)
@@ -514,6 +400,8 @@ static void ev_fini(void *p)
 	struct ev_ctx *ctx = p;
 	if (!ctx)
 		return;
+	if (ctx->src_open)
+		ctx->src.ops->close(&ctx->src);
 	if (ctx->ch)
 		channel_destroy(ctx->ch);
 	free(ctx);
@@ -528,9 +416,16 @@ const struct probe_ops event_probe = {
 		 "with a measured offset, reported with its uncertainty). See docs/probes/event.md.",
 	.opts = ev_opts,
 	.n_opts = O_N,
-	.unavailable = NULL,
+	.stack = THREAD_STACK,
 	.init = ev_init,
-	.report_config = ev_report_config,
-	.run = ev_run,
 	.fini = ev_fini,
+	.prepare = ev_prepare,
+	.thread_ready = ev_thread_ready,
+	.explain = ev_explain,
+	.start = ev_start,
+	.write_config = ev_write_config,
+	.write_effective = ev_write_effective,
+	.write_extra = write_extra,
+	.measure = ev_measure,
+	.outcome = ev_outcome,
 };

@@ -22,9 +22,9 @@
 #include "jsonw.h"
 #include "lifeline.h"
 #include "opts.h"
+#include "output.h"
 #include "procgroup.h"
-#include "sys.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 #include "version.h"
 
 /* execvp's search path when PATH is not set */
@@ -237,18 +237,16 @@ static int wait_end(struct exec_run *r, const sigset_t *set, bool *eof)
 
 static void write_start(struct jsonw *w, const struct exec_cfg *c, const char *path, pid_t pid)
 {
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "exec");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(w, "exec");
 	jw_str(w, "engine_version", RTLAB_VERSION);
 	jw_int(w, "pid", pid);
 	jw_int(w, "pgid", pid);
-	jw_uint(w, "starttime", sys_starttime(pid));
+	jw_uint(w, "starttime", sf_starttime(pid));
 	jw_int(w, "exec_pid", getpid());
 	jw_uint(w, "start_realtime_ns", rl_now_ns(CLOCK_REALTIME));
 	jw_str(w, "path", path);
 	if (c->have_cpus)
-		sysinfo_write_cpuset(w, "cpus", &c->cpus);
+		jw_cpuset(w, "cpus", &c->cpus);
 	else
 		jw_null(w, "cpus");
 	jw_arr_begin(w, "argv");
@@ -274,9 +272,7 @@ static void write_done(struct jsonw *w, const struct exec_run *r, int stop, bool
 		       bool empty, int code, uint64_t elapsed)
 {
 	int st = r->leader_status;
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "exec_done");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(w, "exec_done");
 	jw_int(w, "pid", r->pid);
 	jw_int_or_null(w, "status", r->leader_done && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	jw_int_or_null(w, "signal", r->leader_done && WIFSIGNALED(st) ? WTERMSIG(st) : -1);

@@ -17,41 +17,20 @@
  *                   channel values are the time of --batch operations.
  *
  * Workers are pinned, one per CPU; a coordinator (the reporter's CPU) hands
- * them jobs and sleeps. Only workers time work, with the ordered counter.
+ * them jobs and sleeps (interfere_jobs.c). Only workers time work, with the
+ * ordered counter.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include "channel.h"
-#include "counter.h"
-#include "interfere.h"
-#include "probe_common.h"
-#include "opts.h"
-#include "probe.h"
-#include "reporter.h"
-#include "rt.h"
-#include "sysinfo.h"
+#include "interfere_jobs.h"
+#include "output.h"
 
 #define IFR_STACK (256 * 1024)
-#define IFR_MAX_CH 512
-#define IFR_START_LEAD_NS (20 * NS_PER_MS)
-#if defined(__x86_64__) || defined(__i386__)
-#define CPU_RELAX() __asm__ __volatile__("pause" ::: "memory")
-#elif defined(__aarch64__) || (defined(__arm__) && __ARM_ARCH >= 7)
-#define CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define CPU_RELAX() atomic_signal_fence(memory_order_seq_cst)
-#endif
 
 static const char *const mode_names[] = { "amdahl", "pairs", "sharing", NULL };
-enum { MODE_AMDAHL, MODE_PAIRS, MODE_SHARING };
 
 enum {
 	O_MODE, O_CPUS, O_POLICY, O_PRIORITY, O_REPEATS, O_SERIAL, O_WS, O_RUN_LEN, O_OPS,
@@ -90,96 +69,8 @@ static const struct opt_def ifr_opts[O_COUNT] = {
 			     "false", NULL },
 };
 
-struct ifr_cfg {
-	int mode;
-	int cpus[CPU_SETSIZE];
-	size_t n_cpus;
-	enum rt_policy policy;
-	int priority;
-	unsigned repeats;
-	unsigned serial_pm;
-	size_t ws_bytes;
-	uint64_t run_ns;
-	uint64_t ops;
-	uint64_t batch;
-	bool mlock;
-	uint64_t snapshot_ns;
-	const char *output;
-	bool allow_non_rt;
-};
-
-enum job_kind { JOB_NONE, JOB_AMDAHL, JOB_CHASE, JOB_COMPUTE, JOB_SHARE, JOB_EXIT };
-enum share_kind { SH_SHARED, SH_PERCPU, SH_FALSE, SH_COUNT };
-static const char *const share_names[] = { "shared", "percpu", "false" };
-static const char *const wl_names[] = { "chase", "compute" };
-
-struct ifr_ctx;
-
-struct ifr_worker {
-	_Alignas(RL_CACHELINE) struct ifr_ctx *ctx;
-	size_t idx;
-	int cpu;
-	pthread_t thread;
-	struct pc_setup setup;
-	atomic_int tid;
-	uint8_t *buf;		/* working set (amdahl) */
-	uint32_t *chase;	/* pointer-chase cycle (pairs) */
-	size_t chase_n;
-	/* the current job, written by the coordinator before the generation bump */
-	int kind;
-	uint64_t units;
-	bool timed;		/* record the time of this job */
-	struct channel *ch;
-	uint64_t *raw;		/* where to store the time (ns), or NULL */
-	int share;
-	uint64_t result_ns;
-	uint64_t sink;
-};
-
-/* Counters for the sharing mode, each in its own line or packed in one. */
-struct padded_counter {
-	_Alignas(RL_CACHELINE) atomic_uint_least64_t v;
-};
-struct packed_counters {
-	_Alignas(RL_CACHELINE) atomic_uint_least64_t v[8];
-};
-
-struct ifr_ctx {
-	const struct ifr_cfg *cfg;
-	struct ifr_cfg cfg_store;
-	struct counter cnt;
-	struct ifr_worker *w;
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond_work, cond_done;
-	uint64_t gen;		/* under lock: job generation */
-	unsigned active;	/* under lock: workers in the current job */
-	unsigned pending;	/* under lock: not yet finished */
-
-	_Alignas(RL_CACHELINE) atomic_uint_least64_t par_go;	/* amdahl: parallel phase id */
-	_Alignas(RL_CACHELINE) atomic_uint par_done;
-	_Alignas(RL_CACHELINE) atomic_uint start_gate;		/* sharing/pairs: common start */
-	_Alignas(RL_CACHELINE) atomic_bool aggr_stop;		/* pairs: stop the aggressor */
-	_Alignas(RL_CACHELINE) atomic_uint_least64_t shared_ctr;
-	struct padded_counter percpu[64];
-	struct packed_counters packed;
-
-	atomic_bool stop;
-	atomic_bool done;
-	struct channel *chans[IFR_MAX_CH];
-	size_t n_ch;
-	/* raw times: amdahl [n][repeat]; pairs [config][repeat] */
-	uint64_t *raw;
-	size_t raw_rows;
-	uint64_t *raw_count;	/* per row */
-	int pair_partner[IFR_CLASS_COUNT];	/* -1: class missing */
-	uint64_t units_amdahl, units_wl[2];
-	uint64_t start_mono;
-	bool failed;
-};
-
-static int ifr_init(void **out, const struct opt_value *v, const struct probe_env *env,
-		    char *err, size_t errlen)
+static int ifr_init(void **out, const struct run_opts **run, const struct opt_value *v,
+		    const struct probe_env *env, char *err, size_t errlen)
 {
 	struct ifr_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
@@ -206,8 +97,7 @@ static int ifr_init(void **out, const struct opt_value *v, const struct probe_en
 		free(ctx);
 		return -EINVAL;
 	}
-	int e = pc_priority(c->policy, v[O_PRIORITY].given, v[O_PRIORITY].i, &c->priority, err,
-			    errlen);
+	int e = probe_priority(c->policy, &v[O_PRIORITY], 1, &c->priority, err, errlen);
 	if (e) {
 		free(ctx);
 		return e;
@@ -219,19 +109,21 @@ static int ifr_init(void **out, const struct opt_value *v, const struct probe_en
 	c->run_ns = (uint64_t)v[O_RUN_LEN].i;
 	c->ops = (uint64_t)v[O_OPS].i;
 	c->batch = (uint64_t)v[O_BATCH].i;
-	c->mlock = v[O_MLOCK].i != 0;
-	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->run.mlock = v[O_MLOCK].i != 0;
+	c->run.dma_us = -1;
+	c->run.housekeeping = -1; /* the coordinator sleeps: the reporter shares its CPUs */
+	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
 	ctx->cfg = c;
+	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
 
-static void ifr_report_config(const void *p, struct jsonw *w, const char *key)
+static void ifr_write_config(const void *p, struct jsonw *w)
 {
 	const struct ifr_cfg *c = ((const struct ifr_ctx *)p)->cfg;
-	jw_obj_begin(w, key);
 	jw_str(w, "mode", mode_names[c->mode]);
 	jw_arr_begin(w, "cpus");
 	for (size_t i = 0; i < c->n_cpus; i++)
@@ -245,324 +137,10 @@ static void ifr_report_config(const void *p, struct jsonw *w, const char *key)
 	jw_uint(w, "run_length_ns", c->run_ns);
 	jw_uint(w, "ops", c->ops);
 	jw_uint(w, "batch", c->batch);
-	jw_bool(w, "mlock", c->mlock);
-	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
-	jw_str_or_null(w, "output", c->output);
-	jw_bool(w, "allow_non_rt", c->allow_non_rt);
-	jw_obj_end(w);
-}
-
-/* ---- workloads (only these run between the two counter reads) ---- */
-
-/* One unit: read-modify-write one cache line of the working set, a little math. */
-static uint64_t work_lines(uint8_t *buf, size_t bytes, size_t *pos, uint64_t units, uint64_t x)
-{
-	size_t p = *pos;
-	for (uint64_t i = 0; i < units; i++) {
-		uint64_t *line = (uint64_t *)(void *)(buf + p);
-		x = x * 6364136223846793005ull + line[0];
-		line[0] = x >> 17;
-		p += RL_CACHELINE;
-		if (p >= bytes)
-			p = 0;
-	}
-	*pos = p;
-	return x;
-}
-
-static uint64_t work_chase(const uint32_t *next, uint64_t units, uint32_t *at)
-{
-	uint32_t i = *at;
-	for (uint64_t k = 0; k < units; k++)
-		i = next[(size_t)i * (RL_CACHELINE / sizeof(uint32_t))];
-	*at = i;
-	return i;
-}
-
-static uint64_t work_compute(uint64_t units, uint64_t x)
-{
-	for (uint64_t i = 0; i < units; i++) {
-		x = x * 6364136223846793005ull + 1442695040888963407ull;
-		x ^= x >> 29;
-	}
-	return x;
-}
-
-/* ---- jobs ---- */
-
-static void finish_timed(struct ifr_worker *wk, uint64_t t0, uint64_t t1)
-{
-	const struct counter *cnt = &wk->ctx->cnt;
-	uint64_t ns = counter_ticks_to_ns(cnt, t1 - t0);
-	wk->result_ns = ns;
-	if (wk->ch) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		uint64_t at = now > wk->ctx->start_mono ? now - wk->ctx->start_mono : 0;
-		channel_record(wk->ch, at, ns, 0, false);
-	}
-	if (wk->raw)
-		*wk->raw = ns;
-}
-
-static void job_amdahl(struct ifr_worker *wk)
-{
-	struct ifr_ctx *ctx = wk->ctx;
-	const struct ifr_cfg *c = ctx->cfg;
-	unsigned n = ctx->active;
-	uint64_t serial, share;
-	ifr_split(wk->units, c->serial_pm, n, &serial, &share);
-	size_t pos = 0;
-	if (wk->idx == 0) {
-		uint64_t id = atomic_load(&ctx->par_go) + 1;
-		uint64_t t0 = counter_read_ordered(&ctx->cnt);
-		wk->sink += work_lines(wk->buf, c->ws_bytes, &pos, serial, t0);
-		atomic_store_explicit(&ctx->par_go, id, memory_order_release);
-		wk->sink += work_lines(wk->buf, c->ws_bytes, &pos, share, wk->sink);
-		atomic_fetch_add(&ctx->par_done, 1);
-		while (atomic_load_explicit(&ctx->par_done, memory_order_acquire) < n)
-			CPU_RELAX();
-		uint64_t t1 = counter_read_ordered(&ctx->cnt);
-		finish_timed(wk, t0, t1);
-	} else {
-		while (atomic_load_explicit(&ctx->par_go, memory_order_acquire) != wk->result_ns)
-			CPU_RELAX();
-		wk->sink += work_lines(wk->buf, c->ws_bytes, &pos, share, wk->sink);
-		atomic_fetch_add(&ctx->par_done, 1);
-	}
-}
-
-static void job_workload(struct ifr_worker *wk)
-{
-	struct ifr_ctx *ctx = wk->ctx;
-	uint32_t at = 0;
-	/* common start: the aggressor (untimed) begins first */
-	if (!wk->timed) {
-		atomic_fetch_add(&ctx->start_gate, 1);
-		while (!atomic_load_explicit(&ctx->aggr_stop, memory_order_relaxed)) {
-			if (wk->kind == JOB_CHASE)
-				wk->sink += work_chase(wk->chase, 4096, &at);
-			else
-				wk->sink += work_compute(4096, wk->sink);
-		}
-		return;
-	}
-	while (atomic_load_explicit(&ctx->start_gate, memory_order_acquire) < ctx->active - 1)
-		CPU_RELAX();
-	uint64_t t0 = counter_read_ordered(&ctx->cnt);
-	if (wk->kind == JOB_CHASE)
-		wk->sink += work_chase(wk->chase, wk->units, &at);
-	else
-		wk->sink += work_compute(wk->units, wk->sink);
-	uint64_t t1 = counter_read_ordered(&ctx->cnt);
-	atomic_store(&ctx->aggr_stop, true);
-	finish_timed(wk, t0, t1);
-}
-
-static void job_share(struct ifr_worker *wk)
-{
-	struct ifr_ctx *ctx = wk->ctx;
-	const struct ifr_cfg *c = ctx->cfg;
-	atomic_uint_least64_t *ctr = wk->share == SH_SHARED   ? &ctx->shared_ctr
-				     : wk->share == SH_PERCPU ? &ctx->percpu[wk->idx].v
-							      : &ctx->packed.v[wk->idx % 8];
-	const struct counter *cnt = &ctx->cnt;
-	atomic_fetch_add(&ctx->start_gate, 1);
-	while (atomic_load_explicit(&ctx->start_gate, memory_order_acquire) < ctx->active)
-		CPU_RELAX();
-	uint64_t batches = c->ops / c->batch;
-	uint64_t mono0 = rl_now_ns(CLOCK_MONOTONIC);
-	uint64_t at0 = mono0 > ctx->start_mono ? mono0 - ctx->start_mono : 0;
-	uint64_t first = counter_read_ordered(cnt);
-	for (uint64_t b = 0; b < batches; b++) {
-		uint64_t t0 = counter_read_ordered(cnt);
-		for (uint64_t i = 0; i < c->batch; i++)
-			atomic_fetch_add_explicit(ctr, 1, memory_order_relaxed);
-		uint64_t t1 = counter_read_ordered(cnt);
-		channel_record(wk->ch, at0 + counter_ticks_to_ns(cnt, t1 - first),
-			       counter_ticks_to_ns(cnt, t1 - t0), 0, false);
-	}
-}
-
-static void *worker_main(void *arg)
-{
-	struct ifr_worker *wk = arg;
-	struct ifr_ctx *ctx = wk->ctx;
-	atomic_store(&wk->tid, (int)syscall(SYS_gettid));
-	pc_setup_self(&wk->setup, wk->cpu, ctx->cfg->policy, ctx->cfg->priority);
-	uint64_t gen = 0;
-	pthread_mutex_lock(&ctx->lock);
-	ctx->pending--;
-	pthread_cond_broadcast(&ctx->cond_done);
-	for (;;) {
-		while (ctx->gen == gen)
-			pthread_cond_wait(&ctx->cond_work, &ctx->lock);
-		gen = ctx->gen;
-		int kind = wk->kind;
-		pthread_mutex_unlock(&ctx->lock);
-		if (kind == JOB_EXIT)
-			return NULL;
-		if (kind == JOB_AMDAHL)
-			job_amdahl(wk);
-		else if (kind == JOB_CHASE || kind == JOB_COMPUTE)
-			job_workload(wk);
-		else if (kind == JOB_SHARE)
-			job_share(wk);
-		pthread_mutex_lock(&ctx->lock);
-		wk->kind = JOB_NONE;
-		if (kind != JOB_NONE && --ctx->pending == 0)
-			pthread_cond_broadcast(&ctx->cond_done);
-	}
-}
-
-/* Coordinator: start the jobs set in w[].kind (JOB_NONE = idle) and wait. */
-static void dispatch(struct ifr_ctx *ctx)
-{
-	unsigned n = 0;
-	for (size_t i = 0; i < ctx->cfg->n_cpus; i++)
-		n += ctx->w[i].kind != JOB_NONE;
-	atomic_store(&ctx->par_done, 0);
-	atomic_store(&ctx->start_gate, 0);
-	atomic_store(&ctx->aggr_stop, false);
-	pthread_mutex_lock(&ctx->lock);
-	ctx->active = n;
-	ctx->pending = n;
-	ctx->gen++;
-	pthread_cond_broadcast(&ctx->cond_work);
-	while (ctx->pending)
-		pthread_cond_wait(&ctx->cond_done, &ctx->lock);
-	pthread_mutex_unlock(&ctx->lock);
-}
-
-static void clear_jobs(struct ifr_ctx *ctx)
-{
-	for (size_t i = 0; i < ctx->cfg->n_cpus; i++) {
-		struct ifr_worker *wk = &ctx->w[i];
-		wk->kind = JOB_NONE;
-		wk->timed = false;
-		wk->ch = NULL;
-		wk->raw = NULL;
-	}
-}
-
-static int add_channel(struct ifr_ctx *ctx, const char *name, int cpu, struct channel **out)
-{
-	if (ctx->n_ch >= IFR_MAX_CH)
-		return -ENOSPC;
-	int e = channel_create(&ctx->chans[ctx->n_ch], name, cpu, 3600 * NS_PER_SEC, 0);
-	if (e)
-		return e;
-	*out = ctx->chans[ctx->n_ch++];
-	return 0;
-}
-
-/* Work units so that one run on one CPU lasts about run_ns. */
-static uint64_t calibrate_units(struct ifr_ctx *ctx, int kind)
-{
-	struct ifr_worker *wk = &ctx->w[0];
-	uint64_t units = 10000;
-	for (int round = 0; round < 6; round++) {
-		clear_jobs(ctx);
-		wk->kind = kind;
-		wk->units = units;
-		wk->timed = true;
-		if (kind == JOB_AMDAHL)
-			wk->result_ns = atomic_load(&ctx->par_go) + 1;
-		dispatch(ctx);
-		uint64_t ns = wk->result_ns ? wk->result_ns : 1;
-		if (ns >= ctx->cfg->run_ns / 4)
-			return (uint64_t)((double)units * (double)ctx->cfg->run_ns / (double)ns) + 1;
-		units *= 8;
-	}
-	return units;
-}
-
-static void run_amdahl(struct ifr_ctx *ctx)
-{
-	const struct ifr_cfg *c = ctx->cfg;
-	ctx->units_amdahl = calibrate_units(ctx, JOB_AMDAHL);
-	for (unsigned r = 0; r <= c->repeats && !atomic_load(&ctx->stop); r++) {
-		for (size_t n = 1; n <= c->n_cpus && !atomic_load(&ctx->stop); n++) {
-			clear_jobs(ctx);
-			uint64_t id = atomic_load(&ctx->par_go) + 1;
-			for (size_t i = 0; i < n; i++) {
-				ctx->w[i].kind = JOB_AMDAHL;
-				ctx->w[i].units = ctx->units_amdahl;
-				ctx->w[i].result_ns = id; /* non-coordinators wait for this id */
-			}
-			if (r > 0) { /* round 0 warms up */
-				ctx->w[0].ch = ctx->chans[n - 1];
-				ctx->w[0].raw = &ctx->raw[(n - 1) * c->repeats + (r - 1)];
-			}
-			dispatch(ctx);
-			if (r > 0)
-				ctx->raw_count[n - 1]++;
-		}
-	}
-}
-
-/* pairs: rows = 2 workloads x (1 solo + classes) */
-static void run_pairs(struct ifr_ctx *ctx)
-{
-	const struct ifr_cfg *c = ctx->cfg;
-	for (int wl = 0; wl < 2; wl++)
-		ctx->units_wl[wl] = calibrate_units(ctx, wl == 0 ? JOB_CHASE : JOB_COMPUTE);
-	for (unsigned r = 0; r <= c->repeats && !atomic_load(&ctx->stop); r++) {
-		for (int wl = 0; wl < 2; wl++) {
-			for (int k = -1; k < IFR_CLASS_COUNT && !atomic_load(&ctx->stop); k++) {
-				if (k >= 0 && ctx->pair_partner[k] < 0)
-					continue;
-				size_t row = (size_t)wl * (IFR_CLASS_COUNT + 1) + (size_t)(k + 1);
-				clear_jobs(ctx);
-				struct ifr_worker *a = &ctx->w[0];
-				a->kind = wl == 0 ? JOB_CHASE : JOB_COMPUTE;
-				a->units = ctx->units_wl[wl];
-				a->timed = true;
-				if (r > 0) {
-					a->ch = ctx->chans[row];
-					a->raw = &ctx->raw[row * c->repeats + (r - 1)];
-				}
-				if (k >= 0) {
-					struct ifr_worker *b = &ctx->w[ctx->pair_partner[k]];
-					b->kind = a->kind;
-				}
-				dispatch(ctx);
-				if (r > 0)
-					ctx->raw_count[row]++;
-			}
-		}
-	}
-}
-
-static void run_sharing(struct ifr_ctx *ctx)
-{
-	const struct ifr_cfg *c = ctx->cfg;
-	size_t chi = 0;
-	for (int s = 0; s < SH_COUNT; s++) {
-		for (size_t n = 1; n <= c->n_cpus; n++) {
-			clear_jobs(ctx);
-			for (size_t i = 0; i < n; i++) {
-				ctx->w[i].kind = JOB_SHARE;
-				ctx->w[i].share = s;
-				ctx->w[i].ch = ctx->chans[chi++];
-			}
-			if (!atomic_load(&ctx->stop))
-				dispatch(ctx);
-		}
-	}
-}
-
-static void *coord_main(void *arg)
-{
-	struct ifr_ctx *ctx = arg;
-	if (ctx->cfg->mode == MODE_AMDAHL)
-		run_amdahl(ctx);
-	else if (ctx->cfg->mode == MODE_PAIRS)
-		run_pairs(ctx);
-	else
-		run_sharing(ctx);
-	atomic_store(&ctx->done, true);
-	rt_notify_main();
-	return NULL;
+	jw_bool(w, "mlock", c->run.mlock);
+	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
+	jw_str_or_null(w, "output", c->run.output);
+	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 }
 
 static void write_raw(struct jsonw *w, const char *key, const uint64_t *v, uint64_t n)
@@ -603,7 +181,7 @@ static void ifr_extra(void *arg, struct jsonw *w, bool final)
 					continue;
 				size_t row = (size_t)wl * (IFR_CLASS_COUNT + 1) + (size_t)(k + 1);
 				jw_obj_begin(w, NULL);
-				jw_str(w, "workload", wl_names[wl]);
+				jw_str(w, "workload", ifr_wl_names[wl]);
 				jw_str(w, "class", k < 0 ? "solo" : ifr_class_names[k]);
 				if (k < 0)
 					jw_null(w, "cpu_b");
@@ -634,7 +212,7 @@ static void ifr_extra(void *arg, struct jsonw *w, bool final)
 		for (int s = 0; s < SH_COUNT; s++) {
 			for (size_t n = 1; n <= c->n_cpus; n++) {
 				jw_obj_begin(w, NULL);
-				jw_str(w, "variant", share_names[s]);
+				jw_str(w, "variant", ifr_share_names[s]);
 				jw_uint(w, "threads", n);
 				jw_arr_begin(w, "channels");
 				for (size_t i = 0; i < n; i++)
@@ -646,6 +224,17 @@ static void ifr_extra(void *arg, struct jsonw *w, bool final)
 		jw_arr_end(w);
 	}
 	jw_obj_end(w);
+}
+
+static int add_channel(struct ifr_ctx *ctx, const char *name, int cpu, struct channel **out)
+{
+	if (ctx->n_ch >= IFR_MAX_CH)
+		return -ENOSPC;
+	int e = channel_create(&ctx->chans[ctx->n_ch], name, cpu, 3600 * NS_PER_SEC, 0);
+	if (e)
+		return e;
+	*out = ctx->chans[ctx->n_ch++];
+	return 0;
 }
 
 static int make_channels(struct ifr_ctx *ctx)
@@ -663,7 +252,7 @@ static int make_channels(struct ifr_ctx *ctx)
 	} else if (c->mode == MODE_PAIRS) {
 		for (int wl = 0; wl < 2 && !e; wl++) {
 			for (int k = -1; k < IFR_CLASS_COUNT && !e; k++) {
-				snprintf(name, sizeof(name), "%s.%s", wl_names[wl],
+				snprintf(name, sizeof(name), "%s.%s", ifr_wl_names[wl],
 					 k < 0 ? "solo" : ifr_class_names[k]);
 				e = add_channel(ctx, name, c->cpus[0], &ch);
 			}
@@ -673,7 +262,7 @@ static int make_channels(struct ifr_ctx *ctx)
 		for (int s = 0; s < SH_COUNT && !e; s++)
 			for (size_t n = 1; n <= c->n_cpus && !e; n++)
 				for (size_t i = 0; i < n && !e; i++) {
-					snprintf(name, sizeof(name), "%s.n%u.t%u", share_names[s],
+					snprintf(name, sizeof(name), "%s.n%u.t%u", ifr_share_names[s],
 						 (unsigned)n, (unsigned)i);
 					e = add_channel(ctx, name, c->cpus[i], &ch);
 				}
@@ -713,55 +302,36 @@ static int alloc_worker_memory(struct ifr_ctx *ctx, struct ifr_worker *wk)
 	return 0;
 }
 
-/* rt_wait_done_or_signal predicate: the measurement has finished. */
-static bool measurement_done(const void *arg)
-{
-	const struct ifr_ctx *ctx = arg;
-	return atomic_load(&ctx->done);
-}
-
-static int ifr_run(void *p, const struct probe_env *env)
+static int ifr_prepare(void *p, struct probe_plan *plan)
 {
 	struct ifr_ctx *ctx = p;
 	const struct ifr_cfg *c = ctx->cfg;
-	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR, e;
-	size_t created = 0;
-	struct jsonw w;
-	jw_init(&w);
-
-	rt_block_signals(); /* inherited: signals reach only main's wait */
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->cond_work, NULL);
 	pthread_cond_init(&ctx->cond_done, NULL);
-
-	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
-		fprintf(stderr, "rtlab-probe interfere: --output: cannot open %s: %s\n", c->output,
-			strerror(-e));
-		return RL_EXIT_ERROR;
-	}
-	const char *why_hw = NULL;
-	bool hw = counter_hw_safe(&why_hw);
+	ctx->sync_init = true;
+	ctx->why_hw = NULL;
+	bool hw = counter_hw_safe(&ctx->why_hw);
 	if (counter_calibrate(&ctx->cnt, hw, 50 * NS_PER_MS) != 0)
-		goto out;
+		return RL_EXIT_ERROR;
 
 	for (int k = 0; k < IFR_CLASS_COUNT; k++)
 		ctx->pair_partner[k] = -1;
-	struct ifr_topo topo;
-	bool topo_ok = ifr_topo_read("/sys/devices/system/cpu", c->cpus[0], &topo) == 0;
-	if (topo_ok)
+	ctx->topo_ok = ifr_topo_read("/sys/devices/system/cpu", c->cpus[0], &ctx->topo) == 0;
+	if (ctx->topo_ok)
 		for (size_t i = 1; i < c->n_cpus; i++) {
-			int k = ifr_classify(&topo, c->cpus[i]);
+			int k = ifr_classify(&ctx->topo, c->cpus[i]);
 			if (k >= 0 && ctx->pair_partner[k] < 0)
 				ctx->pair_partner[k] = (int)i;
 		}
 
-	if (c->mlock)
-		mlock_err = rt_mlockall();
 	size_t wsz = (c->n_cpus * sizeof(*ctx->w) + RL_CACHELINE - 1) & ~(size_t)(RL_CACHELINE - 1);
 	ctx->w = aligned_alloc(RL_CACHELINE, wsz);
-	if (!ctx->w || make_channels(ctx) != 0) {
+	/* one worker per CPU, and the coordinator */
+	struct probe_thread *pt = probe_plan_threads(plan, c->n_cpus + 1);
+	if (!ctx->w || !pt || make_channels(ctx) != 0) {
 		fprintf(stderr, "rtlab-probe interfere: out of memory\n");
-		goto out;
+		return RL_EXIT_ERROR;
 	}
 	memset(ctx->w, 0, wsz);
 	for (size_t i = 0; i < c->n_cpus; i++) {
@@ -770,151 +340,109 @@ static int ifr_run(void *p, const struct probe_env *env)
 		ctx->w[i].cpu = c->cpus[i];
 		if (alloc_worker_memory(ctx, &ctx->w[i]) != 0) {
 			fprintf(stderr, "rtlab-probe interfere: out of memory (working set)\n");
-			goto out;
+			return RL_EXIT_ERROR;
 		}
+		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "worker@cpu%d", c->cpus[i]);
+		pt[i].rt.cpu = c->cpus[i];
+		pt[i].rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
+		pt[i].arg = &ctx->w[i];
+		pt[i].until_stopped = true;
 	}
+	pt[c->n_cpus].helper = true; /* the coordinator: arg NULL */
+	plan->chans = ctx->chans;
+	plan->n_chans = ctx->n_ch;
+	plan->stop = &ctx->stop;
+	return 0;
+}
+
+/* A worker's channels are those on its CPU. */
+static void ifr_thread_ready(void *p, struct probe_thread *pt)
+{
+	struct ifr_ctx *ctx = p;
+	const struct ifr_worker *wk = pt->arg;
+	if (!wk)
+		return;
 	for (size_t i = 0; i < ctx->n_ch; i++)
-		atomic_store(&ctx->chans[i]->tid, 0);
+		if (ctx->chans[i]->cpu == wk->cpu)
+			atomic_store(&ctx->chans[i]->tid, pt->rt.tid);
+}
 
-	ctx->pending = (unsigned)c->n_cpus;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, IFR_STACK);
-	for (; created < c->n_cpus; created++)
-		if ((e = pthread_create(&ctx->w[created].thread, &attr, worker_main,
-					&ctx->w[created])) != 0)
-			break;
-	pthread_attr_destroy(&attr);
-	if (created < c->n_cpus) {
-		fprintf(stderr, "rtlab-probe interfere: cannot create a thread: %s\n", strerror(e));
-		_exit(RL_EXIT_ERROR);
-	}
-	pthread_mutex_lock(&ctx->lock);
-	while (ctx->pending)
-		pthread_cond_wait(&ctx->cond_done, &ctx->lock);
-	pthread_mutex_unlock(&ctx->lock);
-	for (size_t i = 0; i < ctx->n_ch; i++) {
-		int cpu = ctx->chans[i]->cpu;
-		for (size_t k = 0; k < c->n_cpus; k++)
-			if (ctx->w[k].cpu == cpu)
-				atomic_store(&ctx->chans[i]->tid, atomic_load(&ctx->w[k].tid));
-	}
-
-	bool rt_valid = !(c->mlock && mlock_err);
-	char why[512] = "";
-	for (size_t i = 0; i < c->n_cpus; i++) {
-		if (!pc_setup_ok(&ctx->w[i].setup, c->policy, c->priority)) {
-			if (rt_valid)
-				pc_setup_why(&ctx->w[i].setup, c->policy, c->priority, why,
-					     sizeof(why));
-			rt_valid = false;
-		}
-	}
-	if (!rt_valid && !why[0])
-		snprintf(why, sizeof(why),
+/* A failed mlockall is named before a worker's set-up. */
+static void ifr_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
+{
+	(void)p;
+	if (v->mlock_err)
+		snprintf(buf, len,
 			 "cannot lock memory with mlockall (%s): run as root, pass --no-mlock or --allow-non-rt",
-			 strerror(-mlock_err));
-	bool skip = !rt_valid && !c->allow_non_rt;
+			 strerror(-v->mlock_err));
+	else
+		probe_explain_thread(&v->thread->rt, buf, len);
+}
 
-	cpu_set_t rep_aff;
-	if (rt_get_affinity_self(&rep_aff) != 0)
-		CPU_ZERO(&rep_aff);
-	if (skip) {
-		fprintf(stderr, "rtlab-probe interfere: skipped: %s\n", why);
-		code = RL_EXIT_SKIPPED;
-		goto stop_workers;
-	}
+static int ifr_start(void *p, const struct probe_start *s)
+{
+	struct ifr_ctx *ctx = p;
+	ctx->start_mono = s->monotonic_ns;
+	return 0;
+}
 
-	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + IFR_START_LEAD_NS;
-	ctx->start_mono = rl_now_ns(CLOCK_MONOTONIC) + IFR_START_LEAD_NS;
-	pc_header_begin(&w, "interfere", env, start_real, ctx->start_mono);
-	ifr_report_config(ctx, &w, "config");
-	pc_effective_begin(&w, c->mlock, mlock_err);
-	for (size_t i = 0; i < c->n_cpus; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "worker@cpu%d", c->cpus[i]);
-		pc_effective_thread(&w, name, atomic_load(&ctx->w[i].tid), &ctx->w[i].setup);
+static void ifr_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+{
+	const struct ifr_ctx *ctx = p;
+	const struct ifr_cfg *c = ctx->cfg;
+	if (part != EFFECTIVE_AFTER_THREADS)
+		return;
+	jw_obj_begin(w, "counter");
+	jw_str(w, "kind", counter_kind_name(ctx->cnt.kind));
+	jw_str(w, "why", ctx->why_hw ? ctx->why_hw : "");
+	jw_uint(w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
+	jw_obj_end(w);
+	jw_obj_begin(w, "topology");
+	jw_int(w, "cpu_a", c->cpus[0]);
+	if (ctx->topo_ok) {
+		jw_cpuset(w, "smt_siblings", &ctx->topo.smt);
+		jw_cpuset(w, "l2_shared", &ctx->topo.l2);
+		jw_cpuset(w, "l3_shared", &ctx->topo.l3);
 	}
-	jw_arr_end(&w);
-	jw_obj_begin(&w, "counter");
-	jw_str(&w, "kind", counter_kind_name(ctx->cnt.kind));
-	jw_str(&w, "why", why_hw ? why_hw : "");
-	jw_uint(&w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
-	jw_obj_end(&w);
-	jw_obj_begin(&w, "topology");
-	jw_int(&w, "cpu_a", c->cpus[0]);
-	if (topo_ok) {
-		sysinfo_write_cpuset(&w, "smt_siblings", &topo.smt);
-		sysinfo_write_cpuset(&w, "l2_shared", &topo.l2);
-		sysinfo_write_cpuset(&w, "l3_shared", &topo.l3);
-	}
-	jw_obj_begin(&w, "partners");
+	jw_obj_begin(w, "partners");
 	for (int k = 0; k < IFR_CLASS_COUNT; k++) {
 		if (ctx->pair_partner[k] >= 0)
-			jw_int(&w, ifr_class_names[k], c->cpus[ctx->pair_partner[k]]);
+			jw_int(w, ifr_class_names[k], c->cpus[ctx->pair_partner[k]]);
 		else
-			jw_null(&w, ifr_class_names[k]);
+			jw_null(w, ifr_class_names[k]);
 	}
-	jw_obj_end(&w);
-	jw_obj_end(&w);
-	pc_effective_end(&w, &rep_aff, false, rt_valid);
-	sysinfo_write(&w, "system");
-	jw_obj_end(&w);
-	int out_err = jw_emit(&w, out_fd);
-	if (!rt_valid)
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
-	if (c->mode == MODE_PAIRS)
-		for (int k = 0; k < IFR_CLASS_COUNT; k++)
-			if (ctx->pair_partner[k] < 0) {
-				char msg[160];
-				snprintf(msg, sizeof(msg),
-					 "pair class %s does not exist among --cpus for CPU %d on this machine",
-					 ifr_class_names[k], c->cpus[0]);
-				pc_write_log(&w, out_fd, "info", "pair_class_missing", msg);
-			}
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
 
-	struct reporter *rep = NULL;
-	struct reporter_cfg rc = {
-		.out_fd = out_fd,
-		.samples_fd = -1,
-		.snapshot_ns = c->snapshot_ns,
-		.start_mono_ns = ctx->start_mono,
-		.chans = ctx->chans,
-		.n_chans = ctx->n_ch,
-		.extra = ifr_extra,
-		.extra_arg = ctx,
-	};
-	if ((e = reporter_start(&rep, &rc)) != 0) {
-		fprintf(stderr, "rtlab-probe interfere: cannot start the reporter: %s\n",
-			strerror(-e));
-		goto stop_workers;
-	}
-	pthread_t coord;
-	if ((e = pthread_create(&coord, NULL, coord_main, ctx)) != 0) {
-		fprintf(stderr, "rtlab-probe interfere: cannot create a thread: %s\n", strerror(e));
-		_exit(RL_EXIT_ERROR);
-	}
-	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
-	pthread_join(coord, NULL);
-	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
-	reporter_outcome_stopped(&o, interrupted, NULL);
-	code = reporter_conclude(rep, &o, out_err, "interfere");
+static void ifr_write_logs(const void *p, struct jsonw *w, int fd)
+{
+	const struct ifr_ctx *ctx = p;
+	const struct ifr_cfg *c = ctx->cfg;
+	if (c->mode != MODE_PAIRS)
+		return;
+	for (int k = 0; k < IFR_CLASS_COUNT; k++)
+		if (ctx->pair_partner[k] < 0) {
+			char msg[160];
+			snprintf(msg, sizeof(msg),
+				 "pair class %s does not exist among --cpus for CPU %d on this machine",
+				 ifr_class_names[k], c->cpus[0]);
+			out_log(w, fd, "info", "pair_class_missing", msg);
+		}
+}
 
-stop_workers:
-	clear_jobs(ctx);
-	for (size_t i = 0; i < c->n_cpus; i++)
-		ctx->w[i].kind = JOB_EXIT;
-	pthread_mutex_lock(&ctx->lock);
-	ctx->gen++;
-	pthread_cond_broadcast(&ctx->cond_work);
-	pthread_mutex_unlock(&ctx->lock);
-	for (size_t i = 0; i < created; i++)
-		pthread_join(ctx->w[i].thread, NULL);
-out:
-	jw_free(&w);
-	if (out_fd != STDOUT_FILENO)
-		close(out_fd);
-	return code;
+/* The workers run jobs until stopped; the coordinator's end is the run's. */
+static void ifr_measure(void *p, struct probe_thread *pt)
+{
+	if (pt->arg)
+		ifr_worker_loop(pt->arg);
+	else
+		ifr_coordinate(p);
+}
+
+static void ifr_stop(void *p)
+{
+	ifr_stop_workers(p);
 }
 
 static void ifr_fini(void *p)
@@ -932,6 +460,11 @@ static void ifr_fini(void *p)
 	free(ctx->w);
 	free(ctx->raw);
 	free(ctx->raw_count);
+	if (ctx->sync_init) {
+		pthread_cond_destroy(&ctx->cond_done);
+		pthread_cond_destroy(&ctx->cond_work);
+		pthread_mutex_destroy(&ctx->lock);
+	}
 	free(ctx);
 }
 
@@ -945,9 +478,17 @@ const struct probe_ops interfere_probe = {
 		 "--mode sharing: shared atomic vs per-CPU vs false-shared counters.",
 	.opts = ifr_opts,
 	.n_opts = O_COUNT,
-	.unavailable = NULL,
+	.stack = IFR_STACK,
 	.init = ifr_init,
-	.report_config = ifr_report_config,
-	.run = ifr_run,
 	.fini = ifr_fini,
+	.prepare = ifr_prepare,
+	.thread_ready = ifr_thread_ready,
+	.explain = ifr_explain,
+	.start = ifr_start,
+	.write_config = ifr_write_config,
+	.write_effective = ifr_write_effective,
+	.write_logs = ifr_write_logs,
+	.write_extra = ifr_extra,
+	.measure = ifr_measure,
+	.stop = ifr_stop,
 };

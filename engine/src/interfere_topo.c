@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-#include "interfere.h"
+#include "interfere_topo.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "opts.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 
 const char *const ifr_class_names[] = { "smt", "same_l2", "same_l3", "cross_l3" };
 
 static int read_list(const char *path, cpu_set_t *set)
 {
 	char buf[1024];
-	int e = sysinfo_read_file(path, buf, sizeof(buf));
+	int e = sf_read(path, buf, sizeof(buf));
 	if (e)
 		return e;
 	return opt_parse_cpulist(buf, set);
@@ -33,11 +33,11 @@ int ifr_topo_read(const char *root, int cpu, struct ifr_topo *t)
 	for (int i = 0; i < 16; i++) {
 		char lv[32];
 		snprintf(path, sizeof(path), "%s/cpu%d/cache/index%d/level", root, cpu, i);
-		if (sysinfo_read_file(path, lv, sizeof(lv)) != 0)
+		if (sf_read(path, lv, sizeof(lv)) != 0)
 			break;
 		snprintf(path, sizeof(path), "%s/cpu%d/cache/index%d/type", root, cpu, i);
 		char ty[32] = "";
-		if (sysinfo_read_file(path, ty, sizeof(ty)) == 0 && strcmp(ty, "Instruction") == 0)
+		if (sf_read(path, ty, sizeof(ty)) == 0 && strcmp(ty, "Instruction") == 0)
 			continue;
 		cpu_set_t *dst = strcmp(lv, "2") == 0 ? &t->l2 : strcmp(lv, "3") == 0 ? &t->l3 : NULL;
 		if (!dst)

@@ -270,6 +270,15 @@ void jw_null(struct jsonw *w, const char *key)
 	put(w, "null", 4);
 }
 
+void jw_cpuset(struct jsonw *w, const char *key, const cpu_set_t *set)
+{
+	jw_arr_begin(w, key);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, set))
+			jw_int(w, NULL, c);
+	jw_arr_end(w);
+}
+
 int rl_write_raw(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

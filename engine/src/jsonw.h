@@ -11,6 +11,7 @@
 #ifndef RTLAB_JSONW_H
 #define RTLAB_JSONW_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,8 @@ void jw_int_or_null(struct jsonw *w, const char *key, int64_t v);
 void jw_uint(struct jsonw *w, const char *key, uint64_t v);
 void jw_bool(struct jsonw *w, const char *key, bool v);
 void jw_null(struct jsonw *w, const char *key);
+/* A CPU set as an array of CPU numbers, ascending. */
+void jw_cpuset(struct jsonw *w, const char *key, const cpu_set_t *set);
 
 /*
  * Length of the valid UTF-8 sequence at buf (n >= 1 bytes left): 1 for ASCII, 2 to 4,

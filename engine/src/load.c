@@ -22,9 +22,9 @@
 #include "jsonw.h"
 #include "lifeline.h"
 #include "opts.h"
+#include "output.h"
 #include "procgroup.h"
-#include "sys.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 #include "version.h"
 
 #define LOAD_VM_MIN 4096
@@ -239,9 +239,7 @@ static void describe_end(const struct load_run *r, size_t i, char *buf, size_t l
 static void write_start(struct jsonw *w, const struct load_run *r, const struct probe_env *env)
 {
 	const struct load_cfg *c = r->cfg;
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "load");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(w, "load");
 	jw_str(w, "engine_version", RTLAB_VERSION);
 	jw_str(w, "engine_arch", rl_build_arch());
 	jw_arr_begin(w, "argv");
@@ -250,14 +248,14 @@ static void write_start(struct jsonw *w, const struct load_run *r, const struct 
 	jw_arr_end(w);
 	jw_int(w, "pid", getpid());
 	jw_int(w, "pgid", r->pgid);
-	jw_uint(w, "starttime", sys_starttime(getpid()));
+	jw_uint(w, "starttime", sf_starttime(getpid()));
 	jw_uint(w, "start_realtime_ns", rl_now_ns(CLOCK_REALTIME));
 	jw_obj_begin(w, "config");
 	jw_uint(w, "cpu", c->n_cpu);
 	jw_uint(w, "vm", c->n_vm);
 	jw_uint(w, "vm_bytes", c->vm_bytes);
 	if (c->have_cpus)
-		sysinfo_write_cpuset(w, "cpus", &c->cpus);
+		jw_cpuset(w, "cpus", &c->cpus);
 	else
 		jw_null(w, "cpus");
 	if (c->duration_ns)
@@ -280,9 +278,7 @@ static void write_result(struct jsonw *w, const struct load_run *r, const char *
 			 int code, uint64_t elapsed, const char *error)
 {
 	uint64_t sum[2] = { 0, 0 };
-	jw_obj_begin(w, NULL);
-	jw_str(w, "type", "load_result");
-	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(w, "load_result");
 	jw_str(w, "status", status);
 	jw_int(w, "exit_code", code);
 	jw_uint(w, "elapsed_ns", elapsed);

@@ -11,6 +11,7 @@
 #include "exec.h"
 #include "globals.h"
 #include "jsonw.h"
+#include "lifecycle.h"
 #include "lifeline.h"
 #include "load.h"
 #include "opts.h"
@@ -70,9 +71,7 @@ static int list_probes_json(void)
 {
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "probes");
-	jw_int(&w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(&w, "probes");
 	jw_str(&w, "engine_version", RTLAB_VERSION);
 	jw_arr_begin(&w, "probes");
 	for (size_t i = 0; probe_table[i]; i++) {
@@ -263,7 +262,8 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 	}
 
 	void *ctx = NULL;
-	r = p->init(&ctx, vals, &env, err, sizeof(err));
+	const struct run_opts *run = NULL;
+	r = p->init(&ctx, &run, vals, &env, err, sizeof(err));
 	free(vals);
 	if (r == -EINVAL) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
@@ -277,7 +277,7 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		p->fini(ctx);
 		return RL_EXIT_ERROR;
 	}
-	int code = p->run(ctx, &env);
+	int code = lifecycle_run(p, ctx, run, &env);
 	p->fini(ctx);
 	return code;
 }

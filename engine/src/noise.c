@@ -9,29 +9,20 @@
  * above --record-gaps-above (for attribution from a mono-clocked trace).
  */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "channel.h"
 #include "counter.h"
-#include "crew.h"
 #include "noise.h"
-#include "probe_common.h"
-#include "opts.h"
+#include "output.h"
 #include "probe.h"
-#include "reporter.h"
-#include "rt.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 
 #define NOISE_STACK (128 * 1024)
 #define NOISE_GAP_RING 4096u /* power of two */
-#define NOISE_START_LEAD_NS (20 * NS_PER_MS)
 #define NOISE_CHECK_MASK 1023u /* publish and check the end every 1024 loops */
 
 static const char *const counter_names[] = { "auto", "counter", "monotonic", NULL };
@@ -82,6 +73,7 @@ static const struct opt_def noise_opts[O_COUNT] = {
 };
 
 struct noise_cfg {
+	struct run_opts run;
 	int cpus[CPU_SETSIZE];
 	size_t n_cpus;
 	enum rt_policy policy;
@@ -92,12 +84,7 @@ struct noise_cfg {
 	uint64_t max_gaps;
 	uint64_t threshold_ns;	/* 0: none */
 	int counter_idx;
-	bool mlock;
-	int housekeeping;
-	uint64_t snapshot_ns;
 	uint64_t window_ns;
-	const char *output;
-	bool allow_non_rt;
 	int64_t rt_runtime_us, rt_period_us; /* -2: unknown */
 	uint64_t throttle_ns;	/* expected throttling gap (fifo/rr only), 0: none */
 };
@@ -114,7 +101,6 @@ struct noise_thread {
 	_Alignas(RL_CACHELINE) struct noise_ctx *ctx;
 	struct channel *ch;
 	size_t idx;
-	struct pc_setup setup;
 
 	/* published by the thread (relaxed), read by the reporter */
 	_Alignas(RL_CACHELINE) atomic_uint_least64_t loops;
@@ -137,28 +123,25 @@ struct noise_ctx {
 	struct counter cnt;
 	struct noise_thread *threads;
 	struct channel **chans;
-	struct crew crew;
 	atomic_bool stop;
-	atomic_int running;
 	atomic_int thr_taken;
 	size_t thr_chan;
 	uint64_t thr_gap, thr_at;
-	uint64_t start_mono;
 	uint64_t start_ticks;
 	uint64_t end_ticks;	/* UINT64_MAX: none */
 	struct gap_rec *scratch;
+	const char *why_hw;	/* why the hardware counter is not used, or NULL */
 };
 
-static int64_t read_proc_int(const char *path)
+/* A kernel setting, or -2 when it cannot be read. */
+static int64_t kernel_int(const char *path)
 {
-	char buf[64];
-	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0)
-		return -2;
-	return strtoll(buf, NULL, 10);
+	int64_t v;
+	return sf_read_int(path, &v) == 0 ? v : -2;
 }
 
-static int noise_init(void **out, const struct opt_value *v, const struct probe_env *env,
-		      char *err, size_t errlen)
+static int noise_init(void **out, const struct run_opts **run, const struct opt_value *v,
+		      const struct probe_env *env, char *err, size_t errlen)
 {
 	struct noise_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
@@ -186,8 +169,7 @@ static int noise_init(void **out, const struct opt_value *v, const struct probe_
 		free(ctx);
 		return -EINVAL;
 	}
-	int e = pc_priority(c->policy, v[O_PRIORITY].given, v[O_PRIORITY].i, &c->priority, err,
-			    errlen);
+	int e = probe_priority(c->policy, &v[O_PRIORITY], 1, &c->priority, err, errlen);
 	if (e) {
 		free(ctx);
 		return e;
@@ -205,33 +187,34 @@ static int noise_init(void **out, const struct opt_value *v, const struct probe_
 	c->max_gaps = (uint64_t)v[O_MAX_GAPS].i;
 	c->threshold_ns = v[O_THRESHOLD].set ? (uint64_t)v[O_THRESHOLD].i : 0;
 	c->counter_idx = (int)v[O_CLOCKSRC].i;
-	c->mlock = v[O_MLOCK].i != 0;
+	c->run.mlock = v[O_MLOCK].i != 0;
+	c->run.dma_us = -1;
 	cpu_set_t measured;
 	CPU_ZERO(&measured);
 	for (size_t k = 0; k < c->n_cpus; k++)
 		CPU_SET(c->cpus[k], &measured);
-	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, &measured, &c->housekeeping, err,
-			    errlen) != 0) {
+	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, &measured, &c->run.housekeeping,
+			       err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
 	}
-	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
-	c->rt_runtime_us = read_proc_int("/proc/sys/kernel/sched_rt_runtime_us");
-	c->rt_period_us = read_proc_int("/proc/sys/kernel/sched_rt_period_us");
+	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->rt_runtime_us = kernel_int("/proc/sys/kernel/sched_rt_runtime_us");
+	c->rt_period_us = kernel_int("/proc/sys/kernel/sched_rt_period_us");
 	if (c->policy == RT_FIFO || c->policy == RT_RR)
 		c->throttle_ns = noise_throttle_gap_ns(c->rt_runtime_us, c->rt_period_us);
 	ctx->cfg = c;
+	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
 
-static void noise_report_config(const void *p, struct jsonw *w, const char *key)
+static void noise_write_config(const void *p, struct jsonw *w)
 {
 	const struct noise_cfg *c = ((const struct noise_ctx *)p)->cfg;
-	jw_obj_begin(w, key);
 	jw_arr_begin(w, "cpus");
 	for (size_t i = 0; i < c->n_cpus; i++)
 		jw_int(w, NULL, c->cpus[i]);
@@ -250,13 +233,12 @@ static void noise_report_config(const void *p, struct jsonw *w, const char *key)
 	else
 		jw_null(w, "threshold_ns");
 	jw_str(w, "counter", counter_names[c->counter_idx]);
-	jw_bool(w, "mlock", c->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_bool(w, "mlock", c->run.mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
-	jw_str_or_null(w, "output", c->output);
-	jw_bool(w, "allow_non_rt", c->allow_non_rt);
-	jw_obj_end(w);
+	jw_str_or_null(w, "output", c->run.output);
+	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 }
 
 /* The rare path: a gap above --gap-threshold (kept out of the loop body). */
@@ -308,9 +290,10 @@ static __attribute__((noinline)) bool on_gap(struct noise_thread *t, uint64_t no
 	return false;
 }
 
-static void poll_loop(struct noise_thread *t)
+static void noise_measure(void *p, struct probe_thread *pt)
 {
-	struct noise_ctx *ctx = t->ctx;
+	struct noise_ctx *ctx = p;
+	struct noise_thread *t = pt->arg;
 	const struct counter *cnt = &ctx->cnt;
 	const uint64_t thr = counter_ns_to_ticks(cnt, ctx->cfg->gap_ns);
 	const uint64_t end = ctx->end_ticks;
@@ -339,19 +322,6 @@ static void poll_loop(struct noise_thread *t)
 	atomic_store_explicit(&t->loops, loops, memory_order_relaxed);
 	atomic_store_explicit(&t->measured_ns, counter_ticks_to_ns(cnt, prev - first),
 			      memory_order_relaxed);
-}
-
-static void *noise_thread_main(void *arg)
-{
-	struct noise_thread *t = arg;
-	struct noise_ctx *ctx = t->ctx;
-	atomic_store(&t->ch->tid, (int)syscall(SYS_gettid));
-	pc_setup_self(&t->setup, t->ch->cpu, ctx->cfg->policy, ctx->cfg->priority);
-	if (crew_wait_go(&ctx->crew))
-		poll_loop(t);
-	if (atomic_fetch_sub(&ctx->running, 1) == 1)
-		rt_notify_main();
-	return NULL;
 }
 
 /* Reporter hook: per-channel noise figures and the listed gaps. */
@@ -410,179 +380,134 @@ static void noise_extra(void *arg, struct jsonw *w, bool final)
 	jw_obj_end(w);
 }
 
-/* rt_wait_done_or_signal predicate: every measuring thread has finished. */
-static bool all_threads_done(const void *arg)
-{
-	const struct noise_ctx *ctx = arg;
-	return atomic_load(&ctx->running) == 0;
-}
-
-static int noise_run(void *p, const struct probe_env *env)
+static int noise_prepare(void *p, struct probe_plan *plan)
 {
 	struct noise_ctx *ctx = p;
 	const struct noise_cfg *c = ctx->cfg;
-	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR, e;
-	struct jsonw w;
-	jw_init(&w);
-
-	rt_block_signals(); /* inherited: signals reach only main's wait */
-
-	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
-		fprintf(stderr, "rtlab-probe noise: --output: cannot open %s: %s\n", c->output,
-			strerror(-e));
-		return RL_EXIT_ERROR;
-	}
-	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
-	cpu_set_t rep_aff;
-	if (rt_get_affinity_self(&rep_aff) != 0)
-		CPU_ZERO(&rep_aff);
-
 	const char *why_hw = NULL;
 	bool hw = c->counter_idx != 2 && counter_hw_safe(&why_hw);
 	if (c->counter_idx == 1 && !hw) {
 		fprintf(stderr, "rtlab-probe noise: skipped: --counter counter: %s\n", why_hw);
-		code = RL_EXIT_SKIPPED;
-		goto out;
+		return RL_EXIT_SKIPPED;
 	}
 	if (counter_calibrate(&ctx->cnt, hw, 50 * NS_PER_MS) != 0)
-		goto out;
-	if (!why_hw)
-		why_hw = ctx->cnt.why;
-	if (c->mlock)
-		mlock_err = rt_mlockall();
+		return RL_EXIT_ERROR;
+	ctx->why_hw = why_hw ? why_hw : ctx->cnt.why;
 
 	size_t tsz = (c->n_cpus * sizeof(*ctx->threads) + RL_CACHELINE - 1) &
 		     ~(size_t)(RL_CACHELINE - 1);
 	ctx->threads = aligned_alloc(RL_CACHELINE, tsz);
 	ctx->chans = calloc(c->n_cpus, sizeof(*ctx->chans));
 	ctx->scratch = calloc(NOISE_GAP_RING, sizeof(*ctx->scratch));
-	if (!ctx->threads || !ctx->chans || !ctx->scratch) {
+	struct probe_thread *pt = probe_plan_threads(plan, c->n_cpus);
+	if (!ctx->threads || !ctx->chans || !ctx->scratch || !pt) {
 		fprintf(stderr, "rtlab-probe noise: out of memory\n");
-		goto out;
+		return RL_EXIT_ERROR;
 	}
 	memset(ctx->threads, 0, tsz);
 	for (size_t i = 0; i < c->n_cpus; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "cpu%d", c->cpus[i]);
-		e = channel_create(&ctx->chans[i], name, c->cpus[i], c->window_ns, 0);
+		int e = channel_create(&ctx->chans[i], name, c->cpus[i], c->window_ns, 0);
 		if (e) {
 			fprintf(stderr, "rtlab-probe noise: cannot allocate a channel: %s\n",
 				strerror(-e));
-			goto out;
+			return RL_EXIT_ERROR;
 		}
 		ctx->threads[i].ctx = ctx;
 		ctx->threads[i].ch = ctx->chans[i];
 		ctx->threads[i].idx = i;
+		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "%s", name);
+		pt[i].rt.cpu = c->cpus[i];
+		pt[i].rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
+		pt[i].arg = &ctx->threads[i];
 	}
+	plan->chans = ctx->chans;
+	plan->n_chans = c->n_cpus;
+	plan->stop = &ctx->stop;
+	return 0;
+}
 
-	atomic_init(&ctx->running, (int)c->n_cpus);
-	if (crew_start(&ctx->crew, c->n_cpus, NOISE_STACK, noise_thread_main, ctx->threads,
-		       sizeof(*ctx->threads), "noise") != 0) {
-		fprintf(stderr, "rtlab-probe noise: out of memory\n");
-		goto out;
-	}
+static void noise_thread_ready(void *p, struct probe_thread *pt)
+{
+	(void)p;
+	struct noise_thread *t = pt->arg;
+	atomic_store(&t->ch->tid, pt->rt.tid);
+}
 
-	bool rt_valid = !(c->mlock && mlock_err);
-	char why[512] = "";
-	for (size_t i = 0; i < c->n_cpus; i++) {
-		const struct pc_setup *s = &ctx->threads[i].setup;
-		if (!pc_setup_ok(s, c->policy, c->priority)) {
-			if (rt_valid)
-				pc_setup_why(s, c->policy, c->priority, why, sizeof(why));
-			rt_valid = false;
-		}
-	}
-	if (!rt_valid && !why[0])
-		snprintf(why, sizeof(why),
+/* A failed mlockall is named before a thread's set-up. */
+static void noise_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
+{
+	(void)p;
+	if (v->mlock_err)
+		snprintf(buf, len,
 			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, pass --no-mlock or --allow-non-rt",
-			 strerror(-mlock_err));
-	if (!rt_valid && !c->allow_non_rt) {
-		crew_abort(&ctx->crew);
-		fprintf(stderr, "rtlab-probe noise: skipped: %s\n", why);
-		code = RL_EXIT_SKIPPED;
-		goto out;
-	}
+			 strerror(-v->mlock_err));
+	else
+		probe_explain_thread(&v->thread->rt, buf, len);
+}
 
-	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + NOISE_START_LEAD_NS;
+/* Every channel starts at the same counter reading: the start on the counter's scale. */
+static int noise_start(void *p, const struct probe_start *s)
+{
+	struct noise_ctx *ctx = p;
+	const struct noise_cfg *c = ctx->cfg;
 	uint64_t now_mono = rl_now_ns(CLOCK_MONOTONIC);
 	uint64_t now_ticks = counter_read_ordered(&ctx->cnt);
-	ctx->start_mono = now_mono + NOISE_START_LEAD_NS;
-	ctx->start_ticks = now_ticks + counter_ns_to_ticks(&ctx->cnt, NOISE_START_LEAD_NS);
+	uint64_t lead = s->monotonic_ns > now_mono ? s->monotonic_ns - now_mono : 0;
+	ctx->start_ticks = now_ticks + counter_ns_to_ticks(&ctx->cnt, lead);
 	ctx->end_ticks = c->duration_ns
 				 ? ctx->start_ticks + counter_ns_to_ticks(&ctx->cnt, c->duration_ns)
 				 : UINT64_MAX;
+	return 0;
+}
 
-	pc_header_begin(&w, "noise", env, start_real, ctx->start_mono);
-	noise_report_config(ctx, &w, "config");
-	pc_effective_begin(&w, c->mlock, mlock_err);
-	for (size_t i = 0; i < c->n_cpus; i++)
-		pc_effective_thread(&w, ctx->chans[i]->name, atomic_load(&ctx->chans[i]->tid),
-				    &ctx->threads[i].setup);
-	jw_arr_end(&w);
-	jw_obj_begin(&w, "counter");
-	jw_str(&w, "kind", counter_kind_name(ctx->cnt.kind));
-	jw_str(&w, "why", why_hw ? why_hw : "");
-	jw_uint(&w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
-	jw_uint(&w, "calibration_ns", ctx->cnt.cal_span_ns);
-	jw_obj_end(&w);
+static void noise_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+{
+	const struct noise_ctx *ctx = p;
+	const struct noise_cfg *c = ctx->cfg;
+	if (part != EFFECTIVE_AFTER_THREADS)
+		return;
+	jw_obj_begin(w, "counter");
+	jw_str(w, "kind", counter_kind_name(ctx->cnt.kind));
+	jw_str(w, "why", ctx->why_hw ? ctx->why_hw : "");
+	jw_uint(w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
+	jw_uint(w, "calibration_ns", ctx->cnt.cal_span_ns);
+	jw_obj_end(w);
 	if (c->rt_runtime_us > -2 && c->rt_period_us > -2) {
-		jw_int(&w, "sched_rt_runtime_us", c->rt_runtime_us);
-		jw_int(&w, "sched_rt_period_us", c->rt_period_us);
+		jw_int(w, "sched_rt_runtime_us", c->rt_runtime_us);
+		jw_int(w, "sched_rt_period_us", c->rt_period_us);
 	}
 	if (c->throttle_ns)
-		jw_uint(&w, "throttle_gap_ns", c->throttle_ns);
+		jw_uint(w, "throttle_gap_ns", c->throttle_ns);
 	else
-		jw_null(&w, "throttle_gap_ns");
-	pc_effective_end(&w, &rep_aff, rep_pinned, rt_valid);
-	sysinfo_write(&w, "system");
-	jw_obj_end(&w);
-	int out_err = jw_emit(&w, out_fd);
-	if (!rt_valid)
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
-	if (c->throttle_ns)
-		pc_write_log(&w, out_fd, "info", "rt_throttling",
-			     "a busy RT loop is throttled by sched_rt_runtime_us: expect one gap of about sched_rt_period_us - sched_rt_runtime_us per period (counted as throttle_gaps); use --policy other to measure OS noise without it");
+		jw_null(w, "throttle_gap_ns");
+}
 
-	struct reporter *rep = NULL;
-	struct reporter_cfg rc = {
-		.out_fd = out_fd,
-		.samples_fd = -1,
-		.snapshot_ns = c->snapshot_ns,
-		.start_mono_ns = ctx->start_mono,
-		.chans = ctx->chans,
-		.n_chans = c->n_cpus,
-		.extra = noise_extra,
-		.extra_arg = ctx,
-	};
-	e = reporter_start(&rep, &rc);
-	if (e) {
-		crew_abort(&ctx->crew);
-		fprintf(stderr, "rtlab-probe noise: cannot start the reporter: %s\n", strerror(-e));
-		goto out;
-	}
-	crew_go(&ctx->crew);
+static void noise_write_logs(const void *p, struct jsonw *w, int fd)
+{
+	const struct noise_ctx *ctx = p;
+	if (ctx->cfg->throttle_ns)
+		out_log(w, fd, "info", "rt_throttling",
+			"a busy RT loop is throttled by sched_rt_runtime_us: expect one gap of about sched_rt_period_us - sched_rt_runtime_us per period (counted as throttle_gaps); use --policy other to measure OS noise without it");
+}
 
-	bool interrupted = rt_wait_done_or_signal(&ctx->stop, all_threads_done, ctx);
-	crew_join(&ctx->crew);
-
-	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
+static void noise_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
+			  size_t errlen)
+{
+	struct noise_ctx *ctx = p;
+	(void)err;
+	(void)errlen;
 	if (atomic_load(&ctx->thr_taken)) {
-		o.status = "threshold";
-		o.exit_code = RL_EXIT_THRESHOLD;
-		o.threshold_hit = true;
-		o.thr_chan = ctx->thr_chan;
-		o.thr_latency_ns = ctx->thr_gap;
-		o.thr_at_ns = ctx->thr_at;
+		o->status = "threshold";
+		o->exit_code = RL_EXIT_THRESHOLD;
+		o->threshold_hit = true;
+		o->thr_chan = ctx->thr_chan;
+		o->thr_latency_ns = ctx->thr_gap;
+		o->thr_at_ns = ctx->thr_at;
 	} else {
-		reporter_outcome_stopped(&o, interrupted, NULL);
+		reporter_outcome_stopped(o, interrupted, NULL);
 	}
-	code = reporter_conclude(rep, &o, out_err, "noise");
-out:
-	jw_free(&w);
-	crew_destroy(&ctx->crew);
-	if (out_fd != STDOUT_FILENO)
-		close(out_fd);
-	return code;
 }
 
 static void noise_fini(void *p)
@@ -608,9 +533,17 @@ const struct probe_ops noise_probe = {
 		 "busy fifo/rr loop is throttled (sched_rt_runtime_us) into ~50 ms gaps.",
 	.opts = noise_opts,
 	.n_opts = O_COUNT,
-	.unavailable = NULL,
+	.stack = NOISE_STACK,
 	.init = noise_init,
-	.report_config = noise_report_config,
-	.run = noise_run,
 	.fini = noise_fini,
+	.prepare = noise_prepare,
+	.thread_ready = noise_thread_ready,
+	.explain = noise_explain,
+	.start = noise_start,
+	.write_config = noise_write_config,
+	.write_effective = noise_write_effective,
+	.write_logs = noise_write_logs,
+	.write_extra = noise_extra,
+	.measure = noise_measure,
+	.outcome = noise_outcome,
 };

@@ -49,18 +49,39 @@ static int sync_fd(int fd)
 	return -errno;
 }
 
-/* One `log` record as a single line (with its newline) written to fd. */
+void out_record_begin(struct jsonw *w, const char *type)
+{
+	jw_obj_begin(w, NULL);
+	jw_str(w, "type", type);
+	jw_int(w, "schema", RL_OUTPUT_SCHEMA);
+}
+
+static void log_record(struct jsonw *w, const char *level, const char *code, const char *msg)
+{
+	out_record_begin(w, "log");
+	jw_str(w, "level", level);
+	jw_str(w, "code", code);
+	jw_str(w, "msg", msg);
+	jw_obj_end(w);
+}
+
+void out_log(struct jsonw *w, int fd, const char *level, const char *code, const char *msg)
+{
+	log_record(w, level, code, msg);
+	if (jw_emit(w, fd) != 0) {
+		/* the next write of the output (the reporter's) reports the error */
+	}
+}
+
+/*
+ * A `log` record about the output itself, written past the stdout writer (which is
+ * what failed, or what would call back here) as one line with its newline.
+ */
 static void write_log_line(int fd, const char *code, const char *msg)
 {
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "log");
-	jw_int(&w, "schema", RL_OUTPUT_SCHEMA);
-	jw_str(&w, "level", "warning");
-	jw_str(&w, "code", code);
-	jw_str(&w, "msg", msg);
-	jw_obj_end(&w);
+	log_record(&w, "warning", code, msg);
 	if (!jw_error(&w)) {
 		size_t n = strlen(jw_text(&w));
 		char *line = malloc(n + 1);

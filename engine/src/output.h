@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "jsonw.h"
 
 /*
  * Create or truncate path (mode 0600, appended to line by line). Returns 0 or
@@ -48,6 +49,15 @@ struct out_status {
 };
 
 void out_get_status(struct out_status *st);
+
+/*
+ * Open a record of the engine's output, {"type":TYPE,"schema":RL_OUTPUT_SCHEMA, ...:
+ * every record of it starts here, so the schema number is written in one place.
+ */
+void out_record_begin(struct jsonw *w, const char *type);
+
+/* Write one `log` record (docs/engine-output.md) to fd; w is a scratch writer. */
+void out_log(struct jsonw *w, int fd, const char *level, const char *code, const char *msg);
 
 /*
  * fdatasync and close the tee. Returns 0 or the first error of the tee (also an

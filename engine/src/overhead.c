@@ -13,9 +13,6 @@
  *                      request (clock read before FUTEX_WAKE) -> driver running
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,15 +22,10 @@
 #include <unistd.h>
 
 #include "channel.h"
-#include "jsonw.h"
-#include "opts.h"
 #include "probe.h"
-#include "reporter.h"
-#include "rt.h"
-#include "switch_util.h"
-#include "sysinfo.h"
+#include "wake.h"
 
-#define START_LEAD_NS (20 * NS_PER_MS)
+#define THREAD_STACK (128 * 1024)
 
 enum { T_CLOCK, T_SYSCALL, T_TIMER, T_SWITCH, T_WAKE, T_COUNT };
 static const char *const test_names[T_COUNT] = { "clock", "syscall", "timer", "switch", "wake" };
@@ -75,28 +67,22 @@ static const struct opt_def overhead_opts[O_COUNT] = {
 };
 
 struct ov_cfg {
+	struct run_opts run;
 	int cpu, other_cpu;	/* other_cpu -1: no wake test */
 	int priority;
 	uint64_t loops;
 	uint64_t duration_ns;	/* per test; 0: use loops */
 	uint64_t total_ns;	/* all the tests (duration_ns x tests) */
-	bool mlock;
-	int housekeeping;
-	uint64_t snapshot_ns, window_ns;
-	const char *output;
-	bool allow_non_rt;
+	uint64_t window_ns;
 };
 
 struct ov_ctx {
 	const struct ov_cfg *cfg;
 	struct ov_cfg cfg_store;
-	struct sw_thread driver, same, cross;
+	struct probe_thread *driver, *partner;	/* the tests; the same-CPU ping-pong */
 	struct channel *chans[T_COUNT];
 	size_t n_chans;
-	pthread_barrier_t ready, go;
-	atomic_bool abort;
 	atomic_bool stop;
-	atomic_bool done;
 	uint64_t start_ns;
 	int run_err;
 	/* ping-pong words, each on its own line */
@@ -108,8 +94,8 @@ struct ov_ctx {
 	atomic_bool quit;
 };
 
-static int overhead_init(void **out, const struct opt_value *v, const struct probe_env *env,
-			 char *err, size_t errlen)
+static int overhead_init(void **out, const struct run_opts **run, const struct opt_value *v,
+			 const struct probe_env *env, char *err, size_t errlen)
 {
 	struct ov_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(struct ov_ctx) + RL_CACHELINE - 1) &
 							   ~(size_t)(RL_CACHELINE - 1));
@@ -151,20 +137,22 @@ static int overhead_init(void **out, const struct opt_value *v, const struct pro
 		c->duration_ns = (uint64_t)v[O_TEST_DURATION].i;
 		c->total_ns = c->duration_ns * tests;
 	}
-	c->mlock = v[O_MLOCK].i != 0;
+	c->run.mlock = v[O_MLOCK].i != 0;
+	c->run.dma_us = -1;
 	cpu_set_t used;
 	CPU_ZERO(&used);
 	CPU_SET(c->cpu, &used);
 	if (c->other_cpu >= 0)
 		CPU_SET(c->other_cpu, &used);
-	if (pc_housekeeping(&v[O_HOUSEKEEPING], env->online, &used, &c->housekeeping, err,
-			    errlen) != 0)
+	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, &used, &c->run.housekeeping,
+			       err, errlen) != 0)
 		goto bad;
-	c->snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
+	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
 	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
+	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
 	ctx->cfg = c;
+	*run = &c->run;
 	*out = ctx;
 	return 0;
 bad:
@@ -172,11 +160,10 @@ bad:
 	return -EINVAL;
 }
 
-static void overhead_report_config(const void *p, struct jsonw *w, const char *key)
+static void overhead_write_config(const void *p, struct jsonw *w)
 {
 	const struct ov_ctx *ctx = p;
 	const struct ov_cfg *c = ctx->cfg;
-	jw_obj_begin(w, key);
 	jw_arr_begin(w, "tests");
 	for (int i = 0; i < T_COUNT; i++)
 		if (i != T_WAKE || c->other_cpu >= 0)
@@ -195,51 +182,35 @@ static void overhead_report_config(const void *p, struct jsonw *w, const char *k
 		jw_null(w, "duration_ns");
 		jw_null(w, "test_duration_ns");
 	}
-	jw_bool(w, "mlock", c->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_bool(w, "mlock", c->run.mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
-	jw_bool(w, "allow_non_rt", c->allow_non_rt);
-	jw_obj_end(w);
+	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 }
 
-/* Wait until *word is non-zero, then clear it. */
-static void ov_wait(atomic_uint *word)
+static void same_main(struct ov_ctx *ctx)
 {
-	while (atomic_exchange_explicit(word, 0, memory_order_acquire) == 0)
-		sw_futex_wait(word, 0);
-}
-
-static void ov_post(atomic_uint *word)
-{
-	atomic_store_explicit(word, 1, memory_order_release);
-	sw_futex_wake(word, 1);
-}
-
-static void same_main(struct sw_thread *t)
-{
-	struct ov_ctx *ctx = t->arg;
 	for (;;) {
-		ov_wait(&ctx->to_partner);
+		wake_take(&ctx->to_partner);
 		if (atomic_load(&ctx->quit))
 			break;
-		ov_post(&ctx->to_driver);
+		wake_post(&ctx->to_driver);
 	}
 }
 
-static void cross_main(struct sw_thread *t)
+static void cross_main(struct ov_ctx *ctx)
 {
-	struct ov_ctx *ctx = t->arg;
 	for (;;) {
-		ov_wait(&ctx->x_go);
+		wake_take(&ctx->x_go);
 		if (atomic_load(&ctx->quit))
 			break;
 		/* give the driver time to block again, then wake it */
 		uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
-		sw_spin_until(t0 + 20 * NS_PER_US);
+		wake_spin_until(t0 + 20 * NS_PER_US);
 		t0 = rl_now_ns(CLOCK_MONOTONIC);
 		atomic_store_explicit(&ctx->x_t0, t0, memory_order_release);
-		ov_post(&ctx->x_wake);
+		wake_post(&ctx->x_wake);
 	}
 }
 
@@ -258,16 +229,15 @@ static void record(struct ov_ctx *ctx, struct channel *ch, uint64_t t0, uint64_t
 	channel_record(ch, t1 - ctx->start_ns, neg ? 0 : t1 - t0, 0, neg);
 }
 
-static void driver_main(struct sw_thread *t)
+static void driver_main(struct ov_ctx *ctx, int tid)
 {
-	struct ov_ctx *ctx = t->arg;
 	const struct ov_cfg *c = ctx->cfg;
 	struct timespec st = rl_ns_to_ts(ctx->start_ns);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &st, NULL) == EINTR)
 		;
 	for (int k = 0; k < T_COUNT && ctx->chans[k]; k++) {
 		struct channel *ch = ctx->chans[k];
-		atomic_store(&ch->tid, t->tid);
+		atomic_store(&ch->tid, tid);
 		uint64_t until = rl_now_ns(CLOCK_MONOTONIC) + c->duration_ns;
 		uint64_t n = 0;
 		int tfd = -1;
@@ -305,14 +275,14 @@ static void driver_main(struct sw_thread *t)
 			}
 			case T_SWITCH:
 				t0 = rl_now_ns(CLOCK_MONOTONIC);
-				ov_post(&ctx->to_partner);
-				ov_wait(&ctx->to_driver);
+				wake_post(&ctx->to_partner);
+				wake_take(&ctx->to_driver);
 				t1 = rl_now_ns(CLOCK_MONOTONIC);
 				t1 = t0 + (t1 - t0) / 2; /* half the round trip */
 				break;
 			default: /* T_WAKE */
-				ov_post(&ctx->x_go);
-				ov_wait(&ctx->x_wake);
+				wake_post(&ctx->x_go);
+				wake_take(&ctx->x_wake);
 				t1 = rl_now_ns(CLOCK_MONOTONIC);
 				t0 = atomic_load_explicit(&ctx->x_t0, memory_order_acquire);
 				break;
@@ -322,177 +292,88 @@ static void driver_main(struct sw_thread *t)
 		if (tfd >= 0)
 			close(tfd);
 	}
-	atomic_store(&ctx->done, true);
-	rt_notify_main();
 }
 
-static void init_thread(struct sw_thread *t, struct ov_ctx *ctx, int cpu, const char *role,
-			void (*fn)(struct sw_thread *))
+static void describe(struct probe_thread *t, const struct ov_ctx *ctx, int cpu, const char *role,
+		     bool until_stopped)
 {
-	t->cpu = cpu;
-	t->req = (struct rt_sched_req){ .policy = RT_FIFO, .priority = ctx->cfg->priority };
-	t->fn = fn;
-	t->arg = ctx;
-	t->ready = &ctx->ready;
-	t->go = &ctx->go;
-	t->abort = &ctx->abort;
-	snprintf(t->role, sizeof(t->role), "%s", role);
+	t->rt.cpu = cpu;
+	t->rt.req = (struct rt_sched_req){ .policy = RT_FIFO, .priority = ctx->cfg->priority };
+	snprintf(t->rt.role, sizeof(t->rt.role), "%s@cpu%d", role, cpu);
+	t->until_stopped = until_stopped;
 }
 
-/* rt_wait_done_or_signal predicate: the measurement has finished. */
-static bool measurement_done(const void *arg)
-{
-	const struct ov_ctx *ctx = arg;
-	return atomic_load(&ctx->done);
-}
-
-static int overhead_run(void *p, const struct probe_env *env)
+static int overhead_prepare(void *p, struct probe_plan *plan)
 {
 	struct ov_ctx *ctx = p;
 	const struct ov_cfg *c = ctx->cfg;
-	int out_fd = STDOUT_FILENO, mlock_err = 0, code = RL_EXIT_ERROR, e;
-	struct jsonw w;
-	jw_init(&w);
-
-	rt_block_signals(); /* inherited: signals reach only main's wait */
-	if (c->output && (e = pc_open_out(c->output, &out_fd)) != 0) {
-		fprintf(stderr, "rtlab-probe overhead: --output: cannot open %s: %s\n", c->output,
-			strerror(-e));
-		return RL_EXIT_ERROR;
-	}
-	bool rep_pinned = c->housekeeping >= 0 && rt_pin_self(c->housekeeping) == 0;
-	cpu_set_t rep_aff;
-	if (rt_get_affinity_self(&rep_aff) != 0)
-		CPU_ZERO(&rep_aff);
-	if (c->mlock)
-		mlock_err = rt_mlockall();
-
 	for (int k = 0; k < T_COUNT; k++) {
 		char name[32];
 		if (k == T_WAKE && c->other_cpu < 0)
 			break;
-		sw_chan_name(name, sizeof(name), test_names[k], k == T_WAKE ? c->other_cpu : -1,
-			     c->cpu);
-		e = channel_create(&ctx->chans[k], name, c->cpu, c->window_ns, 0);
+		wake_chan_name(name, sizeof(name), test_names[k], k == T_WAKE ? c->other_cpu : -1,
+			       c->cpu);
+		int e = channel_create(&ctx->chans[k], name, c->cpu, c->window_ns, 0);
 		if (e) {
 			fprintf(stderr, "rtlab-probe overhead: cannot allocate a channel: %s\n",
 				strerror(-e));
-			goto out;
+			return RL_EXIT_ERROR;
 		}
 		ctx->n_chans++;
 	}
-
-	char role[48];
-	struct sw_thread *threads[3];
-	size_t nt = 0;
-	snprintf(role, sizeof(role), "driver@cpu%d", c->cpu);
-	init_thread(&ctx->driver, ctx, c->cpu, role, driver_main);
-	threads[nt++] = &ctx->driver;
-	snprintf(role, sizeof(role), "switch-partner@cpu%d", c->cpu);
-	init_thread(&ctx->same, ctx, c->cpu, role, same_main);
-	threads[nt++] = &ctx->same;
-	if (c->other_cpu >= 0) {
-		snprintf(role, sizeof(role), "waker@cpu%d", c->other_cpu);
-		init_thread(&ctx->cross, ctx, c->other_cpu, role, cross_main);
-		threads[nt++] = &ctx->cross;
+	/* the driver, its same-CPU partner, and the waker on the other CPU */
+	struct probe_thread *pt = probe_plan_threads(plan, c->other_cpu >= 0 ? 3 : 2);
+	if (!pt) {
+		fprintf(stderr, "rtlab-probe overhead: out of memory\n");
+		return RL_EXIT_ERROR;
 	}
-	pthread_barrier_init(&ctx->ready, NULL, (unsigned)nt + 1);
-	pthread_barrier_init(&ctx->go, NULL, (unsigned)nt + 1);
-	for (size_t i = 0; i < nt; i++) {
-		e = sw_thread_start(threads[i]);
-		if (e) {
-			fprintf(stderr, "rtlab-probe overhead: cannot create a thread: %s\n",
-				strerror(-e));
-			_exit(RL_EXIT_ERROR);
-		}
-	}
-	pthread_barrier_wait(&ctx->ready);
+	describe(&pt[0], ctx, c->cpu, "driver", false);
+	describe(&pt[1], ctx, c->cpu, "switch-partner", true);
+	if (c->other_cpu >= 0)
+		describe(&pt[2], ctx, c->other_cpu, "waker", true);
+	ctx->driver = &pt[0];
+	ctx->partner = &pt[1];
+	plan->chans = ctx->chans;
+	plan->n_chans = ctx->n_chans;
+	plan->stop = &ctx->stop;
+	return 0;
+}
 
-	bool rt_valid = !(c->mlock && mlock_err);
-	const struct sw_thread *bad = NULL;
-	for (size_t i = 0; i < nt; i++)
-		if (!sw_thread_rt_ok(threads[i])) {
-			rt_valid = false;
-			if (!bad)
-				bad = threads[i];
-		}
-	char why[512] = "";
-	if (bad)
-		snprintf(why, sizeof(why),
-			 "cannot set SCHED_FIFO priority %d on CPU %d for %s (%s): run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
-			 bad->req.priority, bad->cpu, bad->role,
-			 bad->pin_err ? strerror(-bad->pin_err)
-			 : bad->sched_err ? strerror(-bad->sched_err) : "not in effect after setting");
-	else if (c->mlock && mlock_err)
-		snprintf(why, sizeof(why),
-			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, or pass --no-mlock or --allow-non-rt",
-			 strerror(-mlock_err));
-	bool started = false;
-	if (why[0] && !c->allow_non_rt) {
-		fprintf(stderr, "rtlab-probe overhead: skipped: %s\n", why);
-		code = RL_EXIT_SKIPPED;
-		goto stop_threads;
-	}
+static int overhead_start(void *p, const struct probe_start *s)
+{
+	struct ov_ctx *ctx = p;
+	ctx->start_ns = s->monotonic_ns;
+	return 0;
+}
 
-	uint64_t start_real = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS;
-	uint64_t start_mono = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS;
-	ctx->start_ns = start_mono;
-	pc_header_begin(&w, "overhead", env, start_real, start_mono);
-	overhead_report_config(ctx, &w, "config");
-	sw_write_effective(&w, threads, nt, c->mlock, mlock_err, &rep_aff, rep_pinned, rt_valid);
-	sysinfo_write(&w, "system");
-	jw_obj_end(&w);
-	int out_err = jw_emit(&w, out_fd);
-	if (why[0])
-		pc_write_log(&w, out_fd, "warning", "no_rt", why);
+static void overhead_measure(void *p, struct probe_thread *pt)
+{
+	struct ov_ctx *ctx = p;
+	if (pt == ctx->driver)
+		driver_main(ctx, pt->rt.tid);
+	else if (pt == ctx->partner)
+		same_main(ctx);
+	else
+		cross_main(ctx);
+}
 
-	struct reporter *rep = NULL;
-	struct reporter_cfg rc = {
-		.out_fd = out_fd,
-		.samples_fd = -1,
-		.snapshot_ns = c->snapshot_ns,
-		.start_mono_ns = start_mono,
-		.chans = ctx->chans,
-		.n_chans = ctx->n_chans,
-	};
-	e = reporter_start(&rep, &rc);
-	if (e) {
-		fprintf(stderr, "rtlab-probe overhead: cannot start the reporter: %s\n", strerror(-e));
-		goto stop_threads;
-	}
-	started = true;
-	pthread_barrier_wait(&ctx->go);
-
-	bool interrupted = rt_wait_done_or_signal(&ctx->stop, measurement_done, ctx);
-	pthread_join(ctx->driver.th, NULL);
+/* The driver has ended: let the partners out of their waits. */
+static void overhead_stop(void *p)
+{
+	struct ov_ctx *ctx = p;
 	atomic_store(&ctx->quit, true);
-	ov_post(&ctx->to_partner);
-	pthread_join(ctx->same.th, NULL);
-	if (c->other_cpu >= 0) {
-		ov_post(&ctx->x_go);
-		pthread_join(ctx->cross.th, NULL);
-	}
+	wake_post(&ctx->to_partner);
+	if (ctx->cfg->other_cpu >= 0)
+		wake_post(&ctx->x_go);
+}
 
-	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
-	char errmsg[128] = "";
+static void overhead_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
+			     size_t errlen)
+{
+	struct ov_ctx *ctx = p;
 	if (ctx->run_err)
-		snprintf(errmsg, sizeof(errmsg), "timerfd: %s", strerror(ctx->run_err));
-	reporter_outcome_stopped(&o, interrupted, errmsg);
-	code = reporter_conclude(rep, &o, out_err, "overhead");
-stop_threads:
-	if (!started) {
-		atomic_store(&ctx->abort, true);
-		pthread_barrier_wait(&ctx->go);
-		for (size_t i = 0; i < nt; i++)
-			pthread_join(threads[i]->th, NULL);
-	}
-	pthread_barrier_destroy(&ctx->ready);
-	pthread_barrier_destroy(&ctx->go);
-out:
-	jw_free(&w);
-	if (out_fd != STDOUT_FILENO)
-		close(out_fd);
-	return code;
+		snprintf(err, errlen, "timerfd: %s", strerror(ctx->run_err));
+	reporter_outcome_stopped(o, interrupted, err);
 }
 
 static void overhead_fini(void *p)
@@ -516,9 +397,13 @@ const struct probe_ops overhead_probe = {
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
 	.opts = overhead_opts,
 	.n_opts = O_COUNT,
-	.unavailable = NULL,
+	.stack = THREAD_STACK,
 	.init = overhead_init,
-	.report_config = overhead_report_config,
-	.run = overhead_run,
 	.fini = overhead_fini,
+	.prepare = overhead_prepare,
+	.start = overhead_start,
+	.write_config = overhead_write_config,
+	.measure = overhead_measure,
+	.stop = overhead_stop,
+	.outcome = overhead_outcome,
 };

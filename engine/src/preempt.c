@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include "inflate.h"
-#include "sys.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 
 #define CONFIG_MAX (16u << 20)
 
@@ -171,7 +170,7 @@ void preempt_decide(const struct preempt_inputs *in, struct preempt_info *out)
 
 /* ---- reading the inputs ---------------------------------------------------- */
 
-struct gathered {
+struct preempt_read {
 	struct preempt_inputs in;
 	char realtime[16];
 	char version[512];
@@ -190,7 +189,7 @@ static void path_of(char *buf, size_t len, const char *root, const char *rel)
 	snprintf(buf, len, "%.*s%s", (int)rl, root ? root : "", rel);
 }
 
-static bool is_live(const char *root)
+bool preempt_is_live(const char *root)
 {
 	return !root || !root[0] || strspn(root, "/") == strlen(root);
 }
@@ -199,7 +198,7 @@ static const char *read_into(const char *root, const char *rel, char *buf, size_
 {
 	char path[4096];
 	path_of(path, sizeof(path), root, rel);
-	int r = sysinfo_read_file(path, buf, len);
+	int r = sf_read(path, buf, len);
 	if (err)
 		*err = r;
 	return r == 0 ? buf : NULL;
@@ -207,16 +206,11 @@ static const char *read_into(const char *root, const char *rel, char *buf, size_
 
 static char *slurp(const char *path, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
 	char *text = NULL;
-	int r = sys_slurp(fd, &text, len);
-	close(fd);
-	return r == 0 ? text : NULL;
+	return sf_read_all(path, &text, len) == 0 ? text : NULL;
 }
 
-static void read_config(const char *root, const char *release, struct gathered *g)
+static void read_config(const char *root, const char *release, struct preempt_read *g)
 {
 	char path[4096];
 	size_t len;
@@ -243,7 +237,7 @@ static void read_config(const char *root, const char *release, struct gathered *
 		snprintf(g->config_path, sizeof(g->config_path), "%s", rel);
 }
 
-static void read_live(const char *root, struct gathered *g)
+static void read_live(const char *root, struct preempt_read *g)
 {
 	int err = 0;
 	g->in.live = read_into(root, "/sys/kernel/debug/sched/preempt", g->live,
@@ -273,18 +267,18 @@ static void read_live(const char *root, struct gathered *g)
 	g->in.live_error = g->live_error;
 }
 
-static void gather(const char *root, struct gathered *g)
+static void gather(const char *root, struct preempt_read *g)
 {
 	memset(g, 0, sizeof(*g));
 	struct utsname u;
 	char release[256];
 	const char *rel = NULL;
-	if (is_live(root) && uname(&u) == 0) {
+	if (preempt_is_live(root) && uname(&u) == 0) {
 		snprintf(g->version, sizeof(g->version), "%s", u.version);
 		g->in.version = g->version;
 		snprintf(release, sizeof(release), "%s", u.release);
 		rel = release;
-	} else if (!is_live(root)) {
+	} else if (!preempt_is_live(root)) {
 		g->in.version = read_into(root, "/proc/sys/kernel/version", g->version,
 					  sizeof(g->version), NULL);
 		rel = read_into(root, "/proc/sys/kernel/osrelease", release, sizeof(release), NULL);
@@ -298,18 +292,33 @@ static void gather(const char *root, struct gathered *g)
 	g->in.config_path = g->config ? g->config_path : NULL;
 }
 
+struct preempt_read *preempt_read(const char *root)
+{
+	struct preempt_read *g = malloc(sizeof(*g));
+	if (g)
+		gather(root, g);
+	return g;
+}
+
+const struct preempt_inputs *preempt_read_inputs(const struct preempt_read *r)
+{
+	return &r->in;
+}
+
+void preempt_read_free(struct preempt_read *r)
+{
+	if (!r)
+		return;
+	free(r->config);
+	free(r);
+}
+
 void preempt_detect(const char *root, struct preempt_info *out)
 {
-	struct gathered *g = malloc(sizeof(*g));
-	if (!g) {
-		struct preempt_inputs none = { 0 };
-		preempt_decide(&none, out);
-		return;
-	}
-	gather(root, g);
-	preempt_decide(&g->in, out);
-	free(g->config);
-	free(g);
+	struct preempt_read *g = preempt_read(root);
+	static const struct preempt_inputs none;
+	preempt_decide(g ? &g->in : &none, out);
+	preempt_read_free(g);
 }
 
 void preempt_write(struct jsonw *w, const struct preempt_info *p)
@@ -321,32 +330,4 @@ void preempt_write(struct jsonw *w, const struct preempt_info *p)
 	else
 		jw_bool(w, "preempt_dynamic", p->dynamic == 1);
 	jw_str_or_null(w, "preempt_live_error", p->live_error[0] ? p->live_error : NULL);
-}
-
-int preempt_sys(const char *root, int fd)
-{
-	struct gathered *g = malloc(sizeof(*g));
-	if (!g)
-		return -ENOMEM;
-	gather(root, g);
-	struct preempt_info p;
-	preempt_decide(&g->in, &p);
-	struct jsonw w;
-	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "preempt");
-	jw_int(&w, "schema", SYS_SCHEMA);
-	jw_str(&w, "engine_version", RTLAB_VERSION);
-	jw_str(&w, "root", is_live(root) ? "/" : root);
-	preempt_write(&w, &p);
-	jw_str_or_null(&w, "version", g->in.version);
-	jw_str_or_null(&w, "realtime", g->in.realtime);
-	jw_str_or_null(&w, "live", g->in.live);
-	jw_str_or_null(&w, "config", g->in.config_path);
-	jw_obj_end(&w);
-	int r = jw_emit(&w, fd);
-	jw_free(&w);
-	free(g->config);
-	free(g);
-	return r;
 }

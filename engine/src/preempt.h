@@ -58,7 +58,16 @@ void preempt_detect(const char *root, struct preempt_info *out);
 /* The fields "preempt", "preempt_source", "preempt_dynamic", "preempt_live_error". */
 void preempt_write(struct jsonw *w, const struct preempt_info *p);
 
-/* `rtlab-probe sys preempt [--root DIR]`: one JSON object on fd. */
-int preempt_sys(const char *root, int fd);
+/* Whether root names this system ("" or "/", or NULL) rather than a copy of a board's files. */
+bool preempt_is_live(const char *root);
+
+/*
+ * The inputs as read below root, kept for a caller that reports them too (`sys
+ * preempt`); NULL when out of memory. preempt_detect() is read, decide, free.
+ */
+struct preempt_read;
+struct preempt_read *preempt_read(const char *root);
+const struct preempt_inputs *preempt_read_inputs(const struct preempt_read *r);
+void preempt_read_free(struct preempt_read *r);
 
 #endif

@@ -2,6 +2,7 @@
 #include "reporter.h"
 
 #include "cpuuse.h"
+#include "output.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -242,9 +243,7 @@ static void write_snapshot(struct reporter *r, uint64_t now)
 	for (size_t c = 0; c < r->cfg.n_chans; c++)
 		collect(r, c);
 	read_uses(r);
-	jw_obj_begin(&r->w, NULL);
-	jw_str(&r->w, "type", "snapshot");
-	jw_int(&r->w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(&r->w, "snapshot");
 	jw_uint(&r->w, "seq", ++r->seq);
 	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
 	jw_arr_begin(&r->w, "channels");
@@ -267,9 +266,7 @@ static void write_result(struct reporter *r)
 		collect(r, c);
 		lost += r->scratch[c].ring_lost;
 	}
-	jw_obj_begin(&r->w, NULL);
-	jw_str(&r->w, "type", "result");
-	jw_int(&r->w, "schema", RL_OUTPUT_SCHEMA);
+	out_record_begin(&r->w, "result");
 	jw_str(&r->w, "status", o->status);
 	jw_int(&r->w, "exit_code", o->exit_code);
 	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "jsonw.h"
-#include "sysinfo.h"
 
 #ifndef SCHED_DEADLINE
 #define SCHED_DEADLINE 6
@@ -34,6 +33,13 @@ struct rl_sched_attr {
 	uint64_t sched_deadline;
 	uint64_t sched_period;
 };
+
+const char *rt_policy_label(enum rt_policy p)
+{
+	static const char *const labels[] = { "SCHED_FIFO", "SCHED_RR", "SCHED_OTHER",
+					      "SCHED_DEADLINE" };
+	return p < RT_POLICY_COUNT ? labels[p] : "SCHED_?";
+}
 
 const char *rt_kernel_policy_name(int kpolicy)
 {
@@ -224,30 +230,23 @@ bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg)
 	}
 }
 
-void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t)
+#define RT_PREFAULT_STACK (64 * 1024)
+
+void rt_thread_setup(struct rt_thread *t)
 {
-	jw_obj_begin(w, NULL);
-	jw_str(w, "channel", t->channel);
-	jw_int_or_null(w, "cpu", t->cpu);
-	if (t->tid > 0)
-		jw_int(w, "tid", t->tid);
-	else
-		jw_null(w, "tid");
-	if (t->get_err) {
-		jw_null(w, "policy");
-		jw_null(w, "priority");
-	} else {
-		jw_str(w, "policy", rt_kernel_policy_name(t->kpolicy));
-		jw_int(w, "priority", t->priority);
-	}
-	sysinfo_write_cpuset(w, "affinity", t->affinity);
-	jw_arr_begin(w, "errors");
-	if (t->pin_err)
-		jw_strf(w, NULL, "sched_setaffinity: %s", strerror(-t->pin_err));
-	if (t->sched_err)
-		jw_strf(w, NULL, "sched_setattr: %s", strerror(-t->sched_err));
-	if (t->get_err)
-		jw_strf(w, NULL, "sched_getattr: %s", strerror(-t->get_err));
-	jw_arr_end(w);
-	jw_obj_end(w);
+	t->tid = (int)syscall(SYS_gettid);
+	t->pin_err = t->cpu >= 0 ? rt_pin_self(t->cpu) : 0;
+	t->sched_err = rt_set_sched_self(&t->req);
+	t->get_err = rt_get_sched_self(&t->kpolicy, &t->prio);
+	if (rt_get_affinity_self(&t->affinity) != 0)
+		CPU_ZERO(&t->affinity);
+	rt_prefault_stack(RT_PREFAULT_STACK);
+}
+
+bool rt_thread_ok(const struct rt_thread *t)
+{
+	return !t->pin_err && !t->sched_err && !t->get_err &&
+	       (t->kpolicy & ~SCHED_RESET_ON_FORK) == rt_policy_to_kernel(t->req.policy) &&
+	       t->prio == t->req.priority &&
+	       (t->cpu < 0 || (CPU_COUNT(&t->affinity) == 1 && CPU_ISSET(t->cpu, &t->affinity)));
 }

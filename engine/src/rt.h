@@ -21,6 +21,8 @@ enum rt_policy { RT_FIFO, RT_RR, RT_OTHER, RT_DEADLINE, RT_POLICY_COUNT };
 
 extern const char *const rt_policy_names[]; /* NULL-terminated, indexed by enum rt_policy */
 
+/* "SCHED_FIFO" for RT_FIFO, and so on. */
+const char *rt_policy_label(enum rt_policy p);
 /* Name of a kernel policy number (SCHED_*), or "unknown". */
 const char *rt_kernel_policy_name(int kpolicy);
 int rt_policy_to_kernel(enum rt_policy p);
@@ -73,19 +75,26 @@ void rt_notify_main(void);
 bool rt_wait_done_or_signal(atomic_bool *stop, bool (*finished)(const void *arg),
 			    const void *arg);
 
-struct jsonw;
-
-/* One measuring thread as set up and read back, for the header's effective.threads[]. */
-struct rt_thread_view {
-	const char *channel;
-	int cpu;			/* < 0: not pinned (null) */
-	int tid;			/* <= 0: unknown (null) */
-	int kpolicy, priority;		/* as read back (valid unless get_err) */
-	const cpu_set_t *affinity;	/* as read back */
+/*
+ * A thread that asks for a CPU and a scheduling, and what it got: the thread sets
+ * itself up (rt_thread_setup) and reads back what took effect, so that the header
+ * says what was measured with, not what was asked for.
+ */
+struct rt_thread {
+	char role[48];			/* its name in the header (effective.threads[].channel) */
+	int cpu;			/* -1: not pinned */
+	struct rt_sched_req req;
+	/* read back by the thread itself */
+	int tid;
 	int pin_err, sched_err, get_err; /* 0 or -errno */
+	int kpolicy, prio;		/* as read back (valid unless get_err) */
+	cpu_set_t affinity;
 };
 
-/* Write one effective.threads[] entry (docs/engine-output.md). */
-void rt_write_thread_effective(struct jsonw *w, const struct rt_thread_view *t);
+/* In the thread: note its tid, pin it (cpu >= 0), set its scheduling, read both
+ * back, prefault its stack. */
+void rt_thread_setup(struct rt_thread *t);
+/* It runs where and how it asked to. */
+bool rt_thread_ok(const struct rt_thread *t);
 
 #endif

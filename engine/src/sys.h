@@ -25,7 +25,12 @@
 /* Entry point from main(): argv[0] is the sub-command. Returns an exit code. */
 int sys_main(int argc, char **argv);
 
-/* ---- sys_json.c: parser for flat JSON objects (op and journal lines) ---- */
+/* ---- sys_json.c: the records of the protocol, and a parser for flat JSON objects
+ * (op and journal lines) ---- */
+
+/* Open an answer record, {"type":TYPE,"schema":SYS_SCHEMA, ...: the one place that
+ * writes the schema number of an answer. */
+void sys_record_begin(struct jsonw *w, const char *type);
 
 enum sj_type { SJ_NULL, SJ_BOOL, SJ_INT, SJ_STR, SJ_INTARR };
 
@@ -59,6 +64,13 @@ int sj_int(const struct sj_obj *o, const char *key, int64_t *out) RL_WUR;
 int sj_bool(const struct sj_obj *o, const char *key, bool *out) RL_WUR;
 int sj_intarr(const struct sj_obj *o, const char *key, const int64_t **arr,
 	      size_t *n) RL_WUR;
+
+/* ---- sys_apply.c: `sys apply` and `sys restore` ---- */
+int sys_cmd_apply(const char *journal, bool detach, const char *lock, const char *owner);
+int sys_cmd_restore(const char *journal);
+/* Open a journal and try its lock: *held when its applier still holds it. 0 or -errno
+ * (-ENOENT also when it was restored and removed meanwhile). */
+int sys_open_journal(const char *journal, int *fdp, bool *held) RL_WUR;
 
 /* ---- sys_facts.c ---- */
 int sys_facts(int fd) RL_WUR;
@@ -95,12 +107,6 @@ struct sys_restore_stats {
  */
 int sys_restore_text(const char *text, size_t len, int out_fd,
 		     struct sys_restore_stats *st) RL_WUR;
-
-/* Read a whole file into a malloc'ed NUL-terminated buffer. */
-int sys_slurp(int fd, char **buf, size_t *len) RL_WUR;
-
-/* Field 22 of /proc/TID/stat; 0 when the task does not exist. */
-uint64_t sys_starttime(int tid);
 
 /* ---- sys_snapshot.c: `sys snapshot` (copy /proc, /sys, /boot files to the host) ---- */
 

@@ -13,7 +13,7 @@
 
 #include "opts.h"
 #include "sys.h"
-#include "sysinfo.h"
+#include "sysfile.h"
 
 #define PF_KTHREAD_FLAG 0x00200000UL
 #define PF_NO_SETAFFINITY_FLAG 0x04000000UL
@@ -36,27 +36,6 @@ static const char *policy_name(int p)
 #endif
 	default: return "unknown";
 	}
-}
-
-/* Write a kernel cpu list ("0-3,6") as a JSON array; null when unreadable. */
-static void write_cpulist_file(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[4096];
-	cpu_set_t set;
-	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0) {
-		jw_null(w, key);
-		return;
-	}
-	if (buf[0] == '\0') {
-		jw_arr_begin(w, key);
-		jw_arr_end(w);
-		return;
-	}
-	if (opt_parse_cpulist(buf, &set) != 0) {
-		jw_null(w, key);
-		return;
-	}
-	sysinfo_write_cpuset(w, key, &set);
 }
 
 /* The cgroups of a task: {"cpuset": "/", "v2": "/user.slice", ...}. */
@@ -87,7 +66,7 @@ static int write_task(struct jsonw *w, int pid, int tid, struct task_fact *tf)
 {
 	char path[96], buf[2048];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0)
+	if (sf_read(path, buf, sizeof(buf)) != 0)
 		return -ENOENT;
 	char *lp = strchr(buf, '(');
 	char *rp = strrchr(buf, ')');
@@ -127,7 +106,7 @@ static int write_task(struct jsonw *w, int pid, int tid, struct task_fact *tf)
 	jw_bool(w, "per_cpu", (flags & PF_NO_SETAFFINITY_FLAG) != 0);
 	jw_uint(w, "starttime", starttime);
 	if (have_aff)
-		sysinfo_write_cpuset(w, "affinity", &aff);
+		jw_cpuset(w, "affinity", &aff);
 	else
 		jw_null(w, "affinity");
 	jw_str(w, "policy", policy_name((int)policy));
@@ -228,7 +207,7 @@ static void write_irqs(struct jsonw *w, const struct task_fact *tasks, size_t nt
 	int ncols = 0;
 	int fd = open("/proc/interrupts", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		if (sys_slurp(fd, &interrupts, &ilen) != 0)
+		if (sf_slurp(fd, &interrupts, &ilen) != 0)
 			interrupts = NULL;
 		close(fd);
 	}
@@ -264,9 +243,9 @@ static void write_irqs(struct jsonw *w, const struct task_fact *tasks, size_t nt
 			else
 				jw_null(w, "name");
 			snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irqs[k]);
-			write_cpulist_file(w, "affinity", path);
+			sf_json_cpulist(w, "affinity", path);
 			snprintf(path, sizeof(path), "/proc/irq/%d/effective_affinity_list", irqs[k]);
-			write_cpulist_file(w, "effective", path);
+			sf_json_cpulist(w, "effective", path);
 			/* Not visible without debugfs; apply answers EIO/EPERM instead. */
 			jw_null(w, "managed");
 			char pre[32];
@@ -324,7 +303,7 @@ static void write_cgroup_facts(struct jsonw *w)
 	if (v2[0]) {
 		char path[600], buf[1024];
 		snprintf(path, sizeof(path), "%s/cgroup.controllers", v2);
-		if (sysinfo_read_file(path, buf, sizeof(buf)) == 0) {
+		if (sf_read(path, buf, sizeof(buf)) == 0) {
 			char *save = NULL;
 			for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
 				if (strcmp(t, "cpuset") == 0)
@@ -346,48 +325,27 @@ static void write_cgroup_facts(struct jsonw *w)
 	jw_bool(w, "v2_partition", v2_partition);
 	char path[600], buf[1024];
 	snprintf(path, sizeof(path), "%s/cpuset.mems", v1);
-	if (v1[0] && sysinfo_read_file(path, buf, sizeof(buf)) == 0)
+	if (v1[0] && sf_read(path, buf, sizeof(buf)) == 0)
 		jw_str(w, "v1_mems", buf);
 	else
 		jw_null(w, "v1_mems");
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", v2);
-	if (v2[0] && sysinfo_read_file(path, buf, sizeof(buf)) == 0)
+	if (v2[0] && sf_read(path, buf, sizeof(buf)) == 0)
 		jw_str(w, "v2_subtree_control", buf);
 	else
 		jw_null(w, "v2_subtree_control");
 	jw_obj_end(w);
 }
 
-static void write_int_file(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[64];
-	int64_t v;
-	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0 && opt_parse_int(buf, &v) == 0)
-		jw_int(w, key, v);
-	else
-		jw_null(w, key);
-}
-
-static void write_str_file(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[1024];
-	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0)
-		jw_str(w, key, buf);
-	else
-		jw_null(w, key);
-}
-
 int sys_facts(int fd)
 {
 	struct jsonw w;
 	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	jw_str(&w, "type", "facts");
-	jw_int(&w, "schema", SYS_SCHEMA);
+	sys_record_begin(&w, "facts");
 	jw_str(&w, "engine_version", RTLAB_VERSION);
-	write_cpulist_file(&w, "cpus_online", "/sys/devices/system/cpu/online");
-	write_cpulist_file(&w, "cpus_possible", "/sys/devices/system/cpu/possible");
-	write_cpulist_file(&w, "cpus_isolated", "/sys/devices/system/cpu/isolated");
+	sf_json_cpulist(&w, "cpus_online", "/sys/devices/system/cpu/online");
+	sf_json_cpulist(&w, "cpus_possible", "/sys/devices/system/cpu/possible");
+	sf_json_cpulist(&w, "cpus_isolated", "/sys/devices/system/cpu/isolated");
 
 	size_t cap = 256, nt = 0;
 	struct task_fact *tasks = malloc(cap * sizeof(*tasks));
@@ -427,12 +385,12 @@ int sys_facts(int fd)
 	free(pids);
 	write_irqs(&w, tasks, nt);
 	free(tasks);
-	write_str_file(&w, "default_smp_affinity", "/proc/irq/default_smp_affinity");
-	write_str_file(&w, "workqueue_cpumask", "/sys/devices/virtual/workqueue/cpumask");
+	sf_json_str(&w, "default_smp_affinity", "/proc/irq/default_smp_affinity");
+	sf_json_str(&w, "workqueue_cpumask", "/sys/devices/virtual/workqueue/cpumask");
 	write_cgroup_facts(&w);
 	jw_obj_begin(&w, "sysctl");
-	write_int_file(&w, "kernel.sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us");
-	write_int_file(&w, "kernel.sched_rt_period_us", "/proc/sys/kernel/sched_rt_period_us");
+	sf_json_int(&w, "kernel.sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us");
+	sf_json_int(&w, "kernel.sched_rt_period_us", "/proc/sys/kernel/sched_rt_period_us");
 	jw_obj_end(&w);
 	jw_obj_end(&w);
 	r = jw_emit(&w, fd);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* A parser for the flat JSON objects of `sys` op and journal lines. */
+/* The JSON of the `sys` protocol: the head of an answer, and a parser for the flat
+ * objects of op and journal lines. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,4 +356,11 @@ int sj_intarr(const struct sj_obj *o, const char *key, const int64_t **arr, size
 	*arr = v->arr;
 	*n = v->n;
 	return 0;
+}
+
+void sys_record_begin(struct jsonw *w, const char *type)
+{
+	jw_obj_begin(w, NULL);
+	jw_str(w, "type", type);
+	jw_int(w, "schema", SYS_SCHEMA);
 }

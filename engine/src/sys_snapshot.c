@@ -19,6 +19,7 @@
 #include "jsonw.h"
 #include "pathmatch.h"
 #include "sys.h"
+#include "sysfile.h"
 
 #define SNAP_FIRST_BUF (64 * 1024)
 
@@ -478,7 +479,7 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 {
 	char *text;
 	size_t len;
-	int r = sys_slurp(in_fd, &text, &len);
+	int r = sf_slurp(in_fd, &text, &len);
 	if (r) {
 		snprintf(err, errlen, "cannot read the patterns: %s", strerror(-r));
 		return r == -EFBIG ? -EINVAL : r;
@@ -546,9 +547,7 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 	free(text);
 	free(s.buf);
 	if (!r && !s.werr) {
-		jw_obj_begin(&s.w, NULL);
-		jw_str(&s.w, "type", "snapshot_done");
-		jw_int(&s.w, "schema", SYS_SCHEMA);
+		sys_record_begin(&s.w, "snapshot_done");
 		jw_uint(&s.w, "files", s.files);
 		jw_uint(&s.w, "errors", s.errors);
 		jw_uint(&s.w, "bytes", s.bytes);

@@ -11,77 +11,17 @@
 
 #include "opts.h"
 #include "preempt.h"
-
-int sysinfo_read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, len - 1);
-	int e = errno;
-	close(fd);
-	if (n < 0)
-		return -e;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return 0;
-}
+#include "sysfile.h"
 
 int sysinfo_online_cpus(cpu_set_t *set)
 {
 	char buf[1024];
-	if (sysinfo_read_file("/sys/devices/system/cpu/online", buf, sizeof(buf)) == 0 &&
+	if (sf_read("/sys/devices/system/cpu/online", buf, sizeof(buf)) == 0 &&
 	    opt_parse_cpulist(buf, set) == 0)
 		return 0;
 	if (sched_getaffinity(0, sizeof(*set), set) != 0)
 		return -errno;
 	return 0;
-}
-
-void sysinfo_write_cpuset(struct jsonw *w, const char *key, const cpu_set_t *set)
-{
-	jw_arr_begin(w, key);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, set))
-			jw_int(w, NULL, c);
-	jw_arr_end(w);
-}
-
-/* A cpu list file as an array; empty file -> []; missing -> null. */
-static void write_cpulist_file(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[1024];
-	cpu_set_t set;
-	if (sysinfo_read_file(path, buf, sizeof(buf)) != 0) {
-		jw_null(w, key);
-		return;
-	}
-	CPU_ZERO(&set);
-	if (buf[0] && strcmp(buf, "(null)") != 0 && opt_parse_cpulist(buf, &set) != 0) {
-		jw_null(w, key);
-		return;
-	}
-	sysinfo_write_cpuset(w, key, &set);
-}
-
-static void write_file_str(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[4096];
-	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0)
-		jw_str(w, key, buf);
-	else
-		jw_null(w, key);
-}
-
-static void write_file_int(struct jsonw *w, const char *key, const char *path)
-{
-	char buf[64];
-	int64_t v;
-	if (sysinfo_read_file(path, buf, sizeof(buf)) == 0 && opt_parse_int(buf, &v) == 0)
-		jw_int(w, key, v);
-	else
-		jw_null(w, key);
 }
 
 static void write_cpu_model(struct jsonw *w)
@@ -118,7 +58,7 @@ void sysinfo_write(struct jsonw *w, const char *key)
 	bool have_u = uname(&u) == 0;
 	char host[256];
 	static char cmdline[4096];
-	bool have_cmd = sysinfo_read_file("/proc/cmdline", cmdline, sizeof(cmdline)) == 0;
+	bool have_cmd = sf_read("/proc/cmdline", cmdline, sizeof(cmdline)) == 0;
 
 	jw_obj_begin(w, key);
 	if (gethostname(host, sizeof(host)) == 0) {
@@ -139,7 +79,7 @@ void sysinfo_write(struct jsonw *w, const char *key)
 	}
 	{
 		char buf[16];
-		if (sysinfo_read_file("/sys/kernel/realtime", buf, sizeof(buf)) == 0)
+		if (sf_read("/sys/kernel/realtime", buf, sizeof(buf)) == 0)
 			jw_bool(w, "realtime", strcmp(buf, "1") == 0);
 		else
 			jw_bool(w, "realtime", false);
@@ -148,16 +88,16 @@ void sysinfo_write(struct jsonw *w, const char *key)
 	{
 		cpu_set_t on;
 		if (sysinfo_online_cpus(&on) == 0)
-			sysinfo_write_cpuset(w, "cpus_online", &on);
+			jw_cpuset(w, "cpus_online", &on);
 		else
 			jw_null(w, "cpus_online");
 	}
-	write_cpulist_file(w, "cpus_isolated", "/sys/devices/system/cpu/isolated");
-	write_cpulist_file(w, "nohz_full", "/sys/devices/system/cpu/nohz_full");
-	write_file_str(w, "clocksource",
+	sf_json_cpulist(w, "cpus_isolated", "/sys/devices/system/cpu/isolated");
+	sf_json_cpulist(w, "nohz_full", "/sys/devices/system/cpu/nohz_full");
+	sf_json_str(w, "clocksource",
 		       "/sys/devices/system/clocksource/clocksource0/current_clocksource");
-	write_file_int(w, "sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us");
-	write_file_int(w, "sched_rt_period_us", "/proc/sys/kernel/sched_rt_period_us");
+	sf_json_int(w, "sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us");
+	sf_json_int(w, "sched_rt_period_us", "/proc/sys/kernel/sched_rt_period_us");
 	long ps = sysconf(_SC_PAGESIZE);
 	if (ps > 0)
 		jw_int(w, "page_size", ps);

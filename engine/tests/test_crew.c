@@ -33,7 +33,7 @@ static int run(bool go)
 		ms[i].crew = &crew;
 		ms[i].set_up = &set_up;
 	}
-	CHECK(crew_start(&crew, N, 64 * 1024, member_main, ms, sizeof(ms[0]), "test") == 0);
+	CHECK(crew_start(&crew, N, 64 * 1024, member_main, ms, sizeof(ms[0])) == 0);
 	CHECK_EQ_U(atomic_load(&set_up), N); /* every set-up done before crew_start returns */
 	CHECK_EQ_U(crew.started, N);
 	if (go) {
@@ -64,7 +64,7 @@ int main(void)
 	struct crew crew;
 	atomic_int set_up = 0;
 	struct member m = { .crew = &crew, .set_up = &set_up };
-	CHECK(crew_start(&crew, 1, 0, member_main, &m, 0, "test") == 0);
+	CHECK(crew_start(&crew, 1, 0, member_main, &m, 0) == 0);
 	crew_destroy(&crew);
 	CHECK_EQ_U(m.ran, 0);
 

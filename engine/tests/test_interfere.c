@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "interfere.h"
+#include "interfere_topo.h"
 #include "tap.h"
 
 static void put(const char *root, const char *rel, const char *text)

@@ -2,31 +2,32 @@
 /* Unit tests of the switch/overhead arithmetic: mechanism lists, names, verdicts. */
 #include <string.h>
 
-#include "switch_util.h"
+#include "switch_checks.h"
+#include "wake.h"
 #include "tap.h"
 
 int main(void)
 {
 	unsigned m = 0;
 	char err[256];
-	CHECK(sw_parse_mechs("futex", &m, err, sizeof(err)) == 0);
-	CHECK_EQ_U(m, 1u << SW_FUTEX);
-	CHECK(sw_parse_mechs("pipe,sysv-sem,futex", &m, err, sizeof(err)) == 0);
-	CHECK_EQ_U(m, (1u << SW_PIPE) | (1u << SW_SYSV_SEM) | (1u << SW_FUTEX));
-	CHECK(sw_parse_mechs("all", &m, err, sizeof(err)) == 0);
-	CHECK_EQ_U(m, (1u << SW_MECH_COUNT) - 1);
-	CHECK(sw_parse_mechs("futex,bogus", &m, err, sizeof(err)) < 0);
+	CHECK(wake_parse_mechs("futex", &m, err, sizeof(err)) == 0);
+	CHECK_EQ_U(m, 1u << WAKE_FUTEX);
+	CHECK(wake_parse_mechs("pipe,sysv-sem,futex", &m, err, sizeof(err)) == 0);
+	CHECK_EQ_U(m, (1u << WAKE_PIPE) | (1u << WAKE_SYSV_SEM) | (1u << WAKE_FUTEX));
+	CHECK(wake_parse_mechs("all", &m, err, sizeof(err)) == 0);
+	CHECK_EQ_U(m, (1u << WAKE_MECH_COUNT) - 1);
+	CHECK(wake_parse_mechs("futex,bogus", &m, err, sizeof(err)) < 0);
 	CHECK(strstr(err, "bogus") != NULL);
-	CHECK(sw_parse_mechs("futex,", &m, err, sizeof(err)) < 0);
-	CHECK(sw_parse_mechs("", &m, err, sizeof(err)) < 0);
-	CHECK(sw_parse_mechs("fut", &m, err, sizeof(err)) < 0);
+	CHECK(wake_parse_mechs("futex,", &m, err, sizeof(err)) < 0);
+	CHECK(wake_parse_mechs("", &m, err, sizeof(err)) < 0);
+	CHECK(wake_parse_mechs("fut", &m, err, sizeof(err)) < 0);
 
 	char name[32];
-	sw_chan_name(name, sizeof(name), "futex", -1, 1);
+	wake_chan_name(name, sizeof(name), "futex", -1, 1);
 	CHECK(strcmp(name, "futex@cpu1") == 0);
-	sw_chan_name(name, sizeof(name), "futex", 1, 1);
+	wake_chan_name(name, sizeof(name), "futex", 1, 1);
 	CHECK(strcmp(name, "futex@cpu1") == 0);
-	sw_chan_name(name, sizeof(name), "mq", 0, 1);
+	wake_chan_name(name, sizeof(name), "mq", 0, 1);
 	CHECK(strcmp(name, "mq@cpu0->cpu1") == 0);
 
 	int good[] = { 25, 24, 23, 22 };

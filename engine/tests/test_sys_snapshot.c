@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sys.h"
+#include "sysfile.h"
 #include "tap.h"
 
 static int check(const char *pat)
@@ -40,7 +41,7 @@ static char *read_all(int fd)
 {
 	char *text = NULL;
 	size_t len = 0;
-	if (lseek(fd, 0, SEEK_SET) < 0 || sys_slurp(fd, &text, &len) != 0)
+	if (lseek(fd, 0, SEEK_SET) < 0 || sf_slurp(fd, &text, &len) != 0)
 		return NULL;
 	return text;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Pure parts of the `interfere` probe, kept apart for unit tests. */
-#ifndef RTLAB_INTERFERE_H
-#define RTLAB_INTERFERE_H
+/* The `interfere` probe's CPU topology and pure arithmetic, kept apart for unit tests. */
+#ifndef RTLAB_INTERFERE_TOPO_H
+#define RTLAB_INTERFERE_TOPO_H
 
 #include <sched.h>
 #include <stddef.h>

@@ -1,17 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The probe table: adding a probe is one file plus one line here. */
-#include <string.h>
-
+/* The probe table, expanded from probes.def. */
 #include "probe.h"
 
+#include <string.h>
+
 const struct probe_ops *const probe_table[] = {
-	&timer_probe,
-	&noise_probe,
-	&interfere_probe,
-	&udp_probe,
-	&event_probe,
-	&switch_probe,
-	&overhead_probe,
+#define PROBE(name) &name##_probe,
+#include "probes.def"
+#undef PROBE
 	NULL,
 };
 

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/* The run of a probe (lifecycle.h). */
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crew.h"
+#include "header.h"
+#include "output.h"
+#include "reporter.h"
+
+/* The start is this far after the header is decided, so that writing the header and
+ * releasing the threads never makes one miss the first deadline. */
+#define START_LEAD_NS (20 * NS_PER_MS)
+
+struct run;
+
+/* What a crew thread is given: its run and which of the plan's threads it is. */
+struct member {
+	struct run *run;
+	size_t index;
+};
+
+struct run {
+	const struct probe_ops *p;
+	void *ctx;
+	const struct run_opts *opts;
+	const struct probe_env *env;
+	/* step 1: the process's set-up */
+	int out_fd, smp_fd;
+	struct rt_trace trace;
+	int trace_err;
+	int mlock_err;
+	int dma_fd, dma_err;
+	cpu_set_t rep_aff;
+	bool rep_pinned;
+	/* steps 2 and 3: the probe's plan, its threads */
+	struct probe_plan plan;
+	struct member *members;
+	struct crew crew;
+	atomic_int ending;	/* threads that end the run, not returned from measure() yet */
+};
+
+struct probe_thread *probe_plan_threads(struct probe_plan *plan, size_t n)
+{
+	plan->threads = calloc(n ? n : 1, sizeof(*plan->threads));
+	if (!plan->threads)
+		return NULL;
+	plan->n_threads = n;
+	for (size_t i = 0; i < n; i++)
+		plan->threads[i].rt.cpu = -1;
+	return plan->threads;
+}
+
+static void *thread_main(void *arg)
+{
+	const struct member *m = arg;
+	struct run *r = m->run;
+	struct probe_thread *t = &r->plan.threads[m->index];
+	if (!t->helper)
+		rt_thread_setup(&t->rt);
+	if (r->p->thread_ready)
+		r->p->thread_ready(r->ctx, t);
+	if (crew_wait_go(&r->crew))
+		r->p->measure(r->ctx, t);
+	if (!t->until_stopped && atomic_fetch_sub(&r->ending, 1) == 1)
+		rt_notify_main(); /* the last thread that ends the run has ended */
+	return NULL;
+}
+
+/* rt_wait_done_or_signal predicate: every thread that ends the run has returned. */
+static bool run_finished(const void *arg)
+{
+	const struct run *r = arg;
+	return atomic_load(&r->ending) == 0;
+}
+
+void probe_explain_thread(const struct rt_thread *t, char *buf, size_t len)
+{
+	if (t->pin_err) {
+		snprintf(buf, len,
+			 "cannot pin a measuring thread to CPU %d (%s): run in a cpuset that contains it, or pass --allow-non-rt",
+			 t->cpu, strerror(-t->pin_err));
+		return;
+	}
+	snprintf(buf, len,
+		 "cannot set policy %s priority %d on CPU %d (%s): run as root or grant CAP_SYS_NICE, or use --policy other, or pass --allow-non-rt",
+		 rt_policy_names[t->req.policy], t->req.priority, t->cpu,
+		 t->sched_err ? strerror(-t->sched_err) : "not in effect after setting");
+}
+
+/* explain() of a probe that has no words of its own. */
+static void explain_default(const struct rt_verdict *v, char *buf, size_t len)
+{
+	if (v->thread) {
+		const struct rt_thread *t = &v->thread->rt;
+		char where[32] = "";
+		if (t->cpu >= 0)
+			snprintf(where, sizeof(where), " on CPU %d", t->cpu);
+		snprintf(buf, len,
+			 "cannot set %s priority %d%s for %s (%s): run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
+			 rt_policy_label(t->req.policy), t->req.priority, where, t->role,
+			 t->pin_err ? strerror(-t->pin_err)
+			 : t->sched_err ? strerror(-t->sched_err) : "not in effect after setting");
+	} else if (v->mlock_err) {
+		snprintf(buf, len,
+			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, or pass --no-mlock or --allow-non-rt",
+			 strerror(-v->mlock_err));
+	} else {
+		snprintf(buf, len,
+			 "cannot hold /dev/cpu_dma_latency (%s): run as root, drop --dma-latency, or pass --allow-non-rt",
+			 strerror(-v->dma_err));
+	}
+}
+
+/*
+ * Step 4, the real-time check: rt_valid when every measuring thread runs as it asked
+ * and memory is locked (if asked). why (empty when all is well) also names a DMA
+ * latency that could not be held, which skips the run but leaves it real-time.
+ */
+static bool check_rt(const struct run *r, char *why, size_t len)
+{
+	struct rt_verdict v = { .mlock_err = r->mlock_err, .dma_err = r->dma_err };
+	for (size_t i = 0; i < r->plan.n_threads && !v.thread; i++) {
+		const struct probe_thread *t = &r->plan.threads[i];
+		if (!t->helper && !rt_thread_ok(&t->rt))
+			v.thread = t;
+	}
+	why[0] = '\0';
+	if (v.thread || v.mlock_err || v.dma_err) {
+		if (r->p->explain)
+			r->p->explain(r->ctx, &v, why, len);
+		else
+			explain_default(&v, why, len);
+	}
+	return !v.thread && !v.mlock_err;
+}
+
+static int open_out(const char *probe, const char *what, const char *path, int *fd)
+{
+	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f < 0) {
+		fprintf(stderr, "rtlab-probe %s: --%s: cannot open %s: %s\n", probe, what, path,
+			strerror(errno));
+		return RL_EXIT_ERROR;
+	}
+	*fd = f;
+	return 0;
+}
+
+/* Steps 2 and 3: the probe's set-up, then its threads, started and set up. 0 or an exit code. */
+static int start_threads(struct run *r)
+{
+	const struct probe_ops *p = r->p;
+	r->plan.trace = r->opts->trace && !r->trace_err ? &r->trace : NULL;
+	int code = p->prepare(r->ctx, &r->plan);
+	if (code)
+		return code;
+	size_t n = r->plan.n_threads;
+	r->members = calloc(n ? n : 1, sizeof(*r->members));
+	if (!r->members) {
+		fprintf(stderr, "rtlab-probe %s: out of memory\n", p->name);
+		return RL_EXIT_ERROR;
+	}
+	int ending = 0;
+	for (size_t i = 0; i < n; i++) {
+		r->members[i] = (struct member){ .run = r, .index = i };
+		ending += !r->plan.threads[i].until_stopped;
+	}
+	atomic_init(&r->ending, ending);
+	int e = crew_start(&r->crew, n, p->stack, thread_main, r->members, sizeof(*r->members));
+	if (e) {
+		fprintf(stderr, "rtlab-probe %s: cannot create a thread: %s\n", p->name,
+			strerror(-e));
+		return RL_EXIT_ERROR;
+	}
+	return 0;
+}
+
+/* Step 6: the header and the log records after it. 0 or the error of writing the header. */
+static int write_header(const struct run *r, const struct probe_start *start, const char *why,
+			bool rt_valid)
+{
+	const struct probe_ops *p = r->p;
+	const struct rt_trace *trace = r->opts->trace ? &r->trace : NULL;
+	struct jsonw w;
+	jw_init(&w);
+	const struct header_facts facts = {
+		.start = start, .run = r->opts, .mlock_err = r->mlock_err,
+		.dma_held = r->dma_fd >= 0, .dma_err = r->dma_err, .plan = &r->plan,
+		.trace = trace, .rep_aff = &r->rep_aff, .rep_pinned = r->rep_pinned,
+		.rt_valid = rt_valid,
+	};
+	header_build(&w, p, r->ctx, r->env, &facts);
+	int out_err = jw_emit(&w, r->out_fd);
+	if (why[0])
+		out_log(&w, r->out_fd, "warning", "no_rt", why);
+	if (trace && r->trace_err)
+		out_log(&w, r->out_fd, "info", "no_tracefs",
+			"tracefs is not mounted (or not writable): the threshold stops the run without a trace marker");
+	if (p->write_logs)
+		p->write_logs(r->ctx, &w, r->out_fd);
+	jw_free(&w);
+	return out_err;
+}
+
+/* Steps 9 and 10: the wait, then every thread joined. True when interrupted. */
+static bool wait_and_join(struct run *r)
+{
+	const struct probe_ops *p = r->p;
+	bool interrupted = p->wait ? p->wait(r->ctx, run_finished, r)
+				   : rt_wait_done_or_signal(r->plan.stop, run_finished, r);
+	for (size_t i = 0; i < r->plan.n_threads; i++)
+		if (!r->plan.threads[i].until_stopped)
+			crew_join_one(&r->crew, i);
+	if (p->stop)
+		p->stop(r->ctx);
+	crew_join(&r->crew);
+	return interrupted;
+}
+
+/* Steps 2 to 11, with what step 1 set up. */
+static int run_probe(struct run *r)
+{
+	const struct probe_ops *p = r->p;
+	int code = start_threads(r);
+	if (code)
+		return code;
+
+	char why[512];
+	bool rt_valid = check_rt(r, why, sizeof(why));
+	if (why[0] && !r->opts->allow_non_rt) {
+		crew_abort(&r->crew);
+		fprintf(stderr, "rtlab-probe %s: skipped: %s\n", p->name, why);
+		return RL_EXIT_SKIPPED;
+	}
+
+	const struct probe_start start = {
+		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS,
+		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS,
+		.out_fd = r->out_fd,
+	};
+	code = p->start(r->ctx, &start);
+	if (code) {
+		crew_abort(&r->crew);
+		return code;
+	}
+	int out_err = write_header(r, &start, why, rt_valid);
+
+	struct reporter *rep = NULL;
+	const struct reporter_cfg rc = {
+		.out_fd = r->out_fd,
+		.samples_fd = r->smp_fd,
+		.samples_path = r->opts->samples,
+		.snapshot_ns = r->opts->snapshot_ns,
+		.start_mono_ns = start.monotonic_ns,
+		.chans = r->plan.chans,
+		.n_chans = r->plan.n_chans,
+		.extra = p->write_extra,
+		.extra_arg = r->ctx,
+	};
+	int e = reporter_start(&rep, &rc);
+	if (e) {
+		crew_abort(&r->crew);
+		fprintf(stderr, "rtlab-probe %s: cannot start the reporter: %s\n", p->name,
+			strerror(-e));
+		return RL_EXIT_ERROR;
+	}
+
+	crew_go(&r->crew); /* measuring starts */
+	bool interrupted = wait_and_join(r);
+
+	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
+	char err[160] = "";
+	if (p->outcome)
+		p->outcome(r->ctx, interrupted, &o, err, sizeof(err));
+	else
+		reporter_outcome_stopped(&o, interrupted, NULL);
+	return reporter_conclude(rep, &o, out_err, p->name);
+}
+
+int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *run,
+		  const struct probe_env *env)
+{
+	struct run r = {
+		.p = p, .ctx = ctx, .opts = run, .env = env,
+		.out_fd = STDOUT_FILENO, .smp_fd = -1, .dma_fd = -1,
+		.trace = { .marker_fd = -1, .on_fd = -1 },
+	};
+	int code;
+
+	/* step 1 */
+	rt_block_signals(); /* inherited: signals reach only the wait */
+	if (run->output && (code = open_out(p->name, "output", run->output, &r.out_fd)) != 0)
+		return code;
+	if (run->samples && (code = open_out(p->name, "samples", run->samples, &r.smp_fd)) != 0)
+		goto out;
+	r.rep_pinned = run->housekeeping >= 0 && rt_pin_self(run->housekeeping) == 0;
+	if (rt_get_affinity_self(&r.rep_aff) != 0)
+		CPU_ZERO(&r.rep_aff);
+	if (run->trace)
+		r.trace_err = rt_trace_open(&r.trace);
+	if (run->mlock)
+		r.mlock_err = rt_mlockall();
+	if (run->dma_us >= 0)
+		r.dma_err = rt_dma_latency_hold((int32_t)run->dma_us, &r.dma_fd);
+
+	code = run_probe(&r);
+out:
+	crew_destroy(&r.crew);
+	free(r.members);
+	free(r.plan.threads);
+	if (r.dma_fd >= 0)
+		close(r.dma_fd);
+	rt_trace_close(&r.trace);
+	if (r.smp_fd >= 0)
+		close(r.smp_fd);
+	if (r.out_fd != STDOUT_FILENO)
+		close(r.out_fd);
+	return code;
+}
