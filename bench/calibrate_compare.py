@@ -9,13 +9,15 @@ every comparison it reports, on simulated runs whose truth is known
         [--jobs 2] [--out bench/out/calibrate_compare.md]
 
 A/A: both configurations from the same process (every "significant" is a false
-positive; nominal 1 %). A/B: B's tail +10 % (p99 ... max), median unchanged (power).
-The table goes into docs/report.md and bench/RESULTS.md.
+positive; nominal 1 %), 1 min and 1 h, one and two runs per configuration. A/B: B's
+tail +10 % (p99 ... max), median unchanged (power). The table goes into docs/report.md
+and bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +46,7 @@ def main() -> int:
         plan += [(kind, 60, args.reps_min, False, 1, 100 + i),
                  (kind, 60, args.reps_min // 2, False, 2, 200 + i),
                  (kind, 3600, args.reps_hour, False, 1, 300 + i),
+                 (kind, 3600, max(1, args.reps_hour // 2), False, 2, 500 + i),
                  (kind, 3600, args.reps_hour, True, 1, 400 + i)]
     t0 = time.monotonic()
     with ProcessPoolExecutor(args.jobs) as ex:
@@ -54,7 +57,17 @@ def main() -> int:
     n = sum(t.reps for c in aa for t in c.tallies.values())
     lines.append(f"A/A over all cells and statistics: {k}/{n} significant "
                  f"({k / n * 100:.2f} %, 99 % upper bound {binomial_upper(k, n) * 100:.2f} %); "
-                 f"nominal 1 %. {time.monotonic() - t0:.0f} s.")
+                 f"nominal 1 %.")
+    cov = sum(t.covered for c in cells for t in c.tallies.values())
+    shown = sum(t.with_ci for c in cells for t in c.tallies.values())
+    low = min(((t.coverage, c.kind, c.seconds, c.runs, s) for c in cells
+              for s, t in c.tallies.items() if t.with_ci >= 20), default=None)
+    if not shown or low is None:
+        low = (math.nan, "-", 0, 0, "-")
+    lines.append(f"Shown 99 % intervals covering the truth: {cov}/{shown} "
+                 f"({cov / max(shown, 1) * 100:.1f} %); lowest cell with >= 20 intervals: "
+                 f"{low[0] * 100:.1f} % ({low[1]}, {low[2]} s, {low[3]} run(s), {low[4]}). "
+                 f"{time.monotonic() - t0:.0f} s.")
     text = "\n".join(lines)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text + "\n")

@@ -17,7 +17,12 @@ percentile is [Q(q - se), Q(q + se)] read off the run's fine histogram. What the
 batches need per window is the count of samples at or below t: newer engines record a
 coarse per-window histogram (`window_hist`, 4 buckets per power of two), and the
 variance inflation factor (VIF: batch variance over the independent-sample variance)
-measured at the coarse edges next to t is applied at t. Older runs have only window
+measured at the coarse edges next to t is interpolated to t. The standard error of the
+log percentile is the mean of the two Woodruff half-widths; a comparison's interval
+takes each bound from the sides it is about (how far B may lie below and A above, or
+the opposite). These choices are unbiased where the older ones (the larger VIF and the
+larger half-width) overstated the standard error 1.2-2x and lost power for nothing
+(bench/oracle_power.py; docs/report.md, "Calibration"). Older runs have only window
 maxima: then the VIF is bounded by the samples per window (a window counts as one
 observation: a fraction in [0, 1] varies at most as a single Bernoulli trial) times the
 inflation between windows seen in their maxima — valid, and conservative.
@@ -34,6 +39,13 @@ import numpy as np
 Z90 = 1.2815515655446004  # one-sided z of 90 % power
 MIN_BATCHES = 4
 SE_LOG_FLOOR = 0.004  # half a fine histogram bucket (2**-7 wide): the resolution
+MIN_EVENTS = 10.0  # independent tail events an interval needs (point estimate) ...
+MIN_EVENTS_LOWER = 5.0  # ... or, from enough batches, their 90 % lower bound
+# Below this many batches (B - 1; a run under ~7 min) the tail events are counted with
+# the larger VIF of the two coarse edges: with 3-s bursts about once a minute, 2-run
+# 1-min configurations otherwise showed p99/p99.9 intervals that covered only 85-88 %
+# (a run without a burst cannot know about them, and 10 batches underrate a few bursts)
+FEW_BATCHES = 20
 
 
 # Student t -------------------------------------------------------------------------------
@@ -202,11 +214,25 @@ class Estimate:
     tier: str = "none"
     short: float | None = None  # > 1: the data hold too few independent events: ~x more
     note: str = ""
+    # one-sided standard errors of the log (Woodruff: how far the truth may lie below /
+    # above the estimate); None: se_log on that side
+    se_below: float | None = None
+    se_above: float | None = None
+
+    def side(self, above: bool) -> float:
+        s = self.se_above if above else self.se_below
+        return s if s is not None else float(self.se_log or 0.0)
 
 
-def _vif_at(units: Units, t: float, q: float, n_total: int) -> tuple[float, int] | None:
-    """The variance inflation factor of F(t) measured at the coarse edges next to t
-    (the larger of the two that carry information), with its degrees of freedom."""
+def _edge_vifs(units: Units, t: float, n_total: int
+               ) -> tuple[list[tuple[float, float, float]], int] | None:
+    """(edge, VIF of F(edge), df of that VIF) at the coarse edges on both sides of t that
+    carry information (some samples on each side), with the batches' degrees of freedom.
+    The df of a VIF is that of a variance from batches whose sums are not normal:
+    2 / (2 / (B - 1) + kappa / B), kappa the excess kurtosis of the batches' residuals
+    (Var s^2 = sigma^4 (2 / (B - 1) + kappa / B)). Rare exceedances in clusters make
+    kappa large: most batches hold none, a few many, and the variance they give is far
+    less certain than B - 1 degrees of freedom claim."""
     edges = units.edges
     if edges is None:
         return None
@@ -216,16 +242,85 @@ def _vif_at(units: Units, t: float, q: float, n_total: int) -> tuple[float, int]
     f = y.sum(axis=0) / x.sum()
     var, df = ratio_var(y, x, series=True)
     k_hi = int(np.searchsorted(edges, t, side="left"))
-    cands = [k for k in (k_hi - 1, k_hi) if 0 <= k < len(edges)]
-    vifs = []
-    for k in cands:
+    b = len(x)
+    out = []
+    for k in (k_hi - 1, k_hi):
+        if not 0 <= k < len(edges):
+            continue
         fk = float(f[k])
-        # an edge carries information when some samples are on each side of it
         if min(fk, 1 - fk) * n_total >= 1:
-            vifs.append(float(var[k]) / (fk * (1 - fk) / n_total))
-    if not vifs:
+            e = y[:, k] - fk * x
+            m2 = float(np.mean(e * e))
+            kappa = float(np.mean(e ** 4)) / (m2 * m2) - 3 if m2 > 0 else 0.0
+            dfk = 2 / (2 / max(df, 1) + max(kappa, 0.0) / b)
+            out.append((float(edges[k]), float(var[k]) / (fk * (1 - fk) / n_total), dfk))
+    return (out, df) if out else None
+
+
+def _vif_at(units: Units, t: float, q: float, n_total: int) -> tuple[float, int] | None:
+    """The variance inflation factor of F(t) measured at the coarse edges next to t
+    (the larger of the two that carry information: an upper bound), with its degrees of
+    freedom."""
+    got = _edge_vifs(units, t, n_total)
+    if got is None:
         return None
-    return max(1.0, max(vifs)), df
+    return max(1.0, max(v for _, v, _ in got[0])), got[1]
+
+
+def _vif_between(units: Units, t: float, q: float, n_total: int
+                 ) -> tuple[float, float] | None:
+    """The VIF of F(t) interpolated between the coarse edges next to t (geometrically,
+    in log t; the one edge that carries information when only one does), at least 1,
+    with its degrees of freedom (interpolated alike; kurtosis-corrected, _edge_vifs: the
+    batches' B - 1 made the t-test too sure of few clustered tail events, 1.2-1.3 %
+    false positives at p99.9 in 10 min and p99.99 in 1 h of AR(1) phi 0.99). In a tail
+    the VIF changes fast from edge to edge (with 3-s bursts ~4x between the edges around
+    p99.9, which are 19 % apart): the larger of the two overstates the variance, the
+    interpolation does not (calibration: A/A spread of the estimates,
+    bench/oracle_power.py)."""
+    got = _edge_vifs(units, t, n_total)
+    if got is None:
+        return None
+    pts, _ = got
+    if len(pts) == 1:
+        return max(1.0, pts[0][1]), pts[0][2]
+    (e0, v0, _), (e1, v1, _) = pts
+    lo = math.log(max(e0, 1.0))
+    w = min(max((math.log(max(t, 1.0)) - lo) / (math.log(max(e1, 1.0)) - lo), 0.0), 1.0) \
+        if e1 > e0 else 0.5
+    v = math.exp((1 - w) * math.log(max(v0, 1e-12)) + w * math.log(max(v1, 1e-12)))
+    df = math.exp((1 - w) * math.log(pts[0][2]) + w * math.log(pts[1][2]))
+    return max(1.0, v), df
+
+
+def min_events(df: float) -> float:
+    """The independent tail events (point estimate) an interval from batches needs: 10,
+    or fewer when so many batches measured their variance that a one-sided 90 % lower
+    bound of the events (chi-square with df degrees of freedom, Wilson-Hilferty) is still
+    MIN_EVENTS_LOWER: 6.5 with 60 batches (1 h), 10 up to ~12 batches (under 3 min).
+    Below it the normal approximation of F(t) fails and the VIF of few, clustered
+    exceedances is mostly underestimated (calibration: 1-min A/A intervals then cover
+    only 73-91 %)."""
+    if not math.isfinite(df) or df <= 0:
+        return MIN_EVENTS
+    a = 2 / (9 * df)
+    lower = max(1 - a - Z90 * math.sqrt(a), 1e-9) ** 3  # chi2(0.10, df) / df
+    return min(MIN_EVENTS, MIN_EVENTS_LOWER / lower)
+
+
+def _woodruff_se(halves: dict[str, float]) -> tuple[float, float, float]:
+    """(se_log, se_below, se_above) from the Woodruff half-widths read off at q - se
+    ("below": how far the truth may lie below the estimate) and q + se ("above"), each at
+    least SE_LOG_FLOOR; a side that cannot be read (q - se <= 0 or q + se >= 1) takes
+    the other's. se_log, the symmetric summary, is their mean: the central difference of
+    log Q(q), i.e. se over the density (the larger of the two overstates it wherever log Q
+    is curved, as in every tail, or the histogram's buckets are coarse against the
+    interval). A test uses the side its question needs (compare_estimates), which keeps
+    a bimodal distribution honest (a percentile inside a burst's mode: the truth may lie
+    far below, at the main mode)."""
+    lo = halves.get("below", halves.get("above", 0.0))
+    hi = halves.get("above", lo)
+    return (max((lo + hi) / 2, SE_LOG_FLOOR), max(lo, SE_LOG_FLOOR), max(hi, SE_LOG_FLOOR))
 
 
 def _window_inflation(units: Units) -> tuple[float, int]:
@@ -271,7 +366,7 @@ def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np
     n = int(hist_cum[-1])
     qq = q if 0 < q < 1 else 0.5
     iid = qq * (1 - qq) / n
-    vif = _vif_at(units, value, qq, n) if units.tier == "window-hist" else None
+    vif = _vif_between(units, value, qq, n) if units.tier == "window-hist" else None
     tier = units.tier
     var: float | None = None
     df: float = math.inf
@@ -290,21 +385,30 @@ def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np
     if var is None or not math.isfinite(var) or df < 1:
         return Estimate(value, None, tier="none")
     se_f = math.sqrt(var)
-    halves = []
+    halves: dict[str, float] = {}
     lo_q, hi_q = qq - se_f, qq + se_f
     if lo_q > 0:
-        halves.append(math.log(value) - math.log(max(_quantile(hist_hi, hist_cum, lo_q, lo_v,
-                                                               hi_v), 1.0)))
+        halves["below"] = math.log(value) - math.log(max(_quantile(hist_hi, hist_cum, lo_q,
+                                                                   lo_v, hi_v), 1.0))
     if hi_q < 1:
-        halves.append(math.log(_quantile(hist_hi, hist_cum, hi_q, lo_v, hi_v))
-                      - math.log(value))
+        halves["above"] = math.log(_quantile(hist_hi, hist_cum, hi_q, lo_v, hi_v)) \
+            - math.log(value)
     if not halves:
         return Estimate(value, None, tier=tier)
-    se_log = max(max(halves), SE_LOG_FLOOR)
+    se_log, se_below, se_above = _woodruff_se(halves)
     # independent tail events behind it: too few and the normal approximation fails
     events = qq * (1 - qq) * min(qq, 1 - qq) / var if var > 0 else math.inf
-    short = 10.0 / events if events < 10 else None
-    return Estimate(value, se_log, df, tier, short, note)
+    L = units.batch_len()
+    if tier == "window-hist" and sum(len(units.batch_starts(r, L)) for r in units.runs
+                                     if len(r.n)) - 1 < FEW_BATCHES:
+        # few batches: their VIF is too uncertain to trust the interpolation for this
+        # guard; the larger VIF of the two edges decides (see FEW_BATCHES)
+        top = _vif_at(units, value, qq, n)
+        if top is not None:
+            events = min(events, n * min(qq, 1 - qq) / top[0])
+    need = min_events(df) if tier == "window-hist" else MIN_EVENTS
+    short = need / events if events < need else None
+    return Estimate(value, se_log, df, tier, short, note, se_below, se_above)
 
 
 def mean_estimate(units: Units, value: float | None) -> Estimate:
@@ -364,13 +468,15 @@ def window_max_estimate(units: Units) -> Estimate:
     if df < 1:
         return Estimate(m, None)
     se = math.sqrt(var)
-    halves = []
+    halves: dict[str, float] = {}
     if 0.5 - se > 0:
-        halves.append(math.log(max(m, 1.0)) - math.log(max(quant(0.5 - se), 1.0)))
+        halves["below"] = math.log(max(m, 1.0)) - math.log(max(quant(0.5 - se), 1.0))
     if 0.5 + se < 1:
-        halves.append(math.log(max(quant(0.5 + se), 1.0)) - math.log(max(m, 1.0)))
-    se_log = max(max(halves) if halves else 0.0, SE_LOG_FLOOR)
-    return Estimate(m, se_log, df, tier)
+        halves["above"] = math.log(max(quant(0.5 + se), 1.0)) - math.log(max(m, 1.0))
+    if not halves:
+        return Estimate(m, SE_LOG_FLOOR, df, tier)
+    se_log, se_below, se_above = _woodruff_se(halves)
+    return Estimate(m, se_log, df, tier, se_below=se_below, se_above=se_above)
 
 
 @dataclass(frozen=True)
@@ -387,26 +493,41 @@ class Test:
     needs: float | None
 
 
+def _welch(va: float, vb: float, da: float, db: float) -> float:
+    df = (va + vb) ** 2 / ((va * va / da if math.isfinite(da) else 0.0)
+                            + (vb * vb / db if math.isfinite(db) else 0.0) or 1e-300)
+    return max(1.0, min(df, 1e7))
+
+
 def compare_estimates(a: Estimate, b: Estimate, alpha: float, target: float) -> Test | None:
+    """Welch's t on d = log(B/A). Each bound of the interval uses the sides of the two
+    estimates it is about: the lower bound how far B's truth may lie below its estimate
+    and A's above, the upper bound the opposite; the p-value is the one of the bound on
+    the side of 1 (so p < alpha exactly when the interval excludes 1)."""
     if (a.value is None or b.value is None or a.se_log is None or b.se_log is None
             or a.value <= 0 or b.value <= 0):
         return None
     d = math.log(b.value / a.value)
-    va, vb = a.se_log ** 2, b.se_log ** 2
-    se = math.sqrt(va + vb)
     da, db = max(a.df, 1.0), max(b.df, 1.0)
-    df = (va + vb) ** 2 / ((va * va / da if math.isfinite(da) else 0.0)
-                            + (vb * vb / db if math.isfinite(db) else 0.0) or 1e-300)
-    df = max(1.0, min(df, 1e7))
-    tc = t_ppf(1 - alpha / 2, df)
+    bounds = []
+    for sign, va, vb in ((-1, a.side(True) ** 2, b.side(False) ** 2),
+                         (1, a.side(False) ** 2, b.side(True) ** 2)):
+        df = _welch(va, vb, da, db)
+        se = math.sqrt(va + vb)
+        bounds.append((d + sign * t_ppf(1 - alpha / 2, df) * se, se, df))
+    (lo, se_dn, df_dn), (hi, se_up, df_up) = bounds
+    se, df = (se_dn, df_dn) if d >= 0 else (se_up, df_up)
     p = min(1.0, 2 * t_sf(abs(d) / se, df))
-    detect = (tc + Z90) * se  # the smallest change (log) found with 90 % power
+    # to detect a change of `target` either way: the symmetric standard errors
+    va, vb = a.se_log ** 2, b.se_log ** 2
+    df_s = _welch(va, vb, da, db)
+    detect = (t_ppf(1 - alpha / 2, df_s) + Z90) * math.sqrt(va + vb)
     want = math.log1p(target)
     needs = (detect / want) ** 2 if detect > want else None
     short = max(a.short or 0.0, b.short or 0.0)
     if short > 1:
         needs = max(needs or 1.0, short)
-    return Test(math.exp(d), math.exp(d - tc * se), math.exp(d + tc * se), p, df, needs)
+    return Test(math.exp(d), math.exp(lo), math.exp(hi), p, df, needs)
 
 
 # from results ---------------------------------------------------------------------------
