@@ -33,3 +33,13 @@ def default_probe() -> str:
         return str(find_probe())
     except RtlabError:
         return "rtlab-probe"
+
+
+def write_report(text: str, out: str | Path) -> int:
+    """Write a benchmark's Markdown report to `out` (its folder made when missing), print
+    it, and return the exit status 0."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    print(text)
+    return 0

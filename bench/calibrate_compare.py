@@ -25,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import write_report
+
 from rtlab.analysis.calibrate import KINDS, Cell, binomial_upper, run_cell, table
 
 
@@ -68,11 +70,7 @@ def main() -> int:
                  f"({cov / max(shown, 1) * 100:.1f} %); lowest cell with >= 20 intervals: "
                  f"{low[0] * 100:.1f} % ({low[1]}, {low[2]} s, {low[3]} run(s), {low[4]}). "
                  f"{time.monotonic() - t0:.0f} s.")
-    text = "\n".join(lines)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return write_report("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import write_report
+
 from rtlab.analysis.calibrate import (
     KINDS,
     STATS,
@@ -41,6 +43,8 @@ from rtlab.analysis.calibrate import (
     tail_shift,
     true_ratio,
 )
+from rtlab.analysis.compare import Config, _estimate, build_configs, compare_pair
+from rtlab.analysis.compare_stats import Estimate, mean_estimate, window_max_estimate
 
 Z995 = 2.5758293035489004
 
@@ -67,11 +71,8 @@ def _erfinv(y: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def estimates(config) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def estimates(config: Config) -> dict[str, Estimate]:
     """rtlab's estimate (value, se of its log) of every statistic of a configuration."""
-    from rtlab.analysis.compare import _estimate
-    from rtlab.analysis.compare_stats import mean_estimate, window_max_estimate
-
     return {"median": _estimate(config, 50.0),
             "mean": mean_estimate(config.units, config.value("avg")),
             "p99": _estimate(config, 99.0), "p99.9": _estimate(config, 99.9),
@@ -80,8 +81,6 @@ def estimates(config) -> dict[str, object]:  # type: ignore[no-untyped-def]
 
 
 def run_kind(kind: str, seconds: int, reps: int, seed: int) -> dict[str, dict[str, list]]:
-    from rtlab.analysis.compare import build_configs, compare_pair
-
     rng = np.random.default_rng(seed)
     rec: dict[str, dict[str, list]] = {s: {k: [] for k in ("d_aa", "d_ab", "se_aa", "sig_aa",
                                                           "sig_ab")} for s in STATS}
@@ -100,7 +99,7 @@ def run_kind(kind: str, seconds: int, reps: int, seed: int) -> dict[str, dict[st
                 r[f"d_{pair}"].append(math.log(ch.b_ns / ch.a_ns))
                 r[f"sig_{pair}"].append(bool(ch.significant))
         for stat in STATS:
-            sa, sb = ea[stat].se_log, eb[stat].se_log  # type: ignore[attr-defined]
+            sa, sb = ea[stat].se_log, eb[stat].se_log
             rec[stat]["se_aa"].append(math.hypot(sa, sb) if sa and sb else math.nan)
     return rec
 
@@ -169,10 +168,7 @@ def main() -> int:
         print(f"{kind}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     text = (table(rows) + f"\n\n{args.reps} repetitions per kind, {args.seconds} s runs; "
             f"{time.monotonic() - t0:.0f} s.")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return write_report(text, args.out)
 
 
 if __name__ == "__main__":

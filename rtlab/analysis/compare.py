@@ -48,6 +48,9 @@ from fnmatch import fnmatchcase
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from rtlab.analysis.batchstats import hist_arrays
 from rtlab.analysis.compare_stats import (
     Estimate,
     Units,
@@ -57,13 +60,14 @@ from rtlab.analysis.compare_stats import (
     percentile_estimate,
     window_max_estimate,
 )
+from rtlab.analysis.evt import run_window_maxima
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
+from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.summary import mean, mode, percentile, percentile_label
+from rtlab.results.validate import first_problem
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from rtlab.results.histogram import LogLinHistogram
     from rtlab.results.model import Channel, Phase, RunResult
 
@@ -198,8 +202,6 @@ def _select_phase(phase: Phase, selection: ChannelSelection) -> Phase:
 
 
 def _select_run(result: RunResult, selection: ChannelSelection) -> RunResult:
-    from rtlab.results.validate import first_problem
-
     names = list(dict.fromkeys(ch.name for _, ch in result.channels()))
     phases = [_select_phase(ph, selection) for ph in result.phases]
     kept = [ph for ph in phases if ph.channels]
@@ -250,8 +252,6 @@ class Config:
         if what == "mode":
             return mode(ch.hist)
         if what == "window":
-            import numpy as np
-
             return float(np.median(self.window_maxima)) if len(self.window_maxima) else None
         assert isinstance(what, float)
         return percentile(ch.hist, what, ch.min_ns, ch.max_ns)
@@ -290,8 +290,6 @@ class Config:
 
 def _refuse_unbelievable(result: RunResult) -> None:
     """No comparison (a verdict) from a run whose numbers failed validation."""
-    from rtlab.results.validate import first_problem
-
     why = first_problem(result) or (
         "when it was stored (see its notes)" if result.status == "invalid" else None)
     if why is not None:
@@ -301,11 +299,6 @@ def _refuse_unbelievable(result: RunResult) -> None:
 
 def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]:
     """Group results (in the given order of first appearance) into configurations."""
-    import numpy as np
-
-    from rtlab.analysis.evt import run_window_maxima
-    from rtlab.results.model import Channel
-
     if by not in GROUP_KEYS:
         raise ValueError(f"unknown grouping {by!r}")
     groups: dict[str, list[RunResult]] = {}
@@ -339,8 +332,6 @@ def side_by_side(configs: Sequence[Config]) -> list[tuple[str, list[Channel | No
     table: one row per CPU, one column per board): each channel name in order of first
     appearance, with that configuration's runs' channels of that name merged (None where
     a configuration has no such channel)."""
-    from rtlab.results.model import Channel
-
     names: list[str] = []
     per: list[dict[str, list[Channel]]] = []
     for c in configs:
@@ -513,8 +504,6 @@ def two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
 
 def mann_whitney(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """(two-sided p-value, P(B > A) + P(B = A)/2) of the Mann-Whitney U test (normal approx.)."""
-    import numpy as np
-
     n1, n2 = len(a), len(b)
     x = np.concatenate([a, b])
     _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
@@ -602,13 +591,11 @@ _NO_TEST = ("no interval: without windows (an imported peer result has no time "
 
 
 def _estimate(c: Config, q: float) -> Estimate:
-    from rtlab.analysis.compare_stats import _hist_arrays
-
     ch = c.channel
     v = c.value(q)
     if c.units is None or v is None:
         return Estimate(v, None)
-    hi, cum = _hist_arrays(ch.hist)
+    hi, cum = hist_arrays(ch.hist)
     return percentile_estimate(c.units, q / 100, float(v), hi, cum, float(ch.min_ns or 0),
                                float(ch.max_ns or 0))
 

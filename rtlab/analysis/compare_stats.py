@@ -36,8 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rtlab.analysis.batchstats import MIN_BATCHES, coarse_edges, hist_arrays, ratio_var, t_ppf, t_sf
+from rtlab.results.model import Channel
+
 Z90 = 1.2815515655446004  # one-sided z of 90 % power
-MIN_BATCHES = 4
 SE_LOG_FLOOR = 0.004  # half a fine histogram bucket (2**-7 wide): the resolution
 MIN_EVENTS = 10.0  # independent tail events an interval needs (point estimate) ...
 MIN_EVENTS_LOWER = 5.0  # ... or, from enough batches, their 90 % lower bound
@@ -46,73 +48,6 @@ MIN_EVENTS_LOWER = 5.0  # ... or, from enough batches, their 90 % lower bound
 # 1-min configurations otherwise showed p99/p99.9 intervals that covered only 85-88 %
 # (a run without a burst cannot know about them, and 10 batches underrate a few bursts)
 FEW_BATCHES = 20
-
-
-# Student t -------------------------------------------------------------------------------
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-12:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbt = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
-           + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbt) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) of Student's t with df degrees of freedom (df = inf: normal)."""
-    if not math.isfinite(df) or df > 1e6:
-        return 0.5 * math.erfc(t / math.sqrt(2))
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1.0 - tail
-
-
-def t_ppf(p: float, df: float) -> float:
-    """The p-quantile of Student's t (bisection on t_sf)."""
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_ppf(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1.0 - p:
-        hi *= 2.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if t_sf(mid, df) > 1.0 - p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-10 * hi:
-            break
-    return 0.5 * (lo + hi)
 
 
 # the data of one configuration ---------------------------------------------------------------
@@ -170,29 +105,6 @@ class Units:
         if not ys:
             return np.zeros(0), np.zeros(0)
         return np.concatenate(ys), np.concatenate(xs)
-
-
-def ratio_var(y: np.ndarray, x: np.ndarray, series: bool = False) -> tuple[float, int]:
-    """Variance and degrees of freedom of sum(y)/sum(x) from units (batches or runs):
-    the ratio estimator's linearisation, (B / (B - 1)) sum (y - R x)^2 / (sum x)^2.
-    `y` may have a second axis (several statistics at once). `series`: the units are
-    consecutive batches; what still correlates neighbouring batches (dependence longer
-    than a batch) is added back as (1 + 2 rho1), rho1 their lag-1 autocorrelation
-    (corrected for its -1/B bias, at least 0)."""
-    b = len(x)
-    if b < 2:
-        return math.inf, 0
-    tot = float(x.sum())
-    r = y.sum(axis=0) / tot
-    resid = y - (r * x[:, None] if y.ndim == 2 else r * x)
-    ss = (resid ** 2).sum(axis=0)
-    v = b / (b - 1) * ss / tot ** 2
-    if series and b >= MIN_BATCHES:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = (resid[1:] * resid[:-1]).sum(axis=0) / ss + 1.0 / b
-        rho = np.clip(np.nan_to_num(rho, nan=0.0), 0.0, 0.9)
-        v = v * (1 + 2 * rho)
-    return v, b - 1
 
 
 def _quantile(hi: np.ndarray, cum: np.ndarray, p: float, lo_v: float, hi_v: float) -> float:
@@ -531,31 +443,10 @@ def compare_estimates(a: Estimate, b: Estimate, alpha: float, target: float) -> 
 
 
 # from results ---------------------------------------------------------------------------
-def _edges(sub_bits: int, nbuckets: int) -> np.ndarray:
-    """Inclusive upper edges of the first `nbuckets` coarse buckets (loglin layout)."""
-    from rtlab.results.histogram import bucket_bounds
-
-    out = []
-    for i in range(nbuckets):
-        lo, w = bucket_bounds(i, sub_bits)
-        out.append(lo + w - 1)
-    return np.asarray(out, dtype=np.float64)
-
-
-def _hist_arrays(hist) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
-    his, counts = [], []
-    for b in hist.buckets():
-        his.append(b.hi)
-        counts.append(b.count)
-    return (np.asarray(his, dtype=np.float64), np.cumsum(np.asarray(counts, dtype=np.int64)))
-
-
 def run_windows(result, window_ns: int | None) -> tuple[RunWindows, int | None]:  # type: ignore[no-untyped-def]
     """One run's windows with all headline channels merged per window, phase after phase
     (windows of another length than `window_ns` are left out), and the sub_bits of its
     per-window histograms (None when some channel has none or they do not add up)."""
-    from rtlab.results.model import Channel
-
     ns, mx, sm, cums = [], [], [], []
     sub_bits: int | None = -1
     maxb = 0
@@ -597,7 +488,7 @@ def run_windows(result, window_ns: int | None) -> tuple[RunWindows, int | None]:
         if sub_bits is not None and sub_bits != -1:
             cums.append((len(idx), dense_parts))
     merged = Channel.merged("all", chans_all)
-    hi, cum = _hist_arrays(merged.hist)
+    hi, cum = hist_arrays(merged.hist)
     rw = RunWindows(
         np.concatenate(ns) if ns else np.zeros(0, dtype=np.int64),
         np.concatenate(mx) if mx else np.zeros(0, dtype=np.int64),
@@ -631,7 +522,7 @@ def config_units(runs, window_ns: int | None) -> Units:  # type: ignore[no-untyp
             if rw.cum.shape[1] < k:
                 pad = np.repeat(rw.cum[:, -1:], k - rw.cum.shape[1], axis=1)
                 rw.cum = np.concatenate([rw.cum, pad], axis=1)
-        return Units(rws, _edges(bits[0], k), "window-hist")
+        return Units(rws, coarse_edges(bits[0], k), "window-hist")
     for rw in rws:
         rw.cum = None
         rw.sums = None

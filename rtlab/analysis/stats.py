@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rtlab.analysis.compare_stats import _edges, ratio_var, t_ppf
+from rtlab.analysis.batchstats import coarse_edges, ratio_var, t_ppf
 from rtlab.results.summary import (
     DEFAULT_PERCENTILES,
     HistogramLike,
@@ -294,7 +294,7 @@ class _Batches:
         np.add.at(counts, (batch, wh.bucket), wh.count)
         self.cum = np.cumsum(counts, axis=1)  # (B, K) samples <= edge k
         self.x = counts.sum(axis=1)
-        self.edges = _edges(wh.sub_bits, k)
+        self.edges = coarse_edges(wh.sub_bits, k)
         self.n = float(self.x.sum())
         self._var: tuple[np.ndarray, np.ndarray] | None = None
         self.df = nb - 1

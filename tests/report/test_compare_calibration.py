@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from rtlab.analysis.batchstats import t_ppf, t_sf
 from rtlab.analysis.calibrate import (
     KINDS,
     TAIL_STATS,
@@ -18,7 +19,6 @@ from rtlab.analysis.calibrate import (
     run_cell,
     simulate,
 )
-from rtlab.analysis.compare_stats import t_ppf, t_sf
 
 
 def test_student_t() -> None:
