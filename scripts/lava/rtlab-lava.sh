@@ -182,12 +182,12 @@ function record_type(line,    P, n) {
 function bucket_lo(idx,    g, m) {
     if (idx < B) return idx
     g = int((idx - B) / B); m = (idx - B) % B
-    return (B + m) * 2 ^ g
+    return (B + m) * POW2[g]
 }
 function bucket_hi(idx,    g) {
     if (idx < B) return idx
     g = int((idx - B) / B)
-    return bucket_lo(idx) + 2 ^ g - 1
+    return bucket_lo(idx) + POW2[g] - 1
 }
 
 function us(ns) { return sprintf("%.3f", ns / 1000) }
@@ -196,7 +196,7 @@ function us(ns) { return sprintf("%.3f", ns / 1000) }
 
 function slo_error(msg) { slo_bad = msg; return 0 }
 
-# Exact bound in integer units of 10^-0: number text times 10^k.
+# The decimal number text times 10^k, exactly (no binary floating-point rounding).
 function scaled(num, k,    ip, fp, dot) {
     dot = index(num, ".")
     if (dot) { ip = substr(num, 1, dot - 1); fp = substr(num, dot + 1) } else { ip = num; fp = "" }
@@ -305,24 +305,36 @@ function mode_of(c,    j, lo, hi, width, mid, num, best, bn, bd) {
     return lo + int((hi - lo) / 2)
 }
 
+# Square root by the Newton iteration (busybox awk may be built without math functions:
+# no sqrt, exp, log or ^ here).
+function sqrt_(x,    r, i) {
+    if (x <= 0) return 0
+    r = (x > 1) ? x / 2 : 1
+    for (i = 0; i < 200; i++) r = (r + x / r) / 2
+    return r
+}
+
 # 1-based ranks (RI_L, RI_U) of the 95 % distribution-free interval of percentile p for
 # N independent samples (as rtlab.analysis.stats.rank_interval, without its widening
-# for dependent samples); 0 for an end that no rank provides.
-function rank_interval(n, p,    q, mu, sd, lo, hi, k, lr, L, S, tot, cum, a, b, z, mx) {
+# for dependent samples); 0 for an end that no rank provides. M = samples above the
+# true percentile ~ Binomial(N, q): its probabilities are built from the most likely
+# count outwards, each from its neighbour, until they are negligible (< 1e-40 of it).
+function rank_interval(n, p,    q, mu, sd, md, k, ratio, S, lo, hi, tot, cum, a, b, z) {
     pct_frac(p)
     q = (PF_D - PF_P) / PF_D
-    mu = n * q; sd = sqrt(n * q * (1 - q))
+    mu = n * q; sd = sqrt_(n * q * (1 - q))
     if (24 * sd > 4000000) {                   # huge N: the normal approximation
         z = 1.959963984540054
         a = mu + z * sd + 0.5; a = (a == int(a)) ? a : int(a) + 1
         b = int(mu - z * sd - 0.5)
     } else {
-        lo = int(mu - 12 * sd - 30); if (lo < 0) lo = 0
-        hi = mu + 12 * sd + 30; hi = (hi == int(hi)) ? hi : int(hi) + 1; if (hi > n) hi = n
-        lr = log(q) - log(1 - q); L[lo] = 0; mx = 0
-        for (k = lo; k < hi; k++) { L[k + 1] = L[k] + log(n - k) - log(k + 1) + lr; if (L[k + 1] > mx) mx = L[k + 1] }
-        tot = 0
-        for (k = lo; k <= hi; k++) { S[k] = exp(L[k] - mx); tot += S[k] }
+        md = int((n + 1) * q); if (md > n) md = n
+        ratio = q / (1 - q)
+        S[md] = 1; tot = 1
+        for (k = md; k > 0 && S[k] > 1e-40; k--) { S[k - 1] = S[k] * k / ((n - k + 1) * ratio); tot += S[k - 1] }
+        lo = k
+        for (k = md; k < n && S[k] > 1e-40; k++) { S[k + 1] = S[k] * (n - k) * ratio / (k + 1); tot += S[k + 1] }
+        hi = k
         a = hi + 1; cum = 0
         for (k = hi; k >= lo; k--) { cum += S[k] / tot; if (cum <= 0.025) a = k; else break }
         b = lo - 1; cum = 0
@@ -341,7 +353,7 @@ function load_channels(V,    c, j, key) {
         MISSED[c] = V["channels/" c "/missed"] + 0
         MIN[c] = V["channels/" c "/min_ns"]; MAX[c] = V["channels/" c "/max_ns"]
         SUM[c] = V["channels/" c "/sum_ns"] + 0
-        B = 2 ^ (V["channels/" c "/hist/sub_bits"] + 0)
+        B = POW2[V["channels/" c "/hist/sub_bits"] + 0]
         HT[c] = 0
         for (j = 0; ("channels/" c "/hist/buckets/" j "/0") in V; j++) {
             BI[c, j] = V["channels/" c "/hist/buckets/" j "/0"] + 0
@@ -365,6 +377,8 @@ function problem(c,    avg) {
 }
 
 BEGIN {
+    POW2[0] = 1
+    for (g = 1; g <= 64; g++) POW2[g] = POW2[g - 1] * 2
     B = 128
     if (!parse_slo(slo)) {
         if (check_only) { print "error " slo_bad; exit 2 }
@@ -519,7 +533,7 @@ if [ -z "$INPUT" ]; then
     set -- timer --interval "$INTERVAL" --duration "$DURATION" --output "$RAW"
     [ -n "$CPUS" ] && set -- "$@" --cpus "$CPUS"
     [ -n "$PRIORITY" ] && set -- "$@" --priority "$PRIORITY"
-    say "running: $ENGINE $* $ENGINE_ARGS"
+    say "running: $ENGINE $*${ENGINE_ARGS:+ $ENGINE_ARGS}"
 
     child=
     interrupted=
