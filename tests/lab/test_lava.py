@@ -336,6 +336,9 @@ def test_few_samples_truncated_and_contradicting_output(tmp_path: Path) -> None:
     out = run_script("--input", str(empty))
     assert out.cases == [Case("engine-run", "fail", None, None)]
     assert out.rc == 1
+    out = run_script("--input", str(empty), "--slo", "max < 1s")
+    assert out.cases == [Case("engine-run", "fail", None, None), Case("slo", "fail", None, None)]
+    assert out.rc == 1
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -602,8 +605,8 @@ def test_board_lines_slo_and_artifact(lava_board: Board, tmp_path: Path) -> None
     chans = [ch for _, ch in result.channels()]
     assert [ch.name for ch in chans] == ["cpu0", "cpu1"]
     for ch in chans:
-        # 4000 periods at most: under emulation the last ones of a late thread can be
-        # neither sampled nor counted as missed (an engine matter, seen on this board)
+        # 4000 periods at most: a measuring thread that starts after the run's first
+        # deadlines (under emulation) neither samples nor counts those (an engine matter)
         assert ch.samples > 0 and ch.samples + ch.missed <= 4000
         assert [c for c in met.cases if c.name.startswith(ch.name + "-")] == \
             expected_channel_cases(ch)
@@ -648,6 +651,7 @@ def test_board_usage_error_and_non_root(lava_board: Board) -> None:
     out = Out(p.returncode, p.stdout, p.stderr)
     assert out.rc == 4, out.stdout + out.stderr
     assert out.cases == [Case("engine-run", "skip", None, None)]
+    assert "rtlab-lava: engine exit code 4" in out.lines
 
 
 def test_board_awk_computes_what_rtlab_computes(lava_board: Board, big_run: Path) -> None:
