@@ -172,8 +172,13 @@ function parse_json(line, V,    n, P, i, seg, T, m, j, tok, d, ctype, ckey, expk
     return 1
 }
 
-# The first key of a record is "type" in the engine output; read it cheaply.
-function record_type(line,    P, n) {
+# The first key of a record is "type" in the engine output; read it cheaply (a long
+# run has thousands of snapshots, and only the last one is read in full).
+function record_type(line,    P, n, rest) {
+    if (substr(line, 1, 9) == "{\"type\":\"") {
+        rest = substr(line, 10, 24)
+        return substr(rest, 1, index(rest, "\"") - 1)
+    }
     n = split(line, P, "\"")
     if (n >= 5 && P[2] == "type") return P[4]
     return ""

@@ -586,7 +586,7 @@ def test_board_lines_slo_and_artifact(lava_board: Board, tmp_path: Path) -> None
                and c.name != "cpu1-p99.99")
     assert met.case("slo") == Case("slo", "pass", "0", "checks")
     run_s = float(met.case("engine-run").measurement or 0)
-    assert 4.0 <= run_s < 4.5  # the run's own elapsed time
+    assert 4.0 <= run_s < 64  # the run's own elapsed time: its duration and a late end
 
     # the artifact, imported: the board's provenance, and the script's numbers are rtlab's
     raw = tmp_path / Path(met.raw).name
