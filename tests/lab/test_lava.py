@@ -531,6 +531,51 @@ def test_sigterm_keeps_the_partial_run(require_root: None, probe_bin: str,
     assert result.partial and result.status == "partial"
 
 
+def test_engine_downloaded_and_checked(require_root: None, probe_bin: str,
+                                      tmp_path: Path) -> None:
+    """ENGINE_URL: the engine comes from a web server (here one on 127.0.0.1) with wget or
+    curl; ENGINE_SHA256 refuses another file before it runs."""
+    import hashlib
+    import shutil
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(probe_bin, served / "rtlab-probe")
+    digest = hashlib.sha256((served / "rtlab-probe").read_bytes()).hexdigest()
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(served)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/rtlab-probe"
+        wrong = run_script("--engine-url", url, "--engine-sha256", "0" * 64, "--cpus", "0",
+                           "--duration", "100ms", "--output-dir", str(tmp_path / "wrong"))
+        assert wrong.rc == 1
+        assert wrong.stderr.strip() == (f"rtlab-lava: error: engine {tmp_path}/wrong/rtlab-probe "
+                                        f"has SHA-256 {digest}, expected {'0' * 64}")
+        assert not list((tmp_path / "wrong").glob("*.jsonl"))
+        right = run_script("--engine-url", url, "--engine-sha256", digest, "--cpus", "0",
+                           "--duration", "100ms", "--output-dir", str(tmp_path / "right"))
+        right.check_format()
+        assert right.rc == 0, right.stdout + right.stderr
+        assert right.notes[0] == f"downloading the engine from {url}"
+        assert right.notes[2].startswith(f"running: {tmp_path}/right/rtlab-probe timer ")
+        assert right.case("engine-run").result == "pass"
+        missing = run_script("--engine-url", url + "-gone", "--output-dir", str(tmp_path))
+        assert missing.rc == 1
+        assert missing.stderr.strip().endswith(f"cannot download {url}-gone")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # --- on an emulated PREEMPT_RT board (busybox sh and awk, no Python) -----------------------
 
 
