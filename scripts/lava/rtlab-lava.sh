@@ -197,6 +197,9 @@ function bucket_hi(idx,    g) {
 
 function us(ns) { return sprintf("%.3f", ns / 1000) }
 
+# A fact of the header for the log: n/a when the engine could not read it (null).
+function fact(V, key) { return (key in V && V[key] != "null" && V[key] != "") ? V[key] : "n/a" }
+
 # --- SLO expressions (rtlab.analysis.slo grammar) ---
 
 function slo_error(msg) { slo_bad = msg; return 0 }
@@ -404,7 +407,7 @@ END {
         print "note no engine header in the output: nothing was measured"
         print "verdict run failed"; print "verdict slo none"; exit 0
     }
-    print "note board " H["system/hostname"] ", kernel " H["system/release"] " (" H["system/version"] "), preemption " H["system/preempt"] ", CPU " H["system/cpu_model"] ", engine " H["engine_version"] " (" H["engine_arch"] ")"
+    print "note board " fact(H, "system/hostname") ", kernel " fact(H, "system/release") " (" fact(H, "system/version") "), preemption " fact(H, "system/preempt") ", CPU " fact(H, "system/cpu_model") ", engine " fact(H, "engine_version") " (" fact(H, "engine_arch") ")"
     state = ""; status = ""
     if (result != "" && parse_json(result, R)) { state = "result"; status = R["status"] }
     else if (last_snapshot != "" && parse_json(last_snapshot, R)) { state = "snapshot"; status = "partial" }
