@@ -576,7 +576,47 @@ def test_engine_downloaded_and_checked(require_root: None, probe_bin: str,
         server.server_close()
 
 
-# --- on an emulated PREEMPT_RT board (busybox sh and awk, no Python) -----------------------
+# --- on emulated PREEMPT_RT boards (busybox sh and awk, no Python) ------------------------
+
+
+def test_aarch64_board(fresh_board: Callable[..., Board], tmp_path: Path) -> None:
+    """The same job on an emulated Cortex-A53 PREEMPT_RT board: its aarch64 engine and
+    busybox; the artifact imports with that board's machine, host name and kernel."""
+    from rtlab.analysis.stats import percentile_intervals
+    from rtlab.engine.builds import engine_for
+    from rtlab.results.summary import percentile
+
+    board = fresh_board("aarch64-rt")
+    board.sh("mkdir -p /tmp/bin /tmp/lava/scripts/lava", check=True)
+    board.copy_to(engine_for("aarch64"), "/tmp/bin/rtlab-probe")
+    board.copy_to(SCRIPT, "/tmp/lava/scripts/lava/rtlab-lava.sh")
+    hostname = board.ssh("uname", "-n", check=True).stdout.strip()
+    release = board.ssh("uname", "-r", check=True).stdout.strip()
+    out = board_run(board, "--cpus", "1", "--duration", "2s", "--slo", "max < 60s and p99 < 60s")
+    print("\n".join(out.lines))
+    out.check_format()
+    assert out.rc == 0, out.stdout + out.stderr
+    assert '"arch":"aarch64"' in out.notes[0]
+    assert out.notes[3].startswith(f"board {hostname}, kernel {release} (")
+    assert [c.name for c in out.cases] == [
+        "engine-run", "rt-valid", "cpu1-max", "cpu1-p99.99", "cpu1-missed",
+        "slo-cpu1-max-lt-60s", "slo-cpu1-p99-lt-60s", "slo"]
+    raw = tmp_path / Path(out.raw).name
+    raw.write_text(board.ssh("cat", out.raw, check=True).stdout)
+    imp = rtlab(tmp_path, "results", "import", str(raw))
+    assert imp.returncode == 0, imp.stderr
+    (result,) = stored(tmp_path)
+    assert (result.system["hostname"], result.system["release"], result.system["machine"],
+            result.system["preempt"]) == (hostname, release, "aarch64", "rt")
+    (ch,) = [c for _, c in result.channels()]
+    assert out.cases[2:5] == expected_channel_cases(ch)
+    p99 = percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns)
+    assert p99 is not None
+    assert out.case("slo-cpu1-p99-lt-60s") == Case("slo-cpu1-p99-lt-60s", "pass", us(p99), "us")
+    iv = percentile_intervals(ch.hist, [99.0], min_ns=ch.min_ns, max_ns=ch.max_ns)[99.0]
+    assert iv.high_ns is not None
+    assert any(f"95 % interval [{us(iv.low_ns or 0)}, {us(iv.high_ns)}] us" in n
+               for n in out.notes), out.notes
 
 
 @pytest.fixture(scope="module")
@@ -715,42 +755,3 @@ def test_board_awk_computes_what_rtlab_computes(lava_board: Board, big_run: Path
         [n for n in here.notes if "interval" in n]
     assert {c.result for c in there.cases if c.name.startswith("slo-")} == {"pass", "fail"}
 
-
-def test_aarch64_board(fresh_board: Callable[..., Board], tmp_path: Path) -> None:
-    """The same job on an emulated Cortex-A53 PREEMPT_RT board: its aarch64 engine and
-    busybox; the artifact imports with that board's machine, host name and kernel."""
-    from rtlab.analysis.stats import percentile_intervals
-    from rtlab.engine.builds import engine_for
-    from rtlab.results.summary import percentile
-
-    board = fresh_board("aarch64-rt")
-    board.sh("mkdir -p /tmp/bin /tmp/lava/scripts/lava", check=True)
-    board.copy_to(engine_for("aarch64"), "/tmp/bin/rtlab-probe")
-    board.copy_to(SCRIPT, "/tmp/lava/scripts/lava/rtlab-lava.sh")
-    hostname = board.ssh("uname", "-n", check=True).stdout.strip()
-    release = board.ssh("uname", "-r", check=True).stdout.strip()
-    out = board_run(board, "--cpus", "1", "--duration", "2s", "--slo", "max < 60s and p99 < 60s")
-    print("\n".join(out.lines))
-    out.check_format()
-    assert out.rc == 0, out.stdout + out.stderr
-    assert '"arch":"aarch64"' in out.notes[0]
-    assert out.notes[3].startswith(f"board {hostname}, kernel {release} (")
-    assert [c.name for c in out.cases] == [
-        "engine-run", "rt-valid", "cpu1-max", "cpu1-p99.99", "cpu1-missed",
-        "slo-cpu1-max-lt-60s", "slo-cpu1-p99-lt-60s", "slo"]
-    raw = tmp_path / Path(out.raw).name
-    raw.write_text(board.ssh("cat", out.raw, check=True).stdout)
-    imp = rtlab(tmp_path, "results", "import", str(raw))
-    assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
-    assert (result.system["hostname"], result.system["release"], result.system["machine"],
-            result.system["preempt"]) == (hostname, release, "aarch64", "rt")
-    (ch,) = [c for _, c in result.channels()]
-    assert out.cases[2:5] == expected_channel_cases(ch)
-    p99 = percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns)
-    assert p99 is not None
-    assert out.case("slo-cpu1-p99-lt-60s") == Case("slo-cpu1-p99-lt-60s", "pass", us(p99), "us")
-    iv = percentile_intervals(ch.hist, [99.0], min_ns=ch.min_ns, max_ns=ch.max_ns)[99.0]
-    assert iv.high_ns is not None
-    assert any(f"95 % interval [{us(iv.low_ns or 0)}, {us(iv.high_ns)}] us" in n
-               for n in out.notes), out.notes
