@@ -42,7 +42,7 @@ EOF
 }
 
 die() { # code message
-    echo "$PROG: error: $2" >&2
+    printf '%s\n' "$PROG: error: $2" >&2
     exit "$1"
 }
 
@@ -96,7 +96,7 @@ test_case() { # name --result R [--measurement M --units U]
     if [ -n "$IN_LAVA" ]; then
         lava-test-case "$@"
     else
-        echo "lava-test-case $*"
+        printf '%s\n' "lava-test-case $*"
     fi
 }
 
@@ -104,11 +104,12 @@ test_reference() { # name --result R --reference URL
     if [ -n "$IN_LAVA" ] && command -v lava-test-reference >/dev/null 2>&1; then
         lava-test-reference "$@"
     else
-        echo "lava-test-reference $*"
+        printf '%s\n' "lava-test-reference $*"
     fi
 }
 
-say() { echo "$PROG: $*"; }
+# printf, not echo: dash's echo would read backslashes in the board's facts
+say() { printf '%s\n' "$PROG: $*"; }
 
 # --- the SLO and the analysis: one awk program ------------------------------------------
 #

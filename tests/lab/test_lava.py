@@ -152,7 +152,7 @@ def header(hostname: str = "synth-board", release: str = "6.1.0-synth-rt") -> di
             "effective": {"rt_valid": True, "mlock": {"requested": True, "locked": True,
                                                       "error": None}},
             "system": {"hostname": hostname, "sysname": "Linux", "release": release,
-                       "version": "#1 SMP PREEMPT_RT \"quoted\" \\ back", "machine": "x86_64",
+                       "version": "#1 SMP PREEMPT_RT \"quoted\" \\ back \\no", "machine": "x86_64",
                        "cmdline": "console=ttyS0 a=\"b c\" x={y:[1,2]}", "preempt": "rt",
                        "cpu_model": "Synthetic, \"quoted\" [CPU]", "cpus_online": [0, 1]}}
 
@@ -265,7 +265,7 @@ def test_met_slo_passes_and_facts_are_read_from_the_header(big_run: Path) -> Non
         "slo-cpu0-max-lt-10s", "slo-cpu0-p99-lt-1s", "slo-cpu1-max-lt-10s", "slo-cpu1-p99-lt-1s"]
     # quoted strings, brackets and commas inside strings do not confuse the reader
     assert out.notes[0] == ("board synth-board, kernel 6.1.0-synth-rt (#1 SMP PREEMPT_RT "
-                            "\"quoted\" \\ back), preemption rt, CPU Synthetic, \"quoted\" "
+                            "\"quoted\" \\ back \\no), preemption rt, CPU Synthetic, \"quoted\" "
                             "[CPU], engine 0.1.0 (x86_64)")
     no_slo = run_script("--input", str(big_run))
     assert no_slo.rc == 0
