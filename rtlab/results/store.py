@@ -22,7 +22,7 @@ import re
 import shlex
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -516,10 +516,12 @@ class Store:
         files = list(files)
         for raw, _ in files:
             _check_raw_name(run.run_id, raw.name)
+        created: list[Path] = []
         try:
             if not self.keeps_raw_in_database:
                 for raw, content in files:
-                    self._write_raw_file(run.run_id, raw.name, content())
+                    if self._write_raw_file(run.run_id, raw.name, content()):
+                        created.append(self.runs_dir / raw.name)
             with self._guard("store"), self._write_transaction() as conn:
                 conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))
                 conn.execute(self._tables["run_digests"].insert().values(
@@ -529,7 +531,15 @@ class Store:
                         self._insert_raw(conn, run.run_id, raw.name, content())
         except RtlabError as exc:
             if isinstance(exc.__cause__, IntegrityError) and self.exists(run.run_id):
-                return False  # another process stored it first
+                # another process stored it first: raw files written here for a run with
+                # other content than the one stored are not its raw files
+                if self.digests([run.run_id]).get(run.run_id) != run.digest:
+                    for path in created:
+                        path.unlink(missing_ok=True)
+                        if path.parent != self.runs_dir:  # a capture directory
+                            with suppress(OSError):
+                                path.parent.rmdir()
+                return False
             raise
         return True
 
@@ -545,11 +555,11 @@ class Store:
         conn.execute(self._tables["run_files"].insert().values(
             run_id=run_id, name=name, size=size, sha256=digest.hexdigest(), chunks=index))
 
-    def _write_raw_file(self, run_id: str, name: str, content: Iterable[bytes]) -> None:
+    def _write_raw_file(self, run_id: str, name: str, content: Iterable[bytes]) -> bool:
         """Write a raw file into the raw directory: complete under a hidden name, then
         renamed. A file of that name that holds the same content, or the beginning of it
         (the copy of a run whose own writing stopped), is kept or completed; one with
-        other content is never replaced."""
+        other content is never replaced. True when the file was not there before."""
         dest = self.runs_dir / name
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         try:
@@ -557,15 +567,17 @@ class Store:
             with open(part, "wb") as out:
                 for piece in content:
                     out.write(piece)
-            if dest.exists():
+            existed = dest.exists()
+            if existed:
                 if not _is_prefix(dest, part):
                     raise RtlabError(
                         f"run {run_id} not copied: its raw file {dest} is already there with "
                         "other content (a different run with the same id?)",
                         hint="move that file away if it is not needed")
                 if dest.stat().st_size == part.stat().st_size:
-                    return
+                    return False
             os.replace(part, dest)
+            return not existed
         except OSError as exc:
             raise RtlabError(f"cannot write the raw file {dest} of run {run_id}: "
                              f"{exc.strerror or exc}") from exc

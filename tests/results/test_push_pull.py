@@ -511,3 +511,94 @@ def test_concurrent_writers_and_pushers(kind: str, tmp_path: Path,
     assert digests == {i: content_digest(Store.open(
         str(tmp_path / "laptop0" / "rtlab.db")).stored(i).text) for i in shared}
     print(f"{kind}: {n} processes, {len(expected)} runs, {elapsed:.1f} s")
+
+
+def test_a_run_stored_meanwhile_by_another_process_is_already_there(
+        dest: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between looking (not there) and storing, another process stored the same run:
+    the insert loses the race, the transaction is dropped whole (raw files too), and the
+    run counts as already there (same content) or a conflict (other content)."""
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    seed(local, ["a1000001", "a1000002"])
+    Store.open(dest).close()
+    real_digests = Store.digests
+    real_exists = Store.exists
+
+    asked: set[str] = set()
+
+    def missing_once(self: Store, run_id: str) -> bool:
+        """add_copy looks before its transaction: the first look misses the other's run"""
+        if self.display != local and run_id not in asked:
+            asked.add(run_id)
+            return False
+        return real_exists(self, run_id)
+
+    def racing_digests(self: Store, ids: object) -> dict[str, str]:
+        if self.display != local and not getattr(racing_digests, "done", False):
+            racing_digests.done = True  # type: ignore[attr-defined]
+            # what the other process stores right after we looked
+            other = Store.open(dest)
+            asked.update(("a1000001", "a1000002"))
+            other.add(make_run("a1000001", start="2026-11-01T10:00:00+00:00"))
+            other.add(make_run("a1000002", note="another board's run"))
+            asked.clear()
+            return {}
+        return real_digests(self, ids)  # type: ignore[arg-type]
+
+    real_add_copy = Store.add_copy
+    lost: list[tuple[str, bool]] = []
+
+    def spy(self: Store, run: object, files: object) -> bool:
+        stored = real_add_copy(self, run, files)  # type: ignore[arg-type]
+        lost.append((run.run_id, stored))  # type: ignore[attr-defined]
+        return stored
+
+    monkeypatch.setattr(Store, "digests", racing_digests)
+    monkeypatch.setattr(Store, "exists", missing_once)
+    monkeypatch.setattr(Store, "add_copy", spy)
+    code, doc, _ = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
+                           "--json")
+    assert code == ExitCode.ERROR
+    assert doc["copied"] == [] and doc["already"] == ["a1000001"]
+    assert [c["run"] for c in doc["conflicts"]] == ["a1000002"]
+    assert lost == [("a1000001", False), ("a1000002", False)]  # the insert lost the race
+    assert asked == {"a1000001", "a1000002"}
+    monkeypatch.undo()
+    there = Store.open(dest)
+    assert there.get("a1000002").notes == ["another board's run"]
+    if "://" in dest:  # the losing transaction stored no raw file
+        assert there.raw_files("a1000001") == []
+    else:  # the loser's raw files are kept beside a run of the same content only
+        assert raw_of(there, "a1000001") == raw_content("a1000001")
+        assert there.raw_files("a1000002") == []
+
+
+def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.FixtureRequest
+                                           ) -> None:
+    """SIGTERM (like Ctrl-C): the run being copied is dropped whole, the summary says
+    how far the push got, exit 130; the same command completes it."""
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    ids = [f"72{i:06x}" for i in range(40)]
+    seed(local, ids, size=400_000)
+    dest = new_store("postgresql", tmp_path, request)
+    there = Store.open(dest)
+    cmd = [sys.executable, "-m", "rtlab", "results", "push", "--store", local, "--to", dest,
+           "--json"]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    doc = json.loads(out)
+    assert not doc["complete"] and doc["stopped"] == "interrupted"
+    assert err.strip() == "rtlab: interrupted"
+    held = [r.id for r in there.select()]
+    assert doc["copied"] == held and doc["left"] == len(ids) - len(held)
+    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
+    assert sorted(r.id for r in there.select()) == ids
