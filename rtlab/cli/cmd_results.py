@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab results list|show|import`: browse the result store."""
+"""`rtlab results list|show|import|fetch|push|pull`: browse the result store, fill it, and
+copy runs between two stores (the policy of push and pull: rtlab.results.sync)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
 
-    p = sub.add_parser("results", help="list, show and import stored runs")
+    p = sub.add_parser("results", help="list, show, import stored runs; push and pull them "
+                       "between stores")
     rsub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
 
     ls = rsub.add_parser("list", help="stored runs, newest first",

@@ -8,6 +8,11 @@ URL: in the XDG data directory). A stored run is never overwritten. Several
 processes may write to one store at once: each run is one transaction, the schema
 is created under a lock. See docs/results.md.
 
+Runs are copied between two stores (`rtlab results push|pull`, policy in
+rtlab.results.sync) through `select`, `digests`, `stored`, `raw_files`, `read_raw` and
+`add_copy`: one transaction per run; a server database keeps the raw files of the runs
+copied into it in its own tables.
+
 SQLAlchemy and the database driver are imported only when a store is opened; a
 `postgresql://` URL uses psycopg 3 (`pip install 'rtlab[postgres]'`).
 """
