@@ -289,11 +289,12 @@ class Store:
         try:
             if self.exists(result.run_id):
                 raise refused
-            self._ensure_copy_tables()
+            digests = self._copy_tables_or_none()
             with self._engine.begin() as conn:
                 conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))
-                conn.execute(self._tables["run_digests"].insert().values(
-                    id=result.run_id, sha256=content_digest(text.encode())))
+                if digests:
+                    conn.execute(self._tables["run_digests"].insert().values(
+                        id=result.run_id, sha256=content_digest(text.encode())))
         except IntegrityError as exc:
             if self.exists(result.run_id):
                 raise refused from exc
@@ -602,6 +603,7 @@ class Store:
             conn.commit()
 
     _copy_tables_ready = False
+    _copy_tables_refused = False
 
     def _has_copy_tables(self, conn: Any) -> bool:
         from sqlalchemy import inspect
@@ -610,6 +612,19 @@ class Store:
             insp = inspect(conn)
             self._copy_tables_ready = all(insp.has_table(t) for t in _COPY_TABLES)
         return self._copy_tables_ready
+
+    def _copy_tables_or_none(self) -> bool:
+        """`_ensure_copy_tables` for storing a run: a database user who may insert runs
+        but not create tables (a lab database set up by its owner) still stores runs
+        (their digests are then computed when asked)."""
+        if self._copy_tables_refused:
+            return False
+        try:
+            self._ensure_copy_tables()
+        except RtlabError:
+            self._copy_tables_refused = True
+            return False
+        return True
 
     def _ensure_copy_tables(self) -> None:
         """The tables of content digests and raw files, added to stores made before them

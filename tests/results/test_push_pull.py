@@ -602,3 +602,70 @@ def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.Fixtu
                            check=False)
     assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
     assert sorted(r.id for r in there.select()) == ids
+
+
+def _drop_copy_tables(loc: str) -> None:
+    """Make a store look like one written by an rtlab before push and pull."""
+    store = Store.open(loc)
+    md = store._tables["metadata"]
+    with store._engine.begin() as conn:
+        md.drop_all(conn, tables=[md.tables[t] for t in
+                                  ("run_file_chunks", "run_files", "run_digests")])
+    store.close()
+
+
+def test_stores_of_an_older_rtlab(dest: str, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Stores written before the digest and raw-file tables existed: their runs' digests
+    are computed when asked, the tables appear at the first write, nothing is
+    copied twice."""
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    seed(local, ["b1000001", "b1000002"]).close()
+    _drop_copy_tables(local)
+    Store.open(dest).close()
+    _drop_copy_tables(dest)
+    code, doc, err = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
+                             "--json")
+    assert code == 0 and doc["copied"] == ["b1000001", "b1000002"], err
+    code, doc, _ = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
+                           "--json")
+    assert code == 0 and doc["already"] == ["b1000001", "b1000002"]
+    there = Store.open(dest)
+    assert raw_of(there, "b1000002") == raw_content("b1000002")
+    there.add(make_run("b1000003"))  # an ordinary store of a run records its digest
+    with there._engine.connect() as conn:
+        got = conn.execute(there._tables["run_digests"].select()).all()
+    assert sorted(r.id for r in got) == ["b1000001", "b1000002", "b1000003"]
+
+
+def test_lab_user_who_may_not_create_tables(pg_server: PgServer, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A lab database set up by its owner, whose users may store and read runs but not
+    create tables, made by an rtlab before push and pull: `rtlab run`'s store still
+    works, pulling from it works, pushing into it stops with the database's reason."""
+    import psycopg
+
+    name = pg_server.create_database()
+    owner = pg_server.url(name)
+    seed(owner, ["c1000001"], raw=False).close()
+    _drop_copy_tables(owner)
+    with psycopg.connect(host=str(pg_server.socket_dir), user=pg_server.user, dbname=name,
+                         autocommit=True) as conn:
+        conn.execute("CREATE ROLE labuser LOGIN")
+        conn.execute("GRANT SELECT, INSERT ON runs, store_info TO labuser")
+        conn.execute("GRANT USAGE ON SEQUENCE runs_seq_seq TO labuser")
+    user = owner.replace(f"{pg_server.user}@", "labuser@")
+    store = Store.open(user)
+    store.add(make_run("c1000002"))  # as `rtlab run --store` does
+    assert [r.id for r in store.select()] == ["c1000001", "c1000002"]
+    mine = str(tmp_path / "mine" / "rtlab.db")
+    code, doc, err = run_cli(capsys, "results", "pull", "--from", user, "--store", mine,
+                             "--json")
+    assert code == 0 and doc["copied"] == ["c1000001", "c1000002"], err
+    seed(mine, ["c1000003"]).close()
+    code, doc, err = run_cli(capsys, "results", "push", "--store", mine, "--to", user,
+                             "--json")
+    assert code == ExitCode.ERROR and doc["already"] == ["c1000001", "c1000002"]
+    assert doc["copied"] == [] and doc["left"] == 1
+    (line,) = err.strip().splitlines()
+    assert "push stopped" in line and "permission denied" in line, line
