@@ -474,16 +474,17 @@ def test_concurrent_writers_and_pushers(kind: str, tmp_path: Path,
                                         request: pytest.FixtureRequest) -> None:
     """N processes at once, each storing runs straight into one store (as monitors do)
     and pushing its own laptop's runs into it, all laptops holding the same shared runs:
-    every run ends up there exactly once, with its raw files, and no process fails."""
-    n = 4
+    every run ends up there exactly once, with its raw files, and no process fails.
+    RTLAB_TEST_PUSHERS=N sets the number of processes (default 4)."""
+    n = int(os.environ.get("RTLAB_TEST_PUSHERS", "4"))
     dest = new_store(kind, tmp_path, request)
     go = tmp_path / "go"
     shared = [f"5{i:07x}" for i in range(12)]
     script = _WORKER.format(tests=str(Path(__file__).parent))
     procs, own_all, direct_all = [], [], []
     for w in range(n):
-        own = [f"6{w}{i:06x}" for i in range(8)]
-        direct = [f"8{w}{i:06x}" for i in range(4)]
+        own = [f"6{w:02x}{i:05x}" for i in range(8)]
+        direct = [f"8{w:02x}{i:05x}" for i in range(4)]
         own_all += own
         direct_all += direct
         procs.append(subprocess.Popen(
@@ -669,3 +670,36 @@ def test_lab_user_who_may_not_create_tables(pg_server: PgServer, tmp_path: Path,
     assert doc["copied"] == [] and doc["left"] == 1
     (line,) = err.strip().splitlines()
     assert "push stopped" in line and "permission denied" in line, line
+
+
+def test_a_real_engine_run_travels_whole(probe_bin: str, pg_server: PgServer,
+                                         tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """One second of real engine output, imported on a laptop, pushed to the lab, pulled
+    onto another laptop: the same export everywhere, the raw file byte for byte, and
+    the pulled raw file imports again."""
+    out = tmp_path / "engine.jsonl"
+    with out.open("w") as f:
+        proc = subprocess.run([probe_bin, "timer", "--cpus", "0", "--duration", "1s",
+                               "--policy", "other", "--window", "10ms"], stdout=f,
+                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    a, b = str(tmp_path / "a" / "rtlab.db"), str(tmp_path / "b" / "rtlab.db")
+    lab = pg_server.url(pg_server.create_database())
+    assert main(["results", "import", str(out), "--store", a]) == 0
+    run_id = Store.open(a).resolve("last")
+    assert main(["results", "push", "--store", a, "--to", lab]) == 0
+    assert main(["results", "pull", "--from", lab, "--store", b]) == 0
+    capsys.readouterr()
+    exports = []
+    for loc in (a, lab, b):
+        assert main(["export", run_id, "--format", "json", "--store", loc]) == 0
+        exports.append(json.loads(capsys.readouterr().out))
+    assert exports[0] == exports[1] == exports[2]
+    pulled = tmp_path / "b" / "runs" / f"{run_id}.jsonl"
+    assert pulled.read_bytes() == out.read_bytes()
+    c = str(tmp_path / "c" / "rtlab.db")
+    assert main(["results", "import", str(pulled), "--store", c]) == 0
+    again = Store.open(c).get(run_id)
+    assert [ch.to_dict() for _, ch in again.channels()] == [
+        ch.to_dict() for _, ch in Store.open(a).get(run_id).channels()]
