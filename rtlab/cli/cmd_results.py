@@ -5,6 +5,8 @@ copy runs between two stores (the policy of push and pull: rtlab.results.sync)."
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Any
 
@@ -18,6 +20,7 @@ from rtlab.report.terminal import make_console, row_intervals
 from rtlab.results.importers import FORMATS, ImportContext
 from rtlab.results.store import NoStoreError, Store, resolve_location
 from rtlab.results.summary import DEFAULT_PERCENTILES
+from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
 from rtlab.runner.fetch import fetch_runs
 from rtlab.textfmt import NA, preemption, seconds, us
@@ -351,11 +354,6 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_transfer(args: argparse.Namespace) -> int:
     """`results push` and `results pull`: the policy is rtlab.results.sync's."""
-    import os
-    import signal
-
-    from rtlab.results.sync import Selection, parse_since, transfer
-
     push = args.direction == "push"
     other = args.other or os.environ.get(LAB_ENV_VAR)
     if not other:

@@ -42,9 +42,9 @@ ENV_VAR = "RTLAB_STORE"
 STORE_SCHEMA_VERSION = 1
 RAW_CHUNK_BYTES = 4 << 20  # raw files kept in a database are stored in pieces of this size
 _IN_BATCH = 500  # ids per `IN (...)` query
+_COPY_TABLES = ("run_digests", "run_files", "run_file_chunks")
 # A raw file's name relative to the raw directory: the run id, a dot, then a file name or
 # a directory's (a trace capture: `ID.1-main.trace/cpu0.pages`); never `..`, never absolute
-_COPY_TABLES = ("run_digests", "run_files", "run_file_chunks")
 _RAW_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*")
 CONNECT_TIMEOUT_S = 10  # a server that does not answer: fail instead of hanging
 # How long an SQLite writer waits for another process's write transaction (sqlite3's
@@ -621,8 +621,8 @@ class Store:
             return False
         try:
             self._ensure_copy_tables()
-        except RtlabError:
-            self._copy_tables_refused = True
+        except RtlabError as exc:  # not allowed: do not ask again; else the insert will say
+            self._copy_tables_refused = "permission denied" in exc.message.lower()
             return False
         return True
 

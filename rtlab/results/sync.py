@@ -26,6 +26,7 @@ other finds it there, with the same content).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,13 +115,12 @@ def same_store(a: Store, b: Store) -> bool:
     return str(a.url) == str(b.url)
 
 
-def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False,
-             progress: Callable[[str, str], None] | None = None) -> TransferReport:
+def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False
+             ) -> TransferReport:
     """Copy the selected runs of `source` that `dest` does not hold (module docstring).
     Never raises for one run: a conflict or a refused run is reported and the others
     go on. A database error or an interruption stops the transfer; the report says how
-    far it got (`stopped`, `interrupted`, `left`). `progress(run_id, outcome)` is called
-    after each run."""
+    far it got (`stopped`, `interrupted`, `left`)."""
     if same_store(source, dest):
         raise UsageError(f"{source.display} is both the source and the destination")
     report = TransferReport(source.display, dest.display, dry_run)
@@ -134,11 +134,9 @@ def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool 
     try:
         for row in rows:
             if row.id in there:
-                outcome = _compare(source, dest, row.id, ours[row.id], there[row.id], report)
+                _compare(source, dest, row.id, ours[row.id], there[row.id], report)
             else:
-                outcome = _copy_one(source, dest, row.id, report, dry_run)
-            if progress is not None:
-                progress(row.id, outcome)
+                _copy_one(source, dest, row.id, report, dry_run)
     except KeyboardInterrupt:
         report.interrupted = True
     except RtlabError as exc:
@@ -220,8 +218,6 @@ def _is_fatal(exc: RtlabError) -> bool:
 
 
 def _differences(a: StoredRun, b: StoredRun) -> str:
-    import json
-
     try:
         da, db = json.loads(a.text), json.loads(b.text)
     except ValueError:
