@@ -505,9 +505,10 @@ class Store:
         A database that keeps raw files stores the run and its raw files in one
         transaction: a copy interrupted at any point leaves nothing of the run. An SQLite
         store writes the raw files (each complete, then renamed into place) before the
-        transaction that stores the run, so a run it holds always has its raw files; an
-        interrupted copy may leave raw files of a run it does not hold, which the next
-        copy of that run finds identical and keeps."""
+        transaction that stores the run, so a run it holds always has its raw files; a
+        copy that fails takes back the files it wrote, one killed (kill -9) may leave raw
+        files of a run the store does not hold, which the next copy of that run finds
+        identical and keeps."""
         from sqlalchemy.exc import IntegrityError
 
         result = run.result()
@@ -522,7 +523,7 @@ class Store:
         files = list(files)
         for raw, _ in files:
             _check_raw_name(run.run_id, raw.name)
-        created: list[Path] = []
+        created: list[Path] = []  # raw files this copy put into the raw directory
         try:
             if not self.keeps_raw_in_database:
                 for raw, content in files:
@@ -537,17 +538,24 @@ class Store:
                         self._insert_raw(conn, run.run_id, raw.name, content())
         except RtlabError as exc:
             if isinstance(exc.__cause__, IntegrityError) and self.exists(run.run_id):
-                # another process stored it first: raw files written here for a run with
-                # other content than the one stored are not its raw files
+                # another process stored it first: raw files written here are its raw
+                # files only if it has the same content
                 if self.digests([run.run_id]).get(run.run_id) != run.digest:
-                    for path in created:
-                        path.unlink(missing_ok=True)
-                        if path.parent != self.runs_dir:  # a capture directory
-                            with suppress(OSError):
-                                path.parent.rmdir()
+                    self._remove_raw(created)
                 return False
+            self._remove_raw(created)  # the run is not stored: neither are its files
+            raise
+        except BaseException:
+            self._remove_raw(created)
             raise
         return True
+
+    def _remove_raw(self, paths: list[Path]) -> None:
+        for path in paths:
+            with suppress(OSError):
+                path.unlink(missing_ok=True)
+                if path.parent != self.runs_dir:  # a capture directory
+                    path.parent.rmdir()
 
     def _insert_raw(self, conn: Any, run_id: str, name: str, content: Iterable[bytes]) -> None:
         chunks = self._tables["run_file_chunks"]
@@ -570,6 +578,7 @@ class Store:
         part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale_parts(dest)
             with open(part, "wb") as out:
                 for piece in content:
                     out.write(piece)
@@ -771,6 +780,21 @@ def _pieces(content: Iterable[bytes]) -> Iterator[bytes]:
             del buf[:RAW_CHUNK_BYTES]
     if buf:
         yield bytes(buf)
+
+
+def _remove_stale_parts(dest: Path) -> None:
+    """The hidden `.NAME.PID.part` files of `dest` that a copier killed with kill -9 left
+    (its process is gone; a living one is still writing)."""
+    for part in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
+        pid = part.name[len(dest.name) + 2:-len(".part")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            part.unlink(missing_ok=True)
+        except PermissionError:  # another user's living process
+            pass
 
 
 def _is_prefix(path: Path, of: Path) -> bool:

@@ -430,6 +430,9 @@ def test_killed_push_leaves_whole_runs_and_a_rerun_completes(
     assert there.digests(held) == {i: digests[i] for i in held}
     for run_id in held:
         assert raw_of(there, run_id) == raw_content(run_id, 400_000)
+    if kind == "sqlite":  # as a kill during the write of a raw file leaves (pid > pid_max)
+        first = next(i for i in ids if i not in held)
+        (tmp_path / "dest" / "runs" / f".{first}.jsonl.999999999.part").write_bytes(b"x")
     again = subprocess.run([*cmd, "--json"], env=env(), capture_output=True, text=True,
                            timeout=300, check=False)
     assert again.returncode == 0, again.stderr
@@ -438,9 +441,8 @@ def test_killed_push_leaves_whole_runs_and_a_rerun_completes(
     assert there.digests(ids) == digests
     for run_id in ids:
         assert raw_of(there, run_id) == raw_content(run_id, 400_000)
-    if kind == "sqlite":  # no half-written file left in sight
-        assert not [p for p in (tmp_path / "dest" / "runs").iterdir()
-                    if not p.name.startswith(tuple(ids))]
+    if kind == "sqlite":  # the rerun removed a half-written file the killed push left
+        assert not list((tmp_path / "dest" / "runs").rglob(".*.part"))
 
 
 # concurrent writers -------------------------------------------------------------------------
@@ -703,3 +705,44 @@ def test_a_real_engine_run_travels_whole(probe_bin: str, pg_server: PgServer,
     again = Store.open(c).get(run_id)
     assert [ch.to_dict() for _, ch in again.channels()] == [
         ch.to_dict() for _, ch in Store.open(a).get(run_id).channels()]
+
+
+def test_raw_files_in_pieces_empty_and_damaged(pg_server: PgServer, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server keeps a raw file in pieces (RAW_CHUNK_BYTES, 4 MiB; 1000 bytes here): they
+    come back whole, an empty file too; a piece damaged in the database is detected
+    (its digest) and that run is not pulled."""
+    from sqlalchemy import update
+
+    from rtlab.results import store as store_mod
+
+    monkeypatch.setattr(store_mod, "RAW_CHUNK_BYTES", 1000)
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    src = seed(local, ["d1000001", "d1000002"], size=10_500)
+    (src.runs_dir / "d1000001.empty.jsonl").write_bytes(b"")
+    lab = pg_server.url(pg_server.create_database())
+    assert main(["results", "push", "--store", local, "--to", lab]) == 0
+    there = Store.open(lab)
+    chunks = there._tables["run_file_chunks"]
+    with there._engine.connect() as conn:
+        pieces = conn.execute(chunks.select().where(chunks.c.run_id == "d1000001",
+                                                    chunks.c.name == "d1000001.jsonl")).all()
+    assert len(pieces) == 11
+    assert raw_of(there, "d1000001") == raw_content("d1000001", 10_500) | {
+        "d1000001.empty.jsonl": b""}
+    with there._engine.begin() as conn:
+        conn.execute(update(chunks).where(chunks.c.run_id == "d1000002", chunks.c.chunk == 3,
+                                          chunks.c.name == "d1000002.jsonl")
+                     .values(data=zlib.compress(b"x" * 1000)))
+    capsys.readouterr()
+    mine = str(tmp_path / "mine" / "rtlab.db")
+    code, doc, _ = run_cli(capsys, "results", "pull", "--from", lab, "--store", mine,
+                           "--json")
+    assert code == ExitCode.ERROR and doc["copied"] == ["d1000001"]
+    (refused,) = doc["refused"]
+    assert refused["run"] == "d1000002" and "is damaged" in refused["reason"]
+    assert not Store.open(mine).exists("d1000002")
+    assert not list((tmp_path / "mine" / "runs").glob("d1000002.*"))
+    assert not list((tmp_path / "mine" / "runs").glob(".d1000002*"))
+    assert (tmp_path / "mine" / "runs" / "d1000001.empty.jsonl").read_bytes() == b""
