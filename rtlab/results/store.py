@@ -106,11 +106,16 @@ class StoredRun:
     digest: str
 
     def result(self) -> RunResult:
-        try:
-            data = json.loads(self.text)
-        except ValueError as exc:
-            raise RtlabError(f"stored run {self.run_id} is damaged: {exc}") from exc
-        return load_result(data)
+        """The result read from the text (once: a long run's takes seconds to read)."""
+        cached = self.__dict__.get("_result")
+        if cached is None:
+            try:
+                data = json.loads(self.text)
+            except ValueError as exc:
+                raise RtlabError(f"stored run {self.run_id} is damaged: {exc}") from exc
+            cached = load_result(data)
+            object.__setattr__(self, "_result", cached)
+        return cached
 
 
 @dataclass(frozen=True)
