@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab results list|show|import`: browse the result store."""
+"""`rtlab results list|show|import|fetch|push|pull`: browse the result store, fill it, and
+copy runs between two stores (the policy of push and pull: rtlab.results.sync)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Any
 
@@ -15,8 +18,9 @@ from rtlab.report import render
 from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
 from rtlab.report.terminal import make_console, row_intervals
 from rtlab.results.importers import FORMATS, ImportContext
-from rtlab.results.store import NoStoreError, Store
+from rtlab.results.store import NoStoreError, Store, resolve_location
 from rtlab.results.summary import DEFAULT_PERCENTILES
+from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
 from rtlab.runner.fetch import fetch_runs
 from rtlab.textfmt import NA, preemption, seconds, us
@@ -30,7 +34,8 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
 
-    p = sub.add_parser("results", help="list, show and import stored runs")
+    p = sub.add_parser("results", help="list, show, import stored runs; push and pull them "
+                       "between stores")
     rsub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
 
     ls = rsub.add_parser("list", help="stored runs, newest first",
@@ -97,6 +102,55 @@ def register(sub: Any) -> None:
     add_target_args(fetch)
     _store_arg(fetch)
     fetch.set_defaults(func=cmd_fetch)
+
+    for name in ("push", "pull"):
+        _transfer_parser(rsub, name)
+
+
+_TRANSFER_HELP = {
+    "push": ("copy runs from this store (--store) to another (--to), e.g. the lab's "
+             "PostgreSQL database",
+             "Copies the selected runs of --store (all of them unless runs, --host, --probe "
+             "or --since narrow it down) that the store --to does not hold, each with its raw "
+             "files, each in one transaction: an interrupted push leaves every run whole or "
+             "absent, and running it again completes it. A run --to holds with the same "
+             "content is not copied again; one it holds with other content is a conflict, "
+             "reported and never overwritten; a run whose numbers fail validation without "
+             "being marked invalid is refused. Exit codes: 0 ok, 1 a conflict, a refused run "
+             "or a database error (one line; the runs copied so far stay), 2 usage, "
+             "130 interrupted. docs/results.md#lab-store-push-and-pull"),
+    "pull": ("copy runs from another store (--from), e.g. the lab's PostgreSQL database, "
+             "into this one (--store)",
+             "Copies the selected runs of --from (all of them unless runs, --host, --probe or "
+             "--since narrow it down) that --store does not hold, each with its raw files, "
+             "each in one transaction; the same rules as `rtlab results push`. Exit codes: "
+             "0 ok, 1 a conflict, a refused run or a database error, 2 usage, "
+             "130 interrupted. docs/results.md#lab-store-push-and-pull"),
+}
+LAB_ENV_VAR = "RTLAB_LAB_STORE"
+
+
+def _transfer_parser(rsub: Any, name: str) -> None:
+    short, description = _TRANSFER_HELP[name]
+    p = rsub.add_parser(name, help=short, description=description)
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="only these runs of the source (id, unique id prefix, or `last`)")
+    other = "--to" if name == "push" else "--from"
+    p.add_argument(other, dest="other", metavar="STORE",
+                   help=f"the {'destination' if name == 'push' else 'source'}: SQLite file or "
+                   f"database URL (default ${LAB_ENV_VAR})")
+    p.add_argument("--host", action="append", default=[], metavar="NAME",
+                   help="only runs measured on this host (as stored; repeatable)")
+    p.add_argument("--probe", action="append", default=[], metavar="NAME",
+                   help="only runs of this probe (repeatable)")
+    p.add_argument("--since", metavar="ISO",
+                   help="only runs started at or after this date or time (ISO 8601, UTC "
+                   "unless an offset is given)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="say what would be copied; change nothing")
+    p.add_argument("--json", action="store_true", help="print a JSON document (the summary)")
+    _store_arg(p)
+    p.set_defaults(func=cmd_transfer, direction=name)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -296,3 +350,70 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     if not (rep.imported or rep.already or rep.failed):
         print(f"{args.target} keeps no runs")
     return int(ExitCode.ERROR if rep.failed else ExitCode.OK)
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    """`results push` and `results pull`: the policy is rtlab.results.sync's."""
+    push = args.direction == "push"
+    other = args.other or os.environ.get(LAB_ENV_VAR)
+    if not other:
+        flag = "--to" if push else "--from"
+        raise UsageError(f"rtlab results {args.direction} needs {flag} STORE",
+                         hint=f"or set ${LAB_ENV_VAR} to the lab's store URL")
+    selection = Selection(tuple(args.runs), tuple(args.host), tuple(args.probe),
+                          parse_since(args.since) if args.since else None)
+    src_loc, dst_loc = (args.store, other) if push else (other, args.store)
+    source = Store.open(src_loc, create=False)
+    dest = None
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        try:
+            dest = Store.open(dst_loc, create=not args.dry_run)
+        except NoStoreError:  # a dry run creates nothing: an empty stand-in
+            dest = Store.open("sqlite://")
+            dest.display = resolve_location(dst_loc)
+        rep = transfer(source, dest, selection, dry_run=args.dry_run)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        source.close()
+        if dest is not None:
+            dest.close()
+    if args.json:
+        _print_json(rep.to_json(args.direction, selection))
+    else:
+        _print_transfer(rep, args.direction)
+    if rep.interrupted:
+        print("rtlab: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    if rep.stopped is not None:
+        print(f"rtlab: error: {args.direction} stopped: {rep.stopped.one_line()}; "
+              f"{len(rep.copied)} runs copied, {rep.left} left (run it again to copy them)",
+              file=sys.stderr)
+        return int(rep.stopped.code)
+    for _, why in rep.conflicts + rep.refused:
+        print(f"rtlab: error: {why}", file=sys.stderr)
+    return int(ExitCode.ERROR if rep.conflicts or rep.refused else ExitCode.OK)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_transfer(rep: Any, direction: str) -> None:
+    verb = {"push": ("pushed", "would push"), "pull": ("pulled", "would pull")}[direction]
+    done = verb[1] if rep.dry_run else verb[0]
+    where = f"to {rep.dest}" if direction == "push" else f"from {rep.source}"
+    line = (f"{done} {len(rep.copied)} of {rep.selected} runs {where} ({rep.files} raw "
+            f"files, {_size(rep.bytes)}) in {rep.seconds:.1f} s")
+    if rep.already:
+        line += f"; {len(rep.already)} already there"
+    if rep.conflicts or rep.refused:
+        line += f"; {len(rep.conflicts)} conflicts, {len(rep.refused)} refused"
+    print(line)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"

@@ -8,19 +8,26 @@ URL: in the XDG data directory). A stored run is never overwritten. Several
 processes may write to one store at once: each run is one transaction, the schema
 is created under a lock. See docs/results.md.
 
+Runs are copied between two stores (`rtlab results push|pull`, policy in
+rtlab.results.sync) through `select`, `digests`, `stored`, `raw_files`, `read_raw` and
+`add_copy`: one transaction per run; a server database keeps the raw files of the runs
+copied into it in its own tables.
+
 SQLAlchemy and the database driver are imported only when a store is opened; a
 `postgresql://` URL uses psycopg 3 (`pip install 'rtlab[postgres]'`).
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
 import re
 import shlex
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +40,16 @@ from rtlab.results.validate import first_problem
 
 ENV_VAR = "RTLAB_STORE"
 STORE_SCHEMA_VERSION = 1
+RAW_CHUNK_BYTES = 4 << 20  # raw files kept in a database are stored in pieces of this size
+_IN_BATCH = 500  # ids per `IN (...)` query
+_COPY_TABLES = ("run_digests", "run_files", "run_file_chunks")
+# A raw file's name relative to the raw directory: the run id, a dot, then a file name or
+# a directory's (a trace capture: `ID.1-main.trace/cpu0.pages`); never `..`, never absolute
+_RAW_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*")
 CONNECT_TIMEOUT_S = 10  # a server that does not answer: fail instead of hanging
+# How long an SQLite writer waits for another process's write transaction (sqlite3's
+# default is 5 s; several monitors and pushes into one file can queue for longer).
+SQLITE_BUSY_TIMEOUT_S = 60
 _SCHEMA_LOCK_KEY = 0x72746C6162  # PostgreSQL advisory lock serialising schema creation
 _DRIVER_HINT = ("install it into rtlab's environment: pip install 'psycopg>=3.1' "
                 "(scripts/setup.sh does that), or use a SQLite file")
@@ -77,6 +93,45 @@ class RunRow:
     worst_max_ns: int | None
     p99_ns: int | None
     p9999_ns: int | None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A stored run as its store holds it, for copying to another store: the result's JSON
+    text exactly as stored and the digest of that text (equal digests: equal content)."""
+
+    run_id: str
+    created: datetime
+    text: bytes
+    digest: str
+
+    def result(self) -> RunResult:
+        """The result read from the text (once: a long run's takes seconds to read)."""
+        cached = self.__dict__.get("_result")
+        if cached is None:
+            try:
+                data = json.loads(self.text)
+            except ValueError as exc:
+                raise RtlabError(f"stored run {self.run_id} is damaged: {exc}") from exc
+            cached = load_result(data)
+            object.__setattr__(self, "_result", cached)
+        return cached
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """One raw file of a run (engine output, phase layout, trace capture and samples),
+    named relative to the raw directory (`ID.jsonl`, `ID.1-main.trace/cpu0.pages`)."""
+
+    name: str
+    size: int
+    in_database: bool  # kept in the store's database (copied there), else in runs/
+
+
+def content_digest(text: bytes) -> str:
+    """sha256 of a result's JSON text as stored: two stores hold the same run when the
+    digests are equal (a copy stores the text unchanged)."""
+    return hashlib.sha256(text).hexdigest()
 
 
 class Store:
@@ -189,7 +244,8 @@ class Store:
         except OSError as exc:
             raise RtlabError(
                 f"cannot create the store directory {path.parent}: {exc.strerror}") from exc
-        return cls(f"sqlite:///{path.resolve()}", path.resolve().parent / "runs", str(path))
+        return cls(f"sqlite:///{path.resolve()}", path.resolve().parent / "runs", str(path),
+                   {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}})
 
     @classmethod
     def _open_url(cls, loc: str) -> Store:
@@ -238,8 +294,12 @@ class Store:
         try:
             if self.exists(result.run_id):
                 raise refused
+            digests = self._copy_tables_or_none()
             with self._engine.begin() as conn:
                 conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))
+                if digests:
+                    conn.execute(self._tables["run_digests"].insert().values(
+                        id=result.run_id, sha256=content_digest(text.encode())))
         except IntegrityError as exc:
             if self.exists(result.run_id):
                 raise refused from exc
@@ -317,6 +377,281 @@ class Store:
             raise RtlabError(f"stored run {run_id} is damaged: {exc}") from exc
         return load_result(data)
 
+    # copying between stores (rtlab.results.sync) ----------------------------------------
+    @property
+    def keeps_raw_in_database(self) -> bool:
+        """Where copied raw files go: a server database keeps them in its tables (every
+        machine reaches them); an SQLite store in its raw directory beside the file."""
+        return self._engine.dialect.name != "sqlite"
+
+    def select(self, *, ids: Collection[str] | None = None, hosts: Collection[str] = (),
+               probes: Collection[str] = (), since: datetime | None = None) -> list[RunRow]:
+        """The stored runs matching every given criterion, oldest first (`since`: started
+        at or after it)."""
+        from sqlalchemy import select
+
+        runs = self._tables["runs"]
+        cols = [runs.c[f.name] for f in fields(RunRow)]
+        query = select(*cols).order_by(runs.c.created, runs.c.seq)
+        if hosts:
+            query = query.where(runs.c.host.in_(sorted(hosts)))
+        if probes:
+            query = query.where(runs.c.probe.in_(sorted(probes)))
+        if since is not None:
+            since = as_utc(since)
+            if self._engine.dialect.name == "sqlite":  # stored as naive UTC text
+                since = since.replace(tzinfo=None)
+            query = query.where(runs.c.created >= since)
+        rows: list[RunRow] = []
+        with self._guard("read"), self._engine.connect() as conn:
+            for batch in [None] if ids is None else _batches(sorted(set(ids))):
+                q = query if batch is None else query.where(runs.c.id.in_(batch))
+                rows += [RunRow(**dict(r._mapping)) for r in conn.execute(q)]
+        rows = [replace(r, created=as_utc(r.created)) for r in rows]
+        if ids is not None:
+            rows.sort(key=lambda r: r.created)
+        return rows
+
+    def digests(self, ids: Collection[str]) -> dict[str, str]:
+        """The content digest (`content_digest` of the result as stored) of each of `ids`
+        that is stored; runs stored by an rtlab without digests get theirs computed."""
+        from sqlalchemy import select
+
+        runs, digests = self._tables["runs"], self._tables["run_digests"]
+        found: dict[str, str] = {}
+        with self._guard("read"), self._engine.connect() as conn:
+            has_digests = self._has_copy_tables(conn)
+            for batch in _batches(sorted(set(ids))):
+                stored = {r[0] for r in conn.execute(select(runs.c.id)
+                                                     .where(runs.c.id.in_(batch)))}
+                if has_digests and stored:
+                    found.update((r[0], r[1]) for r in conn.execute(
+                        select(digests.c.id, digests.c.sha256)
+                        .where(digests.c.id.in_(sorted(stored)))))
+                for run_id in sorted(stored - found.keys()):
+                    blob = conn.execute(select(runs.c.result_z)
+                                        .where(runs.c.id == run_id)).scalar_one()
+                    found[run_id] = content_digest(_decompress(run_id, blob))
+        return found
+
+    def stored(self, run_id: str) -> StoredRun:
+        """A stored run exactly as stored (its JSON text), for copying to another store."""
+        from sqlalchemy import select
+
+        runs = self._tables["runs"]
+        with self._guard("read"), self._engine.connect() as conn:
+            row = conn.execute(select(runs.c.created, runs.c.result_z)
+                               .where(runs.c.id == run_id)).first()
+        if row is None:
+            raise UsageError(f"no stored run {run_id!r} in {self.display}")
+        text = _decompress(run_id, row.result_z)
+        return StoredRun(run_id, as_utc(row.created), text, content_digest(text))
+
+    def raw_files(self, run_id: str) -> list[RawFile]:
+        """The raw files of a run: those kept in the database (copied there), then those in
+        the raw directory (`ID.*`, files and the files of directories such as a trace
+        capture) that the database does not hold."""
+        from sqlalchemy import select
+
+        found: dict[str, RawFile] = {}
+        files = self._tables["run_files"]
+        with self._guard("read"), self._engine.connect() as conn:
+            if self._has_copy_tables(conn):
+                for r in conn.execute(select(files.c.name, files.c.size)
+                                      .where(files.c.run_id == run_id)
+                                      .order_by(files.c.name)):
+                    found[r.name] = RawFile(r.name, int(r.size), True)
+        for path in sorted(self.runs_dir.glob(f"{glob.escape(run_id)}.*")):
+            inner = sorted(p for p in path.rglob("*")) if path.is_dir() else [path]
+            for p in inner:
+                name = p.relative_to(self.runs_dir).as_posix()
+                if (p.is_file() and not p.is_symlink() and name not in found
+                        and _RAW_NAME.fullmatch(name)):
+                    found[name] = RawFile(name, p.stat().st_size, False)
+        return sorted(found.values(), key=lambda f: f.name)
+
+    def read_raw(self, run_id: str, raw: RawFile) -> Iterator[bytes]:
+        """The content of one of `raw_files(run_id)`, piece by piece (bounded memory); a
+        file kept in the database is checked against its digest."""
+        if not raw.in_database:
+            try:
+                with open(self.runs_dir / raw.name, "rb") as f:
+                    while piece := f.read(RAW_CHUNK_BYTES):
+                        yield piece
+            except OSError as exc:
+                raise RtlabError(f"cannot read the raw file {self.runs_dir / raw.name} of run "
+                                 f"{run_id}: {exc.strerror or exc}") from exc
+            return
+        from sqlalchemy import select
+
+        files, chunks = self._tables["run_files"], self._tables["run_file_chunks"]
+        with self._guard("read"), self._engine.connect() as conn:
+            want = conn.execute(select(files.c.sha256, files.c.chunks).where(
+                files.c.run_id == run_id, files.c.name == raw.name)).one()
+            digest = hashlib.sha256()
+            for index in range(want.chunks):  # one piece in memory at a time
+                data = conn.execute(select(chunks.c.data).where(
+                    chunks.c.run_id == run_id, chunks.c.name == raw.name,
+                    chunks.c.chunk == index)).scalar()
+                piece = zlib.decompress(data) if data is not None else b""
+                digest.update(piece)
+                yield piece
+        if digest.hexdigest() != want.sha256:
+            raise RtlabError(f"the raw file {raw.name} of run {run_id} in {self.display} is "
+                             "damaged (its content does not match its digest)")
+
+    def add_copy(self, run: StoredRun, files: Iterable[tuple[RawFile, Callable[[],
+                 Iterable[bytes]]]]) -> bool:
+        """Store a run copied from another store, with its raw files (`RawFile`, and a
+        function returning its content), unless its id is stored already: then False, and
+        nothing changed. The run is validated like any other (`add`); its JSON is stored
+        as it came, so both stores hold the same content (`digests`).
+
+        A database that keeps raw files stores the run and its raw files in one
+        transaction: a copy interrupted at any point leaves nothing of the run. An SQLite
+        store writes the raw files (each complete, then renamed into place) before the
+        transaction that stores the run, so a run it holds always has its raw files; a
+        copy that fails takes back the files it wrote, one killed (kill -9) may leave raw
+        files of a run the store does not hold, which the next copy of that run finds
+        identical and keeps."""
+        from sqlalchemy.exc import IntegrityError
+
+        result = run.result()
+        if result.run_id != run.run_id:
+            raise RtlabError(f"run {run.run_id}: the stored result names run {result.run_id}")
+        _refuse_inconsistent(result)
+        row = _row_values(result) | {"created": run.created}
+        blob = zlib.compress(run.text, 6)
+        if self.exists(run.run_id):
+            return False
+        self._ensure_copy_tables()
+        files = list(files)
+        for raw, _ in files:
+            _check_raw_name(run.run_id, raw.name)
+        created: list[Path] = []  # raw files this copy put into the raw directory
+        try:
+            if not self.keeps_raw_in_database:
+                for raw, content in files:
+                    if self._write_raw_file(run.run_id, raw.name, content()):
+                        created.append(self.runs_dir / raw.name)
+            with self._guard("store"), self._write_transaction() as conn:
+                conn.execute(self._tables["runs"].insert().values(**row, result_z=blob))
+                conn.execute(self._tables["run_digests"].insert().values(
+                    id=run.run_id, sha256=run.digest))
+                if self.keeps_raw_in_database:
+                    for raw, content in files:
+                        self._insert_raw(conn, run.run_id, raw.name, content())
+        except RtlabError as exc:
+            if isinstance(exc.__cause__, IntegrityError) and self.exists(run.run_id):
+                # another process stored it first: raw files written here are its raw
+                # files only if it has the same content
+                if self.digests([run.run_id]).get(run.run_id) != run.digest:
+                    self._remove_raw(created)
+                return False
+            self._remove_raw(created)  # the run is not stored: neither are its files
+            raise
+        except BaseException:
+            self._remove_raw(created)
+            raise
+        return True
+
+    def _remove_raw(self, paths: list[Path]) -> None:
+        for path in paths:
+            with suppress(OSError):
+                path.unlink(missing_ok=True)
+                if path.parent != self.runs_dir:  # a capture directory
+                    path.parent.rmdir()
+
+    def _insert_raw(self, conn: Any, run_id: str, name: str, content: Iterable[bytes]) -> None:
+        chunks = self._tables["run_file_chunks"]
+        digest, size, index = hashlib.sha256(), 0, 0
+        for piece in _pieces(content):
+            digest.update(piece)
+            size += len(piece)
+            conn.execute(chunks.insert().values(run_id=run_id, name=name, chunk=index,
+                                                data=zlib.compress(piece, 6)))
+            index += 1
+        conn.execute(self._tables["run_files"].insert().values(
+            run_id=run_id, name=name, size=size, sha256=digest.hexdigest(), chunks=index))
+
+    def _write_raw_file(self, run_id: str, name: str, content: Iterable[bytes]) -> bool:
+        """Write a raw file into the raw directory: complete under a hidden name, then
+        renamed. A file of that name that holds the same content, or the beginning of it
+        (the copy of a run whose own writing stopped), is kept or completed; one with
+        other content is never replaced. True when the file was not there before."""
+        dest = self.runs_dir / name
+        part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale_parts(dest)
+            with open(part, "wb") as out:
+                for piece in content:
+                    out.write(piece)
+            existed = dest.exists()
+            if existed:
+                if not _is_prefix(dest, part):
+                    raise RtlabError(
+                        f"run {run_id} not copied: its raw file {dest} is already there with "
+                        "other content (a different run with the same id?)",
+                        hint="move that file away if it is not needed")
+                if dest.stat().st_size == part.stat().st_size:
+                    return False
+            os.replace(part, dest)
+            return not existed
+        except OSError as exc:
+            raise RtlabError(f"cannot write the raw file {dest} of run {run_id}: "
+                             f"{exc.strerror or exc}") from exc
+        finally:
+            part.unlink(missing_ok=True)
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[Any]:
+        """One write transaction; SQLite takes its write lock at the start (waiting for
+        other writers), so it never fails half-way for a lock another process holds."""
+        with self._engine.connect() as conn:
+            if self._engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.begin()
+            yield conn
+            conn.commit()
+
+    _copy_tables_ready = False
+    _copy_tables_refused = False
+
+    def _has_copy_tables(self, conn: Any) -> bool:
+        from sqlalchemy import inspect
+
+        if not self._copy_tables_ready:
+            insp = inspect(conn)
+            self._copy_tables_ready = all(insp.has_table(t) for t in _COPY_TABLES)
+        return self._copy_tables_ready
+
+    def _copy_tables_or_none(self) -> bool:
+        """`_ensure_copy_tables` for storing a run: a database user who may insert runs
+        but not create tables (a lab database set up by its owner) still stores runs
+        (their digests are then computed when asked)."""
+        if self._copy_tables_refused:
+            return False
+        try:
+            self._ensure_copy_tables()
+        except RtlabError as exc:  # not allowed: do not ask again; else the insert will say
+            self._copy_tables_refused = "permission denied" in exc.message.lower()
+            return False
+        return True
+
+    def _ensure_copy_tables(self) -> None:
+        """The tables of content digests and raw files, added to stores made before them
+        (layout version 1 still: an older rtlab ignores them), at the first write."""
+        with self._guard("store"):
+            with self._engine.connect() as conn:
+                if self._has_copy_tables(conn):
+                    return
+            with self._schema_transaction() as conn:
+                md = self._tables["metadata"]
+                md.create_all(conn, tables=[md.tables[t] for t in _COPY_TABLES])
+            self._copy_tables_ready = True
+
 
 # URLs and errors ----------------------------------------------------------------------
 def mask_password(loc: str) -> str:
@@ -344,7 +679,9 @@ def engine_url(loc: str) -> tuple[Any, dict[str, Any]]:
                          hint="give a file path (SQLite) or postgresql://USER@HOST/DB") from None
     connect_args: dict[str, Any] = {}
     engine_args: dict[str, Any] = {"connect_args": connect_args}
-    if url.get_backend_name() != "sqlite":
+    if url.get_backend_name() == "sqlite":
+        connect_args["timeout"] = SQLITE_BUSY_TIMEOUT_S
+    else:
         engine_args["pool_pre_ping"] = True
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
@@ -426,6 +763,62 @@ def _read_version(conn: Any, tables: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def _decompress(run_id: str, blob: bytes) -> bytes:
+    try:
+        return zlib.decompress(blob)
+    except zlib.error as exc:
+        raise RtlabError(f"stored run {run_id} is damaged: {exc}") from exc
+
+
+def _batches(ids: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(ids), _IN_BATCH):
+        yield ids[i:i + _IN_BATCH]
+
+
+def _pieces(content: Iterable[bytes]) -> Iterator[bytes]:
+    """`content` in pieces of RAW_CHUNK_BYTES (the last one shorter; none when empty)."""
+    buf = bytearray()
+    for data in content:
+        buf += data
+        while len(buf) >= RAW_CHUNK_BYTES:
+            yield bytes(buf[:RAW_CHUNK_BYTES])
+            del buf[:RAW_CHUNK_BYTES]
+    if buf:
+        yield bytes(buf)
+
+
+def _remove_stale_parts(dest: Path) -> None:
+    """The hidden `.NAME.PID.part` files of `dest` that a copier killed with kill -9 left
+    (its process is gone; a living one is still writing)."""
+    for part in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
+        pid = part.name[len(dest.name) + 2:-len(".part")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            part.unlink(missing_ok=True)
+        except PermissionError:  # another user's living process
+            pass
+
+
+def _is_prefix(path: Path, of: Path) -> bool:
+    """Whether the file `path` holds the beginning of (or all of) the file `of`."""
+    with open(path, "rb") as a, open(of, "rb") as b:
+        while block := a.read(1 << 20):
+            if b.read(len(block)) != block:
+                return False
+    return True
+
+
+def _check_raw_name(run_id: str, name: str) -> None:
+    """A raw file name from another store stays inside the raw directory and names its
+    own run: never absolute, never `..`, always `ID.`..."""
+    if not (name.startswith(f"{run_id}.") and _RAW_NAME.fullmatch(name)):
+        raise RtlabError(f"run {run_id}: refusing the raw file name {name!r} (not a raw file "
+                         "of this run)")
+
+
 def _tables() -> dict[str, Any]:
     from sqlalchemy import (
         BigInteger,
@@ -470,7 +863,30 @@ def _tables() -> dict[str, Any]:
         Column("key", String(64), primary_key=True),
         Column("value", String(255)),
     )
-    return {"metadata": md, "runs": runs, "store_info": info}
+    # Added later (layout version 1 still: created at the first write, ignored by an
+    # older rtlab): each run's content digest, and raw files kept in the database
+    digests = Table(
+        "run_digests", md,
+        Column("id", String(32), primary_key=True),
+        Column("sha256", String(64), nullable=False),
+    )
+    files = Table(
+        "run_files", md,
+        Column("run_id", String(32), primary_key=True),
+        Column("name", Text, primary_key=True),
+        Column("size", BigInteger, nullable=False),
+        Column("sha256", String(64), nullable=False),
+        Column("chunks", Integer, nullable=False),
+    )
+    chunks = Table(
+        "run_file_chunks", md,
+        Column("run_id", String(32), primary_key=True),
+        Column("name", Text, primary_key=True),
+        Column("chunk", Integer, primary_key=True, autoincrement=False),
+        Column("data", LargeBinary, nullable=False),
+    )
+    return {"metadata": md, "runs": runs, "store_info": info, "run_digests": digests,
+            "run_files": files, "run_file_chunks": chunks}
 
 
 def _refuse_inconsistent(result: RunResult) -> None:
