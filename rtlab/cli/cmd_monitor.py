@@ -54,6 +54,10 @@ def register(sub: Any) -> None:
     p.add_argument("--state-dir", metavar="DIR", type=Path,
                    help="checkpoint and raw segments (default: monitor/ beside the "
                    "default store)")
+    p.add_argument("--watchdog", default="15s", metavar="DUR",
+                   help="a board whose engine says nothing for this long is taken as gone: "
+                   "its connection is dropped and retried (default 15s; snapshots come "
+                   "every second)")
     p.add_argument("--duration", metavar="DUR",
                    help="stop after this long (default: run until Ctrl-C/SIGTERM)")
     p.add_argument("--allow-non-rt", action="store_true",
@@ -63,7 +67,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _options(args: argparse.Namespace) -> tuple[list[str], float, float | None]:
+def _options(args: argparse.Namespace) -> tuple[list[str], float, float | None, float]:
     engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
               "--policy", "fifo"]
     parse_duration(args.interval, "--interval")
@@ -85,13 +89,16 @@ def _options(args: argparse.Namespace) -> tuple[list[str], float, float | None]:
         raise UsageError("--segment must be at least 1s")
     duration_s = (parse_duration(args.duration, "--duration") / 1e9
                   if args.duration else None)
-    return engine, segment_s, duration_s
+    watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
+    if watchdog_s < 2:
+        raise UsageError("--watchdog must be at least 2s (the engine reports every second)")
+    return engine, segment_s, duration_s, watchdog_s
 
 
 def run(args: argparse.Namespace) -> int:
     from rtlab.monitor.service import LOCAL, Monitor, MonitorOptions
 
-    engine, segment_s, duration_s = _options(args)
+    engine, segment_s, duration_s, watchdog_s = _options(args)
     listen = None
     if args.listen:
         from rtlab.monitor.http import parse_listen
@@ -106,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = MonitorOptions(targets=targets, engine_args=engine, state_dir=state_dir,
                           store=args.store, segment_s=segment_s, duration_s=duration_s,
-                          engine_dir=args.engine_dir, on_event=say)
+                          watchdog_s=watchdog_s, engine_dir=args.engine_dir, on_event=say)
     mon = Monitor(opts)
     server = None
     try:
