@@ -55,10 +55,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests" / "boards"))
+sys.path.insert(0, str(REPO))
 
 from benchlib import default_probe  # noqa: E402
-from nsboard import NsBoard, available, ns_board  # noqa: E402
+
+from tests.boards.nsboard import NsBoard, available, ns_board  # noqa: E402
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 RT_POLICIES = {1, 2, 6}  # SCHED_FIFO, SCHED_RR, SCHED_DEADLINE

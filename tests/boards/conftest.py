@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from .nsboard import NsBoard, available, ns_board
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
-
-from nsboard import NsBoard, available, ns_board  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nsboard import NsBoard
 
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import SkippedError
 from rtlab.exitcodes import ExitCode
+
+from .nsboard import NsBoard
 
 WAIT = 60.0  # generous: a loaded 2-vCPU VM
 REPO = Path(__file__).resolve().parents[2]

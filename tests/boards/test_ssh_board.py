@@ -12,10 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nsboard import NsBoard
 
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
+
+from .nsboard import NsBoard
 
 pytestmark = pytest.mark.usefixtures("require_root")
 
@@ -320,7 +321,7 @@ def test_two_boards_in_parallel_give_one_comparison(board: NsBoard, cli,
                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`--target a --target b`: one run per board, measured at the same time, stored
     with one comparison id, and compared by host (the boards' own hostnames)."""
-    from nsboard import ns_board
+    from .nsboard import ns_board
 
     with ns_board(tmp_path / "second", index=1) as other:
         cfg = tmp_path / "both"
@@ -355,7 +356,7 @@ def test_udp_ping_pong_between_two_boards(board: NsBoard, cli, tmp_path: Path) -
     import shutil
     import sys
 
-    from nsboard import board_link, ns_board
+    from .nsboard import board_link, ns_board
 
     with ns_board(tmp_path / "b", index=1) as other, board_link(board, other) as (_, addr_b):
         cfg = tmp_path / "both"

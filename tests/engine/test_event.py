@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.support.netns import in_ns, loopback_ns
+
 from .helpers import (
     check_order,
     hist_count,
@@ -20,7 +22,6 @@ from .helpers import (
     run_probe,
     validate_all,
 )
-from .netns import in_ns, loopback_ns
 
 pytestmark = pytest.mark.usefixtures("require_root")
 

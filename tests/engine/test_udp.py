@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.netns import in_ns, loopback_ns, veth_pair
+
 from .helpers import (
     check_order,
     hist_count,
@@ -21,7 +23,6 @@ from .helpers import (
     run_probe,
     validate_all,
 )
-from .netns import in_ns, loopback_ns, veth_pair
 
 pytestmark = pytest.mark.usefixtures("require_root")
 

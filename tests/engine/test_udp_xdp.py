@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.netns import VethPair, in_ns, veth_pair
+
 from .helpers import (
     check_order,
     hist_count,
@@ -26,7 +28,6 @@ from .helpers import (
     run_probe,
     validate_all,
 )
-from .netns import VethPair, in_ns, veth_pair
 from .test_udp import BAD_PINGS, _chan, _finish, _mean
 
 pytestmark = pytest.mark.usefixtures("require_root")

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Fixtures for the result store on both backends: a throw-away PostgreSQL server for
-the test session (tests/host/pg_server.py) and a store location per test."""
+the test session (tests/support/pg_server.py) and a store location per test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pg_server import PgServer, unavailable_reason
+
+from tests.support.pg_server import PgServer, unavailable_reason
 
 
 @pytest.fixture(scope="session")

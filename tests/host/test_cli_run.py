@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from host_helpers import subprocess_env
 
 from rtlab.cli import main
 from rtlab.results.model import load_result
 from rtlab.results.store import Store
+from tests.support.env import subprocess_env
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

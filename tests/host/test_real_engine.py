@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from host_helpers import subprocess_env
-
 from rtlab.results.store import Store
+from tests.support.env import subprocess_env
 
 
 def test_real_run_two_seconds(probe_bin: str, require_root: None, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from host_helpers import FAKE, subprocess_env
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.cli import main
@@ -25,8 +24,8 @@ from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import channel_problems, nothing_measured, problems
 from rtlab.results.windows import WindowHist
-
-DATA = Path(__file__).resolve().parent.parent / "report" / "data"
+from tests.support.env import FAKE, subprocess_env
+from tests.support.paths import DATA
 
 
 def good_channel(name: str = "cpu0", values: tuple[int, ...] = (15_000, 16_000, 147_000)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from host_helpers import subprocess_env
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
@@ -23,6 +22,7 @@ from rtlab.results.model import RESULT_SCHEMA_VERSION, Channel, Phase, RunResult
 from rtlab.results.store import Store, resolve_location
 from rtlab.results.windows import WindowMaxima
 from rtlab.runner import import_jsonl
+from tests.support.env import subprocess_env
 
 
 def make_result(run_id: str = "abcd1234", *, partial: bool = False,

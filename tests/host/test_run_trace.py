@@ -16,13 +16,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from host_helpers import subprocess_env
 
 from rtlab.results.model import Phase, load_result
 from rtlab.results.store import Store
 from rtlab.scenario.loader import parse_text
-
-SPINNER = Path(__file__).resolve().parents[1] / "trace" / "spinner.py"
+from tests.support.env import subprocess_env
+from tests.support.paths import SPINNER
 
 
 def _tracefs_state() -> tuple[bool, list[str]]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from synth import channel_from_samples, synthetic_result
 
 from rtlab.analysis.compare import (
     ChannelSelection,
@@ -14,6 +13,8 @@ from rtlab.analysis.compare import (
 )
 from rtlab.errors import UsageError
 from rtlab.results.model import RunResult
+from tests.support.paths import DATA
+from tests.support.synth import channel_from_samples, synthetic_result
 
 
 def _changes(a, b) -> dict:
@@ -97,11 +98,10 @@ def test_phases_are_not_merged_window_by_window() -> None:
 
 
 def test_imported_tail_beyond_the_peer_range_is_an_interval() -> None:
-    from pathlib import Path
 
     from rtlab.results.importers import import_file
 
-    data = Path(__file__).resolve().parent / "data"
+    data = DATA
     base = synthetic_result("aaaa0001", windows=10, median_ns=12_000)
     # cyclictest -h 400: 4 of ~6000 samples beyond 400 µs; p99 and p99.9 are exact
     ct = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
@@ -132,12 +132,11 @@ def test_note_names_the_configuration_with_one_run() -> None:
 
 
 def test_unsupported_percentile_stays_na_even_when_censored() -> None:
-    from pathlib import Path
 
     from rtlab.results.importers import import_file
     from rtlab.textfmt import bounded_us
 
-    data = Path(__file__).resolve().parent / "data"
+    data = DATA
     (cfg,) = build_configs([import_file(data / "cyclictest_nsecs.json", "cyclictest-json",
                                         "cccc0003")])
     assert cfg.value(99.99) is None  # ~6000 samples cannot support p99.99

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from synth import synthetic_result
 
 from rtlab.analysis.compare import build_configs, compare_configs
 from rtlab.cli import main
 from rtlab.results.store import Store
+from tests.support.paths import DATA
+from tests.support.synth import synthetic_result
 
 STATS = ["median", "mean", "p99", "p99.9", "p99.99", "max (median window max)"]
 
@@ -147,7 +148,7 @@ def test_compare_json_imported_tails_are_intervals(store_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from rtlab.results.importers import import_file
 
-    data = Path(__file__).resolve().parent / "data"
+    data = DATA
     s = Store.open(str(store_path))
     s.add(synthetic_result("aaaa0001", windows=10, median_ns=12_000))
     s.add(import_file(data / "cyclictest_nsecs.json", "cyclictest-json", "cccc0002"))

@@ -17,8 +17,7 @@ from rtlab.errors import RtlabError
 from rtlab.results.importers import import_file, jitterdebugger
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.store import Store
-
-DATA = Path(__file__).resolve().parent / "data"
+from tests.support.paths import DATA
 
 
 def test_cyclictest_json() -> None:

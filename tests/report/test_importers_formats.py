@@ -21,8 +21,7 @@ from rtlab.results.importers import import_file
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import problems
-
-DATA = Path(__file__).resolve().parent / "data"
+from tests.support.paths import DATA
 
 
 def _cli_formats() -> set[str]:

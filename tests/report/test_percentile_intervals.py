@@ -13,7 +13,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from synth import synthetic_result
+
+from tests.support.synth import synthetic_result
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

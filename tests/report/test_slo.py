@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from synth import synthetic_result
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from tests.support.synth import synthetic_result
 
 
 def test_parse_grammar() -> None:

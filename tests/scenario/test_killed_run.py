@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "system"))
+from tests.support import snapshot
 
-import snapshot  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 SCENARIO = """
 [scenario]

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host_helpers import subprocess_env
 
 from rtlab.cli import main
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
+from tests.support.env import subprocess_env
 
 PROBE = """
 [[probe]]

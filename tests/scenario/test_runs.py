@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host_helpers import subprocess_env
 
 from rtlab.cli import main
 from rtlab.results.store import Store
 from rtlab.runner import RunOptions, run_scenario
 from rtlab.scenario import parse_text
+from tests.support.env import subprocess_env
 
 MATRIX = """\
 [scenario]

@@ -5,7 +5,7 @@ Used by the tests to prove that apply + restore leaves the machine exactly as
 it was: every task's affinity, cgroup (all v1 hierarchies and v2), scheduling
 policy and priority; every IRQ's smp_affinity; default_smp_affinity; the cpuset
 directory tree and its files; the sysctls and sysfs files the shield touches.
-Run as a script to print it (`python -m tests.system.snapshot`).
+Run as a script to print it (`python -m tests.support.snapshot`).
 """
 
 from __future__ import annotations

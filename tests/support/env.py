@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Helpers shared by the host tests (the fake engine wrapper, subprocess env)."""
+"""The fake engine wrapper and the environment of `python -m rtlab` subprocesses."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import stat
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-FAKE = HERE / "fake_probe.py"
-REPO = HERE.parent.parent
+from tests.support.paths import FAKE, REPO
+
+__all__ = ["FAKE", "REPO", "subprocess_env", "write_wrapper"]
 
 
 def write_wrapper(directory: Path) -> Path:
