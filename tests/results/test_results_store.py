@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The result model's versioning and the store's guarantees, on SQLite and on a real
-PostgreSQL server (`store_loc` runs each store test on both; tests/host/conftest.py)."""
+PostgreSQL server (`store_loc` runs each store test on both; tests/results/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Importers on real recorded files (tests/report/data) and on malformed ones."""
+"""Importers on real recorded files (tests/support/data) and on malformed ones."""
 
 from __future__ import annotations
 

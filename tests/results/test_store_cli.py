@@ -169,7 +169,7 @@ def test_url_forms_reach_one_database(pg_server: PgServer, isolated: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """libpq's spellings: ?host=/socket/dir, the socket directory percent-encoded as the
     host, postgres://, an explicit +psycopg driver; a password is never displayed."""
-    from tests.host.test_results_store import make_result
+    from tests.results.test_results_store import make_result
 
     db = pg_server.create_database()
     sock = str(pg_server.socket_dir)
@@ -239,7 +239,7 @@ def test_server_restarts_between_open_and_store(pg_server: PgServer, isolated: P
     """Regression: `rtlab run` opens the store when it starts and stores the run at the
     end; a server restart in between left a dead pooled connection and the run was not
     stored. Pooled connections are now checked before use."""
-    from tests.host.test_results_store import make_result
+    from tests.results.test_results_store import make_result
 
     server = PgServer.start()  # a private server: this test restarts it
     try:
