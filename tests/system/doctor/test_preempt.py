@@ -21,7 +21,7 @@ from rtlab.system.doctor import Severity, run_checks
 from rtlab.system.facts import read_preemption
 from rtlab.system.sysroot import SysRoot
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _CHOICE = {"CONFIG_PREEMPT_LAZY": "lazy", "CONFIG_PREEMPT": "full",
            "CONFIG_PREEMPT_VOLUNTARY": "voluntary", "CONFIG_PREEMPT_NONE": "none"}
 
