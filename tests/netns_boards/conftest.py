@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Fixtures of the board tests: a namespace board reached over real SSH, and a helper
+"""Fixtures of the namespace-board tests: a board reached over real SSH, and a helper
 that runs the real `rtlab` CLI against it."""
 
 from __future__ import annotations
