@@ -189,14 +189,8 @@ static void ev_write_config(const void *p, struct jsonw *w)
 	jw_int_or_null(w, "cpu", c->cpu);
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->count)
-		jw_uint(w, "count", c->count);
-	else
-		jw_null(w, "count");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "count", c->count);
 	jw_bool(w, "mlock", c->run.mlock);
 	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);

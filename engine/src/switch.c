@@ -267,14 +267,8 @@ static void switch_write_config(const void *p, struct jsonw *w)
 	jw_int(w, "priority", c->priority);
 	jw_int(w, "waker_priority", c->priority - 1);
 	jw_uint(w, "interval_ns", c->interval_ns);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->loops)
-		jw_uint(w, "loops", c->loops);
-	else
-		jw_null(w, "loops");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "loops", c->loops);
 	jw_bool(w, "busy", c->busy);
 	jw_bool(w, "order_check", k->order);
 	jw_int(w, "order_workers", k->order_workers);

@@ -165,24 +165,15 @@ static void timer_write_config(const void *p, struct jsonw *w)
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
 	jw_uint(w, "interval_ns", c->interval_ns);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->loops)
-		jw_uint(w, "loops", c->loops);
-	else
-		jw_null(w, "loops");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "loops", c->loops);
 	jw_str(w, "clock", clock_names[c->clock_idx]);
 	jw_bool(w, "mlock", c->run.mlock);
 	jw_int_or_null(w, "dma_latency_us", c->run.dma_us);
 	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
-	if (c->threshold_ns)
-		jw_uint(w, "threshold_ns", c->threshold_ns);
-	else
-		jw_null(w, "threshold_ns");
+	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
 	jw_str_or_null(w, "samples_file", c->run.samples);
 	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 	if (c->policy == RT_DEADLINE)
