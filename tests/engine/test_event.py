@@ -6,6 +6,8 @@ namespace the test creates). GPIO/PTP/PPS need hardware: their decoders are unit
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +42,41 @@ def test_soft_source(probe_bin: str) -> None:
     assert 0 < ch["min_ns"] <= ch["max_ns"] < 10**9
     clk = res["event"]["clock"]
     assert clk["source_domain"] == "monotonic" and clk["offset_ns"] == 0
+
+
+# the usual RLIMIT_MEMLOCK of an unprivileged user (8 MiB): what mlockall(MCL_FUTURE) may lock
+USER_MEMLOCK = 8 << 20
+
+
+def _as_nobody_with_user_memlock() -> None:
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (USER_MEMLOCK, USER_MEMLOCK))
+
+
+def test_soft_source_unprivileged_allow_non_rt(probe_bin: str) -> None:
+    """An unprivileged user measures with --allow-non-rt: memory is still locked, so the
+    soft source's generator thread must have a small stack (pthread's default 8 MiB
+    cannot be locked within the user's RLIMIT_MEMLOCK: arming failed with EAGAIN)."""
+    if not os.access(probe_bin, os.X_OK) or os.stat(probe_bin).st_mode & 0o001 == 0:
+        pytest.skip("probe binary not executable by others")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        probe_bin, "event", "--source", "soft", "--rate", "1000", "--count",
+                        "100", "--allow-non-rt"],
+                       capture_output=True, text=True, timeout=30, check=False, cwd="/",
+                       preexec_fn=_as_nobody_with_user_memlock)
+    if r.returncode == 126 or "Permission denied" in r.stderr:
+        pytest.skip("nobody cannot reach the probe binary: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    assert "cannot arm" not in r.stderr
+    recs = parse_lines(r.stdout)
+    validate_all(recs)
+    check_order(recs)
+    eff = recs[0]["effective"]
+    assert eff["mlock"]["locked"] is True
+    assert eff["rt_valid"] is False
+    assert any(x["type"] == "log" and x["code"] == "no_rt" for x in recs)
+    res = recs[-1]
+    assert res["status"] == "completed"
+    assert res["event"]["events"] == 100 == res["channels"][0]["samples"]
 
 
 NET_SENDER = r"""
