@@ -154,6 +154,15 @@ static void gpio_close(struct evsrc *s)
 	s->fd = -1;
 }
 
+
+const struct evsrc_ops evsrc_gpio = {
+	.name = "gpio",
+	.open = gpio_open,
+	.arm = gpio_arm,
+	.wait = gpio_wait,
+	.close = gpio_close,
+};
+
 #else /* no GPIO v2 uAPI in the headers of this build */
 
 size_t gpio_event_size(void)
@@ -171,33 +180,9 @@ int gpio_decode(struct gpio_state *st, const void *buf, size_t len, struct ev_ev
 static int gpio_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
 	(void)s, (void)cfg;
-	snprintf(err, len, "this build's kernel headers have no GPIO v2 character device uAPI");
-	return -EOPNOTSUPP;
+	return evsrc_unsupported_open(err, len, "GPIO v2 character device uAPI");
 }
 
-static int gpio_arm(struct evsrc *s)
-{
-	(void)s;
-	return -EOPNOTSUPP;
-}
-
-static int gpio_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
-{
-	(void)s, (void)deadline, (void)ev;
-	return -EOPNOTSUPP;
-}
-
-static void gpio_close(struct evsrc *s)
-{
-	(void)s;
-}
+const struct evsrc_ops evsrc_gpio = EVSRC_UNSUPPORTED_OPS("gpio", gpio_open);
 
 #endif
-
-const struct evsrc_ops evsrc_gpio = {
-	.name = "gpio",
-	.open = gpio_open,
-	.arm = gpio_arm,
-	.wait = gpio_wait,
-	.close = gpio_close,
-};

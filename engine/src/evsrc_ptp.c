@@ -149,6 +149,15 @@ static void ptp_close(struct evsrc *s)
 	s->fd = -1;
 }
 
+
+const struct evsrc_ops evsrc_ptp = {
+	.name = "ptp",
+	.open = ptp_open,
+	.arm = ptp_arm,
+	.wait = ptp_wait,
+	.close = ptp_close,
+};
+
 #else
 
 size_t ptp_event_size(void)
@@ -166,33 +175,9 @@ int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_even
 static int ptp_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
 	(void)s, (void)cfg;
-	snprintf(err, len, "this build's kernel headers have no PTP clock uAPI");
-	return -EOPNOTSUPP;
+	return evsrc_unsupported_open(err, len, "PTP clock uAPI");
 }
 
-static int ptp_arm(struct evsrc *s)
-{
-	(void)s;
-	return -EOPNOTSUPP;
-}
-
-static int ptp_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
-{
-	(void)s, (void)deadline, (void)ev;
-	return -EOPNOTSUPP;
-}
-
-static void ptp_close(struct evsrc *s)
-{
-	(void)s;
-}
+const struct evsrc_ops evsrc_ptp = EVSRC_UNSUPPORTED_OPS("ptp", ptp_open);
 
 #endif
-
-const struct evsrc_ops evsrc_ptp = {
-	.name = "ptp",
-	.open = ptp_open,
-	.arm = ptp_arm,
-	.wait = ptp_wait,
-	.close = ptp_close,
-};

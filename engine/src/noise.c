@@ -481,16 +481,10 @@ static void noise_outcome(void *p, bool interrupted, struct reporter_outcome *o,
 	struct noise_ctx *ctx = p;
 	(void)err;
 	(void)errlen;
-	if (atomic_load(&ctx->thr_taken)) {
-		o->status = "threshold";
-		o->exit_code = RL_EXIT_THRESHOLD;
-		o->threshold_hit = true;
-		o->thr_chan = ctx->thr_chan;
-		o->thr_latency_ns = ctx->thr_gap;
-		o->thr_at_ns = ctx->thr_at;
-	} else {
+	if (atomic_load(&ctx->thr_taken))
+		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_gap, ctx->thr_at);
+	else
 		reporter_outcome_stopped(o, interrupted, NULL);
-	}
 }
 
 static void noise_fini(void *p)

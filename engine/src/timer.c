@@ -341,16 +341,10 @@ static void timer_outcome(void *p, bool interrupted, struct reporter_outcome *o,
 		if (ctx->threads[i].run_err)
 			snprintf(err, errlen, "clock_nanosleep on %s: %s", ctx->chans[i]->name,
 				 strerror(ctx->threads[i].run_err));
-	if (atomic_load(&ctx->thr_taken)) {
-		o->status = "threshold";
-		o->exit_code = RL_EXIT_THRESHOLD;
-		o->threshold_hit = true;
-		o->thr_chan = ctx->thr_chan;
-		o->thr_latency_ns = ctx->thr_latency;
-		o->thr_at_ns = ctx->thr_at;
-	} else {
+	if (atomic_load(&ctx->thr_taken))
+		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_latency, ctx->thr_at);
+	else
 		reporter_outcome_stopped(o, interrupted, err);
-	}
 }
 
 static void timer_fini(void *p)

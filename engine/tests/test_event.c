@@ -179,9 +179,25 @@ static void test_pps(void)
 }
 #endif
 
+/* A source the build has no uAPI for: opening it says which, every operation refuses. */
+static void test_unsupported(void)
+{
+	static const struct evsrc_ops none = EVSRC_UNSUPPORTED_OPS("none", NULL);
+	char err[128] = "";
+	CHECK(evsrc_unsupported_open(err, sizeof(err), "PPS uAPI") == -EOPNOTSUPP);
+	CHECK(strcmp(err, "this build's kernel headers have no PPS uAPI") == 0);
+	struct evsrc s = { .ops = &none, .fd = -1 };
+	struct ev_event ev;
+	CHECK(none.arm(&s) == -EOPNOTSUPP);
+	CHECK(none.wait(&s, 0, &ev) == -EOPNOTSUPP);
+	none.close(&s);
+	CHECK(s.fd == -1);
+}
+
 int main(void)
 {
 	test_brackets();
+	test_unsupported();
 #ifdef GPIO_V2_GET_LINE_IOCTL
 	test_gpio();
 #endif
