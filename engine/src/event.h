@@ -73,7 +73,13 @@ struct evsrc {
 extern const struct evsrc_ops evsrc_soft, evsrc_net, evsrc_gpio, evsrc_ptp, evsrc_pps;
 
 /*
- * A source whose kernel uAPI this build's headers lack (evsrc_unsupported.c): its open
+ * Wait until fd is readable or CLOCK_MONOTONIC reaches deadline (ns), through signals:
+ * 1 readable, 0 deadline passed, -errno (evsrc.c).
+ */
+int evsrc_poll(int fd, uint64_t deadline);
+
+/*
+ * A source whose kernel uAPI this build's headers lack (evsrc.c): its open
  * says so ("this build's kernel headers have no <uapi>") and fails with -EOPNOTSUPP
  * (the probe is skipped); arm and wait answer -EOPNOTSUPP, close does nothing.
  */

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -124,15 +123,9 @@ static int gpio_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct gpio_priv *p = s->priv;
 	while (p->next >= p->n) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(s->fd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		struct gpio_v2_line_event raw[16];
 		ssize_t got = read(s->fd, raw, sizeof(raw));
 		if (got < 0)
@@ -153,7 +146,6 @@ static void gpio_close(struct evsrc *s)
 		close(s->fd);
 	s->fd = -1;
 }
-
 
 const struct evsrc_ops evsrc_gpio = {
 	.name = "gpio",

@@ -108,7 +108,6 @@ static void pps_close(struct evsrc *s)
 	s->fd = -1;
 }
 
-
 const struct evsrc_ops evsrc_pps = {
 	.name = "pps",
 	.open = pps_open,

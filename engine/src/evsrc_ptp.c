@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -109,15 +108,9 @@ static int ptp_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct ptp_priv *p = s->priv;
 	while (p->next >= p->n) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(s->fd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		struct ptp_extts_event raw[8];
 		ssize_t got = read(s->fd, raw, sizeof(raw));
 		if (got < 0)
@@ -148,7 +141,6 @@ static void ptp_close(struct evsrc *s)
 	close(s->fd);
 	s->fd = -1;
 }
-
 
 const struct evsrc_ops evsrc_ptp = {
 	.name = "ptp",

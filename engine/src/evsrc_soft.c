@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -110,15 +109,9 @@ static int soft_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct soft_priv *p = s->priv;
 	for (;;) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = p->pipe_rd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(p->pipe_rd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		uint64_t cap;
 		ssize_t got = read(p->pipe_rd, &cap, sizeof(cap));
 		if (got == (ssize_t)sizeof(cap)) {

@@ -1,9 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* The event sources a build has no kernel uAPI for (event.h). */
+/* What the event sources share (event.h): the wait for a readable descriptor, and the
+ * operations of a source a build has no kernel uAPI for. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 
 #include "event.h"
+
+int evsrc_poll(int fd, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return 0;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0)
+			return 1;
+	}
+}
 
 int evsrc_unsupported_open(char *err, size_t len, const char *uapi)
 {
