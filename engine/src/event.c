@@ -63,14 +63,11 @@ static const struct opt_def ev_opts[O_N] = {
 	[O_COUNT_EV] = { "count", OPT_INT, "N", "stop after N events", 1, INT64_MAX / 2, NULL,
 			 NULL, "until --duration or SIGINT/SIGTERM" },
 	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpus" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU other than --cpus"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
-			     NULL, "false", NULL },
+	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 

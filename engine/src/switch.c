@@ -88,14 +88,11 @@ static const struct opt_def switch_opts[O_COUNT] = {
 		       "exit 3 (status check_failed) when the order or PI check fails", 0, 0, NULL,
 		       "false", NULL },
 	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU not used, else unpinned" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not used, else unpinned"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
-			     NULL, "false", NULL },
+	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
