@@ -6,8 +6,6 @@ namespace the test creates). GPIO/PTP/PPS need hardware: their decoders are unit
 
 from __future__ import annotations
 
-import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from .helpers import (
     hist_count,
     parse_lines,
     read_line_raw,
+    run_as_nobody,
     run_probe,
     validate_all,
 )
@@ -44,27 +43,12 @@ def test_soft_source(probe_bin: str) -> None:
     assert clk["source_domain"] == "monotonic" and clk["offset_ns"] == 0
 
 
-# the usual RLIMIT_MEMLOCK of an unprivileged user (8 MiB): what mlockall(MCL_FUTURE) may lock
-USER_MEMLOCK = 8 << 20
-
-
-def _as_nobody_with_user_memlock() -> None:
-    resource.setrlimit(resource.RLIMIT_MEMLOCK, (USER_MEMLOCK, USER_MEMLOCK))
-
-
 def test_soft_source_unprivileged_allow_non_rt(probe_bin: str) -> None:
     """An unprivileged user measures with --allow-non-rt: memory is still locked, so the
     soft source's generator thread must have a small stack (pthread's default 8 MiB
     cannot be locked within the user's RLIMIT_MEMLOCK: arming failed with EAGAIN)."""
-    if not os.access(probe_bin, os.X_OK) or os.stat(probe_bin).st_mode & 0o001 == 0:
-        pytest.skip("probe binary not executable by others")
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        probe_bin, "event", "--source", "soft", "--rate", "1000", "--count",
-                        "100", "--allow-non-rt"],
-                       capture_output=True, text=True, timeout=30, check=False, cwd="/",
-                       preexec_fn=_as_nobody_with_user_memlock)
-    if r.returncode == 126 or "Permission denied" in r.stderr:
-        pytest.skip("nobody cannot reach the probe binary: " + r.stderr.strip())
+    r = run_as_nobody(probe_bin, "event", "--source", "soft", "--rate", "1000", "--count",
+                      "100", "--allow-non-rt")
     assert r.returncode == 0, r.stderr
     assert "cannot arm" not in r.stderr
     recs = parse_lines(r.stdout)
