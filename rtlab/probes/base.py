@@ -64,7 +64,7 @@ class TwoEnded:
     token_option: str = "session"
     # options the host itself acts on (the other end is set up alike) and their allowed
     # values: checked by the host when a scenario is loaded; the engine checks the rest
-    host_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    host_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def measures(self, options: Mapping[str, Any]) -> bool:
         """Do these options run the measuring end (the one that needs the other)?"""
