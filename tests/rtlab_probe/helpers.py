@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import struct
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jsonschema
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "docs" / "schema" / "engine-v1.schema.json"
@@ -62,6 +64,28 @@ def run_probe(
     return subprocess.run(
         [probe, *args], capture_output=True, text=True, timeout=timeout, check=False, **kw
     )
+
+
+# the usual RLIMIT_MEMLOCK of an unprivileged user (8 MiB): what mlockall(MCL_FUTURE) may lock
+USER_MEMLOCK = 8 << 20
+
+
+def _user_memlock() -> None:
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (USER_MEMLOCK, USER_MEMLOCK))
+
+
+def run_as_nobody(probe: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """The probe run as the unprivileged user nobody, with a user's RLIMIT_MEMLOCK (memory
+    is still locked: every thread must have a stack that fits). Skips the test when
+    nobody cannot run the binary."""
+    if not os.access(probe, os.X_OK) or os.stat(probe).st_mode & 0o001 == 0:
+        pytest.skip("probe binary not executable by others")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", probe,
+                        *args], capture_output=True, text=True, timeout=timeout, check=False,
+                       cwd="/", preexec_fn=_user_memlock)
+    if r.returncode == 126 or "Permission denied" in r.stderr:
+        pytest.skip("nobody cannot reach the probe binary: " + r.stderr.strip())
+    return r
 
 
 def read_line_raw(p: subprocess.Popen) -> str:

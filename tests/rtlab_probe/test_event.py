@@ -19,6 +19,7 @@ from .helpers import (
     hist_count,
     parse_lines,
     read_line_raw,
+    run_as_nobody,
     run_probe,
     validate_all,
 )
@@ -41,6 +42,26 @@ def test_soft_source(probe_bin: str) -> None:
     assert 0 < ch["min_ns"] <= ch["max_ns"] < 10**9
     clk = res["event"]["clock"]
     assert clk["source_domain"] == "monotonic" and clk["offset_ns"] == 0
+
+
+def test_soft_source_unprivileged_allow_non_rt(probe_bin: str) -> None:
+    """An unprivileged user measures with --allow-non-rt: memory is still locked, so the
+    soft source's generator thread must have a small stack (pthread's default 8 MiB
+    cannot be locked within the user's RLIMIT_MEMLOCK: arming failed with EAGAIN)."""
+    r = run_as_nobody(probe_bin, "event", "--source", "soft", "--rate", "1000", "--count",
+                      "100", "--allow-non-rt")
+    assert r.returncode == 0, r.stderr
+    assert "cannot arm" not in r.stderr
+    recs = parse_lines(r.stdout)
+    validate_all(recs)
+    check_order(recs)
+    eff = recs[0]["effective"]
+    assert eff["mlock"]["locked"] is True
+    assert eff["rt_valid"] is False
+    assert any(x["type"] == "log" and x["code"] == "no_rt" for x in recs)
+    res = recs[-1]
+    assert res["status"] == "completed"
+    assert res["event"]["events"] == 100 == res["channels"][0]["samples"]
 
 
 NET_SENDER = r"""

@@ -16,7 +16,7 @@ import pytest
 
 from rtlab.probes.interfere import summarize_amdahl, summarize_pairs, summarize_sharing
 
-from .helpers import check_order, parse_lines, run_probe, validate_all
+from .helpers import check_order, parse_lines, run_as_nobody, run_probe, validate_all
 
 pytestmark = pytest.mark.usefixtures("require_root")
 
@@ -92,6 +92,24 @@ def test_pairs_classes_from_sysfs(probe_bin: str) -> None:
     logs = [x for x in recs if x["type"] == "log" and x["code"] == "pair_class_missing"]
     assert len(logs) == len(missing)
     assert all(r.ratio > 0 for r in rows)
+
+
+def test_unprivileged_allow_non_rt_runs(probe_bin: str) -> None:
+    """As an unprivileged user with --allow-non-rt memory is still locked: the coordinator
+    and the workers must have stacks that a user's RLIMIT_MEMLOCK can lock (the
+    coordinator once had pthread's default 8 MiB and failed after the header)."""
+    a, b = _two_cpus()
+    r = run_as_nobody(probe_bin, "interfere", "--mode", "amdahl", "--cpus", f"{a},{b}",
+                      "--repeats", "1", "--run-length", "1ms", "--policy", "rr",
+                      "--allow-non-rt")
+    assert r.returncode == 0, r.stderr
+    recs = parse_lines(r.stdout)
+    validate_all(recs)
+    check_order(recs)
+    eff = recs[0]["effective"]
+    assert eff["mlock"]["locked"] is True and eff["rt_valid"] is False
+    assert any(x["type"] == "log" and x["code"] == "no_rt" for x in recs)
+    assert recs[-1]["status"] == "completed"
 
 
 def test_usage_errors(probe_bin: str) -> None:
