@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 
 from rtlab.results.store import Store
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 @pytest.fixture
 def env(probe_bin: str, tmp_path: Path) -> dict[str, str]:
-    return dict(os.environ, RTLAB_PROBE=probe_bin, PYTHONPATH=str(ROOT),
+    return dict(os.environ, RTLAB_PROBE=probe_bin, PYTHONPATH=str(REPO),
                 XDG_DATA_HOME=str(tmp_path / "xdg"))
 
 
