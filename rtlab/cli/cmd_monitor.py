@@ -67,9 +67,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _options(args: argparse.Namespace) -> tuple[list[str], float, float | None, float]:
+def _options(args: argparse.Namespace
+             ) -> tuple[list[str], float, float | None, float, list[int] | None]:
     engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
               "--policy", "fifo"]
+    cpus = None
     parse_duration(args.interval, "--interval")
     if args.cpus is not None:
         try:
@@ -92,13 +94,13 @@ def _options(args: argparse.Namespace) -> tuple[list[str], float, float | None, 
     watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
     if watchdog_s < 2:
         raise UsageError("--watchdog must be at least 2s (the engine reports every second)")
-    return engine, segment_s, duration_s, watchdog_s
+    return engine, segment_s, duration_s, watchdog_s, cpus
 
 
 def run(args: argparse.Namespace) -> int:
     from rtlab.monitor.service import LOCAL, Monitor, MonitorOptions
 
-    engine, segment_s, duration_s, watchdog_s = _options(args)
+    engine, segment_s, duration_s, watchdog_s, cpus = _options(args)
     listen = None
     if args.listen:
         from rtlab.monitor.http import parse_listen
@@ -113,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
     opts = MonitorOptions(targets=targets, engine_args=engine, state_dir=state_dir,
                           store=args.store, segment_s=segment_s, duration_s=duration_s,
-                          watchdog_s=watchdog_s, engine_dir=args.engine_dir, on_event=say)
+                          watchdog_s=watchdog_s, engine_dir=args.engine_dir,
+                          measured_cpus=cpus, on_event=say)
     mon = Monitor(opts)
     server = None
     try:

@@ -19,6 +19,7 @@ stored as a partial run: nothing counted twice, nothing lost.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -54,6 +55,8 @@ class MonitorOptions:
     watchdog_s: float = 15.0
     store_retry_s: float = 10.0
     engine_dir: str | None = None
+    # CPUs measured on this machine: the monitor itself keeps off them (None: all)
+    measured_cpus: list[int] | None = None
     on_event: Callable[[str], None] = field(default=lambda _m: None)
 
     def as_json(self) -> dict[str, Any]:
@@ -123,6 +126,7 @@ class Monitor:
     def run(self) -> int:
         """Watch until `stop()` or --duration; the exit code."""
         assert self.cp is not None, "prepare() first"
+        self._keep_off_measured_cpus()
         t_end = (time.monotonic() + self.opts.duration_s
                  if self.opts.duration_s is not None else None)
         writer = threading.Thread(target=self._store_loop, name="rtlab-store", daemon=True)
@@ -155,6 +159,15 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _keep_off_measured_cpus(self) -> None:
+        """On this machine the monitor's own threads (parsing, checkpoints, the store,
+        the exporter) run on the CPUs not measured, as the engine's reporter does."""
+        if LOCAL not in self.opts.targets or not self.opts.measured_cpus:
+            return
+        others = os.sched_getaffinity(0) - set(self.opts.measured_cpus)
+        if others:
+            os.sched_setaffinity(0, others)
 
     def pending_count(self) -> int:
         with self._lock:
