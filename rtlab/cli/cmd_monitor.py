@@ -39,6 +39,10 @@ def register(sub: Any) -> None:
                    "for several boards); `local` or none: this machine")
     p.add_argument("--engine-dir", metavar="DIR", default=None,
                    help="where the engine is kept on the boards (default /tmp/rtlab.UID)")
+    p.add_argument("--probe", choices=("timer", "noise"), default="timer",
+                   help="timer: wake-up latency of a SCHED_FIFO thread (default); noise: "
+                   "OS noise seen by a thread that spins on each CPU (it takes the whole "
+                   "CPU: for CPUs reserved to a polling workload)")
     p.add_argument("--cpus", metavar="LIST", help="CPUs to measure (default: all online)")
     p.add_argument("--interval", default=DEFAULT_INTERVAL, metavar="DUR",
                    help=f"wake-up period (default {DEFAULT_INTERVAL}: a modest rate for "
@@ -69,8 +73,11 @@ def register(sub: Any) -> None:
 
 def _options(args: argparse.Namespace
              ) -> tuple[list[str], float, float | None, float, list[int] | None]:
-    engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
-              "--policy", "fifo"]
+    if args.probe == "timer":
+        engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
+                  "--policy", "fifo"]
+    else:
+        engine = ["noise"]
     cpus = None
     parse_duration(args.interval, "--interval")
     if args.cpus is not None:

@@ -207,3 +207,16 @@ def test_an_offline_cpu_is_a_usage_error(require_root: None, env: dict[str, str]
                        timeout=60)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "1000" in r.stderr.strip().splitlines()[-1]
+
+
+def test_the_noise_probe_can_be_monitored(require_root: None, env: dict[str, str],
+                                          tmp_path: Path) -> None:
+    state, store = tmp_path / "state", tmp_path / "store.db"
+    r = subprocess.run(monitor_cmd(state, store, "--probe", "noise", "--segment", "2s",
+                                   "--duration", "3s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    samples, missed, runs = stored_totals(store)
+    assert {x.probe for x in runs} == {"noise"} and len(runs) == 2
+    assert samples == totals(state)[0] and samples > 0
+    assert {c["probe"] for c in checkpoint(state)["channels"]} == {"noise"}
