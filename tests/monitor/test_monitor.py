@@ -216,7 +216,7 @@ def test_the_noise_probe_can_be_monitored(require_root: None, env: dict[str, str
                                    "--duration", "3s"),
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    samples, missed, runs = stored_totals(store)
+    samples, _, runs = stored_totals(store)
     assert {x.probe for x in runs} == {"noise"} and len(runs) == 2
     assert samples == totals(state)[0] and samples > 0
     assert {c["probe"] for c in checkpoint(state)["channels"]} == {"noise"}
