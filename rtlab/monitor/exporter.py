@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
+import numpy as np
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -42,42 +43,41 @@ CHANNEL_LABELS = ("board", "cpu", "probe")
 
 
 @lru_cache(maxsize=8)
-def _slot_table(sub_bits: int) -> tuple[int, ...]:
-    """For every fine bucket index: the slot (index into BOUNDS_NS, len = +Inf) of the
-    first bound >= the bucket's largest integer."""
-    slots = []
-    slot = 0
+def _slot_table(sub_bits: int) -> np.ndarray:
+    """For every fine bucket index: the slot (index into BOUNDS_NS; len(BOUNDS_NS) is
+    +Inf) of the first bound >= the largest integer the bucket holds."""
+    his = []
     for index in range(bucket_count(sub_bits)):
         lo, width = bucket_bounds(index, sub_bits)
-        hi = lo + width - 1
-        while slot < len(BOUNDS_NS) and BOUNDS_NS[slot] < hi:
-            slot += 1
-        slots.append(slot)
-    return tuple(slots)
+        his.append(lo + width - 1)
+    table = np.searchsorted(np.array(BOUNDS_NS, dtype=np.uint64),
+                            np.array(his, dtype=np.uint64), side="left")
+    table.flags.writeable = False
+    return table
 
 
 def rebin(buckets: dict[int, int], sub_bits: int) -> list[int]:
     """Per-slot (not cumulative) counts of a fine histogram: len(BOUNDS_NS) + 1 slots,
     the last one +Inf."""
-    table = _slot_table(sub_bits)
-    counts = [0] * (len(BOUNDS_NS) + 1)
-    for index, n in buckets.items():
-        counts[table[index]] += n
-    return counts
+    out = np.zeros(len(BOUNDS_NS) + 1, dtype=np.uint64)
+    if buckets:
+        n = len(buckets)
+        index = np.fromiter(buckets.keys(), dtype=np.int64, count=n)
+        counts = np.fromiter(buckets.values(), dtype=np.uint64, count=n)
+        np.add.at(out, _slot_table(sub_bits)[index], counts)
+    return [int(x) for x in out]
 
 
 def cumulative_buckets(ch: ChannelLive) -> list[tuple[str, float]]:
     """The `(le, cumulative count)` pairs of one channel, ending with +Inf == the count
     (the samples; the histogram's total if it were ever larger, so the buckets stay
     monotonic — the watchers add both from one snapshot, so they are equal)."""
-    per_slot = rebin(ch.buckets, ch.sub_bits)
     out: list[tuple[str, float]] = []
     total = 0
-    for le, n in zip(_LE[:-1], per_slot[:-1], strict=True):
+    for le, n in zip(_LE, rebin(ch.buckets, ch.sub_bits), strict=True):
         total += n
         out.append((le, total))
-    total += per_slot[-1]
-    out.append(("+Inf", max(total, ch.samples)))
+    out[-1] = ("+Inf", max(total, ch.samples))
     return out
 
 
