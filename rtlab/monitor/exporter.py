@@ -69,15 +69,15 @@ def rebin(buckets: dict[int, int], sub_bits: int) -> list[int]:
 
 
 def cumulative_buckets(ch: ChannelLive) -> list[tuple[str, float]]:
-    """The `(le, cumulative count)` pairs of one channel, ending with +Inf == the count
-    (the samples; the histogram's total if it were ever larger, so the buckets stay
-    monotonic — the watchers add both from one snapshot, so they are equal)."""
+    """The `(le, cumulative count)` pairs of one channel, ending with +Inf: the
+    histogram's total, which Prometheus takes as `_count`. (It equals `ch.samples`: the
+    watchers add both from the same snapshots. Were they ever to differ, the histogram
+    stays consistent with itself rather than invent samples in +Inf.)"""
     out: list[tuple[str, float]] = []
     total = 0
     for le, n in zip(_LE, rebin(ch.buckets, ch.sub_bits), strict=True):
         total += n
         out.append((le, total))
-    out[-1] = ("+Inf", max(total, ch.samples))
     return out
 
 

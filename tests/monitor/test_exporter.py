@@ -361,6 +361,22 @@ def test_concurrent_scrapes_while_the_watchers_write(server, live):
     assert not errors, errors[0]
 
 
+def test_stalled_scrapers_block_neither_scrapes_nor_watchers(server, live):
+    host, port = server.address
+    with socket.create_connection((host, port)) as stalled, \
+            socket.create_connection((host, port)) as lazy:
+        stalled.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # headers never end
+        lazy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        lazy.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # asks, then never reads
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        feed(live, "rpi4", "cpu2", 2, [123_456])
+        s = scrape(server)
+        assert time.monotonic() - t0 < 5
+        assert s[("rtlab_latency_max_seconds", lab("rpi4", "2"))] == 10.0
+        assert s[("rtlab_samples_total", lab("rpi4", "2"))] == 6
+
+
 # --listen -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "want"), [
     ("127.0.0.1:9477", ("127.0.0.1", 9477)),
