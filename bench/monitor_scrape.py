@@ -5,7 +5,8 @@
 Builds a `LiveState` of B boards x 64 CPUs whose fine histograms come from a lognormal
 latency sample per CPU (a few hundred non-empty log-linear buckets each, as a day of a
 busy board gives), serves it with `MetricsServer` on 127.0.0.1 and times N scrapes end
-to end over HTTP (request sent to body read), and the body size (plain and gzip).
+to end over HTTP (request sent to body read), the same collection and text encoding
+without HTTP, and the body size (plain and gzip).
 
 Peer: the same series from the client library's own `Histogram` (same bounds and
 labels) served by its `start_http_server`, timed the same way: what a scrape costs
@@ -27,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, generate_latest, start_http_server
 
-from rtlab.monitor.exporter import BOUNDS_NS
+from rtlab.monitor.exporter import BOUNDS_NS, make_registry
 from rtlab.monitor.http import MetricsServer
 from rtlab.monitor.live import LiveState
 from rtlab.results.histogram import index_array
@@ -99,9 +100,21 @@ def time_scrapes(url: str, n: int, gzip_too: bool = True) -> tuple[list[float], 
     return times, size, zsize
 
 
-def row(label: str, series: int, times: list[float], size: int, zsize: int) -> str:
+def time_encode(registry: CollectorRegistry, n: int) -> list[float]:
+    """Wall times (ms) of n collections + text encodings, without HTTP."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        generate_latest(registry)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def row(label: str, series: int, times: list[float], size: int, zsize: int,
+        encode: list[float]) -> str:
     return (f"| {label} | {series} | {min(times):.1f} | {statistics.median(times):.1f} | "
-            f"{max(times):.1f} | {size / 1024:.0f} KiB | {zsize / 1024:.0f} KiB |")
+            f"{max(times):.1f} | {statistics.median(encode):.1f} | {size / 1024:.0f} KiB | "
+            f"{zsize / 1024:.0f} KiB |")
 
 
 def bench_case(boards: int, cpus: int, scrapes: int) -> list[str]:
@@ -110,10 +123,12 @@ def bench_case(boards: int, cpus: int, scrapes: int) -> list[str]:
     with MetricsServer(live, "127.0.0.1", 0) as srv:
         time_scrapes(srv.url, 3, gzip_too=False)  # warm up (imports, caches)
         times, size, zsize = time_scrapes(srv.url, scrapes)
+    encode = time_encode(make_registry(live.view), scrapes)
     out = [row(f"rtlab, {boards} x {cpus} CPUs ({fine:.0f} fine buckets/CPU)", series,
-               times, size, zsize)]
-    server, _thread = start_http_server(0, addr="127.0.0.1",
-                                       registry=build_peer(boards, cpus))
+               times, size, zsize, encode)]
+    peer = build_peer(boards, cpus)
+    encode = time_encode(peer, scrapes)
+    server, _thread = start_http_server(0, addr="127.0.0.1", registry=peer)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
         time_scrapes(url, 3, gzip_too=False)
@@ -121,7 +136,8 @@ def bench_case(boards: int, cpus: int, scrapes: int) -> list[str]:
     finally:
         server.shutdown()
         server.server_close()
-    out.append(row(f"peer: client Histogram, {boards} x {cpus}", series, times, size, zsize))
+    out.append(row(f"peer: client Histogram, {boards} x {cpus}", series, times, size, zsize,
+                   encode))
     return out
 
 
@@ -131,8 +147,9 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, default=64)
     ap.add_argument("--scrapes", type=int, default=50)
     args = ap.parse_args()
-    lines = ["| case | series | min ms | median ms | max ms | body | gzip body |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| case | series | scrape min ms | median ms | max ms | encode only, median ms "
+             "| body | gzip body |",
+             "|---|---|---|---|---|---|---|---|"]
     for boards in args.boards:
         lines += bench_case(boards, args.cpus, args.scrapes)
     print("\n".join(lines))
