@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """What a run on a board costs beside the same run locally (root).
 
-The board is tests/boards/nsboard.py's namespace board: dropbear listening in a
+The board is tests/netns_boards/nsboard.py's namespace board: dropbear listening in a
 network namespace on this machine, reached with the OpenSSH client through an
 ssh_config file ($RTLAB_SSH_CONFIG), like the board tests. It shares this
 machine's kernel and CPUs, so what is measured is the SSH path (connection,
@@ -55,10 +55,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests" / "boards"))
+sys.path.insert(0, str(REPO))
 
 from benchlib import default_probe  # noqa: E402
-from nsboard import NsBoard, available, ns_board  # noqa: E402
+
+from tests.netns_boards.nsboard import NsBoard, available, ns_board  # noqa: E402
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 RT_POLICIES = {1, 2, 6}  # SCHED_FIFO, SCHED_RR, SCHED_DEADLINE

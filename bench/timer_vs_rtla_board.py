@@ -67,15 +67,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
-
-from lab.boards import Board, BoardError, LabUnavailable  # noqa: E402
 
 from rtlab.results.histogram import LogLinHistogram  # noqa: E402
 from rtlab.results.model import Channel, RunResult  # noqa: E402
 from rtlab.results.store import Store  # noqa: E402
 from rtlab.results.summary import mean, percentile  # noqa: E402
+from tests.lab.boards import Board, BoardError, LabUnavailable  # noqa: E402
 
 PCTS = (50.0, 99.0, 99.9)
 STATS = ("samples", "min", "p50", "p99", "p99.9", "max")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Run every test: ruff, the engine's C unit tests in a sanitizer build, then pytest
-# (unit, host, engine end-to-end and real-system tests; root-only tests skip with a
-# reason when not root).
+# (each layer's tests, the engine end to end, the board suites and real-system tests;
+# root-only tests skip with a reason when not root; tests/README.md has the layout).
+# Arguments go to pytest: scripts/test.sh tests/results runs one layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}

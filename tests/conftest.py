@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.env import write_wrapper
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,10 +96,7 @@ def fake_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_path: Path
 ) -> Callable[..., Path]:
     """fake_probe(mode, **env) -> wrapper path; RTLAB_PROBE points at the fake engine
-    (tests/host/fake_probe.py)."""
-    sys.path.insert(0, str(ROOT / "tests" / "host"))
-    from host_helpers import write_wrapper
-
+    (tests/support/fake_probe.py)."""
     wrapper = write_wrapper(tmp_path)
     monkeypatch.setenv("RTLAB_PROBE", str(wrapper))
 

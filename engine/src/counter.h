@@ -203,4 +203,14 @@ static inline const char *counter_kind_name(enum counter_kind k)
 	return k == COUNTER_TSC ? "tsc" : k == COUNTER_CNTVCT ? "cntvct" : "monotonic";
 }
 
+struct jsonw;
+
+/*
+ * The header's `effective.counter` object of a probe that spins on the counter:
+ * {"kind", "why" (why the hardware counter is or is not used; "" when NULL),
+ * "ps_per_tick"} and, with_calibration, "calibration_ns" (counter.c).
+ */
+void counter_write_effective(struct jsonw *w, const struct counter *c, const char *why,
+			     bool with_calibration);
+
 #endif

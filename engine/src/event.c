@@ -63,14 +63,11 @@ static const struct opt_def ev_opts[O_N] = {
 	[O_COUNT_EV] = { "count", OPT_INT, "N", "stop after N events", 1, INT64_MAX / 2, NULL,
 			 NULL, "until --duration or SIGINT/SIGTERM" },
 	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU other than --cpus" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU other than --cpus"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
-			     NULL, "false", NULL },
+	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
@@ -189,14 +186,8 @@ static void ev_write_config(const void *p, struct jsonw *w)
 	jw_int_or_null(w, "cpu", c->cpu);
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->count)
-		jw_uint(w, "count", c->count);
-	else
-		jw_null(w, "count");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "count", c->count);
 	jw_bool(w, "mlock", c->run.mlock);
 	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);

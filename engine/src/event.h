@@ -72,6 +72,25 @@ struct evsrc {
 
 extern const struct evsrc_ops evsrc_soft, evsrc_net, evsrc_gpio, evsrc_ptp, evsrc_pps;
 
+/*
+ * Wait until fd is readable or CLOCK_MONOTONIC reaches deadline (ns), through signals:
+ * 1 readable, 0 deadline passed, -errno (evsrc.c).
+ */
+int evsrc_poll(int fd, uint64_t deadline);
+
+/*
+ * A source whose kernel uAPI this build's headers lack (evsrc.c): its open
+ * says so ("this build's kernel headers have no <uapi>") and fails with -EOPNOTSUPP
+ * (the probe is skipped); arm and wait answer -EOPNOTSUPP, close does nothing.
+ */
+int evsrc_unsupported_open(char *err, size_t len, const char *uapi);
+int evsrc_unsupported_arm(struct evsrc *s);
+int evsrc_unsupported_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev);
+void evsrc_unsupported_close(struct evsrc *s);
+#define EVSRC_UNSUPPORTED_OPS(name_, open_)                                          \
+	{ .name = (name_), .open = (open_), .arm = evsrc_unsupported_arm,             \
+	  .wait = evsrc_unsupported_wait, .close = evsrc_unsupported_close }
+
 /* ---- decoders (pure) -------------------------------------------------- */
 
 /* GPIO v2: n whole struct gpio_v2_line_event in buf; tracks line_seqno gaps. */

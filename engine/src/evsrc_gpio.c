@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -124,15 +123,9 @@ static int gpio_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct gpio_priv *p = s->priv;
 	while (p->next >= p->n) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(s->fd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		struct gpio_v2_line_event raw[16];
 		ssize_t got = read(s->fd, raw, sizeof(raw));
 		if (got < 0)
@@ -154,6 +147,14 @@ static void gpio_close(struct evsrc *s)
 	s->fd = -1;
 }
 
+const struct evsrc_ops evsrc_gpio = {
+	.name = "gpio",
+	.open = gpio_open,
+	.arm = gpio_arm,
+	.wait = gpio_wait,
+	.close = gpio_close,
+};
+
 #else /* no GPIO v2 uAPI in the headers of this build */
 
 size_t gpio_event_size(void)
@@ -171,33 +172,9 @@ int gpio_decode(struct gpio_state *st, const void *buf, size_t len, struct ev_ev
 static int gpio_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
 	(void)s, (void)cfg;
-	snprintf(err, len, "this build's kernel headers have no GPIO v2 character device uAPI");
-	return -EOPNOTSUPP;
+	return evsrc_unsupported_open(err, len, "GPIO v2 character device uAPI");
 }
 
-static int gpio_arm(struct evsrc *s)
-{
-	(void)s;
-	return -EOPNOTSUPP;
-}
-
-static int gpio_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
-{
-	(void)s, (void)deadline, (void)ev;
-	return -EOPNOTSUPP;
-}
-
-static void gpio_close(struct evsrc *s)
-{
-	(void)s;
-}
+const struct evsrc_ops evsrc_gpio = EVSRC_UNSUPPORTED_OPS("gpio", gpio_open);
 
 #endif
-
-const struct evsrc_ops evsrc_gpio = {
-	.name = "gpio",
-	.open = gpio_open,
-	.arm = gpio_arm,
-	.wait = gpio_wait,
-	.close = gpio_close,
-};

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <linux/net_tstamp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -57,15 +56,9 @@ static int net_arm(struct evsrc *s)
 static int net_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	for (;;) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(s->fd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		unsigned char b[2048];
 		char ctrl[256];
 		struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };

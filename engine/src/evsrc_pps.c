@@ -108,6 +108,14 @@ static void pps_close(struct evsrc *s)
 	s->fd = -1;
 }
 
+const struct evsrc_ops evsrc_pps = {
+	.name = "pps",
+	.open = pps_open,
+	.arm = pps_arm,
+	.wait = pps_wait,
+	.close = pps_close,
+};
+
 #else
 
 size_t pps_fdata_size(void)
@@ -124,33 +132,9 @@ int pps_decode(struct pps_state *st, const void *raw, struct ev_event *out)
 static int pps_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
 	(void)s, (void)cfg;
-	snprintf(err, len, "this build's kernel headers have no PPS uAPI");
-	return -EOPNOTSUPP;
+	return evsrc_unsupported_open(err, len, "PPS uAPI");
 }
 
-static int pps_arm(struct evsrc *s)
-{
-	(void)s;
-	return -EOPNOTSUPP;
-}
-
-static int pps_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
-{
-	(void)s, (void)deadline, (void)ev;
-	return -EOPNOTSUPP;
-}
-
-static void pps_close(struct evsrc *s)
-{
-	(void)s;
-}
+const struct evsrc_ops evsrc_pps = EVSRC_UNSUPPORTED_OPS("pps", pps_open);
 
 #endif
-
-const struct evsrc_ops evsrc_pps = {
-	.name = "pps",
-	.open = pps_open,
-	.arm = pps_arm,
-	.wait = pps_wait,
-	.close = pps_close,
-};

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -109,15 +108,9 @@ static int ptp_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct ptp_priv *p = s->priv;
 	while (p->next >= p->n) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(s->fd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		struct ptp_extts_event raw[8];
 		ssize_t got = read(s->fd, raw, sizeof(raw));
 		if (got < 0)
@@ -149,6 +142,14 @@ static void ptp_close(struct evsrc *s)
 	s->fd = -1;
 }
 
+const struct evsrc_ops evsrc_ptp = {
+	.name = "ptp",
+	.open = ptp_open,
+	.arm = ptp_arm,
+	.wait = ptp_wait,
+	.close = ptp_close,
+};
+
 #else
 
 size_t ptp_event_size(void)
@@ -166,33 +167,9 @@ int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_even
 static int ptp_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
 	(void)s, (void)cfg;
-	snprintf(err, len, "this build's kernel headers have no PTP clock uAPI");
-	return -EOPNOTSUPP;
+	return evsrc_unsupported_open(err, len, "PTP clock uAPI");
 }
 
-static int ptp_arm(struct evsrc *s)
-{
-	(void)s;
-	return -EOPNOTSUPP;
-}
-
-static int ptp_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
-{
-	(void)s, (void)deadline, (void)ev;
-	return -EOPNOTSUPP;
-}
-
-static void ptp_close(struct evsrc *s)
-{
-	(void)s;
-}
+const struct evsrc_ops evsrc_ptp = EVSRC_UNSUPPORTED_OPS("ptp", ptp_open);
 
 #endif
-
-const struct evsrc_ops evsrc_ptp = {
-	.name = "ptp",
-	.open = ptp_open,
-	.arm = ptp_arm,
-	.wait = ptp_wait,
-	.close = ptp_close,
-};

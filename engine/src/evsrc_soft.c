@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,14 +15,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "crew.h"
 #include "event.h"
 #include "rt.h"
+
+/* The generator's stack: a small one like every thread of the engine (pthread's
+ * default of 8 MiB would have to be locked by mlockall, beyond an unprivileged
+ * RLIMIT_MEMLOCK). */
+#define GENERATOR_STACK (128 * 1024)
 
 struct soft_priv {
 	int pipe_rd, pipe_wr;
 	uint64_t interval_ns;
 	int cpu, policy, priority;
-	pthread_t thread;
+	struct crew crew;	/* the generator, started as every thread is (crew.c) */
 	bool started;
 	atomic_bool stop;
 	uint64_t lost; /* writes that failed (pipe full) */
@@ -41,6 +46,8 @@ static void *generator(void *arg)
 	if (rt_set_sched_self(&req) != 0) {
 		/* the generator runs as it can; only the handler's scheduling is checked */
 	}
+	if (!crew_wait_go(&p->crew))
+		return NULL;
 	uint64_t next = rl_now_ns(CLOCK_MONOTONIC) + p->interval_ns;
 	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
 		struct timespec ts = rl_ns_to_ts(next);
@@ -89,11 +96,12 @@ static int soft_arm(struct evsrc *s)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int e = pthread_create(&p->thread, NULL, generator, p);
+	int e = crew_start(&p->crew, 1, GENERATOR_STACK, generator, p, 0);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e)
-		return -e;
+		return e;
 	p->started = true;
+	crew_go(&p->crew);
 	return 0;
 }
 
@@ -101,15 +109,9 @@ static int soft_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 {
 	struct soft_priv *p = s->priv;
 	for (;;) {
-		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = p->pipe_rd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS));
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		int r = evsrc_poll(p->pipe_rd, deadline);
 		if (r <= 0)
-			continue;
+			return r;
 		uint64_t cap;
 		ssize_t got = read(p->pipe_rd, &cap, sizeof(cap));
 		if (got == (ssize_t)sizeof(cap)) {
@@ -129,9 +131,10 @@ static void soft_close(struct evsrc *s)
 		return;
 	if (p->started) {
 		atomic_store(&p->stop, true);
-		pthread_join(p->thread, NULL);
+		crew_join(&p->crew);
 		p->started = false;
 	}
+	crew_destroy(&p->crew);
 	close(p->pipe_rd);
 	close(p->pipe_wr);
 	s->fd = -1;

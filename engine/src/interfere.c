@@ -183,10 +183,7 @@ static void ifr_extra(void *arg, struct jsonw *w, bool final)
 				jw_obj_begin(w, NULL);
 				jw_str(w, "workload", ifr_wl_names[wl]);
 				jw_str(w, "class", k < 0 ? "solo" : ifr_class_names[k]);
-				if (k < 0)
-					jw_null(w, "cpu_b");
-				else
-					jw_int(w, "cpu_b", c->cpus[ctx->pair_partner[k]]);
+				jw_int_or_null(w, "cpu_b", k < 0 ? -1 : c->cpus[ctx->pair_partner[k]]);
 				jw_uint(w, "units", ctx->units_wl[wl]);
 				jw_str(w, "channel", ctx->chans[row]->name);
 				write_raw(w, "ns", &ctx->raw[row * c->repeats], ctx->raw_count[row]);
@@ -392,11 +389,7 @@ static void ifr_write_effective(const void *p, struct jsonw *w, enum effective_p
 	const struct ifr_cfg *c = ctx->cfg;
 	if (part != EFFECTIVE_AFTER_THREADS)
 		return;
-	jw_obj_begin(w, "counter");
-	jw_str(w, "kind", counter_kind_name(ctx->cnt.kind));
-	jw_str(w, "why", ctx->why_hw ? ctx->why_hw : "");
-	jw_uint(w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
-	jw_obj_end(w);
+	counter_write_effective(w, &ctx->cnt, ctx->why_hw, false);
 	jw_obj_begin(w, "topology");
 	jw_int(w, "cpu_a", c->cpus[0]);
 	if (ctx->topo_ok) {
@@ -406,10 +399,8 @@ static void ifr_write_effective(const void *p, struct jsonw *w, enum effective_p
 	}
 	jw_obj_begin(w, "partners");
 	for (int k = 0; k < IFR_CLASS_COUNT; k++) {
-		if (ctx->pair_partner[k] >= 0)
-			jw_int(w, ifr_class_names[k], c->cpus[ctx->pair_partner[k]]);
-		else
-			jw_null(w, ifr_class_names[k]);
+		jw_int_or_null(w, ifr_class_names[k],
+			       ctx->pair_partner[k] >= 0 ? c->cpus[ctx->pair_partner[k]] : -1);
 	}
 	jw_obj_end(w);
 	jw_obj_end(w);

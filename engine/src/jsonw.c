@@ -228,6 +228,14 @@ void jw_int_or_null(struct jsonw *w, const char *key, int64_t v)
 		jw_null(w, key);
 }
 
+void jw_uint_or_null(struct jsonw *w, const char *key, uint64_t v)
+{
+	if (v)
+		jw_uint(w, key, v);
+	else
+		jw_null(w, key);
+}
+
 void jw_strf(struct jsonw *w, const char *key, const char *fmt, ...)
 {
 	char tmp[512];

@@ -50,6 +50,8 @@ void jw_int(struct jsonw *w, const char *key, int64_t v);
 /* An integer, or null when v is negative (the engine's "not set / not known"). */
 void jw_int_or_null(struct jsonw *w, const char *key, int64_t v);
 void jw_uint(struct jsonw *w, const char *key, uint64_t v);
+/* An unsigned integer, or null when v is 0 (a count or duration that was not given). */
+void jw_uint_or_null(struct jsonw *w, const char *key, uint64_t v);
 void jw_bool(struct jsonw *w, const char *key, bool v);
 void jw_null(struct jsonw *w, const char *key);
 /* A CPU set as an array of CPU numbers, ascending. */

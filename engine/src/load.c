@@ -258,10 +258,7 @@ static void write_start(struct jsonw *w, const struct load_run *r, const struct 
 		jw_cpuset(w, "cpus", &c->cpus);
 	else
 		jw_null(w, "cpus");
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_obj_end(w);
 	jw_arr_begin(w, "workers");
 	for (size_t i = 0; i < r->n; i++) {

@@ -60,9 +60,7 @@ static const struct opt_def noise_opts[O_COUNT] = {
 			 "what the loop reads: counter (TSC/cntvct), monotonic (vDSO clock_gettime)",
 			 0, 0, counter_names, "auto", NULL },
 	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL,
-			     "first online CPU not measured, else unpinned" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not measured, else unpinned"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
@@ -221,17 +219,11 @@ static void noise_write_config(const void *p, struct jsonw *w)
 	jw_arr_end(w);
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint(w, "gap_threshold_ns", c->gap_ns);
 	jw_uint(w, "record_gaps_above_ns", c->record_ns);
 	jw_uint(w, "max_gaps", c->max_gaps);
-	if (c->threshold_ns)
-		jw_uint(w, "threshold_ns", c->threshold_ns);
-	else
-		jw_null(w, "threshold_ns");
+	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
 	jw_str(w, "counter", counter_names[c->counter_idx]);
 	jw_bool(w, "mlock", c->run.mlock);
 	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
@@ -331,10 +323,7 @@ static void noise_extra(void *arg, struct jsonw *w, bool final)
 	const struct noise_cfg *c = ctx->cfg;
 	jw_obj_begin(w, "noise");
 	jw_str(w, "counter", counter_kind_name(ctx->cnt.kind));
-	if (c->throttle_ns)
-		jw_uint(w, "throttle_gap_ns", c->throttle_ns);
-	else
-		jw_null(w, "throttle_gap_ns");
+	jw_uint_or_null(w, "throttle_gap_ns", c->throttle_ns);
 	jw_arr_begin(w, "channels");
 	for (size_t i = 0; i < c->n_cpus; i++) {
 		struct noise_thread *t = &ctx->threads[i];
@@ -468,20 +457,12 @@ static void noise_write_effective(const void *p, struct jsonw *w, enum effective
 	const struct noise_cfg *c = ctx->cfg;
 	if (part != EFFECTIVE_AFTER_THREADS)
 		return;
-	jw_obj_begin(w, "counter");
-	jw_str(w, "kind", counter_kind_name(ctx->cnt.kind));
-	jw_str(w, "why", ctx->why_hw ? ctx->why_hw : "");
-	jw_uint(w, "ps_per_tick", (uint64_t)(ctx->cnt.ns_per_tick * 1000.0 + 0.5));
-	jw_uint(w, "calibration_ns", ctx->cnt.cal_span_ns);
-	jw_obj_end(w);
+	counter_write_effective(w, &ctx->cnt, ctx->why_hw, true);
 	if (c->rt_runtime_us > -2 && c->rt_period_us > -2) {
 		jw_int(w, "sched_rt_runtime_us", c->rt_runtime_us);
 		jw_int(w, "sched_rt_period_us", c->rt_period_us);
 	}
-	if (c->throttle_ns)
-		jw_uint(w, "throttle_gap_ns", c->throttle_ns);
-	else
-		jw_null(w, "throttle_gap_ns");
+	jw_uint_or_null(w, "throttle_gap_ns", c->throttle_ns);
 }
 
 static void noise_write_logs(const void *p, struct jsonw *w, int fd)
@@ -498,16 +479,10 @@ static void noise_outcome(void *p, bool interrupted, struct reporter_outcome *o,
 	struct noise_ctx *ctx = p;
 	(void)err;
 	(void)errlen;
-	if (atomic_load(&ctx->thr_taken)) {
-		o->status = "threshold";
-		o->exit_code = RL_EXIT_THRESHOLD;
-		o->threshold_hit = true;
-		o->thr_chan = ctx->thr_chan;
-		o->thr_latency_ns = ctx->thr_gap;
-		o->thr_at_ns = ctx->thr_at;
-	} else {
+	if (atomic_load(&ctx->thr_taken))
+		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_gap, ctx->thr_at);
+	else
 		reporter_outcome_stopped(o, interrupted, NULL);
-	}
 }
 
 static void noise_fini(void *p)

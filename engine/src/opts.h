@@ -104,5 +104,10 @@ int opts_one_cpu(const struct opt_value *v);
 	(int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
 #define OPT_DEF_OUTPUT { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL, NULL, \
 	"stdout" }
+#define OPT_DEF_ALLOW_NON_RT { "allow-non-rt", OPT_BOOL, NULL, \
+	"measure even without RT scheduling/mlock (rt_valid=false)", 0, 0, NULL, "false", NULL }
+/* The reporter's CPU; `when_unset` says which CPU the probe picks without it. */
+#define OPT_DEF_HOUSEKEEPING(when_unset) { "housekeeping", OPT_INT, "CPU", \
+	"CPU of the reporter thread", 0, CPU_SETSIZE - 1, NULL, NULL, when_unset }
 
 #endif

@@ -461,6 +461,17 @@ bool reporter_outcome_stopped(struct reporter_outcome *o, bool interrupted, cons
 	return false;
 }
 
+void reporter_outcome_threshold(struct reporter_outcome *o, size_t chan, uint64_t latency_ns,
+				uint64_t at_ns)
+{
+	o->status = "threshold";
+	o->exit_code = RL_EXIT_THRESHOLD;
+	o->threshold_hit = true;
+	o->thr_chan = chan;
+	o->thr_latency_ns = latency_ns;
+	o->thr_at_ns = at_ns;
+}
+
 int reporter_conclude(struct reporter *r, const struct reporter_outcome *o, int out_err,
 		      const char *probe)
 {

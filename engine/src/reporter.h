@@ -64,6 +64,11 @@ int reporter_finish(struct reporter *r, const struct reporter_outcome *o) RL_WUR
  */
 bool reporter_outcome_stopped(struct reporter_outcome *o, bool interrupted, const char *error);
 
+/* The outcome of a run that a threshold stopped: channel `chan` saw `latency_ns` at
+ * `at_ns` into the run ("threshold", exit code 3). */
+void reporter_outcome_threshold(struct reporter_outcome *o, size_t chan, uint64_t latency_ns,
+				uint64_t at_ns);
+
 /*
  * reporter_finish(), then the probe's exit code: the outcome's, or RL_EXIT_ERROR
  * with one line on stderr when the header (`out_err`) or the result could not be

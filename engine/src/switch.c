@@ -88,14 +88,11 @@ static const struct opt_def switch_opts[O_COUNT] = {
 		       "exit 3 (status check_failed) when the order or PI check fails", 0, 0, NULL,
 		       "false", NULL },
 	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL, "first online CPU not used, else unpinned" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not used, else unpinned"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
-			     NULL, "false", NULL },
+	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
@@ -267,14 +264,8 @@ static void switch_write_config(const void *p, struct jsonw *w)
 	jw_int(w, "priority", c->priority);
 	jw_int(w, "waker_priority", c->priority - 1);
 	jw_uint(w, "interval_ns", c->interval_ns);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->loops)
-		jw_uint(w, "loops", c->loops);
-	else
-		jw_null(w, "loops");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "loops", c->loops);
 	jw_bool(w, "busy", c->busy);
 	jw_bool(w, "order_check", k->order);
 	jw_int(w, "order_workers", k->order_workers);

@@ -47,14 +47,9 @@ static void write_cgroups(struct jsonw *w, int pid, int tid)
 	jw_obj_begin(w, "cgroups");
 	if (f) {
 		while (fgets(line, sizeof(line), f)) {
-			line[strcspn(line, "\n")] = '\0';
-			char *c1 = strchr(line, ':');
-			char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-			if (!c2)
-				continue;
-			*c2 = '\0';
-			const char *ctrl = c1 + 1;
-			jw_str(w, *ctrl ? ctrl : "v2", c2 + 1);
+			char *ctrl, *cg;
+			if (sf_cgroup_line(line, &ctrl, &cg) == 0)
+				jw_str(w, *ctrl ? ctrl : "v2", cg);
 		}
 		fclose(f);
 	}
@@ -279,22 +274,17 @@ static void write_cgroup_facts(struct jsonw *w)
 	if (f) {
 		char line[4096];
 		while (fgets(line, sizeof(line), f)) {
-			/* id parent maj:min root mountpoint opts [optional...] - fstype src superopts */
-			char *sep = strstr(line, " - ");
-			if (!sep)
+			struct sf_mount m;
+			if (sf_mountinfo_line(line, &m) != 0)
 				continue;
-			char mnt[512], fstype[64], src[256], sopts[1024];
-			if (sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1)
-				continue;
-			if (sscanf(sep + 3, "%63s %255s %1023s", fstype, src, sopts) != 3)
-				continue;
-			if (strcmp(fstype, "cgroup2") == 0 && !v2[0]) {
-				snprintf(v2, sizeof(v2), "%s", mnt);
-			} else if (strcmp(fstype, "cgroup") == 0 && !v1[0]) {
+			if (strcmp(m.fstype, "cgroup2") == 0 && !v2[0]) {
+				snprintf(v2, sizeof(v2), "%s", m.dir);
+			} else if (strcmp(m.fstype, "cgroup") == 0 && !v1[0]) {
 				char *save = NULL;
-				for (char *t = strtok_r(sopts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				for (char *t = strtok_r(m.opts, ",", &save); t;
+				     t = strtok_r(NULL, ",", &save))
 					if (strcmp(t, "cpuset") == 0)
-						snprintf(v1, sizeof(v1), "%s", mnt);
+						snprintf(v1, sizeof(v1), "%s", m.dir);
 			}
 		}
 		fclose(f);

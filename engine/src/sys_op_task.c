@@ -56,22 +56,20 @@ static int task_cgroup_dir(int tid, const char *dir, char *out, size_t len)
 	char line[4096], best_mnt[512] = "", best_opts[1024] = "";
 	bool best_v2 = false;
 	while (fgets(line, sizeof(line), f)) {
-		char *sep = strstr(line, " - ");
-		char mnt[512], fstype[64], src[256], sopts[1024];
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1 ||
-		    sscanf(sep + 3, "%63s %255s %1023s", fstype, src, sopts) != 3)
+		struct sf_mount m;
+		if (sf_mountinfo_line(line, &m) != 0)
 			continue;
-		if (strcmp(fstype, "cgroup") != 0 && strcmp(fstype, "cgroup2") != 0)
+		if (strcmp(m.fstype, "cgroup") != 0 && strcmp(m.fstype, "cgroup2") != 0)
 			continue;
-		size_t ml = strlen(mnt);
-		if (strncmp(dir, mnt, ml) != 0 || (dir[ml] != '/' && dir[ml] != '\0'))
+		size_t ml = strlen(m.dir);
+		if (strncmp(dir, m.dir, ml) != 0 || (dir[ml] != '/' && dir[ml] != '\0'))
 			continue;
 		if (ml > strlen(best_mnt)) {
-			snprintf(best_mnt, sizeof(best_mnt), "%s", mnt);
-			if (snprintf(best_opts, sizeof(best_opts), ",%s,", sopts) >=
+			snprintf(best_mnt, sizeof(best_mnt), "%s", m.dir);
+			if (snprintf(best_opts, sizeof(best_opts), ",%s,", m.opts) >=
 			    (int)sizeof(best_opts))
 				continue;
-			best_v2 = strcmp(fstype, "cgroup2") == 0;
+			best_v2 = strcmp(m.fstype, "cgroup2") == 0;
 		}
 	}
 	fclose(f);
@@ -84,13 +82,9 @@ static int task_cgroup_dir(int tid, const char *dir, char *out, size_t len)
 		return errno == ENOENT ? -ESRCH : -errno;
 	int r = -ENOENT;
 	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		char *c1 = strchr(line, ':');
-		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
+		char *ctrl, *rel;
+		if (sf_cgroup_line(line, &ctrl, &rel) != 0)
 			continue;
-		*c2 = '\0';
-		char *ctrl = c1 + 1;
 		bool match;
 		if (best_v2) {
 			match = *ctrl == '\0';
@@ -106,7 +100,6 @@ static int task_cgroup_dir(int tid, const char *dir, char *out, size_t len)
 			}
 		}
 		if (match) {
-			const char *rel = c2 + 1;
 			snprintf(out, len, "%s%s", best_mnt, strcmp(rel, "/") == 0 ? "" : rel);
 			r = 0;
 			break;

@@ -126,6 +126,29 @@ uint64_t sf_starttime(int tid)
 	return 0;
 }
 
+int sf_cgroup_line(char *line, char **controllers, char **path)
+{
+	line[strcspn(line, "\n")] = '\0';
+	char *c1 = strchr(line, ':');
+	char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+	if (!c2)
+		return -EINVAL;
+	*c2 = '\0';
+	*controllers = c1 + 1;
+	*path = c2 + 1;
+	return 0;
+}
+
+int sf_mountinfo_line(const char *line, struct sf_mount *m)
+{
+	const char *sep = strstr(line, " - ");
+	char src[256];
+	if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", m->dir) != 1 ||
+	    sscanf(sep + 3, "%63s %255s %1023s", m->fstype, src, m->opts) != 3)
+		return -EINVAL;
+	return 0;
+}
+
 void sf_json_str(struct jsonw *w, const char *key, const char *path)
 {
 	char buf[4096];

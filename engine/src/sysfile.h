@@ -36,6 +36,27 @@ int sf_write(const char *path, const char *value) RL_WUR;
 /* Field 22 (starttime) of /proc/TID/stat; 0 when the task does not exist. */
 uint64_t sf_starttime(int tid);
 
+/*
+ * One line of /proc/PID/cgroup, "ID:CONTROLLERS:PATH" (a trailing newline is dropped),
+ * split in place: *controllers is the comma-separated list of a v1 hierarchy or ""
+ * (the v2 line "0::"), *path the cgroup's path in its hierarchy. -EINVAL when the line
+ * has fewer than two colons.
+ */
+int sf_cgroup_line(char *line, char **controllers, char **path) RL_WUR;
+
+/* One mount of /proc/self/mountinfo: where, which file system, its super options. */
+struct sf_mount {
+	char dir[512];
+	char fstype[64];
+	char opts[1024];
+};
+
+/*
+ * One line of /proc/self/mountinfo ("ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...]
+ * - FSTYPE SOURCE SUPEROPTS"). -EINVAL when it is not such a line.
+ */
+int sf_mountinfo_line(const char *line, struct sf_mount *m) RL_WUR;
+
 /* The file's text as a string member; null when unreadable. */
 void sf_json_str(struct jsonw *w, const char *key, const char *path);
 /* The file's integer; null when unreadable or not an integer. */

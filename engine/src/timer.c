@@ -45,9 +45,7 @@ static const struct opt_def timer_opts[O_COUNT] = {
 	[O_DMA] = { "dma-latency", OPT_INT, "US",
 		    "hold /dev/cpu_dma_latency at US microseconds during the run", 0, INT32_MAX,
 		    NULL, NULL, "not touched" },
-	[O_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
-			     CPU_SETSIZE - 1, NULL, NULL,
-			     "first online CPU not measured, else unpinned" },
+	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not measured, else unpinned"),
 	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
 	[O_WINDOW] = OPT_DEF_WINDOW,
 	[O_THRESHOLD] = { "stop-threshold", OPT_DURATION, NULL,
@@ -56,9 +54,7 @@ static const struct opt_def timer_opts[O_COUNT] = {
 	[O_SAMPLES] = { "samples", OPT_STRING, "FILE", "write every sample to FILE (binary)", 0,
 			0, NULL, NULL, "none" },
 	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
-			     NULL, "false", NULL },
+	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_DL_RUNTIME] = { "dl-runtime", OPT_DURATION, NULL,
 			   "SCHED_DEADLINE runtime per period (policy deadline only)",
 			   (int64_t)NS_PER_US, (int64_t)(10 * NS_PER_SEC), NULL, "100us", NULL },
@@ -165,24 +161,15 @@ static void timer_write_config(const void *p, struct jsonw *w)
 	jw_str(w, "policy", rt_policy_names[c->policy]);
 	jw_int(w, "priority", c->priority);
 	jw_uint(w, "interval_ns", c->interval_ns);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->loops)
-		jw_uint(w, "loops", c->loops);
-	else
-		jw_null(w, "loops");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "loops", c->loops);
 	jw_str(w, "clock", clock_names[c->clock_idx]);
 	jw_bool(w, "mlock", c->run.mlock);
 	jw_int_or_null(w, "dma_latency_us", c->run.dma_us);
 	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
 	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
 	jw_uint(w, "window_ns", c->window_ns);
-	if (c->threshold_ns)
-		jw_uint(w, "threshold_ns", c->threshold_ns);
-	else
-		jw_null(w, "threshold_ns");
+	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
 	jw_str_or_null(w, "samples_file", c->run.samples);
 	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
 	if (c->policy == RT_DEADLINE)
@@ -350,16 +337,10 @@ static void timer_outcome(void *p, bool interrupted, struct reporter_outcome *o,
 		if (ctx->threads[i].run_err)
 			snprintf(err, errlen, "clock_nanosleep on %s: %s", ctx->chans[i]->name,
 				 strerror(ctx->threads[i].run_err));
-	if (atomic_load(&ctx->thr_taken)) {
-		o->status = "threshold";
-		o->exit_code = RL_EXIT_THRESHOLD;
-		o->threshold_hit = true;
-		o->thr_chan = ctx->thr_chan;
-		o->thr_latency_ns = ctx->thr_latency;
-		o->thr_at_ns = ctx->thr_at;
-	} else {
+	if (atomic_load(&ctx->thr_taken))
+		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_latency, ctx->thr_at);
+	else
 		reporter_outcome_stopped(o, interrupted, err);
-	}
 }
 
 static void timer_fini(void *p)

@@ -41,14 +41,8 @@ void udp_write_config(const void *p, struct jsonw *w)
 	jw_strf(w, "session_token", "%016llx", (unsigned long long)c->session);
 	jw_uint(w, "rate_hz", c->rate);
 	jw_uint(w, "size", c->size);
-	if (c->duration_ns)
-		jw_uint(w, "duration_ns", c->duration_ns);
-	else
-		jw_null(w, "duration_ns");
-	if (c->count)
-		jw_uint(w, "count", c->count);
-	else
-		jw_null(w, "count");
+	jw_uint_or_null(w, "duration_ns", c->duration_ns);
+	jw_uint_or_null(w, "count", c->count);
 	jw_uint(w, "timeout_ns", c->timeout_ns);
 	jw_int_or_null(w, "cpu", c->cpu);
 	jw_str(w, "policy", rt_policy_names[c->policy]);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "event.h"
 #include "tap.h"
@@ -179,9 +180,41 @@ static void test_pps(void)
 }
 #endif
 
+/* A source the build has no uAPI for: opening it says which, every operation refuses. */
+static void test_unsupported(void)
+{
+	static const struct evsrc_ops none = EVSRC_UNSUPPORTED_OPS("none", NULL);
+	char err[128] = "";
+	CHECK(evsrc_unsupported_open(err, sizeof(err), "PPS uAPI") == -EOPNOTSUPP);
+	CHECK(strcmp(err, "this build's kernel headers have no PPS uAPI") == 0);
+	struct evsrc s = { .ops = &none, .fd = -1 };
+	struct ev_event ev;
+	CHECK(none.arm(&s) == -EOPNOTSUPP);
+	CHECK(none.wait(&s, 0, &ev) == -EOPNOTSUPP);
+	none.close(&s);
+	CHECK(s.fd == -1);
+}
+
+/* The sources' wait: readable at once, or nothing until the deadline. */
+static void test_poll(void)
+{
+	int p[2];
+	CHECK(pipe(p) == 0);
+	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
+	CHECK(evsrc_poll(p[0], t0) == 0); /* deadline already passed */
+	CHECK(evsrc_poll(p[0], t0 + 20 * NS_PER_MS) == 0);
+	CHECK(rl_now_ns(CLOCK_MONOTONIC) >= t0 + 20 * NS_PER_MS);
+	CHECK(write(p[1], "x", 1) == 1);
+	CHECK(evsrc_poll(p[0], rl_now_ns(CLOCK_MONOTONIC) + NS_PER_SEC) == 1);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	test_brackets();
+	test_unsupported();
+	test_poll();
 #ifdef GPIO_V2_GET_LINE_IOCTL
 	test_gpio();
 #endif

@@ -61,6 +61,14 @@ int main(void)
 	jw_obj_end(&w);
 	CHECK(eq(&w, "{\"cpu\":0,\"hk\":null,\"us\":250}"));
 
+	/* a count or duration not given (0) is null; any other value is written whole */
+	jw_obj_begin(&w, NULL);
+	jw_uint_or_null(&w, "count", 0);
+	jw_uint_or_null(&w, "loops", 1);
+	jw_uint_or_null(&w, "duration_ns", UINT64_MAX);
+	jw_obj_end(&w);
+	CHECK(eq(&w, "{\"count\":null,\"loops\":1,\"duration_ns\":18446744073709551615}"));
+
 	/* keys are escaped too */
 	jw_obj_begin(&w, NULL);
 	jw_int(&w, "k\"1", 1);

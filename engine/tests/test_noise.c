@@ -3,7 +3,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <string.h>
+
 #include "counter.h"
+#include "jsonw.h"
 #include "noise.h"
 #include "tap.h"
 
@@ -71,11 +74,35 @@ static void test_counter_hw(void)
 	CHECK(counter_read(&c) <= counter_read(&c) + 1000000);
 }
 
+/* The header's effective.counter object, as noise (with its calibration) and interfere write it. */
+static void test_counter_effective(void)
+{
+	struct counter c = { .kind = COUNTER_TSC, .ns_per_tick = 0.3125, .cal_span_ns = 50000123 };
+	struct jsonw w;
+	jw_init(&w);
+	jw_obj_begin(&w, NULL);
+	counter_write_effective(&w, &c, "invariant TSC", true);
+	jw_obj_end(&w);
+	CHECK(strcmp(jw_text(&w), "{\"counter\":{\"kind\":\"tsc\",\"why\":\"invariant TSC\","
+			 "\"ps_per_tick\":313,\"calibration_ns\":50000123}}") == 0);
+	jw_reset(&w);
+	c.kind = COUNTER_MONO;
+	c.ns_per_tick = 1.0;
+	jw_obj_begin(&w, NULL);
+	counter_write_effective(&w, &c, NULL, false);
+	jw_obj_end(&w);
+	CHECK(strcmp(jw_text(&w), "{\"counter\":{\"kind\":\"monotonic\",\"why\":\"\","
+			 "\"ps_per_tick\":1000}}") == 0);
+	CHECK(jw_error(&w) == 0);
+	jw_free(&w);
+}
+
 int main(void)
 {
 	test_throttle();
 	test_available();
 	test_counter_mono();
 	test_counter_hw();
+	test_counter_effective();
 	return tap_done("noise");
 }

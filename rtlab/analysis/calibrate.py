@@ -14,7 +14,7 @@ A/A pairs (two runs of the same process) give the false-positive rate of each
 comparison and the coverage of its interval (true ratio 1); A/B pairs with B's tail
 shifted (every sample above the process's 90th percentile 10 % higher: p99 ... max
 +10 %, median unchanged) give power and the coverage at ratio 1.1. `bench/
-calibrate_compare.py` runs the full table, tests/report/test_compare_calibration.py a
+calibrate_compare.py` runs the full table, tests/analysis/test_compare_calibration.py a
 fast one; docs/report.md publishes it.
 """
 

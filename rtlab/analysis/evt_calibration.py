@@ -3,7 +3,7 @@
 
 Window maxima are drawn from families whose truth is known, the estimate is computed
 exactly as the report computes it, and we count how often its intervals hold the
-truth and how often its warnings fire. Used by tests/report/test_evt_calibration.py
+truth and how often its warnings fire. Used by tests/analysis/test_evt_calibration.py
 (fast, few repetitions) and bench/calibrate_evt.py (the published table).
 
 Families (1-s windows, maxima in µs):

@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "history",
     "spikes",
     "board",
+    "monitor",
 )
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from rtlab.analysis.compare import build_configs, compare_configs
+from rtlab.analysis.day import DAY_S, BoardDay, board_day, day_bounds
 from rtlab.cli.cmd_report import STORE_HELP
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
+from rtlab.scenario.units import parse_duration
 from rtlab.textfmt import bounded_us, us
 
 
@@ -34,13 +38,25 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print a JSON document: every kernel with its runs, statistics (ns) and "
                    "regressions")
+    p.add_argument("--day", metavar="YYYY-MM-DD",
+                   help="show that day (UTC) instead, OSADL-style: the maximum of every "
+                   "slot over 24 hours per CPU (gaps marked), from the runs overlapping it "
+                   "(e.g. `rtlab monitor`'s segments); `today` and `yesterday` work too")
+    p.add_argument("--slot", default="5m", metavar="DUR",
+                   help="with --day: slot length (default 5m; it must divide a day)")
+    p.add_argument("--plot", metavar="FILE.png|svg",
+                   help="with --day: write the day's plot (slot maxima over 24 h and the "
+                   "day's latency histogram per CPU)")
     p.add_argument("--store", metavar="PATH", help=STORE_HELP)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.day is not None:
+        return run_day(args)
+    if args.plot is not None:
+        raise UsageError("--plot needs --day", hint="e.g. --day yesterday --plot day.png")
     from rich.table import Table
-
 
     store = Store.open(args.store, create=False)
     try:
@@ -109,5 +125,104 @@ def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
                "scenario": args.scenario, "kernels": kernels,
                "newest_regressed": bool(len(configs) > 1 and regress[configs[-1].label]),
                "fail_on_regression": bool(args.fail_on_regression), "failed": fail},
+              sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def _parse_day(text: str) -> date:
+    today = datetime.now(UTC).date()
+    if text == "today":
+        return today
+    if text == "yesterday":
+        return today - timedelta(days=1)
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--day {text!r} is not a date",
+                         hint="use YYYY-MM-DD (UTC), today or yesterday") from None
+
+
+def run_day(args: argparse.Namespace) -> int:
+    day = _parse_day(args.day)
+    slot_s = parse_duration(args.slot, "--slot") / 1e9
+    if slot_s != int(slot_s) or slot_s < 1 or DAY_S % int(slot_s):
+        raise UsageError(f"--slot {args.slot} does not divide a day into whole seconds",
+                         hint="e.g. 1m, 5m, 15m, 1h")
+    if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {args.plot}: the file name must end in .png or .svg")
+    t0, t1 = day_bounds(day)
+    store = Store.open(args.store, create=False)
+    try:
+        # a run overlapping the day started before its end and (runs up to a day long)
+        # after the day before began
+        rows = [r for r in store.list(None) if r.host == args.host and r.probe == args.probe
+                and (args.scenario is None or r.scenario == args.scenario)
+                and t0 - DAY_S <= r.created.timestamp() < t1]
+        results = [store.get(r.id) for r in rows]
+    finally:
+        store.close()
+    bd = board_day(args.host, day, results, int(slot_s))
+    if not bd.runs:
+        raise UsageError(f"no stored {args.probe} runs of host {args.host!r} on "
+                         f"{day.isoformat()}", hint="see `rtlab results list`")
+    if args.plot is not None:
+        from rtlab.report.plots import day_figure, save_figure
+
+        save_figure(day_figure(bd), args.plot)
+    if args.json:
+        _print_day_json(bd)
+        return 0
+    _print_day(bd, args.plot)
+    return 0
+
+
+def _print_day(bd: BoardDay, plot: str | None) -> None:
+    from rich.table import Table
+
+    console = make_console()
+    per_hour = max(1, 3600 // bd.slot_s)
+    table = Table(title=f"host {bd.host} on {bd.day.isoformat()} (UTC): maximum latency per "
+                  f"hour in µs ({len(bd.runs)} runs; '-' not measured, '*' partly)",
+                  title_justify="left")
+    table.add_column("hour", justify="left")
+    for cd in bd.cpus:
+        table.add_column(cd.channel, justify="right")
+    for h in range(24):
+        cells = []
+        for cd in bd.cpus:
+            part = cd.slot_max[h * per_hour:(h + 1) * per_hour]
+            covered = part[part >= 0]
+            if not len(covered):
+                cells.append("-")
+                continue
+            mark = "*" if len(covered) < len(part) else ""
+            cells.append(us(int(covered.max())) + mark)
+        table.add_row(f"{h:02d}:00", *cells)
+    console.print(table)
+    for cd in bd.cpus:
+        m = cd.max_ns
+        where = ""
+        if m is not None:
+            k = int(cd.slot_max.argmax())
+            where = f" in the slot from {bd.slot_start(k).strftime('%H:%M')}"
+        console.print(f"{cd.channel}: day max {us(m)} µs{where}; {cd.hist.total:,} samples, "
+                      f"{cd.missed:,} missed; measured in {cd.covered_slots()} of {bd.slots} "
+                      f"slots", highlight=False)
+    if plot:
+        console.print(f"plot: {plot}", highlight=False)
+
+
+def _print_day_json(bd: BoardDay) -> None:
+    import json
+    import sys
+
+    json.dump({"schema": 1, "host": bd.host, "day": bd.day.isoformat(),
+               "slot_s": bd.slot_s, "runs": bd.runs,
+               "cpus": [{"channel": cd.channel, "max_ns": cd.max_ns,
+                         "samples": cd.hist.total, "missed": cd.missed,
+                         "slots_covered": cd.covered_slots(),
+                         "slot_max_ns": [int(v) if v >= 0 else None for v in cd.slot_max],
+                         "slot_samples": [int(v) for v in cd.slot_samples]}
+                        for cd in bd.cpus]},
               sys.stdout, indent=1)
     sys.stdout.write("\n")

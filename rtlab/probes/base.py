@@ -10,7 +10,7 @@ rule) and read results, phases and channels through the protocols below."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -51,6 +51,27 @@ class RunResult(Protocol):
 
 
 @dataclass(frozen=True)
+class TwoEnded:
+    """A probe measured between two ends (udp: a pinger and a reflector). A run measures
+    with one end; the runner sets up the other: in a pair of network namespaces on this
+    machine, on a board (`--reflector`), or it is one the user started (`--peer`)."""
+
+    # the option that chooses the end, and the end a run measures with (its default)
+    mode_option: str = "mode"
+    measuring_end: str = "ping"
+    # the measuring end's options: where the other end is, and the token both ends share
+    address_option: str = "peer"
+    token_option: str = "session"
+    # options the host itself acts on (the other end is set up alike) and their allowed
+    # values: checked by the host when a scenario is loaded; the engine checks the rest
+    host_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+    def measures(self, options: Mapping[str, Any]) -> bool:
+        """Do these options run the measuring end (the one that needs the other)?"""
+        return options.get(self.mode_option, self.measuring_end) == self.measuring_end
+
+
+@dataclass(frozen=True)
 class ProbeInfo:
     """One probe, as the host sees it."""
 
@@ -82,3 +103,5 @@ class ProbeInfo:
     notes: Callable[[RunResult], list[str]] | None = None
     # what the probe's extras add to "measured nothing: no sample on ..." for a phase
     why_nothing: Callable[[Phase], str] | None = None
+    # a two-ended probe: how its other end is set up (None: one end, nothing to set up)
+    two_ended: TwoEnded | None = None

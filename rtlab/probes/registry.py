@@ -5,7 +5,7 @@ Adding a probe on the host is one module with its INFO and one entry here."""
 from __future__ import annotations
 
 from rtlab.probes import event, interfere, noise, overhead, switch, timer, udp
-from rtlab.probes.base import ProbeInfo
+from rtlab.probes.base import ProbeInfo, TwoEnded
 
 PROBES: dict[str, ProbeInfo] = {m.INFO.name: m.INFO for m in (
     timer, noise, switch, overhead, interfere, udp, event)}
@@ -20,3 +20,13 @@ def info(name: str) -> ProbeInfo:
 def names(*, single_cpu: bool | None = None) -> list[str]:
     """The probes' names in the registry's order, optionally only the (non-)single-CPU."""
     return [n for n, p in PROBES.items() if single_cpu is None or p.single_cpu == single_cpu]
+
+
+def two_ended(name: str) -> TwoEnded | None:
+    """How probe `name`'s other end is set up; None for a probe with one end."""
+    return info(name).two_ended
+
+
+def two_ended_names() -> list[str]:
+    """The two-ended probes' names, in the registry's order."""
+    return [n for n, p in PROBES.items() if p.two_ended is not None]

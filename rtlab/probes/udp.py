@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult
+from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult, TwoEnded
 from rtlab.textfmt import human
 
 # the counters people look at first, in this order; any others follow
@@ -53,7 +53,17 @@ def why_nothing(phase: Phase) -> str:
     return f" ({udp.get('lost', 0)} of {udp['sent']} round trips lost)"
 
 
+# The pinger measures against a reflector that rtlab starts alike (same path): the
+# options the host acts on, checked when a scenario is loaded; the engine checks the
+# others (`rtlab-probe udp --help`).
+HOST_CHOICES: dict[str, tuple[str, ...]] = {
+    "mode": ("ping", "reflect"),
+    "path": ("socket", "xdp"),
+    "xdp_mode": ("auto", "native", "generic"),
+}
+
 # The round trip is the headline, never merged with its own parts; the reflector has
 # no `rtt`: its headline is its `wakeup`.
 INFO = ProbeInfo("udp", measures="round trip", headline=("rtt", "wakeup"), owns_its_cpus=True,
-                 single_cpu=True, phase_lines=phase_lines, why_nothing=why_nothing)
+                 single_cpu=True, phase_lines=phase_lines, why_nothing=why_nothing,
+                 two_ended=TwoEnded(host_choices=HOST_CHOICES))

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from matplotlib.figure import Figure
 
+    from rtlab.analysis.day import BoardDay
     from rtlab.analysis.evt import EvtEstimate
     from rtlab.results.histogram import LogLinHistogram
     from rtlab.results.model import Channel, Phase, RunResult
@@ -608,3 +609,36 @@ def _concat(parts: Sequence[Channel]) -> Channel:
 
 def _label(ch: Channel) -> str:
     return f"CPU{ch.cpu}" if ch.cpu is not None and ch.name == f"cpu{ch.cpu}" else ch.name
+
+
+def day_figure(bd: BoardDay) -> Figure:
+    """A board's day, OSADL-style: the maximum of every slot over 24 hours per CPU (gaps
+    left empty), and the day's latency histogram per CPU."""
+    import numpy as np
+
+    fig = _new_figure(10.0, 7.0)
+    top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
+    hours = np.arange(bd.slots) * bd.slot_s / 3600 + bd.slot_s / 7200
+    for i, cd in enumerate(bd.cpus):
+        y = np.where(cd.slot_max >= 0, cd.slot_max / 1000, np.nan)
+        top.plot(hours, y, drawstyle="steps-mid", lw=1.0, color=color(i), label=cd.channel)
+        edges, values = hist_steps(cd.hist)
+        if values:
+            bottom.stairs(values, edges, color=color(i), label=cd.channel)
+    top.set_yscale("log")
+    top.set_xlim(0, 24)
+    top.set_xticks(range(0, 25, 3))
+    top.set_xlabel("time of day (UTC), h")
+    top.set_ylabel(f"max per {bd.slot_s // 60} min, µs")
+    top.set_title(f"{bd.host} on {bd.day.isoformat()}: maximum latency per "
+                  f"{bd.slot_s // 60}-minute slot (gaps: not measured)")
+    bottom.set_xscale("log")
+    bottom.set_yscale("log")
+    bottom.set_xlabel("latency, µs")
+    bottom.set_ylabel("samples per µs")
+    bottom.set_title("latency histogram of the day")
+    for ax in (top, bottom):
+        _no_minor(ax)
+        if bd.cpus:
+            ax.legend(loc="upper right", fontsize=7, ncol=min(len(bd.cpus), 8))
+    return fig

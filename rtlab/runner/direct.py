@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab run --probe NAME`: one probe as a one-phase scenario, and the network set-up
-of udp runs (scenario or direct).
+"""`rtlab run --probe NAME`: one probe as a one-phase scenario, and the set-up of the
+other end of a two-ended probe's runs (scenario or direct): the probe declares how
+(`ProbeInfo.two_ended`, rtlab/probes), nothing here names it.
 
 Everything here is resolved and validated before anything starts: the probe name
 against `rtlab-probe list`, every `--probe-opt` against the probe's option table,
@@ -9,14 +10,16 @@ and `--cpus/--interval/--priority/--policy` against the options the probe has.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rtlab.engine.options import check_option, probe_options
 from rtlab.errors import UsageError
+from rtlab.probes.base import TwoEnded
+from rtlab.probes.registry import two_ended, two_ended_names
 from rtlab.runner.netpeer import BoardPeer, NetnsPeer, RemotePeer, parse_peer
-from rtlab.scenario.model import UDP_HOST_CHOICES, Phase, ProbeSpec, Scenario
+from rtlab.scenario.model import Phase, ProbeSpec, Scenario
 
 DEFAULT_DURATION_NS = 10_000_000_000
 
@@ -83,25 +86,43 @@ def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario
             raise UsageError(f"--duration: the {req.probe} probe has no --duration (it runs "
                              "its own fixed experiment)")
         duration = None
-    if req.probe == "udp":
-        mode = options.pop("mode", "ping")
-        if mode != "ping":
-            raise UsageError("--probe udp measures with mode ping; the reflector is started "
-                             "by rtlab (or is the --peer)")
-        options["mode"] = "ping"
-        if req.peer is not None and not options.get("session"):
-            raise UsageError("--peer needs the reflector's token: --probe-opt session=TOKEN")
+    ends = two_ended(req.probe)
+    if ends is not None:
+        mode = options.pop(ends.mode_option, ends.measuring_end)
+        if mode != ends.measuring_end:
+            raise UsageError(f"--probe {req.probe} measures with {ends.mode_option} "
+                             f"{ends.measuring_end}; the reflector is started by rtlab (or "
+                             "is the --peer)")
+        options[ends.mode_option] = ends.measuring_end
+        if req.peer is not None and not options.get(ends.token_option):
+            raise UsageError("--peer needs the reflector's token: "
+                             f"--probe-opt {ends.token_option}=TOKEN")
     elif req.peer is not None:
-        raise UsageError("--peer is for the udp probe only")
+        raise UsageError(f"--peer is for the {_two_ended_words()} probe only")
     probe = ProbeSpec(req.probe, options)
     return Scenario(name=f"probe-{req.probe}",
                     description=f"rtlab run --probe {req.probe}",
                     phases=(Phase("main", probe, duration),))
 
 
-def needs_udp_peer(sc: Scenario) -> bool:
-    return any(p.name == "udp" and p.options.get("mode", "ping") == "ping"
-               for ph in sc.phases for p in ph.probes)
+def _two_ended_words() -> str:
+    """The two-ended probes, for messages: "udp"."""
+    return " or ".join(two_ended_names())
+
+
+def _two_ended_probes(variants: Sequence[Scenario]) -> Iterator[tuple[ProbeSpec, TwoEnded]]:
+    """Every probe of the variants that has two ends, in order, with how it has them."""
+    for v in variants:
+        for ph in v.phases:
+            for p in ph.probes:
+                ends = two_ended(p.name)
+                if ends is not None:
+                    yield p, ends
+
+
+def needs_peer(sc: Scenario) -> bool:
+    """Does a probe of `sc` measure with the end that needs the other one started?"""
+    return any(ends.measures(p.options) for p, ends in _two_ended_probes([sc]))
 
 
 @dataclass(frozen=True)
@@ -118,21 +139,22 @@ class ReflectorBoard:
 
 def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int],
               reflector: ReflectorBoard | None = None) -> Any:
-    """The UdpPeer of a udp run (None if no variant runs the udp probe)."""
+    """The peer (the other end) of a two-ended probe's run (None if no variant runs one
+    that measures)."""
 
-    if not any(needs_udp_peer(v) for v in variants):
+    if not any(needs_peer(v) for v in variants):
         if peer is not None or reflector is not None:
-            raise UsageError("--peer and --reflector are for udp runs only (--probe udp or "
-                             "a udp scenario)")
+            words = _two_ended_words()
+            raise UsageError(f"--peer and --reflector are for {words} runs only (--probe "
+                             f"{words} or a {words} scenario)")
         return None
     stamps = udp_timestamps(variants)
+    pinger, ends = next(_two_ended_probes(variants))
+    o = pinger.options
     if reflector is not None:
         if peer is None:
             raise UsageError("--reflector needs --peer ADDR:PORT: the reflector board's "
                              "address on the link to the pinging board, and a port")
-        pinger = next((p for v in variants for ph in v.phases for p in ph.probes
-                       if p.name == "udp"), None)
-        o = pinger.options if pinger is not None else {}
         return BoardPeer(reflector.target, peer, reflector.pinger,
                          engine_dir=reflector.engine_dir, cpu=reflector.cpu,
                          thread_priorities=reflector.thread_priorities,
@@ -141,25 +163,22 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
                          xdp_mode=str(o["xdp_mode"]) if o.get("xdp_mode") else None)
     if peer is not None:
         parse_peer(peer)
-        session = next((str(p.options["session"]) for v in variants for ph in v.phases
-                        for p in ph.probes if p.name == "udp" and p.options.get("session")),
-                       None)
+        token = ends.token_option
+        session = next((str(p.options[e.token_option]) for p, e in _two_ended_probes(variants)
+                        if p.options.get(e.token_option)), None)
         if session is None:
-            raise UsageError("--peer needs the reflector's token: --probe-opt session=TOKEN "
-                             "(or session = \"TOKEN\" in the [[probe]] options)")
+            raise UsageError(f"--peer needs the reflector's token: --probe-opt {token}=TOKEN "
+                             f"(or {token} = \"TOKEN\" in the [[probe]] options)")
         return RemotePeer(peer, session, timestamps=stamps)
     NetnsPeer.check_available()
-    pinger = next((p for v in variants for ph in v.phases for p in ph.probes
-                   if p.name == "udp"), None)
-    o = pinger.options if pinger is not None else {}
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]
     # the reflector's path is the pinger's: both ends of the "two boards" measured alike
     path, xdp_mode = str(o.get("path", "socket")), o.get("xdp_mode")
     for key, value in (("path", path), ("xdp_mode", xdp_mode)):
-        if value is not None and value not in UDP_HOST_CHOICES[key]:
+        if value is not None and value not in ends.host_choices[key]:
             raise UsageError(f"--probe-opt {key}={value}: allowed: "
-                             + ", ".join(UDP_HOST_CHOICES[key]))
+                             + ", ".join(ends.host_choices[key]))
     # the reflector on another CPU than the pinger where there is one ("two boards")
     return NetnsPeer(int(others[-1]) if others else (int(cpu) if cpu is not None else None),
                      timestamps=stamps, path=path,
@@ -167,10 +186,11 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
 
 
 def udp_timestamps(variants: Sequence[Scenario]) -> str | None:
-    """The --timestamps of the udp pingers, for the peer: the one value they all use;
-    "hardware"/"auto" if any wants the NIC's stamps ("hardware" wins); else None."""
+    """The --timestamps of the pingers (a two-ended probe's measuring ends), for the peer:
+    the one value they all use; "hardware"/"auto" if any wants the NIC's stamps
+    ("hardware" wins); else None."""
     kinds = {str(p.options["timestamps"]) if "timestamps" in p.options else None
-             for v in variants for ph in v.phases for p in ph.probes if p.name == "udp"}
+             for p, _ends in _two_ended_probes(variants)}
     for hw in ("hardware", "auto"):
         if hw in kinds:
             return hw
@@ -178,12 +198,14 @@ def udp_timestamps(variants: Sequence[Scenario]) -> str | None:
 
 
 def with_peer(sc: Scenario, addr: str, session: str) -> Scenario:
-    """The udp pingers of `sc` aimed at the reflector."""
+    """The two-ended probes of `sc` measuring against the other end at `addr`."""
     def fix(p: ProbeSpec) -> ProbeSpec:
-        if p.name != "udp":
+        ends = two_ended(p.name)
+        if ends is None:
             return p
-        return ProbeSpec(p.name, {**p.options, "mode": "ping", "peer": addr,
-                                  "session": session}, p.label)
+        return ProbeSpec(p.name, {**p.options, ends.mode_option: ends.measuring_end,
+                                  ends.address_option: addr, ends.token_option: session},
+                         p.label)
     phases = tuple(replace(ph, probe=fix(ph.probe),
                            more_probes=tuple(fix(q) for q in ph.more_probes))
                    for ph in sc.phases)

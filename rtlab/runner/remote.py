@@ -12,6 +12,7 @@ from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
 from rtlab.loads.remote import board_kind_error
+from rtlab.probes.registry import two_ended
 from rtlab.scenario.units import online_cpus
 
 
@@ -46,9 +47,10 @@ def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | N
                 raise UsageError(f"scenario {sc.name}, load {ld.name}: {why}")
         for ph in sc.phases:
             for p in (ph.probe, *ph.more_probes):
-                if p.name == "udp" and p.options.get("mode", "ping") == "ping" and peer is None:
+                ends = two_ended(p.name)
+                if ends is not None and ends.measures(p.options) and peer is None:
                     raise UsageError(
-                        f"the udp probe on {where} pings another board: give it with "
+                        f"the {p.name} probe on {where} pings another board: give it with "
                         "--reflector BOARD --peer ADDR:PORT (rtlab starts the reflector "
                         "there) or --peer ADDR:PORT (a reflector you started)",
                         hint="the two namespaces of a local udp run exist on this machine "

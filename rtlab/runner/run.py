@@ -840,10 +840,10 @@ def classify(
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            scenario=scenario, phase=phase, extra_notes=notes)
     result.stream.engine_exit_code = code
-    return result, _believable(result, exit_code)
+    return result, believable(result, exit_code)
 
 
-def _believable(result: RunResult, exit_code: ExitCode) -> ExitCode:
+def believable(result: RunResult, exit_code: ExitCode) -> ExitCode:
     """Mark a result whose numbers contradict each other `invalid`, and one that measured
     nothing `failed`: neither is ever `completed`, both make the exit code non-zero."""
     found = problems(result)

@@ -21,10 +21,10 @@ from typing import Any
 
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
+from rtlab.probes.registry import two_ended
 from rtlab.scenario.cpus import CpuExprError, expand
 from rtlab.scenario.model import (
     DEFAULT_SNAPSHOT_NS,
-    UDP_HOST_CHOICES,
     LoadSpec,
     Phase,
     ProbeSpec,
@@ -444,7 +444,8 @@ def _probes(ctx: _Ctx, raws: list[dict[str, Any]], online: Sequence[int],
                         key, 10_000_000, 3_600_000_000_000)
                 continue
             options[k] = value if isinstance(value, bool | str) else str(value)
-            allowed = UDP_HOST_CHOICES.get(k) if probe == "udp" else None
+            ends = two_ended(probe)  # a two-ended probe's options the host acts on
+            allowed = ends.host_choices.get(k) if ends is not None else None
             if allowed and options[k] not in allowed:
                 raise ctx.fail(opath, f"{value!r} is not allowed; allowed: "
                                + ", ".join(allowed), "probe", i, "options")

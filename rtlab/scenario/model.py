@@ -23,14 +23,6 @@ from rtlab.scenario.units import format_duration, online_cpus
 POLICIES = ("fifo", "rr", "other")
 RT_POLICIES = ("fifo", "rr")
 DEFAULT_SNAPSHOT_NS = 1_000_000_000
-# Options of the udp probe the host itself acts on (it starts the reflector of a
-# "two boards" run with the same path): checked when a scenario is loaded; all other
-# probe options are checked by the engine (`rtlab-probe udp --help`).
-UDP_HOST_CHOICES: dict[str, tuple[str, ...]] = {
-    "mode": ("ping", "reflect"),
-    "path": ("socket", "xdp"),
-    "xdp_mode": ("auto", "native", "generic"),
-}
 
 
 @dataclass(frozen=True)

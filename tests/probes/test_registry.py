@@ -8,9 +8,12 @@ import json
 import os
 import subprocess
 
-from rtlab.probes.registry import PROBES, info, names
+from rtlab.probes.registry import PROBES, info, names, two_ended, two_ended_names
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult
+from rtlab.runner.direct import needs_peer, with_peer
+from rtlab.scenario.model import Phase as ScenarioPhase
+from rtlab.scenario.model import ProbeSpec, Scenario
 
 
 def test_every_engine_probe_is_registered() -> None:
@@ -45,3 +48,26 @@ def test_headline_comes_from_the_probe_module() -> None:
     assert [c.name for c in rtla.headline("timer")] == ["thread@cpu0"]  # user@ is empty
     r = RunResult(run_id="x", status="completed", probe="udp", phases=[ph])
     assert [c.name for _, c in r.headline_channels()] == ["rtt"]
+
+
+def test_two_ended_probes_declare_their_other_end() -> None:
+    """The runner sets up the other end of a two-ended probe from its INFO alone."""
+    assert two_ended_names() == ["udp"]
+    assert two_ended("timer") is None and two_ended("from-a-newer-engine") is None
+    ends = two_ended("udp")
+    assert ends is not None and ends.host_choices["path"] == ("socket", "xdp")
+    assert ends.measures({}) and ends.measures({"mode": "ping"})
+    assert not ends.measures({"mode": "reflect"})
+
+    def sc(*probes: ProbeSpec) -> Scenario:
+        phase = ScenarioPhase("main", probes[0], 10**9, "idle", more_probes=probes[1:])
+        return Scenario(name="s", description="", phases=(phase,))
+    timer = ProbeSpec("timer", {"cpus": [0]})
+    assert not needs_peer(sc(timer))
+    assert not needs_peer(sc(ProbeSpec("udp", {"mode": "reflect"})))
+    both = sc(timer, ProbeSpec("udp", {"cpu": 1}, "u"))
+    assert needs_peer(both)
+    aimed = with_peer(both, "10.0.0.2:7000", "tok")
+    assert aimed.phases[0].probe == timer
+    assert aimed.phases[0].more_probes[0].options == {
+        "cpu": 1, "mode": "ping", "peer": "10.0.0.2:7000", "session": "tok"}

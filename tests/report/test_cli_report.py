@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from synth import synthetic_result
 
 from rtlab.cli import main
 from rtlab.results.store import Store
+from tests.support.synth import synthetic_result
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from rtlab.cli import main
 from rtlab.report.exporters import EXPORTERS, get_exporter
 from rtlab.results.importers import import_file
 from rtlab.results.store import Store
+from tests.support.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 TOP_KEYS = ["file_version", "cmdline:", "rt_test_version:", "start_time", "end_time",
             "return_code", "sysinfo", "num_threads", "resolution_in_ns", "thread"]
 SYSINFO_KEYS = ["sysname", "nodename", "release", "version", "machine", "realtime"]

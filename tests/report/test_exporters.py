@@ -4,13 +4,12 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from synth import synthetic_result
-
 from rtlab.analysis.slo import parse_slo
 from rtlab.report.cyclictest_hist import CyclictestHistExporter, rebin_us
 from rtlab.report.exporters import EXPORTERS
 from rtlab.report.junit import JunitExporter
 from rtlab.results.histogram import LogLinHistogram
+from tests.support.synth import synthetic_result
 
 
 def test_registry_has_new_formats() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 from rich.console import Console
-from synth import channel_from_samples
 
 from rtlab.analysis.evt import run_window_maxima
 from rtlab.analysis.slo import evaluate_slo, parse_slo
@@ -14,6 +13,7 @@ from rtlab.report.terminal import build_tables, verdict
 from rtlab.results.model import Phase, RunResult, headline_channels
 from rtlab.results.store import _row_values
 from rtlab.textfmt import human
+from tests.support.synth import channel_from_samples
 
 WINDOW_NS = 1_000_000_000
 
@@ -79,9 +79,8 @@ def test_slo_and_worst_case_judge_the_round_trip() -> None:
 
 
 def test_html_names_udp_histograms_per_channel_and_timer_ones_per_cpu() -> None:
-    from synth import synthetic_result
-
     from rtlab.report.html import render_html
+    from tests.support.synth import synthetic_result
 
     udp = render_html([_udp_result()])
     assert "Histograms per channel" in udp and "Histograms per CPU" not in udp

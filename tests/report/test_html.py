@@ -5,11 +5,13 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import chromium, screenshot
-from synth import synthetic_result
 
 from rtlab.analysis.slo import parse_slo
 from rtlab.report.html import render_html, write_run_report
+from tests.support.paths import DATA
+from tests.support.synth import synthetic_result
+
+from .browser import chromium, screenshot
 
 
 def _rich_result():
@@ -116,7 +118,7 @@ def test_renders_in_headless_chromium(tmp_path: Path) -> None:
 def test_imported_run_without_windows_renders() -> None:
     from rtlab.results.importers import import_file
 
-    data = Path(__file__).resolve().parent / "data"
+    data = DATA
     r = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
     text = render_html([r])
     assert "no window maxima recorded" in text and "cyclictest" in text

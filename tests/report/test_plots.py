@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from synth import channel_from_samples
 
 from rtlab.report.plots import hist_figure, hist_steps
+from tests.support.synth import channel_from_samples
 
 
 def test_latency_axis_under_two_decades_has_1_2_5_labels() -> None:
@@ -88,9 +88,8 @@ def test_timeline_ends_with_the_phase_and_draws_every_channel_to_the_end() -> No
 
 
 def test_plot_of_several_phases_labels_phases_and_puts_them_end_to_end() -> None:
-    from synth import synthetic_result
-
     from rtlab.report.plots import figure_for
+    from tests.support.synth import synthetic_result
 
     r = synthetic_result(windows=20, phases=("idle", "load"))
     fig = figure_for("hist", r.phases, "t")
@@ -105,7 +104,8 @@ def test_plot_of_several_phases_labels_phases_and_puts_them_end_to_end() -> None
 
 def test_many_cpu_overlay_legend_covers_neither_labels_nor_data() -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from synth import synthetic_result
+
+    from tests.support.synth import synthetic_result
 
     r = synthetic_result(cpus=24, windows=10, spike_prob=1e-4)
     fig = hist_figure(r.phases[0].channels)

@@ -19,17 +19,13 @@ from pathlib import Path
 
 import pytest
 
-_TESTS = Path(__file__).resolve().parents[1]
-_REPO = _TESTS.parent
-# The PostgreSQL test server helper lives with the store tests (wherever they are).
-sys.path.insert(0, str(min(_TESTS.rglob("pg_server.py")).parent))
-from pg_server import PgServer, unavailable_reason  # noqa: E402
-
-from rtlab.cli import main  # noqa: E402
-from rtlab.exitcodes import ExitCode  # noqa: E402
-from rtlab.results.histogram import LogLinHistogram  # noqa: E402
-from rtlab.results.model import Channel, Phase, RunResult  # noqa: E402
-from rtlab.results.store import Store, content_digest  # noqa: E402
+from rtlab.cli import main
+from rtlab.exitcodes import ExitCode
+from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.model import Channel, Phase, RunResult
+from rtlab.results.store import Store, content_digest
+from tests.support.paths import REPO
+from tests.support.pg_server import PgServer, unavailable_reason
 
 # fixtures -------------------------------------------------------------------------------
 
@@ -124,7 +120,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict, 
 
 def env() -> dict[str, str]:
     e = dict(os.environ)
-    e["PYTHONPATH"] = str(_REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     return e
 
 
@@ -450,8 +446,8 @@ def test_killed_push_leaves_whole_runs_and_a_rerun_completes(
 _WORKER = """
 import sys, time
 from pathlib import Path
-sys.path.insert(0, {tests!r})
-from test_push_pull import make_run, seed
+sys.path.insert(0, {repo!r})
+from tests.results.test_push_pull import make_run, seed
 from rtlab.cli import main
 from rtlab.results.store import Store
 w, dest, go, shared, own, direct = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \\
@@ -482,7 +478,7 @@ def test_concurrent_writers_and_pushers(kind: str, tmp_path: Path,
     dest = new_store(kind, tmp_path, request)
     go = tmp_path / "go"
     shared = [f"5{i:07x}" for i in range(12)]
-    script = _WORKER.format(tests=str(Path(__file__).parent))
+    script = _WORKER.format(repo=str(REPO))
     procs, own_all, direct_all = [], [], []
     for w in range(n):
         own = [f"6{w:02x}{i:05x}" for i in range(8)]

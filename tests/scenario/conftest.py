@@ -4,12 +4,9 @@ private journal directory so no test touches /run/rtlab."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "host"))
 
 
 @pytest.fixture

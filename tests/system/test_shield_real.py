@@ -21,7 +21,7 @@ from rtlab.system.facts import read_facts
 from rtlab.system.journal import SystemSession, read_journal, stale_journals
 from rtlab.system.shield import ShieldRequest, plan_shield, refused_irqs
 from rtlab.system.verify import verify_shield
-from tests.system import snapshot
+from tests.support import snapshot
 from tests.system.helpers import foreign_pids
 
 ROOT = Path(__file__).resolve().parents[2]

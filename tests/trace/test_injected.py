@@ -14,11 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from injected import CPU, HERE, host_stall, measure  # tests/trace is on sys.path (rootless)
 
 from rtlab.errors import SkippedError
 from rtlab.trace.attribution import Cause, Spike, attribute_run
 from rtlab.trace.tracefs import TraceFS
+from tests.support.paths import SPINNER
+
+from .injected import CPU, host_stall, measure
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -41,7 +43,7 @@ def majority(causes: list[Cause], named: object) -> tuple[int, int]:
 def test_fifo99_spinner_is_named(tmp_path: Path) -> None:
     def load() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, str(HERE / "spinner.py"), str(CPU), "99", "2000", "100", "30"]
+            [sys.executable, str(SPINNER), str(CPU), "99", "2000", "100", "30"]
         )
 
     causes, meta, _ = measure(tmp_path, threshold_ns=500_000, load=load)

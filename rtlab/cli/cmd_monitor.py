@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab monitor`: watch boards indefinitely, export to Prometheus (docs/monitor.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rtlab.cli.cmd_report import STORE_HELP
+from rtlab.cpulist import CpuListError, parse_cpulist
+from rtlab.errors import UsageError
+from rtlab.exitcodes import ExitCode
+from rtlab.results.store import default_data_dir
+from rtlab.scenario.units import parse_duration
+
+DEFAULT_INTERVAL = "1ms"
+DEFAULT_PRIORITY = 80
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "monitor", help="watch boards for days: latency per CPU, stored and exported to "
+        "Prometheus",
+        description="Measures timer latency on one or more boards (or this machine) "
+        "without end, in segments (each stored as a run of scenario `monitor`), "
+        "checkpointed so that a restart or a kill -9 neither loses nor double-counts "
+        "anything, reconnecting to boards that went away (the gap is recorded). With "
+        "--listen it serves Prometheus metrics. See a past day with `rtlab history --host "
+        "H --day DATE`. Exit codes: 0 stopped after --duration, 1 error (e.g. the port is "
+        "in use, the state directory is held by another monitor), 2 usage (bad option, "
+        "CPU list, address), 4 skipped (no real-time scheduling: run as root), 130 "
+        "stopped by Ctrl-C/SIGTERM (everything measured is stored or kept in the state "
+        "directory).")
+    p.add_argument("--target", metavar="TARGET", action="append", default=[],
+                   help="a board: [USER@]HOST[:PORT] or an alias of ~/.ssh/config (repeat "
+                   "for several boards); `local` or none: this machine")
+    p.add_argument("--engine-dir", metavar="DIR", default=None,
+                   help="where the engine is kept on the boards (default /tmp/rtlab.UID)")
+    p.add_argument("--probe", choices=("timer", "noise"), default="timer",
+                   help="timer: wake-up latency of a SCHED_FIFO thread (default); noise: "
+                   "OS noise seen by a thread that spins on each CPU (it takes the whole "
+                   "CPU: for CPUs reserved to a polling workload)")
+    p.add_argument("--cpus", metavar="LIST", help="CPUs to measure (default: all online)")
+    p.add_argument("--interval", default=DEFAULT_INTERVAL, metavar="DUR",
+                   help=f"wake-up period (default {DEFAULT_INTERVAL}: a modest rate for "
+                   "days of monitoring)")
+    p.add_argument("--priority", type=int, default=DEFAULT_PRIORITY, metavar="N",
+                   help=f"SCHED_FIFO priority of the measuring threads (default "
+                   f"{DEFAULT_PRIORITY}: below the kernel's own 99 threads)")
+    p.add_argument("--segment", default="1h", metavar="DUR",
+                   help="length of one engine run, stored as one run (default 1h)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="serve Prometheus metrics there (HOST defaults to 127.0.0.1; "
+                   "another address only when given)")
+    p.add_argument("--state-dir", metavar="DIR", type=Path,
+                   help="checkpoint and raw segments (default: monitor/ beside the "
+                   "default store)")
+    p.add_argument("--watchdog", default="15s", metavar="DUR",
+                   help="a board whose engine says nothing for this long is taken as gone: "
+                   "its connection is dropped and retried (default 15s; snapshots come "
+                   "every second)")
+    p.add_argument("--duration", metavar="DUR",
+                   help="stop after this long (default: run until Ctrl-C/SIGTERM)")
+    p.add_argument("--allow-non-rt", action="store_true",
+                   help="measure even without real-time scheduling (results marked)")
+    p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    p.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace
+             ) -> tuple[list[str], float, float | None, float, list[int] | None]:
+    if args.probe == "timer":
+        engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
+                  "--policy", "fifo"]
+    else:
+        engine = ["noise"]
+    cpus = None
+    parse_duration(args.interval, "--interval")
+    if args.cpus is not None:
+        try:
+            cpus = parse_cpulist(args.cpus)
+        except CpuListError as exc:
+            raise UsageError(f"--cpus: {exc}", hint="e.g. --cpus 1-3") from None
+        if not cpus:
+            raise UsageError("--cpus is empty", hint="e.g. --cpus 1-3")
+        engine += ["--cpus", args.cpus]
+    if not 1 <= args.priority <= 99:
+        raise UsageError(f"--priority {args.priority} is out of range",
+                         hint="SCHED_FIFO priorities are 1..99")
+    if args.allow_non_rt:
+        engine.append("--allow-non-rt")
+    segment_s = parse_duration(args.segment, "--segment") / 1e9
+    if segment_s < 1:
+        raise UsageError("--segment must be at least 1s")
+    duration_s = (parse_duration(args.duration, "--duration") / 1e9
+                  if args.duration else None)
+    watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
+    if watchdog_s < 2:
+        raise UsageError("--watchdog must be at least 2s (the engine reports every second)")
+    return engine, segment_s, duration_s, watchdog_s, cpus
+
+
+def run(args: argparse.Namespace) -> int:
+    from rtlab.monitor.service import LOCAL, Monitor, MonitorOptions
+
+    engine, segment_s, duration_s, watchdog_s, cpus = _options(args)
+    listen = None
+    if args.listen:
+        from rtlab.monitor.http import parse_listen
+
+        listen = parse_listen(args.listen)
+    targets = list(dict.fromkeys(args.target or [LOCAL]))
+    state_dir = args.state_dir or default_data_dir() / "monitor"
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"rtlab monitor: {msg}", file=sys.stderr, flush=True)
+
+    opts = MonitorOptions(targets=targets, engine_args=engine, state_dir=state_dir,
+                          store=args.store, segment_s=segment_s, duration_s=duration_s,
+                          watchdog_s=watchdog_s, engine_dir=args.engine_dir,
+                          measured_cpus=cpus, on_event=say)
+    mon = Monitor(opts)
+    server = None
+    try:
+        mon.prepare()
+        if listen is not None:
+            from rtlab.monitor.http import MetricsServer
+
+            server = MetricsServer(mon.live, *listen)
+            server.start()
+            say(f"metrics on http://{_hostport(*server.address)}/metrics")
+        stopped_by: list[int] = []
+
+        def on_signal(signum: int, _frame: object) -> None:
+            stopped_by.append(signum)
+            mon.stop()
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        say(f"watching {', '.join(targets)}; state in {state_dir}")
+        try:
+            code = mon.run()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        if mon.fatal is not None:
+            raise mon.fatal
+        waiting = mon.pending_count()
+        if waiting:
+            say(f"{waiting} segment(s) not stored yet: kept in {state_dir}; the next start "
+                "stores them")
+        if stopped_by:
+            say(f"stopped by {signal.Signals(stopped_by[0]).name}")
+            return int(ExitCode.INTERRUPTED)
+        return int(ExitCode.ERROR) if waiting else code
+    finally:
+        if server is not None:
+            server.stop()
+        mon.close()
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

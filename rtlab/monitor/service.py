@@ -1,0 +1,409 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab monitor`: watch boards indefinitely (docs/monitor.md).
+
+One `Watcher` thread per board runs the engine in segments (`--segment`, one hour by
+default): each segment is one engine run whose raw output is written line by line into
+the state directory, whose snapshots feed the live totals (`LiveState`, read by the
+exporter) and whose records up to the last one applied are named in the checkpoint.
+An ended segment waits in `pending` until the store writer has stored it as a run;
+while the store is unreachable segments pile up there (on disk) and are written when
+it returns. A board that cannot be reached or whose engine fails is retried with a
+growing pause (at most `retry_max_s`); the time it was not measured is a gap, counted
+and written into the next segment's provenance.
+
+The engine of a segment is started by its watcher thread and dies with it (SIGTERM,
+docs/boards.md), so a monitor killed with kill -9 leaves no engine measuring; at the
+next start the interrupted segment's raw file is fed from the checkpoint's mark on and
+stored as a partial run: nothing counted twice, nothing lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rtlab.engine.board import transport_for
+from rtlab.engine.session import EngineSession
+from rtlab.errors import RtlabError
+from rtlab.exitcodes import ExitCode
+from rtlab.monitor.checkpoint import Checkpoint, Gap, Segment, StateDir
+from rtlab.monitor.feed import FeedError, SegmentFeed
+from rtlab.monitor.live import LiveState
+from rtlab.monitor.segments import read_segment, segment_run_id, store_segment
+from rtlab.results.store import Store
+
+LOCAL = "local"
+
+
+@dataclass
+class MonitorOptions:
+    targets: list[str]  # "local" for this machine
+    engine_args: list[str]  # the probe and its options, without --duration
+    state_dir: Path
+    store: str | None = None
+    segment_s: float = 3600.0
+    duration_s: float | None = None  # stop after this long (None: until stopped)
+    checkpoint_s: float = 5.0
+    retry_min_s: float = 2.0
+    retry_max_s: float = 60.0
+    watchdog_s: float = 15.0
+    store_retry_s: float = 10.0
+    engine_dir: str | None = None
+    # CPUs measured on this machine: the monitor itself keeps off them (None: all)
+    measured_cpus: list[int] | None = None
+    on_event: Callable[[str], None] = field(default=lambda _m: None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"targets": self.targets, "engine_args": self.engine_args,
+                "store": self.store, "segment_s": self.segment_s}
+
+
+class Monitor:
+    """The monitor's state and threads; `run()` blocks until stopped."""
+
+    def __init__(self, opts: MonitorOptions, live: LiveState | None = None) -> None:
+        self.opts = opts
+        self.live = live or LiveState()
+        self.state = StateDir(opts.state_dir)
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._wake_store = threading.Event()
+        self._watchers: list[Watcher] = []
+        self.cp: Checkpoint | None = None
+        self.fatal: RtlabError | None = None
+        self._last_save = 0.0
+
+    # lifecycle ------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Take the state directory, load the checkpoint, finish interrupted segments
+        (before any engine starts)."""
+        self.state.acquire()
+        mid = self.state.monitor_id(self.opts.as_json())
+        cp = self.state.load()
+        if cp is None or cp.monitor_id != mid:
+            cp = Checkpoint(mid)
+        self.cp = cp
+        self.live.seed(cp.channels, cp.boards)
+        for board, seg in list(cp.open.items()):
+            self._replay(seg)
+            del cp.open[board]
+        for b in self.opts.targets:
+            self.live.set_board(b, up=False, probe_ok=False, reason="starting",
+                                store_pending=sum(1 for s in cp.pending if s.board == b))
+        self.save(force=True)
+
+    def _replay(self, seg: Segment) -> None:
+        """Feed the part of an interrupted segment's raw file the totals lack."""
+        col_feed = SegmentFeed()
+        raw = self.state.abs(seg.file)
+        added = 0
+        for rec in _records(raw):
+            incs = col_feed.feed(rec)
+            kind = rec.get("type")
+            new = ((kind == "snapshot" and col_feed.seq > seg.seq)
+                   or (kind == "result" and not seg.result))
+            if not new:
+                continue
+            for inc in incs:
+                self.live.update(seg.board, inc.channel, inc.cpu, col_feed.probe,
+                                 **inc.as_update(time.time()))
+            added += 1
+            if kind == "snapshot":
+                seg.seq = col_feed.seq
+            else:
+                seg.result = True
+        seg.status = "ended" if seg.result else "interrupted"
+        self.cp.pending.append(seg)  # type: ignore[union-attr]
+        self.opts.on_event(f"{seg.board}: segment {seg.run_id} was interrupted; "
+                           f"{added} records recovered from its raw file")
+
+    def run(self) -> int:
+        """Watch until `stop()` or --duration; the exit code."""
+        assert self.cp is not None, "prepare() first"
+        self._keep_off_measured_cpus()
+        t_end = (time.monotonic() + self.opts.duration_s
+                 if self.opts.duration_s is not None else None)
+        writer = threading.Thread(target=self._store_loop, name="rtlab-store", daemon=True)
+        writer.start()
+        for b in self.opts.targets:
+            w = Watcher(self, b)
+            self._watchers.append(w)
+            w.start()
+        try:
+            while not self._stop.is_set():
+                if t_end is not None and time.monotonic() >= t_end:
+                    break
+                if self.fatal is not None:
+                    break
+                self._stop.wait(0.2)
+                self.save()
+        finally:
+            self._stop.set()
+            for w in self._watchers:
+                w.stop()
+            for w in self._watchers:
+                w.join()
+            self._wake_store.set()
+            writer.join(timeout=30)
+            self._store_pending(final=True)
+            self.save(force=True)
+        if self.fatal is not None:
+            return int(self.fatal.code)
+        return int(ExitCode.OK)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _keep_off_measured_cpus(self) -> None:
+        """On this machine the monitor's own threads (parsing, checkpoints, the store,
+        the exporter) run on the CPUs not measured, as the engine's reporter does."""
+        if LOCAL not in self.opts.targets or not self.opts.measured_cpus:
+            return
+        others = os.sched_getaffinity(0) - set(self.opts.measured_cpus)
+        if others:
+            os.sched_setaffinity(0, others)
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self.cp.pending) if self.cp is not None else 0
+
+    def close(self) -> None:
+        self.state.release()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # checkpoint -----------------------------------------------------------------------
+    def save(self, force: bool = False) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not force and now - self._last_save < self.opts.checkpoint_s:
+                return
+            assert self.cp is not None
+            view = self.live.view()
+            self.cp.channels = view.channels
+            self.cp.boards = view.boards
+            self.state.save(self.cp)
+            self._last_save = now
+
+    # segments (called by watchers) ------------------------------------------------------
+    def new_segment(self, board: str, gap_s: float, gap_reason: str) -> Segment:
+        with self._lock:
+            assert self.cp is not None
+            n = self.cp.counters.get(board, 0) + 1
+            self.cp.counters[board] = n
+            run_id = segment_run_id(self.cp.monitor_id, board, n)
+            seg = Segment(board, run_id, self.state.segment_file(board, run_id), time.time(),
+                          gap_before_s=gap_s, gap_reason=gap_reason)
+            self.cp.open[board] = seg
+            self.save(force=True)
+            return seg
+
+    def applied(self, seg: Segment, feed: SegmentFeed, rec: dict[str, Any]) -> None:
+        """One record's increments, into the totals and the segment's mark together."""
+        kind = rec.get("type")
+        with self._lock:
+            incs = feed.feed(rec)
+            now = time.time()
+            for inc in incs:
+                self.live.update(seg.board, inc.channel, inc.cpu, feed.probe,
+                                 **inc.as_update(now))
+            if kind == "snapshot":
+                seg.seq = feed.seq
+            elif kind == "result":
+                seg.result = True
+        if kind in ("snapshot", "result"):
+            self.live.set_board(seg.board, last_seen=time.time(), up=True)
+            self.save()
+
+    def end_segment(self, seg: Segment, measured: bool) -> None:
+        with self._lock:
+            assert self.cp is not None
+            self.cp.open.pop(seg.board, None)
+            if measured:
+                seg.status = "ended"
+                self.cp.pending.append(seg)
+            else:
+                self.state.remove(seg.file)
+            self._update_pending(seg.board)
+            self.save(force=True)
+        self._wake_store.set()
+
+    def add_gap(self, board: str, start: float, end: float, reason: str) -> None:
+        with self._lock:
+            assert self.cp is not None
+            self.cp.gaps.append(Gap(board, start, end, reason))
+            b = self.live.board(board)
+            self.live.set_board(board, gaps=b.gaps + 1, gap_seconds=b.gap_seconds + end - start)
+            self.save(force=True)
+
+    def _update_pending(self, board: str) -> None:
+        assert self.cp is not None
+        self.live.set_board(board, store_pending=sum(1 for s in self.cp.pending
+                                                     if s.board == board))
+
+    # the store writer -----------------------------------------------------------------
+    def _store_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake_store.wait(self.opts.store_retry_s)
+            self._wake_store.clear()
+            if self._stop.is_set():
+                break
+            self._store_pending()
+
+    def _store_pending(self, final: bool = False) -> None:
+        with self._lock:
+            assert self.cp is not None
+            todo = list(self.cp.pending)
+        if not todo:
+            return
+        try:
+            store = Store.open(self.opts.store)
+        except RtlabError as exc:
+            self.opts.on_event(f"store unreachable, {len(todo)} segment(s) wait in "
+                               f"{self.state.path}: {exc.one_line()}")
+            return
+        try:
+            for seg in todo:
+                target = None if seg.board == LOCAL else seg.board
+                try:
+                    outcome = store_segment(store, self.state.abs(seg.file), seg,
+                                            self.cp.monitor_id, target)  # type: ignore[union-attr]
+                except RtlabError as exc:
+                    self.opts.on_event(f"{seg.board}: segment {seg.run_id} not stored yet: "
+                                       f"{exc.one_line()}")
+                    return
+                with self._lock:
+                    self.cp.pending.remove(seg)  # type: ignore[union-attr]
+                    if outcome != "empty":
+                        b = self.live.board(seg.board)
+                        self.live.set_board(seg.board, segments=b.segments + 1)
+                    self._update_pending(seg.board)
+                    self.save(force=True)
+                self.state.remove(seg.file)
+                if outcome == "stored":
+                    self.opts.on_event(f"{seg.board}: stored segment {seg.run_id}")
+        finally:
+            store.close()
+        del final
+
+
+class Watcher(threading.Thread):
+    """One board: connect, measure segment after segment, reconnect after a failure."""
+
+    def __init__(self, mon: Monitor, board: str) -> None:
+        super().__init__(name=f"rtlab-watch-{board}", daemon=True)
+        self.mon = mon
+        self.board = board
+        self._session: EngineSession | None = None
+        self._session_lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._session_lock:
+            if self._session is not None:
+                self._session.request_stop(signal.SIGINT)
+
+    def run(self) -> None:
+        mon = self.mon
+        pause = mon.opts.retry_min_s
+        down_since: float | None = None
+        down_reason = ""
+        last_end: float | None = None
+        first = True
+        while not self._stopped.is_set():
+            try:
+                transport = transport_for(None if self.board == LOCAL else self.board,
+                                          engine_dir=mon.opts.engine_dir)
+            except RtlabError as exc:
+                down_since, down_reason = self._down(down_since, exc.one_line())
+                self._stopped.wait(pause)
+                pause = min(pause * 2, mon.opts.retry_max_s)
+                continue
+            try:
+                while not self._stopped.is_set():
+                    now = time.time()
+                    gap = 0.0 if last_end is None else max(0.0, now - last_end)
+                    if down_since is not None:
+                        gap = now - down_since
+                    seg = mon.new_segment(self.board, gap, down_reason if down_since else "")
+                    ok, why, code = self._segment(transport, seg)
+                    last_end = time.time()
+                    if ok:
+                        if down_since is not None:
+                            mon.add_gap(self.board, down_since, seg.started, down_reason)
+                            down_since, down_reason = None, ""
+                        pause = mon.opts.retry_min_s
+                        first = False
+                        continue
+                    if first and code in (ExitCode.USAGE, ExitCode.SKIPPED):
+                        # the engine refuses this set-up: retrying does not help
+                        mon.fatal = RtlabError(f"{self.board}: {why}", code=code)
+                        mon.stop()
+                        return
+                    down_since, down_reason = self._down(down_since, why)
+                    break
+            finally:
+                transport.close()
+            self._stopped.wait(pause)
+            pause = min(pause * 2, mon.opts.retry_max_s)
+
+    def _down(self, since: float | None, why: str) -> tuple[float, str]:
+        self.mon.live.set_board(self.board, up=False, probe_ok=False, reason=why)
+        self.mon.opts.on_event(f"{self.board}: down: {why}")
+        return (since if since is not None else time.time()), why
+
+    def _segment(self, transport: Any, seg: Segment) -> tuple[bool, str, int | None]:
+        """Run one segment: (measured something, why not, engine exit code)."""
+        mon = self.mon
+        feed = SegmentFeed()
+        args = [*mon.opts.engine_args, "--duration", f"{int(mon.opts.segment_s * 1000)}ms"]
+
+        def on_record(rec: dict[str, Any]) -> None:
+            if rec.get("type") == "header":
+                eff = rec.get("effective") or {}
+                mon.live.set_board(self.board, up=True, reason="",
+                                   probe_ok=bool(eff.get("rt_valid")))
+            try:
+                mon.applied(seg, feed, rec)
+            except FeedError as exc:
+                mon.opts.on_event(f"{self.board}: {exc}; segment ends")
+                if self._session is not None:
+                    self._session.request_stop(signal.SIGINT)
+
+        session = EngineSession(transport, args, mon.state.abs(seg.file),
+                                watchdog_s=mon.opts.watchdog_s, on_record=on_record)
+        with self._session_lock:
+            self._session = session
+            if self._stopped.is_set():
+                session.request_stop(signal.SIGINT)
+        try:
+            outcome = session.run()
+        except RtlabError as exc:
+            mon.end_segment(seg, measured=False)
+            return False, exc.one_line(), None
+        finally:
+            with self._session_lock:
+                self._session = None
+        measured = outcome.collector.state is not None
+        mon.end_segment(seg, measured=measured)
+        code = outcome.exit_code
+        if measured and (code in (0, 130) or self._stopped.is_set()):
+            return True, "", code
+        why = outcome.stderr_line() or (outcome.notes[0] if outcome.notes else
+                                        f"engine exit {code}")
+        if code == 255 and not transport.is_local:
+            why = f"the SSH connection was lost ({why})"
+        return measured and code == 3, why, code
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return read_segment(path)[1]

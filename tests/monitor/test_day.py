@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: MIT
+"""A past day, OSADL-style (`rtlab history --host H --day DATE`): slot maxima over 24 hours
+per CPU from stored runs' window maxima, gaps shown as gaps, a run across midnight split,
+the day's plot."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtlab.analysis.calibrate import run_from_samples
+from rtlab.analysis.day import board_day
+from rtlab.cli import main
+from rtlab.results.store import Store
+
+DAY = date(2026, 11, 20)
+T0 = datetime(2026, 11, 20, tzinfo=UTC).timestamp()
+
+
+def run_at(run_id: str, start_s: float, seconds: int, spikes: dict[int, int]):  # type: ignore[no-untyped-def]
+    """A 1-kHz run starting at unix time start_s, 10 µs everywhere but `spikes` (second
+    of the run -> ns)."""
+    x = np.full(seconds * 1000, 10_000, dtype=np.int64)
+    for sec, v in spikes.items():
+        x[sec * 1000 + 500] = v
+    r = run_from_samples(run_id, x, "6.1.0-rt")
+    r.provenance["engine"]["start_realtime_ns"] = int(start_s * 1e9)
+    r.provenance["engine"]["system"]["hostname"] = "board7"
+    r.provenance["host"]["start_wall"] = datetime.fromtimestamp(start_s, UTC).isoformat()
+    return r
+
+
+@pytest.fixture
+def runs():  # type: ignore[no-untyped-def]
+    return [
+        # 00:30-01:00, a 500 µs spike at 00:37:10 (slot 7)
+        run_at("aaaa0001", T0 + 1800, 1800, {430: 500_000}),
+        # 10:00-10:10, a 90 µs spike at 10:04:59 (slot 120)
+        run_at("aaaa0002", T0 + 36000, 600, {299: 90_000}),
+        # the day before 23:55 to 00:05: a spike before midnight (not this day) and one after
+        run_at("aaaa0003", T0 - 300, 600, {100: 900_000, 400: 70_000}),
+    ]
+
+
+def test_slot_maxima_and_gaps(runs) -> None:  # type: ignore[no-untyped-def]
+    bd = board_day("board7", DAY, runs, 300)
+    (cd,) = bd.cpus
+    assert bd.slots == 288 and len(bd.runs) == 3
+    assert cd.slot_max[7] == 500_000
+    assert cd.slot_max[120] == 90_000
+    assert cd.slot_max[0] == 70_000  # 00:01:40 after midnight; 900 µs was the day before
+    assert cd.max_ns == 500_000
+    covered = {int(k) for k in np.nonzero(cd.slot_max >= 0)[0]}
+    assert covered == {0, *range(6, 12), *range(120, 122)}
+    assert cd.slot_max[50] == -1  # not measured is not zero latency
+    assert int(cd.slot_samples[7]) == 300 * 1000
+
+
+def test_history_day_cli(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "s.db"
+    s = Store.open(str(db))
+    for r in runs:
+        s.add(r)
+    s.close()
+    plot = tmp_path / "day.png"
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--json", "--plot", str(plot)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    (cpu,) = out["cpus"]
+    assert cpu["slot_max_ns"][7] == 500_000 and cpu["slot_max_ns"][50] is None
+    assert plot.stat().st_size > 10_000
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db)])
+    text = capsys.readouterr().out
+    assert code == 0 and "00:00" in text and "500*" in text and "   - │" in text
+    assert "day max 500 µs in the slot from 00:35" in text
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--day", "2026-13-01"], "is not a date"),
+    (["--day", "today", "--slot", "7m"], "does not divide a day"),
+    (["--plot", "x.png"], "--plot needs --day"),
+    (["--day", "today", "--plot", "x.pdf"], ".png or .svg"),
+])
+def test_day_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                       words: str) -> None:
+    db = tmp_path / "s.db"
+    Store.open(str(db)).close()
+    code = main(["history", "--host", "board7", "--store", str(db), *argv])
+    assert code == 2
+    assert words in capsys.readouterr().err

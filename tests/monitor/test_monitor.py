@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: MIT
+"""`rtlab monitor` for real on this machine: segments stored as runs whose counts add up to
+the live totals, kill -9 and restart (nothing lost, nothing counted twice, no engine left
+measuring), a store that is away for a while, bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rtlab.results.store import Store
+from tests.support.paths import REPO
+
+
+@pytest.fixture
+def env(probe_bin: str, tmp_path: Path) -> dict[str, str]:
+    return dict(os.environ, RTLAB_PROBE=probe_bin, PYTHONPATH=str(REPO),
+                XDG_DATA_HOME=str(tmp_path / "xdg"))
+
+
+def monitor_cmd(state: Path, store: Path | str, *more: str) -> list[str]:
+    return [sys.executable, "-m", "rtlab", "monitor", "--cpus", "1", "--state-dir", str(state),
+            "--store", str(store), *more]
+
+
+def checkpoint(state: Path) -> dict:
+    return json.loads((state / "checkpoint.json").read_text())
+
+
+def totals(state: Path) -> tuple[int, int]:
+    chs = checkpoint(state)["channels"]
+    return sum(c["samples"] for c in chs), sum(c["missed"] for c in chs)
+
+
+def stored_totals(store: Path | str) -> tuple[int, int, list]:
+    s = Store.open(str(store), create=False)
+    try:
+        runs = [s.get(r.id) for r in s.list(None)]
+    finally:
+        s.close()
+    samples = sum(ch.samples for r in runs for ch in r.phases[0].channels)
+    missed = sum(ch.missed for r in runs for ch in r.phases[0].channels)
+    return samples, missed, runs
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            out += [int(x) for x in (task / "children").read_text().split()]
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_segments_add_up_to_the_live_totals(require_root: None, env: dict[str, str],
+                                            tmp_path: Path) -> None:
+    state, store = tmp_path / "state", tmp_path / "store.db"
+    r = subprocess.run(monitor_cmd(state, store, "--segment", "2s", "--duration", "5s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    samples, missed, runs = stored_totals(store)
+    assert (samples, missed) == totals(state)
+    assert samples + missed >= 3000  # ~5 s at 1 ms, minus engine starts
+    assert len(runs) == 3  # 2 s + 2 s + the last 1 s cut by --duration
+    assert {r.scenario["name"] for r in runs} == {"monitor"}
+    mids = {r.provenance["monitor"]["id"] for r in runs}
+    assert len(mids) == 1
+    assert not list((state / "segments").rglob("*.jsonl"))  # stored: raw files handed over
+    # every run keeps its per-second window maxima (the daily view is built from them)
+    assert all(len(r.phases[0].channels[0].windows) >= 1 for r in runs)
+
+
+def test_kill9_then_restart_loses_nothing_and_counts_nothing_twice(
+        require_root: None, env: dict[str, str], tmp_path: Path) -> None:
+    state, store = tmp_path / "state", tmp_path / "store.db"
+    proc = subprocess.Popen(monitor_cmd(state, store, "--segment", "1h"), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        # a checkpoint that already holds a few snapshots of the open segment
+        wait_for(lambda: (state / "checkpoint.json").exists()
+                 and any(s["seq"] >= 3 for s in checkpoint(state)["open"].values()),
+                 60, "a checkpoint with 3 snapshots")
+        engines = children(proc.pid)
+        assert engines, "the monitor runs an engine"
+        time.sleep(1.5)  # records after the checkpoint: only the raw file has them
+    finally:
+        proc.kill()
+        proc.wait(10)
+    # the engine dies with its monitor: nothing measures unobserved at RT priority
+    wait_for(lambda: not any(alive(p) for p in engines), 10, "the engine to stop")
+    cp = checkpoint(state)
+    (seg,) = cp["open"].values()
+    raw = state / seg["file"]
+    snaps = [json.loads(x) for x in raw.read_text().splitlines() if '"snapshot"' in x]
+    assert snaps[-1]["seq"] > seg["seq"]  # the raw file is ahead of the checkpoint
+
+    r = subprocess.run(monitor_cmd(state, store, "--segment", "2s", "--duration", "3s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "was interrupted" in r.stderr and "recovered" in r.stderr
+    samples, missed, runs = stored_totals(store)
+    assert (samples, missed) == totals(state)
+    first = [x for x in runs if x.run_id == seg["run_id"]]
+    assert len(first) == 1 and first[0].partial
+    # the interrupted run holds exactly what its raw file's last complete snapshot says
+    last = snaps[-1]["channels"][0]
+    assert first[0].phases[0].channels[0].samples == last["samples"]
+    assert any("monitor stopped while this segment measured" in n for n in first[0].notes)
+    assert len({x.run_id for x in runs}) == len(runs)
+
+
+def test_a_store_that_is_away_gets_the_segments_later(require_root: None,
+                                                      env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    """The store cannot be opened (its folder is a file): segments wait in the state
+    directory; once the store can be written they are all stored, none lost."""
+    state = tmp_path / "state"
+    blocker = tmp_path / "lab"
+    blocker.write_text("not a folder")
+    store = blocker / "store.db"
+    r = subprocess.run(monitor_cmd(state, store, "--segment", "1s", "--duration", "3s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "not stored" in r.stderr or "unreachable" in r.stderr
+    pending = checkpoint(state)["pending"]
+    assert len(pending) >= 2
+    assert all((state / s["file"]).exists() for s in pending)
+    before = totals(state)
+
+    blocker.unlink()  # the store comes back
+    r = subprocess.run(monitor_cmd(state, store, "--segment", "1s", "--duration", "1s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    samples, missed, runs = stored_totals(store)
+    assert (samples, missed) == totals(state)
+    assert samples >= before[0] and len(runs) >= len(pending) + 1
+    assert checkpoint(state)["pending"] == []
+
+
+def test_one_monitor_per_state_directory(require_root: None, env: dict[str, str],
+                                         tmp_path: Path) -> None:
+    state, store = tmp_path / "state", tmp_path / "store.db"
+    first = subprocess.Popen(monitor_cmd(state, store, "--segment", "1h"), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        wait_for(lambda: (state / "checkpoint.json").exists(), 60, "the first monitor")
+        r = subprocess.run(monitor_cmd(state, store, "--duration", "1s"), env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1
+        (line,) = r.stderr.strip().splitlines()
+        assert f"is in use by rtlab monitor pid {first.pid}" in line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 130
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--cpus", "1-0"], "--cpus"),
+    (["--cpus", "x"], "--cpus"),
+    (["--interval", "fast"], "--interval"),
+    (["--segment", "10ms"], "--segment"),
+    (["--priority", "120"], "--priority"),
+])
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(env: dict[str, str], tmp_path: Path,
+                                                          args: list[str], words: str) -> None:
+    state = tmp_path / "state"
+    r = subprocess.run([sys.executable, "-m", "rtlab", "monitor", "--state-dir", str(state),
+                        "--store", str(tmp_path / "s.db"), *args], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert words in line and "Traceback" not in r.stderr
+    assert not state.exists() and not (tmp_path / "s.db").exists()
+
+
+def test_an_offline_cpu_is_a_usage_error(require_root: None, env: dict[str, str],
+                                         tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "rtlab", "monitor", "--cpus", "1000",
+                        "--state-dir", str(tmp_path / "st"), "--store", str(tmp_path / "s.db"),
+                        "--duration", "5s"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "1000" in r.stderr.strip().splitlines()[-1]
+
+
+def test_the_noise_probe_can_be_monitored(require_root: None, env: dict[str, str],
+                                          tmp_path: Path) -> None:
+    state, store = tmp_path / "state", tmp_path / "store.db"
+    r = subprocess.run(monitor_cmd(state, store, "--probe", "noise", "--segment", "2s",
+                                   "--duration", "3s"),
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    samples, missed, runs = stored_totals(store)
+    assert {x.probe for x in runs} == {"noise"} and len(runs) == 2
+    assert samples == totals(state)[0] and samples > 0
+    assert {c["probe"] for c in checkpoint(state)["channels"]} == {"noise"}
