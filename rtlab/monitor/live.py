@@ -124,6 +124,13 @@ class LiveState:
             for k, v in fields.items():
                 setattr(b, k, v)
 
+    def add_board(self, name: str, **increments: float) -> None:
+        """Add to a board's counters (gaps, gap_seconds, segments) under the lock."""
+        with self._lock:
+            b = self._boards.setdefault(name, BoardLive(name))
+            for k, v in increments.items():
+                setattr(b, k, getattr(b, k) + v)
+
     def channel(self, board: str, channel: str, cpu: int | None,
                 probe: str = "timer") -> ChannelLive:
         """The channel's live record (created empty at first use). Change it only through

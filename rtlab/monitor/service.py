@@ -240,8 +240,7 @@ class Monitor:
         with self._lock:
             assert self.cp is not None
             self.cp.gaps.append(Gap(board, start, end, reason))
-            b = self.live.board(board)
-            self.live.set_board(board, gaps=b.gaps + 1, gap_seconds=b.gap_seconds + end - start)
+            self.live.add_board(board, gaps=1, gap_seconds=end - start)
             self.save(force=True)
 
     def _update_pending(self, board: str) -> None:
@@ -283,8 +282,7 @@ class Monitor:
                 with self._lock:
                     self.cp.pending.remove(seg)  # type: ignore[union-attr]
                     if outcome != "empty":
-                        b = self.live.board(seg.board)
-                        self.live.set_board(seg.board, segments=b.segments + 1)
+                        self.live.add_board(seg.board, segments=1)
                     self._update_pending(seg.board)
                     self.save(force=True)
                 self.state.remove(seg.file)
