@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "monitor", help="watch boards for days: latency per CPU, stored and exported to "
         "Prometheus",
-        description="Measures timer latency on one or more boards (or this machine) "
+        description="Measures timer latency (or OS noise) on one or more boards (or this machine) "
         "without end, in segments (each stored as a run of scenario `monitor`), "
         "checkpointed so that a restart or a kill -9 neither loses nor double-counts "
         "anything, reconnecting to boards that went away (the gap is recorded). With "

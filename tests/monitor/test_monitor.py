@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -220,3 +222,27 @@ def test_the_noise_probe_can_be_monitored(require_root: None, env: dict[str, str
     assert {x.probe for x in runs} == {"noise"} and len(runs) == 2
     assert samples == totals(state)[0] and samples > 0
     assert {c["probe"] for c in checkpoint(state)["channels"]} == {"noise"}
+
+
+def test_without_rt_privilege_the_monitor_is_skipped_exit_4(env: dict[str, str]) -> None:
+    """Run as the unprivileged user nobody: the engine cannot get SCHED_FIFO, the monitor
+    says so in one line and exits 4 (skipped); --allow-non-rt would measure anyway."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become nobody")
+    probe = env["RTLAB_PROBE"]
+    if not os.access(probe, os.X_OK) or os.stat(probe).st_mode & 0o001 == 0:
+        pytest.skip("probe binary not executable by others")
+    work = Path(tempfile.mkdtemp(prefix="rtlab-mon-nobody-"))
+    try:
+        work.chmod(0o777)
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            *monitor_cmd(work / "state", work / "s.db", "--duration", "10s")],
+                           env={**env, "HOME": str(work)}, capture_output=True, text=True,
+                           timeout=60, cwd="/")
+        if "Permission denied" in r.stderr and "Traceback" not in r.stderr:
+            pytest.skip("nobody cannot reach this checkout: " + r.stderr.strip()[-200:])
+        assert r.returncode == 4, r.stderr
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("rtlab: error")]
+        assert len(errors) == 1 and "Traceback" not in r.stderr
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
