@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,16 +29,7 @@ from tests.support.pg_server import PgServer, unavailable_reason
 # fixtures -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+# pg_server: the session's PostgreSQL test server (tests/results/conftest.py)
 
 
 @pytest.fixture(autouse=True)
