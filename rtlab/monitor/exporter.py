@@ -169,7 +169,15 @@ def _board_families(boards: list[BoardLive]) -> list[Metric]:
         pending.add_metric([b.name], b.store_pending)
         if b.last_seen:
             seen.add_metric([b.name], b.last_seen)
-    return [up, healthy, gaps, gap_s, segments, pending, seen]
+    info = InfoMetricFamily("rtlab_board", "What the board's engine reported of it: "
+                            "kernel release, preemption model, machine, engine version "
+                            "(to follow latency across kernels)",
+                            labels=["board", "kernel", "preempt", "machine",
+                                    "engine_version"])
+    for b in boards:
+        if b.kernel:
+            info.add_metric([b.name, b.kernel, b.preempt, b.machine, b.engine_version], {})
+    return [up, healthy, gaps, gap_s, segments, pending, seen, info]
 
 
 def _process_families(stats: ScrapeStats | None) -> list[Metric]:

@@ -95,6 +95,12 @@ class BoardLive:
     gaps: int = 0  # times it went away (unreachable, engine failed) since the first start
     gap_seconds: float = 0.0  # time not measured because of them
     store_pending: int = 0  # completed segments waiting for the store
+    # what its engine said of it (header): kernel release, preemption model, machine,
+    # engine version ("" until known)
+    kernel: str = ""
+    preempt: str = ""
+    machine: str = ""
+    engine_version: str = ""
 
 
 @dataclass

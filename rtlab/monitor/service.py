@@ -368,8 +368,13 @@ class Watcher(threading.Thread):
         def on_record(rec: dict[str, Any]) -> None:
             if rec.get("type") == "header":
                 eff = rec.get("effective") or {}
+                system = rec.get("system") or {}
                 mon.live.set_board(self.board, up=True, reason="",
-                                   probe_ok=bool(eff.get("rt_valid")))
+                                   probe_ok=bool(eff.get("rt_valid")),
+                                   kernel=str(system.get("release") or ""),
+                                   preempt=str(system.get("preempt") or ""),
+                                   machine=str(system.get("machine") or ""),
+                                   engine_version=str(rec.get("engine_version") or ""))
             try:
                 mon.applied(seg, feed, rec)
             except FeedError as exc:

@@ -417,3 +417,24 @@ def test_parse_listen_refuses(text, why):
     line = exc.value.one_line()
     assert why in line and "\n" not in line
     assert "--listen" in line and exc.value.code == ExitCode.USAGE
+
+
+def test_board_info_carries_the_kernel() -> None:
+    """rtlab_board_info: what the board's engine said of it, to follow latency across
+    kernels; absent until the engine reported."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from rtlab.monitor.exporter import make_registry
+
+    live = LiveState()
+    live.set_board("b1", up=True)
+    live.set_board("b2", up=True, kernel="6.1.0-50-rt-arm64", preempt="rt", machine="aarch64",
+                   engine_version="0.1.0")
+    text = generate_latest(make_registry(live.view)).decode()
+    infos = [s for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name == "rtlab_board_info"]
+    assert len(infos) == 1
+    assert infos[0].labels == {"board": "b2", "kernel": "6.1.0-50-rt-arm64", "preempt": "rt",
+                               "machine": "aarch64", "engine_version": "0.1.0"}
+    assert infos[0].value == 1.0

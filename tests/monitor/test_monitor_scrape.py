@@ -93,6 +93,7 @@ def test_stalls_between_scrapes_appear_and_counts_add_up(require_root: None,
         s1 = wait_scrape(port, lambda m: (value(m, "rtlab_samples_total", cpu=str(CPU)) or 0)
                          > 500, 60, "samples")
         assert value(s1, "rtlab_board_up", board="local") == 1.0
+        assert value(s1, "rtlab_board_info", board="local", kernel=os.uname().release) == 1.0
         missed1 = value(s1, "rtlab_missed_periods_total", cpu=str(CPU)) or 0
         for d_ms in (30, 45):
             stall(d_ms)  # between two scrapes: no scrape sees it happen
