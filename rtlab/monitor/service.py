@@ -96,6 +96,10 @@ class Monitor:
         for b in self.opts.targets:
             self.live.set_board(b, up=False, probe_ok=False, reason="starting",
                                 store_pending=sum(1 for s in cp.pending if s.board == b))
+        for b in cp.boards:  # watched before, not now: their totals stay, not their state
+            if b.name not in self.opts.targets:
+                self.live.set_board(b.name, up=False, probe_ok=False,
+                                    reason="not watched by this monitor")
         self.save(force=True)
 
     def _replay(self, seg: Segment) -> None:
