@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,23 +38,31 @@ def segment_run_id(monitor_id: str, board: str, number: int, attempt: int = 0) -
     return h[:8]
 
 
-def read_segment(path: Path) -> tuple[StreamCollector, list[dict[str, Any]]]:
-    """A segment's raw file: its collector and its records in order (a missing file is
-    empty; a line cut by a crash at the end is left out, the records before it stand)."""
+def segment_records(path: Path, col: StreamCollector | None = None
+                    ) -> Iterator[dict[str, Any]]:
+    """A segment's raw file, record by record, fed into `col` on the way (a missing file
+    has none; a line cut by a crash at the end is left out, the records before it stand).
+    One record at a time: a segment's snapshots each carry the whole cumulative histogram,
+    and an hour of them held at once would take hundreds of megabytes."""
+    col = col if col is not None else StreamCollector()
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        for line in f:
+            try:
+                rec = col.feed(line)
+            except UnknownSchemaError as exc:
+                raise RtlabError(f"{path}: {exc.message}", hint=exc.hint) from None
+            if rec is not None:
+                yield rec
+
+
+def read_segment(path: Path) -> StreamCollector:
+    """A segment's raw file as one collector (its last state, windows, logs)."""
     col = StreamCollector()
-    records: list[dict[str, Any]] = []
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return col, records
-    for line in data.decode("utf-8", errors="replace").splitlines(keepends=True):
-        try:
-            rec = col.feed(line)
-        except UnknownSchemaError as exc:
-            raise RtlabError(f"{path}: {exc.message}", hint=exc.hint) from None
-        if rec is not None:
-            records.append(rec)
-    return col, records
+    for _ in segment_records(path, col):
+        pass
+    return col
 
 
 def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
@@ -109,7 +118,7 @@ def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
         if mon.get("id") == monitor_id and mon.get("board") == seg.board:
             return "already"
         raise RtlabError(f"run id {seg.run_id} is held by another run")
-    result = segment_result(read_segment(raw)[0], seg, monitor_id, target)
+    result = segment_result(read_segment(raw), seg, monitor_id, target)
     if result is None:
         return "empty"
     store.add(result)

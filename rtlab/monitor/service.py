@@ -35,7 +35,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.monitor.checkpoint import Checkpoint, Gap, Segment, StateDir
 from rtlab.monitor.feed import FeedError, SegmentFeed
 from rtlab.monitor.live import LiveState
-from rtlab.monitor.segments import read_segment, segment_run_id, store_segment
+from rtlab.monitor.segments import segment_records, segment_run_id, store_segment
 from rtlab.results.store import Store
 
 LOCAL = "local"
@@ -107,7 +107,7 @@ class Monitor:
         col_feed = SegmentFeed()
         raw = self.state.abs(seg.file)
         added = 0
-        for rec in _records(raw):
+        for rec in segment_records(raw):
             incs = col_feed.feed(rec)
             kind = rec.get("type")
             new = ((kind == "snapshot" and col_feed.seq > seg.seq)
@@ -410,7 +410,3 @@ class Watcher(threading.Thread):
         if code == 255 and not transport.is_local:
             why = f"the SSH connection was lost ({why})"
         return measured and code == 3, why, code
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    return read_segment(path)[1]
