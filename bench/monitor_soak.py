@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import itertools
+
 from benchlib import write_report
 
 from rtlab.results.store import Store
@@ -96,19 +98,33 @@ def main() -> int:
     growth = (after[-1] - after[0]) if len(after) >= 2 else None
 
     s = Store.open(str(store), create=False)
-    expected = found = lost = 0
+    expected = found = lost = holes = stalled = 0
+    periods = accounted = 0
     runs = s.list(None)
     for row in runs:
         res = s.get(row.id)
         eng = res.provenance.get("engine") or {}
-        win_ns = int((eng.get("config") or {}).get("window_ns") or 1_000_000_000)
+        cfg = eng.get("config") or {}
+        win_ns = int(cfg.get("window_ns") or 1_000_000_000)
+        interval = int(cfg.get("interval_ns") or 1_000_000)
         for ph in res.phases:
             for ch in ph.channels:
                 n = int(ph.elapsed_ns or 0) // win_ns
-                have = len({int(i) for i in ch.windows.index if int(i) < n})
+                idx = sorted({int(i) for i in ch.windows.index})
+                maxima = dict(zip((int(i) for i in ch.windows.index),
+                                  (int(m) for m in ch.windows.max_ns), strict=True))
                 expected += n
-                found += have
+                found += len([i for i in idx if i < n])
                 lost += int(ch.windows_lost or 0)
+                # a window without a sample inside the run: the thread did not run then;
+                # the stall shows as the next sample's latency (and its missed periods)
+                for a, b in itertools.pairwise(idx):
+                    if b - a > 1:
+                        holes += b - a - 1
+                        if maxima[b] >= (b - a - 1) * win_ns:
+                            stalled += b - a - 1
+                periods += int(ph.elapsed_ns or 0) // interval
+                accounted += int(ch.samples) + int(ch.missed)
     s.close()
     lines = [
         f"`{' '.join(['rtlab', *cmd[3:]])}` for {args.duration}: exit {code}",
@@ -125,7 +141,10 @@ def main() -> int:
         f"| max | {max(kb for _, kb in samples) / 1024:.2f} MiB |" if samples else "",
         "",
         f"Runs stored: {len(runs)}; engine windows expected {expected}, found {found}, "
-        f"windows_lost {lost}; scrapes {scrapes} ok, {scrape_fail} failed. "
+        f"windows_lost {lost}; windows without a sample inside a run {holes}, of them "
+        f"covered by a stall that the next sample's latency shows {stalled}; periods "
+        f"{periods}, samples + missed {accounted}; scrapes {scrapes} ok, {scrape_fail} "
+        "failed. "
         f"{dur_s:.0f} s planned, {time.monotonic() - t0:.0f} s taken.",
     ]
     if code not in (0,):
