@@ -74,6 +74,7 @@ class Monitor:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._wake_store = threading.Event()
+        self._store_lock = threading.Lock()
         self._watchers: list[Watcher] = []
         self.cp: Checkpoint | None = None
         self.fatal: RtlabError | None = None
@@ -155,7 +156,7 @@ class Monitor:
                 w.join()
             self._wake_store.set()
             writer.join(timeout=30)
-            self._store_pending(final=True)
+            self._store_pending()
             self.save(force=True)
         if self.fatal is not None:
             return int(self.fatal.code)
@@ -261,7 +262,13 @@ class Monitor:
                 break
             self._store_pending()
 
-    def _store_pending(self, final: bool = False) -> None:
+    def _store_pending(self) -> None:
+        # one writer at a time: the final call at the end of run() may meet a writer
+        # thread that outlived its join's timeout
+        with self._store_lock:
+            self._store_pending_now()
+
+    def _store_pending_now(self) -> None:
         with self._lock:
             assert self.cp is not None
             todo = list(self.cp.pending)
@@ -294,7 +301,6 @@ class Monitor:
                     self.opts.on_event(f"{seg.board}: stored segment {seg.run_id}")
         finally:
             store.close()
-        del final
 
 
 class Watcher(threading.Thread):
