@@ -11,7 +11,7 @@ from typing import Any
 
 from rtlab.cli.cmd_report import STORE_HELP
 from rtlab.cpulist import CpuListError, parse_cpulist
-from rtlab.errors import UsageError
+from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.store import default_data_dir
 from rtlab.scenario.units import parse_duration
@@ -150,13 +150,17 @@ def run(args: argparse.Namespace) -> int:
         if mon.fatal is not None:
             raise mon.fatal
         waiting = mon.pending_count()
-        if waiting:
-            say(f"{waiting} segment(s) not stored yet: kept in {state_dir}; the next start "
-                "stores them")
         if stopped_by:
+            if waiting:
+                say(f"{waiting} segment(s) not stored yet: kept in {state_dir}; the next "
+                    "start stores them")
             say(f"stopped by {signal.Signals(stopped_by[0]).name}")
             return int(ExitCode.INTERRUPTED)
-        return int(ExitCode.ERROR) if waiting else code
+        if waiting:
+            raise RtlabError(f"{waiting} segment(s) not stored yet (the store could not be "
+                             f"written): kept in {state_dir}",
+                             hint="the next start stores them")
+        return code
     finally:
         if server is not None:
             server.stop()
