@@ -11,15 +11,12 @@
 
 #include "crew.h"
 #include "header.h"
-#include "jsonw.h"
 #include "output.h"
 #include "reporter.h"
-#include "sysinfo.h"
 
-/* The start is at least this far after the header is decided, so that writing the header
- * and releasing the threads never makes one miss the first deadline. */
+/* The start is this far after the header is decided, so that writing the header and
+ * releasing the threads never makes one miss the first deadline. */
 #define START_LEAD_NS (20 * NS_PER_MS)
-#define START_LEAD_MAX_NS (2000 * NS_PER_MS)
 
 struct run;
 
@@ -227,26 +224,6 @@ static bool wait_and_join(struct run *r)
 	return interrupted;
 }
 
-/* How far in the future the start must be: most of writing the header is reading the
- * system's facts (sysinfo: /proc/config.gz, CPU lists, ...), which an emulated or slow
- * board can take longer than START_LEAD_NS to do; a thread released after its first
- * deadlines would leave those periods neither measured nor counted. So the facts are
- * read once here (the second read, in the header, finds them in the page cache) and the
- * lead is at least three times what that took. */
-static uint64_t start_lead_ns(void)
-{
-	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
-	struct jsonw w;
-	jw_init(&w);
-	jw_obj_begin(&w, NULL);
-	sysinfo_write(&w, "system");
-	jw_obj_end(&w);
-	jw_free(&w);
-	uint64_t cost = rl_now_ns(CLOCK_MONOTONIC) - t0;
-	uint64_t lead = START_LEAD_NS + 3 * cost;
-	return lead < START_LEAD_MAX_NS ? lead : START_LEAD_MAX_NS;
-}
-
 /* Steps 2 to 11, with what step 1 set up. */
 static int run_probe(struct run *r)
 {
@@ -263,10 +240,9 @@ static int run_probe(struct run *r)
 		return RL_EXIT_SKIPPED;
 	}
 
-	const uint64_t lead = start_lead_ns();
 	const struct probe_start start = {
-		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + lead,
-		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + lead,
+		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS,
+		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS,
 		.out_fd = r->out_fd,
 	};
 	code = p->start(r->ctx, &start);
