@@ -41,6 +41,18 @@ static inline struct period_step period_advance(uint64_t deadline, uint64_t now,
 	return s;
 }
 
+/* Of the `missed` deadlines deadline + k*interval (1 <= k <= missed) that a wake-up at
+ * `deadline` skipped, how many are before `end` (deadline < end): a run that ends at `end`
+ * counts only its own periods as missed. */
+static inline uint64_t period_missed_before(uint64_t deadline, uint64_t missed, uint64_t end,
+					    uint64_t interval)
+{
+	if (deadline >= end)
+		return 0;
+	uint64_t due = (end - deadline - 1) / interval;
+	return missed < due ? missed : due;
+}
+
 /* First deadline start + k*interval (k >= 1) strictly after now. */
 static inline uint64_t period_first(uint64_t start, uint64_t now, uint64_t interval)
 {

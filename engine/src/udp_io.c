@@ -506,7 +506,8 @@ void udp_ping_loop(struct udp_ctx *ctx)
 	const uint64_t count = c->count ? c->count : UINT64_MAX;
 	const uint16_t want = ctx->ts.tx != UTS_EFF_NONE ? UDP_FLAG_WANT_CARRY : 0;
 	uint64_t next = start;
-	for (uint64_t seq = 0; seq < count; seq++) {
+	uint64_t seq;
+	for (seq = 0; seq < count; seq++) {
 		if (atomic_load_explicit(&ctx->stop, memory_order_relaxed))
 			break;
 		if (c->interval_ns) {
@@ -528,16 +529,22 @@ void udp_ping_loop(struct udp_ctx *ctx)
 			}
 			struct period_step s = period_advance(next, rl_now_ns(CLOCK_MONOTONIC),
 							      c->interval_ns);
-			for (uint64_t k = 0; k < s.missed; k++)
-				inc(ctx, C_MISSED_SENDS);
+			/* the slots passed meanwhile, but only those due before the end: every
+			 * slot of the run is sent or counted missed, exactly once */
+			add(ctx, C_MISSED_SENDS,
+			    period_missed_before(next, s.missed, end, c->interval_ns));
 			next = s.next_ns;
 		}
 		struct udp_pkt p = { .type = UDP_TYPE_PING, .flags = want, .session = c->session,
 				     .seq = seq };
 		p.send_rt = rl_now_ns(CLOCK_REALTIME);
 		p.send_mono = rl_now_ns(CLOCK_MONOTONIC);
-		if (p.send_mono >= end)
+		if (p.send_mono >= end) {
+			/* this slot was due before the end but its send came after it */
+			if (c->interval_ns)
+				inc(ctx, C_MISSED_SENDS);
 			break;
+		}
 		udp_pkt_encode(ctx->txbuf, &p);
 		bool ok = (ctx->xdp ? xdp_send(ctx) : send(ctx->fd, ctx->txbuf, c->size, 0)) ==
 			  (ssize_t)c->size;
@@ -593,14 +600,24 @@ void udp_ping_loop(struct udp_ctx *ctx)
 				}
 			}
 		}
-		if (!got && !atomic_load_explicit(&ctx->stop, memory_order_relaxed))
+		/* no reply (also when stopped while waiting): lost; and no read after it: TX
+		 * stamps share the socket's receive buffer with the replies, so drain them
+		 * here lest they pile up */
+		if (!got) {
 			inc(ctx, C_LOST);
-		else if (!got)
-			inc(ctx, C_LOST); /* stopped while waiting: the ping had no reply */
-		/* no reply, no read after it: TX stamps share the socket's receive buffer
-		 * with the replies, so they never pile up */
-		if (!got)
 			tx_drain(ctx, false);
+		}
+	}
+	/* stopped (the end of the run, or a signal) while sleeping or waiting for a reply:
+	 * the slots from `next` on that came due before the end and before now were
+	 * neither sent nor counted yet */
+	if (c->interval_ns && seq < count) {
+		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+		uint64_t limit = now < end ? now : end;
+		if (next < limit) {
+			add(ctx, C_MISSED_SENDS,
+			    1 + period_missed_before(next, UINT64_MAX, limit, c->interval_ns));
+		}
 	}
 	tx_drain(ctx, true);
 }

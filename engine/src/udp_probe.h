@@ -131,10 +131,16 @@ struct udp_ctx {
 	bool interrupted;
 };
 
+/* a counter is written only by the socket thread and read by the reporter */
+static inline void add(struct udp_ctx *c, int i, uint64_t n)
+{
+	atomic_store_explicit(&c->cnt[i], atomic_load_explicit(&c->cnt[i], memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 static inline void inc(struct udp_ctx *c, int i)
 {
-	atomic_store_explicit(&c->cnt[i], atomic_load_explicit(&c->cnt[i], memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	add(c, i, 1);
 }
 
 /* udp_report.c: the header's config and effective members, the logs, the counters */

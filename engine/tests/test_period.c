@@ -52,6 +52,19 @@ int main(void)
 		}
 	}
 
+	/* skipped deadlines 11..15 (x I): only those before the end count */
+	CHECK_EQ_U(period_missed_before(10 * I, 5, 100 * I, I), 5);
+	CHECK_EQ_U(period_missed_before(10 * I, 5, 13 * I, I), 2);     /* 11, 12 */
+	CHECK_EQ_U(period_missed_before(10 * I, 5, 13 * I + 1, I), 3); /* 11, 12, 13 */
+	CHECK_EQ_U(period_missed_before(10 * I, 5, 11 * I, I), 0);
+	CHECK_EQ_U(period_missed_before(10 * I, 5, 10 * I, I), 0);
+	CHECK_EQ_U(period_missed_before(10 * I, 5, UINT64_MAX, I), 5);
+	/* slots start + k*I before start + N*I: a deadline plus its skipped ones before the
+	 * end never exceed the N slots */
+	for (uint64_t d = 0; d < 10; d++)
+		for (uint64_t m = 0; m < 15; m++)
+			CHECK(d + 1 + period_missed_before(d * I, m, 10 * I, I) <= 10);
+
 	CHECK_EQ_U(period_first(10 * I, 10 * I, I), 11 * I);
 	CHECK_EQ_U(period_first(10 * I, 10 * I + 1, I), 11 * I);
 	CHECK_EQ_U(period_first(10 * I, 13 * I, I), 14 * I);

@@ -144,7 +144,10 @@ def test_veth_two_namespaces(probe_bin: str) -> None:
         validate_all(recs)
         check_order(recs)
         res = _check_ping(recs, shared=True)
-        assert res["udp"]["sent"] >= 1500
+        # every send slot sent or counted as missed, exactly once (see test_udp_xdp: the
+        # share sent depends on the machine's load)
+        assert res["udp"]["sent"] + res["udp"]["missed_sends"] == 2000
+        assert res["udp"]["sent"] >= 500
         rrecs = _finish(refl)
         ru = rrecs[-1]["udp"]
         assert ru["replied"] == ru["received"] >= res["udp"]["replies"]

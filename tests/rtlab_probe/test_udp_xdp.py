@@ -124,7 +124,13 @@ def test_paths_talk_to_each_other(probe_bin: str, refl_path: str, ping_path: str
             assert res["udp"]["xdp"]["frames"] >= res["udp"]["replies"]
         u = res["udp"]
         rtt = _chan(res, "rtt")
-        assert u["sent"] >= 1500 and u["invalid"] == 0 and u["no_timestamp"] == 0
+        # every one of the 2,000 send slots (2,000/s for 1 s) was sent or counted as
+        # missed, exactly once (regression: a last slot due before the end but woken
+        # after it was neither); how many were sent depends on how long round trips take
+        # on a busy 2-vCPU VM (1,170-1,956 seen), so the floor only says the paths kept
+        # talking
+        assert u["sent"] + u["missed_sends"] == 2000 and u["sent"] >= 500
+        assert u["invalid"] == 0 and u["no_timestamp"] == 0
         assert rtt["samples"] == u["sent"] - u["lost"] == u["replies"] > 0.95 * u["sent"]
         assert hist_count(rtt) == rtt["samples"]
         names = {c["name"] for c in res["channels"]}
