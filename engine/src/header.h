@@ -19,6 +19,7 @@
 /* What took effect in the lifecycle's part of the set-up. */
 struct header_facts {
 	const struct probe_start *start;
+	const char *system;	/* the system's facts, rendered by sysinfo_write (JSON) */
 	const struct run_opts *run;
 	int mlock_err;
 	bool dma_held;

@@ -197,6 +197,13 @@ static void close_(struct jsonw *w, char c)
 }
 
 void jw_obj_begin(struct jsonw *w, const char *key) { open_(w, key, '{'); }
+
+void jw_raw(struct jsonw *w, const char *key, const char *json)
+{
+	prefix(w, key);
+	put(w, json, strlen(json));
+}
+
 void jw_obj_end(struct jsonw *w) { close_(w, '}'); }
 void jw_arr_begin(struct jsonw *w, const char *key) { open_(w, key, '['); }
 void jw_arr_end(struct jsonw *w) { close_(w, ']'); }

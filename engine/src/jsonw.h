@@ -54,6 +54,8 @@ void jw_uint(struct jsonw *w, const char *key, uint64_t v);
 void jw_uint_or_null(struct jsonw *w, const char *key, uint64_t v);
 void jw_bool(struct jsonw *w, const char *key, bool v);
 void jw_null(struct jsonw *w, const char *key);
+/* A value that is already JSON text (another writer's complete output), as it is. */
+void jw_raw(struct jsonw *w, const char *key, const char *json);
 /* A CPU set as an array of CPU numbers, ascending. */
 void jw_cpuset(struct jsonw *w, const char *key, const cpu_set_t *set);
 

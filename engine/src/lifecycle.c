@@ -13,10 +13,15 @@
 #include "header.h"
 #include "output.h"
 #include "reporter.h"
+#include "sysinfo.h"
 
-/* The start is this far after the header is decided, so that writing the header and
- * releasing the threads never makes one miss the first deadline. */
+/* The start is at least this far after the header is decided, so that writing the header
+ * and releasing the threads never makes one miss the first deadline. The slow part of the
+ * header, reading the system's facts (/proc/config.gz, CPU lists, ...: tens of ms on an
+ * emulated board), is done before the start is decided, and the time it took, a measure
+ * of how slow this machine is right now, is added twice (at most START_LEAD_MAX_NS). */
 #define START_LEAD_NS (20 * NS_PER_MS)
+#define START_LEAD_MAX_NS (1000 * NS_PER_MS)
 
 struct run;
 
@@ -183,15 +188,15 @@ static int start_threads(struct run *r)
 }
 
 /* Step 6: the header and the log records after it. 0 or the error of writing the header. */
-static int write_header(const struct run *r, const struct probe_start *start, const char *why,
-			bool rt_valid)
+static int write_header(const struct run *r, const struct probe_start *start,
+			const char *system, const char *why, bool rt_valid)
 {
 	const struct probe_ops *p = r->p;
 	const struct rt_trace *trace = r->opts->trace ? &r->trace : NULL;
 	struct jsonw w;
 	jw_init(&w);
 	const struct header_facts facts = {
-		.start = start, .run = r->opts, .mlock_err = r->mlock_err,
+		.start = start, .system = system, .run = r->opts, .mlock_err = r->mlock_err,
 		.dma_held = r->dma_fd >= 0, .dma_err = r->dma_err, .plan = &r->plan,
 		.trace = trace, .rep_aff = &r->rep_aff, .rep_pinned = r->rep_pinned,
 		.rt_valid = rt_valid,
@@ -240,17 +245,29 @@ static int run_probe(struct run *r)
 		return RL_EXIT_SKIPPED;
 	}
 
+	/* the system's facts first: a measuring thread released after its first deadlines
+	 * would leave those periods neither measured nor counted */
+	struct jsonw sys;
+	jw_init(&sys);
+	const uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
+	sysinfo_write(&sys, NULL);
+	const uint64_t slow = 2 * (rl_now_ns(CLOCK_MONOTONIC) - t0);
+	const uint64_t lead = START_LEAD_NS + (slow < START_LEAD_MAX_NS ? slow : START_LEAD_MAX_NS);
 	const struct probe_start start = {
-		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + START_LEAD_NS,
-		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + START_LEAD_NS,
+		.realtime_ns = rl_now_ns(CLOCK_REALTIME) + lead,
+		.monotonic_ns = rl_now_ns(CLOCK_MONOTONIC) + lead,
 		.out_fd = r->out_fd,
 	};
 	code = p->start(r->ctx, &start);
 	if (code) {
+		jw_free(&sys);
 		crew_abort(&r->crew);
 		return code;
 	}
-	int out_err = write_header(r, &start, why, rt_valid);
+	/* facts that could not be rendered (out of memory) are null, never half an object */
+	int out_err = write_header(r, &start, jw_error(&sys) ? "null" : jw_text(&sys), why,
+				   rt_valid);
+	jw_free(&sys);
 
 	struct reporter *rep = NULL;
 	const struct reporter_cfg rc = {

@@ -53,6 +53,18 @@ static inline uint64_t period_missed_before(uint64_t deadline, uint64_t missed, 
 	return missed < due ? missed : due;
 }
 
+/* period_advance for a run whose last deadline is `last` (UINT64_MAX: no end): deadlines
+ * after it are not the run's, so they are never counted as missed (a late wake-up near the
+ * end would otherwise make samples + missed exceed the run's periods). next_ns as ever. */
+static inline struct period_step period_advance_until(uint64_t deadline, uint64_t now,
+						      uint64_t interval, uint64_t last)
+{
+	struct period_step s = period_advance(deadline, now, interval);
+	if (last != UINT64_MAX)
+		s.missed = period_missed_before(deadline, s.missed, last + 1, interval);
+	return s;
+}
+
 /* First deadline start + k*interval (k >= 1) strictly after now. */
 static inline uint64_t period_first(uint64_t start, uint64_t now, uint64_t interval)
 {

@@ -335,7 +335,8 @@ static void waker_main(struct sw_waker *wk)
 			atomic_store(&ctx->stop, true);
 			break;
 		}
-		struct period_step s = period_advance(next, rl_now_ns(CLOCK_MONOTONIC), interval);
+		struct period_step s =
+			period_advance_until(next, rl_now_ns(CLOCK_MONOTONIC), interval, end);
 		next = s.next_ns;
 		struct sw_pair *p = wk->pairs[k % wk->n_pairs];
 		if (!atomic_load_explicit(&p->armed, memory_order_acquire)) {

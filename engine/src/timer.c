@@ -224,7 +224,7 @@ static void timer_measure(void *p, struct probe_thread *pt)
 			break;
 		}
 		uint64_t now = rl_now_ns(clk);
-		struct period_step s = period_advance(next, now, interval);
+		struct period_step s = period_advance_until(next, now, interval, end);
 		uint64_t at = now > start ? now - start : 0;
 		channel_record(ch, at, s.latency_ns, s.missed, s.negative);
 		if (s.latency_ns > threshold) {

@@ -42,6 +42,20 @@ int main(void)
 	jw_str(&w, NULL, "q\"b\\s/\n\t\r\b\f\x01\x1f\x7f");
 	CHECK(eq(&w, "\"q\\\"b\\\\s/\\n\\t\\r\\b\\f\\u0001\\u001f\\u007f\""));
 
+	/* another writer's output spliced in as a value, commas as for any value */
+	struct jsonw inner;
+	jw_init(&inner);
+	jw_obj_begin(&inner, NULL);
+	jw_uint(&inner, "n", 1);
+	jw_obj_end(&inner);
+	jw_obj_begin(&w, NULL);
+	jw_int(&w, "a", 0);
+	jw_raw(&w, "sys", jw_text(&inner));
+	jw_raw(&w, "none", "null");
+	jw_obj_end(&w);
+	CHECK(eq(&w, "{\"a\":0,\"sys\":{\"n\":1},\"none\":null}"));
+	jw_free(&inner);
+
 	jw_strn(&w, NULL, "a\0b", 3);
 	CHECK(eq(&w, "\"a\\u0000b\""));
 

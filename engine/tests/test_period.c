@@ -59,6 +59,17 @@ int main(void)
 	CHECK_EQ_U(period_missed_before(10 * I, 5, 11 * I, I), 0);
 	CHECK_EQ_U(period_missed_before(10 * I, 5, 10 * I, I), 0);
 	CHECK_EQ_U(period_missed_before(10 * I, 5, UINT64_MAX, I), 5);
+	/* a run whose last deadline is 12 I: a wake-up at 14.5 I for deadline 11 I skips 12,
+	 * 13 and 14, of which only 12 is the run's */
+	s = period_advance_until(11 * I, 14 * I + I / 2, I, 12 * I);
+	CHECK_EQ_U(s.missed, 1);
+	CHECK_EQ_U(s.next_ns, 15 * I);
+	CHECK_EQ_U(s.latency_ns, 3 * I + I / 2);
+	s = period_advance_until(11 * I, 14 * I + I / 2, I, UINT64_MAX);
+	CHECK_EQ_U(s.missed, 3);
+	s = period_advance_until(12 * I, 14 * I + I / 2, I, 12 * I); /* the last deadline */
+	CHECK_EQ_U(s.missed, 0);
+
 	/* slots start + k*I before start + N*I: a deadline plus its skipped ones before the
 	 * end never exceed the N slots */
 	for (uint64_t d = 0; d < 10; d++)
