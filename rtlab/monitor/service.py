@@ -19,6 +19,7 @@ stored as a partial run: nothing counted twice, nothing lost.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -167,12 +168,17 @@ class Monitor:
 
     def _keep_off_measured_cpus(self) -> None:
         """On this machine the monitor's own threads (parsing, checkpoints, the store,
-        the exporter) run on the CPUs not measured, as the engine's reporter does."""
+        the exporter) run on the CPUs not measured, as the engine's reporter does: every
+        thread there is already (the exporter's, started before) and, by inheritance,
+        every later one."""
         if LOCAL not in self.opts.targets or not self.opts.measured_cpus:
             return
         others = os.sched_getaffinity(0) - set(self.opts.measured_cpus)
-        if others:
-            os.sched_setaffinity(0, others)
+        if not others:
+            return
+        for task in Path("/proc/self/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(task.name), others)
 
     def pending_count(self) -> int:
         with self._lock:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,41 @@ def test_segments_add_up_to_the_live_totals(require_root: None, env: dict[str, s
     assert not list((state / "segments").rglob("*.jsonl"))  # stored: raw files handed over
     # every run keeps its per-second window maxima (the daily view is built from them)
     assert all(len(r.phases[0].channels[0].windows) >= 1 for r in runs)
+
+
+def test_the_monitors_own_threads_keep_off_the_measured_cpu(require_root: None,
+                                                            env: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # the exporter's thread starts before the watching does (regression: it stayed
+    # allowed on the measured CPU, as only the main thread's affinity was set)
+    p = subprocess.Popen(monitor_cmd(tmp_path / "state", tmp_path / "s.db", "--listen",
+                                     f"127.0.0.1:{port}", "--duration", "60s"),
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def engine_measures() -> bool:
+            return any(Path(f"/proc/{c}/comm").read_text().strip() == "rtlab-probe"
+                       for c in children(p.pid) if alive(c))
+        wait_for(engine_measures, 60, "the engine")
+        allowed = {}
+        for task in Path(f"/proc/{p.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                allowed[task.name] = os.sched_getaffinity(int(task.name))
+        assert len(allowed) >= 3  # main, the exporter's, a watcher, the store writer
+        assert all(1 not in cpus for cpus in allowed.values()), allowed
+        # the engine's measuring thread is the one on CPU 1
+        (eng,) = [c for c in children(p.pid) if alive(c)]
+        on1 = [t.name for t in Path(f"/proc/{eng}/task").iterdir()
+               if os.sched_getaffinity(int(t.name)) == {1}]
+        assert len(on1) == 1
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
 
 
 def test_kill9_then_restart_loses_nothing_and_counts_nothing_twice(
