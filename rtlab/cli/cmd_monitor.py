@@ -50,6 +50,10 @@ def register(sub: Any) -> None:
     p.add_argument("--priority", type=int, default=DEFAULT_PRIORITY, metavar="N",
                    help=f"SCHED_FIFO priority of the measuring threads (default "
                    f"{DEFAULT_PRIORITY}: below the kernel's own 99 threads)")
+    p.add_argument("--dma-latency", type=int, metavar="US",
+                   help="hold /dev/cpu_dma_latency at US microseconds on each board while "
+                   "measuring, as a real-time application that does so (0: no deep idle "
+                   "states; default: not held, the board idles as it is configured to)")
     p.add_argument("--segment", default="1h", metavar="DUR",
                    help="length of one engine run, stored as one run (default 1h)")
     p.add_argument("--listen", metavar="HOST:PORT",
@@ -91,6 +95,11 @@ def _options(args: argparse.Namespace
     if not 1 <= args.priority <= 99:
         raise UsageError(f"--priority {args.priority} is out of range",
                          hint="SCHED_FIFO priorities are 1..99")
+    if args.dma_latency is not None:
+        if args.dma_latency < 0:
+            raise UsageError(f"--dma-latency {args.dma_latency} is negative",
+                             hint="give microseconds from 0 up (0: no deep idle states)")
+        engine += ["--dma-latency", str(args.dma_latency)]
     if args.allow_non_rt:
         engine.append("--allow-non-rt")
     segment_s = parse_duration(args.segment, "--segment") / 1e9

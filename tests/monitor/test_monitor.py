@@ -132,6 +132,30 @@ def test_the_monitors_own_threads_keep_off_the_measured_cpu(require_root: None,
     assert p.returncode == 130, err
 
 
+def test_dma_latency_is_held_while_measuring(require_root: None, env: dict[str, str],
+                                            tmp_path: Path) -> None:
+    if not Path("/dev/cpu_dma_latency").exists():
+        pytest.skip("no /dev/cpu_dma_latency (kernel without PM QoS)")
+    state, store = tmp_path / "state", tmp_path / "s.db"
+    p = subprocess.Popen(monitor_cmd(state, store, "--dma-latency", "0", "--duration", "60s"),
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def engine_holds() -> bool:
+            for c in children(p.pid):
+                with contextlib.suppress(OSError):
+                    if any(os.readlink(f) == "/dev/cpu_dma_latency"
+                           for f in Path(f"/proc/{c}/fd").iterdir()):
+                        return True
+            return False
+        wait_for(engine_holds, 60, "the engine holding /dev/cpu_dma_latency")
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    _, _, runs = stored_totals(store)
+    assert runs and all("--dma-latency" in r.provenance["engine"]["argv"] for r in runs)
+
+
 def test_kill9_then_restart_loses_nothing_and_counts_nothing_twice(
         require_root: None, env: dict[str, str], tmp_path: Path) -> None:
     state, store = tmp_path / "state", tmp_path / "store.db"
@@ -224,6 +248,7 @@ def test_one_monitor_per_state_directory(require_root: None, env: dict[str, str]
     (["--interval", "fast"], "--interval"),
     (["--segment", "10ms"], "--segment"),
     (["--priority", "120"], "--priority"),
+    (["--dma-latency", "-1"], "--dma-latency"),
 ])
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(env: dict[str, str], tmp_path: Path,
                                                           args: list[str], words: str) -> None:
