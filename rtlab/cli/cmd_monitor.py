@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.cli.cmd_report import STORE_HELP
+from rtlab.cli.target import add_target_args
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
@@ -34,11 +35,7 @@ def register(sub: Any) -> None:
         "CPU list, address), 4 skipped (no real-time scheduling: run as root), 130 "
         "stopped by Ctrl-C/SIGTERM (everything measured is stored or kept in the state "
         "directory).")
-    p.add_argument("--target", metavar="TARGET", action="append", default=[],
-                   help="a board: [USER@]HOST[:PORT] or an alias of ~/.ssh/config (repeat "
-                   "for several boards); `local` or none: this machine")
-    p.add_argument("--engine-dir", metavar="DIR", default=None,
-                   help="where the engine is kept on the boards (default /tmp/rtlab.UID)")
+    add_target_args(p, repeat=True)
     p.add_argument("--probe", choices=("timer", "noise"), default="timer",
                    help="timer: wake-up latency of a SCHED_FIFO thread (default); noise: "
                    "OS noise seen by a thread that spins on each CPU (it takes the whole "
