@@ -16,6 +16,8 @@
 # 2 usage, 3 SLO not met (violated or undecided) or the engine's stop threshold
 # hit, 4 skipped (the engine says why: no root, a missing kernel feature),
 # 130 interrupted (SIGINT/SIGTERM: the partial result is still reported and kept).
+# Any other engine exit code (killed by a signal: 137, 139; 255) is an error, 1, with
+# a failed `engine-exit-code` test case whose measurement is the engine's code.
 
 PROG=rtlab-lava
 
@@ -574,6 +576,16 @@ else
     rc=0
 fi
 
+# an exit code the engine does not document (killed by a signal: 137 SIGKILL, e.g. the
+# out-of-memory killer, 139 SIGSEGV; 255) is an error (1), never passed through
+odd_rc=
+case "$rc" in
+    0|1|2|3|4|130) ;;
+    *)
+        odd_rc=$rc
+        rc=1 ;;
+esac
+
 # --- report -------------------------------------------------------------------------------
 
 slo_verdict=none
@@ -617,6 +629,15 @@ if [ "$run_verdict" = failed ]; then
     [ -n "$SLO" ] && test_case slo --result "$skipped"
 fi
 
+if [ -n "$odd_rc" ]; then
+    why=
+    if [ "$odd_rc" -gt 128 ] && [ "$odd_rc" -le 192 ]; then
+        why=" (killed by signal $((odd_rc - 128)))"
+    fi
+    say "the engine's exit code $odd_rc$why is not one of its documented codes (0, 1, 2, 3, 4, 130): reported as an error (1)"
+    test_case engine-exit-code --result fail --measurement "$odd_rc" --units code
+fi
+
 # --- the artifact -------------------------------------------------------------------------
 
 if [ -s "$RAW" ]; then
@@ -635,6 +656,7 @@ fi
 if [ -n "${interrupted:-}" ] || [ "$rc" -eq 130 ]; then
     exit 130
 fi
+[ -n "$odd_rc" ] && exit 1  # an error, whatever was measured (as rtlab: error > SLO)
 case "$run_verdict" in
     failed|invalid)
         case "$rc" in 0|3) exit 1 ;; *) exit "$rc" ;; esac ;;

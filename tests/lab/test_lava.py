@@ -369,6 +369,65 @@ def test_missing_engine_is_an_error(tmp_path: Path) -> None:
     assert out.rc == 1 and "not on PATH" in out.stderr
 
 
+def fake_engine(tmp: Path, code: int, records: int | None, source: Path) -> Path:
+    """A stand-in rtlab-probe: answers --version, writes the first `records` lines of
+    `source` to its --output (all of them: None) and exits with `code`."""
+    keep = "cat" if records is None else f"head -n {records}"
+    path = tmp / "fake-probe"
+    path.write_text(f"""#!/bin/sh
+if [ "$1" = --version ]; then echo '{{"type":"version","engine_version":"0.0.0"}}'; exit 0; fi
+out=
+while [ $# -gt 0 ]; do
+    case "$1" in --output) out=$2; shift 2 ;; *) shift ;; esac
+done
+{keep} "{source}" >"$out"
+exit {code}
+""")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("code", "records", "why", "slo"), [
+    # the OOM killer's SIGKILL mid-run: a snapshot is left
+    (137, 2, "killed by signal 9", "max < 1s"),
+    # a crash after its complete result; an error outranks the SLO not met (as in rtlab)
+    (139, None, "killed by signal 11", "max < 1us"),
+    (255, 0, None, "max < 1s"),  # exit(-1) before it wrote anything
+    (5, None, None, "max < 1s"),
+])
+def test_undocumented_engine_exit_code_is_an_error(tmp_path: Path, code: int,
+                                                   records: int | None, why: str | None,
+                                                   slo: str) -> None:
+    """An engine exit code outside 0/1/2/3/4/130 (killed by a signal, a crash) is not
+    passed through: the script exits 1 (error), with a failed `engine-exit-code` case
+    whose measurement is the engine's code and a log line saying what it was."""
+    few = write_jsonl(tmp_path / "few.jsonl", [channel("cpu3", 3, [5_000, 6_000, 70_000])])
+    engine = fake_engine(tmp_path, code, records, few)
+    out = run_script("--engine", str(engine), "--output-dir", str(tmp_path / "out"),
+                     "--slo", slo)
+    out.check_format()
+    assert out.rc == 1, out.stdout + out.stderr
+    assert out.case("engine-exit-code") == Case("engine-exit-code", "fail", str(code), "code")
+    (note,) = [n for n in out.notes if n.startswith(f"the engine's exit code {code} ")]
+    assert "not one of its documented codes" in note and "reported as an error (1)" in note
+    assert (why in note) if why else ("killed by" not in note)
+    run = out.case("engine-run")
+    assert run.result == ("pass" if records is None else "fail")
+
+
+@pytest.mark.parametrize(("code", "records", "rc"), [
+    (0, None, 0), (1, 2, 1), (2, 0, 2), (3, None, 3), (4, 0, 4), (130, 2, 130)])
+def test_documented_engine_exit_codes_are_kept(tmp_path: Path, code: int, records: int | None,
+                                               rc: int) -> None:
+    few = write_jsonl(tmp_path / "few.jsonl", [channel("cpu3", 3, [5_000, 6_000, 70_000])])
+    engine = fake_engine(tmp_path, code, records, few)
+    out = run_script("--engine", str(engine), "--output-dir", str(tmp_path / "out"))
+    out.check_format()
+    assert out.rc == rc, out.stdout + out.stderr
+    assert not [c for c in out.cases if c.name == "engine-exit-code"]
+    assert f"engine exit code {code}" in out.notes
+
+
 # --- the test definition -----------------------------------------------------------------
 
 
