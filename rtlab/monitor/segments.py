@@ -12,7 +12,6 @@ it already there instead of storing it twice.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -31,11 +30,18 @@ from rtlab.runner.run import believable
 SCENARIO = "monitor"
 
 
-def segment_run_id(monitor_id: str, board: str, number: int, attempt: int = 0) -> str:
-    """The run id of a board's segment number `number` (8 hex digits like every run id;
-    `attempt` > 0 when an unrelated run already holds the first choice)."""
-    h = hashlib.sha256(f"{monitor_id}\0{board}\0{number}\0{attempt}".encode()).hexdigest()
-    return h[:8]
+def segment_run_id(monitor_id: str, board: str, number: int) -> str:
+    """The run id of a board's segment number `number` (8 hex digits like every run id)."""
+    return hashlib.sha256(f"{monitor_id}\0{board}\0{number}".encode()).hexdigest()[:8]
+
+
+def next_run_id(run_id: str) -> str:
+    """The id to try when an unrelated run holds `run_id`: derived from it, so a store
+    attempt repeated after a crash walks the same ids and finds its run again."""
+    return hashlib.sha256(f"{run_id}\0next".encode()).hexdigest()[:8]
+
+
+MAX_ID_TRIES = 8
 
 
 def segment_records(path: Path, col: StreamCollector | None = None
@@ -66,8 +72,9 @@ def read_segment(path: Path) -> StreamCollector:
 
 
 def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
-                   target: str | None) -> RunResult | None:
-    """The run of a segment's records (None: the engine measured nothing)."""
+                   target: str | None, run_id: str | None = None) -> RunResult | None:
+    """The run of a segment's records (None: the engine measured nothing), under
+    `run_id` (default: the segment's)."""
     if col.state is None:
         return None
     engine_status = col.result.get("status") if col.result else None
@@ -96,10 +103,10 @@ def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
     if seg.gap_before_s > 0:
         notes.append(f"not measured for {seg.gap_before_s:.1f} s before this segment"
                      + (f": {seg.gap_reason}" if seg.gap_reason else ""))
-    result = col.to_result(seg.run_id, status=status, partial=partial, host=host,
+    result = col.to_result(run_id or seg.run_id, status=status, partial=partial, host=host,
                            scenario={"name": SCENARIO, "hash": None}, extra_notes=notes)
     result.provenance["monitor"] = {
-        "id": monitor_id, "board": seg.board, "segment": seg.file.rsplit("/", 1)[-1],
+        "id": monitor_id, "board": seg.board, "segment": _segment_name(seg),
         "started": seg.started, "gap_before_s": round(seg.gap_before_s, 3),
         "gap_reason": seg.gap_reason or None,
     }
@@ -107,25 +114,39 @@ def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
     return result
 
 
+def _is_this_segment(store: Store, run_id: str, seg: Segment, monitor_id: str) -> bool:
+    mon = store.get(run_id).provenance.get("monitor") or {}
+    return (mon.get("id") == monitor_id and mon.get("board") == seg.board
+            and mon.get("segment") == _segment_name(seg))
+
+
 def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
-                  target: str | None) -> str:
-    """Store a segment: "stored", "already" (a crash came between storing and the
-    checkpoint) or "empty" (nothing measured; nothing stored). Raises RtlabError when
-    the store cannot be written (the caller keeps the segment pending)."""
-    if store.exists(seg.run_id):
-        old = store.get(seg.run_id)
-        mon = old.provenance.get("monitor") or {}
-        if mon.get("id") == monitor_id and mon.get("board") == seg.board:
-            return "already"
-        raise RtlabError(f"run id {seg.run_id} is held by another run")
-    result = segment_result(read_segment(raw), seg, monitor_id, target)
-    if result is None:
-        return "empty"
-    store.add(result)
-    dest = store.raw_path(seg.run_id)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(raw, dest)
-    return "stored"
+                  target: str | None) -> tuple[str, str]:
+    """Store a segment with its raw output: ("stored" | "already" | "empty", run id).
+    "already": a crash came between storing and the checkpoint; "empty": nothing
+    measured, nothing stored. The run id is the segment's, or when an unrelated run holds
+    that, the next of `next_run_id`'s. The run and its raw file are stored together
+    (`Store.add_with_raw`): a stored segment always has its raw output. Raises
+    RtlabError when the store cannot be written (the caller keeps the segment pending)."""
+    run_id = seg.run_id
+    for _ in range(MAX_ID_TRIES):
+        if store.exists(run_id):
+            if _is_this_segment(store, run_id, seg, monitor_id):
+                return "already", run_id
+            run_id = next_run_id(run_id)
+            continue
+        result = segment_result(read_segment(raw), seg, monitor_id, target, run_id)
+        if result is None:
+            return "empty", run_id
+        if store.add_with_raw(result, raw):
+            return "stored", run_id
+        # stored meanwhile under this id (by whom: the next turn looks)
+    raise RtlabError(f"segment {seg.run_id} of {seg.board}: {MAX_ID_TRIES} run ids in a "
+                     "row are held by other runs")
+
+
+def _segment_name(seg: Segment) -> str:
+    return seg.file.rsplit("/", 1)[-1]
 
 
 def _iso(ns: object) -> str | None:

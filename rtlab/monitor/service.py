@@ -40,6 +40,7 @@ from rtlab.monitor.segments import segment_records, segment_run_id, store_segmen
 from rtlab.results.store import Store
 
 LOCAL = "local"
+STORE_RETRY_MAX_S = 600.0  # the longest pause before a refused segment is tried again
 
 
 @dataclass
@@ -80,11 +81,15 @@ class Monitor:
         self.cp: Checkpoint | None = None
         self.fatal: RtlabError | None = None
         self._last_save = 0.0
+        # segments the store refused: raw file -> (failures, monotonic time of next try)
+        self._store_backoff: dict[str, tuple[int, float]] = {}
 
     # lifecycle ------------------------------------------------------------------------
     def prepare(self) -> None:
         """Take the state directory, load the checkpoint, finish interrupted segments
-        (before any engine starts)."""
+        (before any engine starts). From here on the monitor's threads keep off the
+        measured CPUs."""
+        self._keep_off_measured_cpus()
         self.state.acquire()
         mid = self.state.monitor_id(self.opts.as_json())
         cp = self.state.load()
@@ -105,34 +110,45 @@ class Monitor:
         self.save(force=True)
 
     def _replay(self, seg: Segment) -> None:
-        """Feed the part of an interrupted segment's raw file the totals lack."""
-        col_feed = SegmentFeed()
-        raw = self.state.abs(seg.file)
-        added = 0
-        for rec in segment_records(raw):
-            incs = col_feed.feed(rec)
-            kind = rec.get("type")
-            new = ((kind == "snapshot" and col_feed.seq > seg.seq)
-                   or (kind == "result" and not seg.result))
-            if not new:
-                continue
-            for inc in incs:
-                self.live.update(seg.board, inc.channel, inc.cpu, col_feed.probe,
-                                 **inc.as_update(time.time()))
-            added += 1
-            if kind == "snapshot":
-                seg.seq = col_feed.seq
-            else:
-                seg.result = True
+        """Feed the part of an interrupted segment's raw file the totals lack; the
+        segment then waits for the store."""
+        added, err = self._replay_records(seg)
+        if err is not None:  # the records before it are in; the segment stands
+            self.opts.on_event(f"{seg.board}: segment {seg.run_id}: {err}; the rest of its "
+                               "raw file is not counted")
         seg.status = "ended" if seg.result else "interrupted"
         self.cp.pending.append(seg)  # type: ignore[union-attr]
         self.opts.on_event(f"{seg.board}: segment {seg.run_id} was interrupted; "
                            f"{added} records recovered from its raw file")
 
+    def _replay_records(self, seg: Segment) -> tuple[int, FeedError | None]:
+        """Apply the records after the segment's mark: how many, and the inconsistency
+        that stopped it early, if one did."""
+        feed = SegmentFeed()
+        added = 0
+        for rec in segment_records(self.state.abs(seg.file)):
+            try:
+                incs = feed.feed(rec)
+            except FeedError as exc:
+                return added, exc
+            kind = rec.get("type")
+            new = ((kind == "snapshot" and feed.seq > seg.seq)
+                   or (kind == "result" and not seg.result))
+            if not new:
+                continue
+            for inc in incs:
+                self.live.update(seg.board, inc.channel, inc.cpu, feed.probe,
+                                 **inc.as_update(time.time()))
+            added += 1
+            if kind == "snapshot":
+                seg.seq = feed.seq
+            else:
+                seg.result = True
+        return added, None
+
     def run(self) -> int:
         """Watch until `stop()` or --duration; the exit code."""
         assert self.cp is not None, "prepare() first"
-        self._keep_off_measured_cpus()
         t_end = (time.monotonic() + self.opts.duration_s
                  if self.opts.duration_s is not None else None)
         writer = threading.Thread(target=self._store_loop, name="rtlab-store", daemon=True)
@@ -157,7 +173,7 @@ class Monitor:
                 w.join()
             self._wake_store.set()
             writer.join(timeout=30)
-            self._store_pending()
+            self._store_pending(every=True)
             self.save(force=True)
         if self.fatal is not None:
             return int(self.fatal.code)
@@ -169,8 +185,8 @@ class Monitor:
     def _keep_off_measured_cpus(self) -> None:
         """On this machine the monitor's own threads (parsing, checkpoints, the store,
         the exporter) run on the CPUs not measured, as the engine's reporter does: every
-        thread there is already (the exporter's, started before) and, by inheritance,
-        every later one."""
+        thread there is already (one a library started, say) and, by inheritance, every
+        later one."""
         if LOCAL not in self.opts.targets or not self.opts.measured_cpus:
             return
         others = os.sched_getaffinity(0) - set(self.opts.measured_cpus)
@@ -247,6 +263,15 @@ class Monitor:
             self.save(force=True)
         self._wake_store.set()
 
+    def abandon_open(self, board: str) -> None:
+        """The board's open segment after a fault: what its raw file holds waits for the
+        store like any segment (the totals have it), an empty one is dropped."""
+        with self._lock:
+            assert self.cp is not None
+            seg = self.cp.open.get(board)
+        if seg is not None:
+            self.end_segment(seg, measured=self.state.abs(seg.file).exists())
+
     def add_gap(self, board: str, start: float, end: float, reason: str) -> None:
         with self._lock:
             assert self.cp is not None
@@ -266,18 +291,24 @@ class Monitor:
             self._wake_store.clear()
             if self._stop.is_set():
                 break
-            self._store_pending()
+            try:
+                self._store_pending()
+            except Exception as exc:  # the writer must outlive any fault
+                self.opts.on_event(f"storing segments failed, tried again later: {exc!r}")
 
-    def _store_pending(self) -> None:
-        # one writer at a time: the final call at the end of run() may meet a writer
-        # thread that outlived its join's timeout
+    def _store_pending(self, every: bool = False) -> None:
+        """Store the pending segments (`every`: also those whose retry time has not
+        come). One writer at a time: the final call at the end of run() may meet a writer
+        thread that outlived its join's timeout."""
         with self._store_lock:
-            self._store_pending_now()
+            self._store_pending_now(every)
 
-    def _store_pending_now(self) -> None:
+    def _store_pending_now(self, every: bool) -> None:
         with self._lock:
             assert self.cp is not None
-            todo = list(self.cp.pending)
+            now = time.monotonic()
+            todo = [s for s in self.cp.pending
+                    if every or self._store_backoff.get(s.file, (0, 0.0))[1] <= now]
         if not todo:
             return
         try:
@@ -288,25 +319,37 @@ class Monitor:
             return
         try:
             for seg in todo:
-                target = None if seg.board == LOCAL else seg.board
-                try:
-                    outcome = store_segment(store, self.state.abs(seg.file), seg,
-                                            self.cp.monitor_id, target)  # type: ignore[union-attr]
-                except RtlabError as exc:
-                    self.opts.on_event(f"{seg.board}: segment {seg.run_id} not stored yet: "
-                                       f"{exc.one_line()}")
-                    return
-                with self._lock:
-                    self.cp.pending.remove(seg)  # type: ignore[union-attr]
-                    if outcome != "empty":
-                        self.live.add_board(seg.board, segments=1)
-                    self._update_pending(seg.board)
-                    self.save(force=True)
-                self.state.remove(seg.file)
-                if outcome == "stored":
-                    self.opts.on_event(f"{seg.board}: stored segment {seg.run_id}")
+                self._store_one(store, seg)
         finally:
             store.close()
+
+    def _store_one(self, store: Store, seg: Segment) -> None:
+        """One pending segment into the store. A segment the store refuses waits, with a
+        growing pause, while the others go on: one bad segment never holds up the rest."""
+        assert self.cp is not None
+        target = None if seg.board == LOCAL else seg.board
+        try:
+            outcome, run_id = store_segment(store, self.state.abs(seg.file), seg,
+                                            self.cp.monitor_id, target)
+        except (RtlabError, OSError) as exc:
+            n = self._store_backoff.get(seg.file, (0, 0.0))[0] + 1
+            pause = min(self.opts.store_retry_s * 2 ** (n - 1), STORE_RETRY_MAX_S)
+            self._store_backoff[seg.file] = (n, time.monotonic() + pause)
+            why = exc.one_line() if isinstance(exc, RtlabError) else str(exc)
+            self.opts.on_event(f"{seg.board}: segment {seg.run_id} not stored yet "
+                               f"(tried {n} time(s), again in {pause:.0f} s): {why}")
+            return
+        self._store_backoff.pop(seg.file, None)
+        with self._lock:
+            seg.run_id = run_id
+            self.cp.pending.remove(seg)
+            if outcome != "empty":
+                self.live.add_board(seg.board, segments=1)
+            self._update_pending(seg.board)
+            self.save(force=True)
+        self.state.remove(seg.file)
+        if outcome == "stored":
+            self.opts.on_event(f"{seg.board}: stored segment {run_id}")
 
 
 class Watcher(threading.Thread):
@@ -327,6 +370,18 @@ class Watcher(threading.Thread):
                 self._session.request_stop(signal.SIGINT)
 
     def run(self) -> None:
+        """Watch until stopped; a fault of any kind (a full disk under the state
+        directory, a bug) marks the board down and is retried, never ends the watching."""
+        while not self._stopped.is_set():
+            try:
+                self._watch()
+                return
+            except Exception as exc:  # see the docstring
+                self.mon.abandon_open(self.board)
+                self._down(None, f"monitor fault, retried: {exc!r}")
+                self._stopped.wait(self.mon.opts.retry_max_s)
+
+    def _watch(self) -> None:
         mon = self.mon
         pause = mon.opts.retry_min_s
         down_since: float | None = None
@@ -406,9 +461,11 @@ class Watcher(threading.Thread):
                 session.request_stop(signal.SIGINT)
         try:
             outcome = session.run()
-        except RtlabError as exc:
-            mon.end_segment(seg, measured=False)
-            return False, exc.one_line(), None
+        except (RtlabError, OSError) as exc:
+            # what was measured before the fault is in the totals: it is stored too
+            mon.end_segment(seg, measured=session.collector.state is not None)
+            why = exc.one_line() if isinstance(exc, RtlabError) else f"{exc}"
+            return False, why, None
         finally:
             with self._session_lock:
                 self._session = None

@@ -555,6 +555,29 @@ class Store:
             raise
         return True
 
+    def add_with_raw(self, result: RunResult, raw: Path) -> bool:
+        """Store a new run together with its raw engine output (`ID.jsonl`), as
+        `add_copy` does: kept in the database when the store keeps raw files there (a
+        lab's PostgreSQL), else written into the raw directory before the run's
+        transaction, so a stored run always has its raw file. False, and nothing changed,
+        when the id is stored already."""
+        text = json.dumps(result.to_dict(packed=True), separators=(",", ":")).encode()
+        run = StoredRun(result.run_id, _row_common(result)["created"], text,
+                        content_digest(text))
+        run.__dict__["_result"] = result  # no need to read back what was just written
+        try:
+            size = raw.stat().st_size
+        except OSError as exc:
+            raise RtlabError(f"cannot read the raw output {raw} of run {result.run_id}: "
+                             f"{exc.strerror or exc}") from exc
+
+        def content() -> Iterator[bytes]:
+            with open(raw, "rb") as f:
+                while piece := f.read(RAW_CHUNK_BYTES):
+                    yield piece
+
+        return self.add_copy(run, [(RawFile(f"{result.run_id}.jsonl", size, False), content)])
+
     def _remove_raw(self, paths: list[Path]) -> None:
         for path in paths:
             with suppress(OSError):
