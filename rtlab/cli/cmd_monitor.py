@@ -92,6 +92,16 @@ def _options(args: argparse.Namespace
     if not 1 <= args.priority <= 99:
         raise UsageError(f"--priority {args.priority} is out of range",
                          hint="SCHED_FIFO priorities are 1..99")
+    if args.probe == "noise":
+        # the noise probe spins on its CPUs at the engine's own scheduling: no wake-ups,
+        # so no interval, no priority of a waking thread, no idle states to hold off
+        given = [o for o, v, d in (("--interval", args.interval, DEFAULT_INTERVAL),
+                                   ("--priority", args.priority, DEFAULT_PRIORITY),
+                                   ("--dma-latency", args.dma_latency, None)) if v != d]
+        if given:
+            verb = "does" if len(given) == 1 else "do"
+            raise UsageError(f"{', '.join(given)} {verb} not apply to --probe noise (it "
+                             "spins on each CPU)", hint="drop it, or use --probe timer")
     if args.dma_latency is not None:
         if args.dma_latency < 0:
             raise UsageError(f"--dma-latency {args.dma_latency} is negative",
@@ -135,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         mon.prepare()
         if listen is not None:
-            from rtlab.monitor.http import MetricsServer
+            from rtlab.monitor.http import MetricsServer, format_address
 
             server = MetricsServer(mon.live, *listen)
             server.start()
-            say(f"metrics on http://{_hostport(*server.address)}/metrics")
+            say(f"metrics on http://{format_address(*server.address)}/metrics")
         stopped_by: list[int] = []
 
         def on_signal(signum: int, _frame: object) -> None:
@@ -172,6 +182,3 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
         mon.close()
 
-
-def _hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

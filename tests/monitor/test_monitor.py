@@ -249,6 +249,9 @@ def test_one_monitor_per_state_directory(require_root: None, env: dict[str, str]
     (["--segment", "10ms"], "--segment"),
     (["--priority", "120"], "--priority"),
     (["--dma-latency", "-1"], "--dma-latency"),
+    (["--probe", "noise", "--dma-latency", "0"], "--dma-latency does not apply"),
+    (["--probe", "noise", "--interval", "2ms", "--priority", "90"],
+     "--interval, --priority do not apply"),
 ])
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(env: dict[str, str], tmp_path: Path,
                                                           args: list[str], words: str) -> None:
