@@ -158,15 +158,16 @@ class StateDir:
             self._lock_fd = None
 
     # identity -------------------------------------------------------------------------
-    def monitor_id(self, options: dict[str, Any]) -> str:
-        """This state directory's monitor id (made at its first use), and the options of
-        the latest start beside it."""
+    def monitor_id(self, options: dict[str, Any], known: str | None = None) -> str:
+        """This state directory's monitor id (made at its first use; `known`: the
+        checkpoint's, kept when monitor.json was lost, so its totals and pending segments
+        stay this monitor's), and the options of the latest start beside it."""
         f = self.path / "monitor.json"
         try:
             info = json.loads(f.read_text())
             mid = str(info["id"])
         except (OSError, ValueError, KeyError):
-            mid = secrets.token_hex(8)
+            mid = known or secrets.token_hex(8)
         _write_atomic(f, json.dumps({"id": mid, "options": options}, indent=1) + "\n")
         return mid
 

@@ -13,6 +13,7 @@ from any record on (`skip_through`): nothing is counted twice or lost.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,8 +56,14 @@ class _Seen:
 
 @dataclass
 class SegmentFeed:
-    """The increments of one engine run, record by record."""
+    """The increments of one engine run, record by record.
 
+    Window maxima carry the time their window ended (for `ChannelLive.recent`). Fed
+    live (`live=True`), that time is on the monitor's clock: the board's own clock may be
+    anywhere (a board without RTC or NTP boots in 1970), so the board's start is moved to
+    when its header arrived. Replayed from a raw file, it stays on the board's clock."""
+
+    live: bool = False
     start_unix: float = 0.0  # the run's start on the wall clock (its header)
     window_s: float = 1.0
     probe: str = "timer"
@@ -67,6 +74,8 @@ class SegmentFeed:
 
     def header(self, rec: dict[str, Any]) -> None:
         self.start_unix = int(rec.get("start_realtime_ns") or 0) / 1e9
+        if self.live:  # the engine starts a few ms after its header: close enough
+            self.start_unix = time.time()
         cfg = rec.get("config") or {}
         self.window_s = int(cfg.get("window_ns") or 1_000_000_000) / 1e9
         self.probe = str(rec.get("probe") or "timer")

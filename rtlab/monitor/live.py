@@ -117,7 +117,9 @@ class LiveState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._boards: dict[str, BoardLive] = {}
-        self._channels: dict[tuple[str, str], ChannelLive] = {}
+        # (board, channel, probe): a state directory restarted with another probe keeps
+        # the old probe's totals apart, never adds one quantity to another
+        self._channels: dict[tuple[str, str, str], ChannelLive] = {}
         self.started = time.time()
 
     def board(self, name: str) -> BoardLive:
@@ -142,14 +144,14 @@ class LiveState:
         """The channel's live record (created empty at first use). Change it only through
         `update`."""
         with self._lock:
-            return self._channels.setdefault((board, channel),
+            return self._channels.setdefault((board, channel, probe),
                                              ChannelLive(board, channel, cpu, probe))
 
     def update(self, board: str, channel: str, cpu: int | None, probe: str = "timer",
                **increments: object) -> None:
         """`ChannelLive.add` under the lock (keyword arguments as there)."""
         with self._lock:
-            ch = self._channels.setdefault((board, channel),
+            ch = self._channels.setdefault((board, channel, probe),
                                            ChannelLive(board, channel, cpu, probe))
             ch.add(**increments)  # type: ignore[arg-type]
 
@@ -157,7 +159,7 @@ class LiveState:
         """Restore totals from a checkpoint (before any watcher starts)."""
         with self._lock:
             for ch in channels:
-                self._channels[(ch.board, ch.channel)] = ch
+                self._channels[(ch.board, ch.channel, ch.probe)] = ch
             for b in boards:
                 self._boards[b.name] = b
 

@@ -91,8 +91,8 @@ class Monitor:
         measured CPUs."""
         self._keep_off_measured_cpus()
         self.state.acquire()
-        mid = self.state.monitor_id(self.opts.as_json())
         cp = self.state.load()
+        mid = self.state.monitor_id(self.opts.as_json(), cp.monitor_id if cp else None)
         if cp is None or cp.monitor_id != mid:
             cp = Checkpoint(mid)
         self.cp = cp
@@ -433,7 +433,7 @@ class Watcher(threading.Thread):
     def _segment(self, transport: Any, seg: Segment) -> tuple[bool, str, int | None]:
         """Run one segment: (measured something, why not, engine exit code)."""
         mon = self.mon
-        feed = SegmentFeed()
+        feed = SegmentFeed(live=True)
         args = [*mon.opts.engine_args, "--duration", f"{int(mon.opts.segment_s * 1000)}ms"]
 
         def on_record(rec: dict[str, Any]) -> None:
