@@ -21,6 +21,7 @@ from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import RunResult
 
 DAY_S = 86_400
+HOUR_S = 3_600
 
 
 @dataclass

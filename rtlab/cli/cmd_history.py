@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.analysis.compare import build_configs, compare_configs
-from rtlab.analysis.day import DAY_S, BoardDay, board_day, day_bounds
+from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
 from rtlab.cli.cmd_report import STORE_HELP
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
-from rtlab.scenario.units import parse_duration
+from rtlab.scenario.units import format_duration, parse_duration
 from rtlab.textfmt import bounded_us, us
 
 
@@ -43,7 +43,9 @@ def register(sub: Any) -> None:
                    "slot over 24 hours per CPU (gaps marked), from the runs overlapping it "
                    "(e.g. `rtlab monitor`'s segments); `today` and `yesterday` work too")
     p.add_argument("--slot", default="5m", metavar="DUR",
-                   help="with --day: slot length (default 5m; it must divide a day)")
+                   help="with --day: slot length (default 5m): one that divides an hour "
+                   "(e.g. 30s, 1m, 15m; the table shows one row per hour) or whole hours "
+                   "that divide a day (2h, 3h, 4h, 6h, 8h, 12h, 24h; one row per slot)")
     p.add_argument("--plot", metavar="FILE.png|svg",
                    help="with --day: write the day's plot (slot maxima over 24 h and the "
                    "day's latency histogram per CPU)")
@@ -142,12 +144,23 @@ def _parse_day(text: str) -> date:
                          hint="use YYYY-MM-DD (UTC), today or yesterday") from None
 
 
+def _parse_slot(text: str) -> int:
+    """--slot in whole seconds: one that divides an hour (the table's rows are hours) or
+    whole hours that divide a day (the rows are the slots), else a UsageError."""
+    ns = parse_duration(text, "--slot")
+    if ns % 1_000_000_000:
+        raise UsageError(f"--slot {text} is not a whole number of seconds",
+                         hint="e.g. 30s, 1m, 5m, 15m, 1h, 2h")
+    slot_s = ns // 1_000_000_000
+    if HOUR_S % slot_s and (slot_s % HOUR_S or DAY_S % slot_s):
+        raise UsageError(f"--slot {text} neither divides an hour nor is whole hours that "
+                         "divide a day", hint="e.g. 30s, 1m, 5m, 15m, 1h, 2h, 6h")
+    return slot_s
+
+
 def run_day(args: argparse.Namespace) -> int:
     day = _parse_day(args.day)
-    slot_s = parse_duration(args.slot, "--slot") / 1e9
-    if slot_s != int(slot_s) or slot_s < 1 or DAY_S % int(slot_s):
-        raise UsageError(f"--slot {args.slot} does not divide a day into whole seconds",
-                         hint="e.g. 1m, 5m, 15m, 1h")
+    slot_s = _parse_slot(args.slot)
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {args.plot}: the file name must end in .png or .svg")
     t0, t1 = day_bounds(day)
@@ -161,7 +174,7 @@ def run_day(args: argparse.Namespace) -> int:
         results = [store.get(r.id) for r in rows]
     finally:
         store.close()
-    bd = board_day(args.host, day, results, int(slot_s))
+    bd = board_day(args.host, day, results, slot_s)
     if not bd.runs:
         raise UsageError(f"no stored {args.probe} runs of host {args.host!r} on "
                          f"{day.isoformat()}", hint="see `rtlab results list`")
@@ -180,31 +193,39 @@ def _print_day(bd: BoardDay, plot: str | None) -> None:
     from rich.table import Table
 
     console = make_console()
-    per_hour = max(1, 3600 // bd.slot_s)
+    # a row per hour (slots that divide an hour), else per slot (whole hours)
+    row_s = max(HOUR_S, bd.slot_s)
+    per_row = row_s // bd.slot_s
+    if row_s == HOUR_S:
+        per, first = "hour", "hour"
+    else:
+        per = format_duration(row_s * 1_000_000_000)
+        per, first = f"{per} slot", "slot from"
     table = Table(title=f"host {bd.host} on {bd.day.isoformat()} (UTC): maximum latency per "
-                  f"hour in µs ({len(bd.runs)} runs; '-' not measured, '*' partly)",
+                  f"{per} in µs ({len(bd.runs)} runs; '-' not measured, '*' partly)",
                   title_justify="left")
-    table.add_column("hour", justify="left")
+    table.add_column(first, justify="left")
     for cd in bd.cpus:
         table.add_column(cd.channel, justify="right")
-    for h in range(24):
+    for r in range(DAY_S // row_s):
         cells = []
         for cd in bd.cpus:
-            part = cd.slot_max[h * per_hour:(h + 1) * per_hour]
+            part = cd.slot_max[r * per_row:(r + 1) * per_row]
             covered = part[part >= 0]
             if not len(covered):
                 cells.append("-")
                 continue
             mark = "*" if len(covered) < len(part) else ""
             cells.append(us(int(covered.max())) + mark)
-        table.add_row(f"{h:02d}:00", *cells)
+        table.add_row(bd.slot_start(r * per_row).strftime("%H:%M"), *cells)
     console.print(table)
+    clock = "%H:%M" if bd.slot_s % 60 == 0 else "%H:%M:%S"
     for cd in bd.cpus:
         m = cd.max_ns
         where = ""
         if m is not None:
             k = int(cd.slot_max.argmax())
-            where = f" in the slot from {bd.slot_start(k).strftime('%H:%M')}"
+            where = f" in the slot from {bd.slot_start(k).strftime(clock)}"
         console.print(f"{cd.channel}: day max {us(m)} µs{where}; {cd.hist.total:,} samples, "
                       f"{cd.missed:,} missed; measured in {cd.covered_slots()} of {bd.slots} "
                       f"slots", highlight=False)

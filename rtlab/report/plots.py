@@ -616,6 +616,8 @@ def day_figure(bd: BoardDay) -> Figure:
     left empty), and the day's latency histogram per CPU."""
     import numpy as np
 
+    from rtlab.scenario.units import format_duration
+
     fig = _new_figure(10.0, 7.0)
     top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
     hours = np.arange(bd.slots) * bd.slot_s / 3600 + bd.slot_s / 7200
@@ -629,9 +631,10 @@ def day_figure(bd: BoardDay) -> Figure:
     top.set_xlim(0, 24)
     top.set_xticks(range(0, 25, 3))
     top.set_xlabel("time of day (UTC), h")
-    top.set_ylabel(f"max per {bd.slot_s // 60} min, µs")
+    slot = format_duration(bd.slot_s * 1_000_000_000)
+    top.set_ylabel(f"max per {slot} slot, µs")
     top.set_title(f"{bd.host} on {bd.day.isoformat()}: maximum latency per "
-                  f"{bd.slot_s // 60}-minute slot (gaps: not measured)")
+                  f"{slot} slot (gaps: not measured)")
     bottom.set_xscale("log")
     bottom.set_yscale("log")
     bottom.set_xlabel("latency, µs")

@@ -82,7 +82,7 @@ def test_history_day_cli(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["--day", "2026-13-01"], "is not a date"),
-    (["--day", "today", "--slot", "7m"], "does not divide a day"),
+    (["--day", "today", "--slot", "7m"], "neither divides an hour"),
     (["--plot", "x.png"], "--plot needs --day"),
     (["--day", "today", "--plot", "x.pdf"], ".png or .svg"),
 ])
@@ -93,3 +93,70 @@ def test_day_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv:
     code = main(["history", "--host", "board7", "--store", str(db), *argv])
     assert code == 2
     assert words in capsys.readouterr().err
+
+
+def _stored(runs, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    db = tmp_path / "s.db"
+    s = Store.open(str(db))
+    for r in runs:
+        s.add(r)
+    s.close()
+    return db
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """The day table's rows: first cell (the row's start) -> the other cells."""
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) > 1 and len(cells[0]) == 5 and cells[0][2] == ":":
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_day_table_rows_are_hours_whatever_the_slot(runs, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Each row holds the slots of its own hour (30-s slots), or with slots of whole hours
+    is one slot, labelled with its start: the 90 µs spike at 10:04:59 is in the row from
+    10:00 with 2-h slots, not in row 5 (slot 5 as if it were hour 5)."""
+    db = _stored(runs, tmp_path)
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--slot", "2h"])
+    text = capsys.readouterr().out
+    assert code == 0
+    rows = _rows(text)
+    assert list(rows) == [f"{h:02d}:00" for h in range(0, 24, 2)]
+    assert rows["10:00"] == ["90.0"] and rows["00:00"] == ["500"]
+    assert rows["04:00"] == ["-"] and rows["22:00"] == ["-"]
+    assert "maximum latency per 2h slot" in text and "slot from" in text
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--slot", "30s"])
+    text = capsys.readouterr().out
+    assert code == 0
+    rows = _rows(text)
+    assert list(rows) == [f"{h:02d}:00" for h in range(24)]
+    assert rows["00:00"] == ["500*"] and rows["10:00"] == ["90.0*"] and rows["11:00"] == ["-"]
+    assert "day max 500 µs in the slot from 00:37:00" in text
+
+
+def test_day_plot_labels_the_slot(runs) -> None:  # type: ignore[no-untyped-def]
+    from rtlab.report.plots import day_figure
+
+    for slot_s, word in ((30, "30s"), (300, "5m"), (7200, "2h")):
+        top = day_figure(board_day("board7", DAY, runs, slot_s)).axes[0]
+        assert top.get_ylabel() == f"max per {word} slot, µs"
+        assert f"maximum latency per {word} slot" in top.get_title()
+
+
+@pytest.mark.parametrize("slot", ["45m", "90m", "7m", "1500ms", "5h", "0.5s", "-1m", "1"])
+def test_day_slot_must_fit_the_hourly_table(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             slot: str) -> None:
+    """A slot that straddles hours (45m, 90m) or does not divide a day is a one-line
+    usage error, exit 2."""
+    db = tmp_path / "s.db"
+    Store.open(str(db)).close()
+    code = main(["history", "--host", "board7", "--store", str(db), "--day", "today",
+                 f"--slot={slot}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--slot" in err and len(err.strip().splitlines()) <= 2, err
