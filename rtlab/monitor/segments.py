@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.monitor.checkpoint import Segment
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
+from rtlab.runner.importer import stored_status, wall_iso
 from rtlab.runner.run import believable
 
 SCENARIO = "monitor"
@@ -77,21 +77,13 @@ def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
     `run_id` (default: the segment's)."""
     if col.state is None:
         return None
-    engine_status = col.result.get("status") if col.result else None
-    if engine_status == "completed":
-        status, partial = "completed", False
-    elif engine_status == "threshold":
-        status, partial = "threshold", False
-    elif engine_status == "error":
-        status, partial = "failed", True
-    else:
-        status, partial = "partial", True
+    status, partial = stored_status(col)
     header = col.header or {}
     host: dict[str, Any] = {
         "rtlab_version": __version__,
         "hostname": socket.gethostname(),
-        "start_wall": _iso(header.get("start_realtime_ns")),
-        "end_wall": _iso(col.result.get("end_realtime_ns")) if col.result else None,
+        "start_wall": wall_iso(header.get("start_realtime_ns")),
+        "end_wall": wall_iso(col.result.get("end_realtime_ns")) if col.result else None,
         "command_line": ["rtlab", "monitor"],
         "transport": "ssh" if target else "local",
         "target": {"target": target} if target else None,
@@ -148,8 +140,3 @@ def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
 def _segment_name(seg: Segment) -> str:
     return seg.file.rsplit("/", 1)[-1]
 
-
-def _iso(ns: object) -> str | None:
-    if not isinstance(ns, int) or ns <= 0:
-        return None
-    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat()

@@ -58,7 +58,7 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
     run_id = path.stem if _ID_RE.fullmatch(path.stem) else None
     _refuse_stored(store, run_id)
     run_id = run_id or store.new_id()
-    status, partial = _status(col)
+    status, partial = stored_status(col)
     host = _host(col, path, command_line)
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            extra_notes=[f"imported from {path.name}",
@@ -102,8 +102,9 @@ def _conclude(result: RunResult) -> None:
         result.notes += probe_notes(result)
 
 
-def _status(col: StreamCollector) -> tuple[str, bool]:
-    """Status and partial from what the engine said last (cf. runner.classify)."""
+def stored_status(col: StreamCollector) -> tuple[str, bool]:
+    """Status and partial of a run from what its engine said last (cf. runner.classify);
+    also for monitor segments."""
     engine_status = col.result.get("status") if col.result else None
     if engine_status == "completed":
         return "completed", False
@@ -125,7 +126,7 @@ def _host(col: StreamCollector, given: Path, command_line: list[str] | None
     return {
         "rtlab_version": __version__,
         "hostname": system.get("hostname") or socket.gethostname(),
-        "start_wall": _iso((col.header or {}).get("start_realtime_ns")),
+        "start_wall": wall_iso((col.header or {}).get("start_realtime_ns")),
         "end_wall": _end_wall(col),
         "command_line": command_line if command_line is not None else list(sys.argv),
         "transport": None,
@@ -134,7 +135,7 @@ def _host(col: StreamCollector, given: Path, command_line: list[str] | None
 
 
 def _end_wall(col: StreamCollector) -> str | None:
-    return _iso(col.result.get("end_realtime_ns")) if col.result else None
+    return wall_iso(col.result.get("end_realtime_ns")) if col.result else None
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -232,7 +233,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
             if not host:
                 host.update(_host(col, given, command_line))
             last_col = col
-            status, partial = _status(col)
+            status, partial = stored_status(col)
             res = col.to_result(run_id, status=status, partial=partial, host=host,
                                 phase=ph.name, extra_notes=log_notes(col.stream.logs))
             ensure_valid(res, _record(p, col))
@@ -350,7 +351,8 @@ def _first_phase_name(run_id: str, first: Path, cols: dict[Path, StreamCollector
     return None
 
 
-def _iso(ns: object) -> str | None:
+def wall_iso(ns: object) -> str | None:
+    """A wall-clock time in ns as stored (ISO 8601, UTC, milliseconds); None if unset."""
     if not isinstance(ns, int) or isinstance(ns, bool) or ns <= 0:
         return None
     from datetime import UTC, datetime
