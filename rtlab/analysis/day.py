@@ -7,6 +7,14 @@ window k of a run covers [start + k·w, start + (k+1)·w) on the wall clock (the
 `start_realtime_ns`), and goes to the slot holding its start. A slot no run covers is a
 gap (shown as such, never as zero latency). Histograms of the runs that overlap the day
 are merged whole (a run across midnight counts in both days; the slot maxima do not).
+
+A run of several phases (a scenario's `[[phase]]`s) keeps the engine header of its first
+phase only (rtlab.runner.run.merge_phases): each later phase's windows count from that
+phase's own engine start, which is not stored (`provenance.host.phases[].start_wall` is
+the controller's clock before the phase's loads started, not the engine's start, and an
+imported run has none). So only the first phase is placed (its span decides whether the
+run overlaps the day); the later phases are left out, slots and histogram alike, and
+listed in `BoardDay.phases_not_shown`. A monitor's segments have one phase.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ class BoardDay:
     slot_s: int
     cpus: list[CpuDay] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    # run id -> its later phases, left out: their start on the wall clock is not stored
+    phases_not_shown: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def slots(self) -> int:
@@ -64,12 +74,13 @@ def day_bounds(day: date) -> tuple[float, float]:
 
 
 def run_span(result: RunResult) -> tuple[float, float] | None:
-    """(start, end) of a run on the wall clock (unix s), from its engine header."""
+    """(start, end) on the wall clock (unix s) of the run's first phase, the one whose
+    engine header the run keeps (the start of a later phase is not stored)."""
     eng = result.provenance.get("engine") or {}
     start = eng.get("start_realtime_ns")
     if not isinstance(start, int):
         return None
-    elapsed = max((ph.elapsed_ns or 0) for ph in result.phases) if result.phases else 0
+    elapsed = (result.phases[0].elapsed_ns or 0) if result.phases else 0
     return start / 1e9, start / 1e9 + elapsed / 1e9
 
 
@@ -86,8 +97,10 @@ def board_day(host: str, day: date, results: Iterable[RunResult], slot_s: int = 
         if span is None or span[1] < t0 or span[0] >= t1:
             continue
         out.runs.append(res.run_id)
+        if len(res.phases) > 1:
+            out.phases_not_shown[res.run_id] = [ph.name for ph in res.phases[1:]]
         start = span[0]
-        for phase in res.phases:
+        for phase in res.phases[:1]:
             for ch in phase.headline(res.probe):
                 cd = by_ch.setdefault(ch.name, CpuDay(ch.name, np.full(n, -1, np.int64),
                                                       np.zeros(n, np.int64),

@@ -229,6 +229,10 @@ def _print_day(bd: BoardDay, plot: str | None) -> None:
         console.print(f"{cd.channel}: day max {us(m)} µs{where}; {cd.hist.total:,} samples, "
                       f"{cd.missed:,} missed; measured in {cd.covered_slots()} of {bd.slots} "
                       f"slots", highlight=False)
+    for run_id, names in bd.phases_not_shown.items():
+        console.print(f"not shown: run {run_id}'s phase{'s' if len(names) > 1 else ''} "
+                      f"{', '.join(names)} (only a run's first phase has its start on the "
+                      "wall clock stored)", highlight=False)
     if plot:
         console.print(f"plot: {plot}", highlight=False)
 
@@ -239,6 +243,7 @@ def _print_day_json(bd: BoardDay) -> None:
 
     json.dump({"schema": 1, "host": bd.host, "day": bd.day.isoformat(),
                "slot_s": bd.slot_s, "runs": bd.runs,
+               "phases_not_shown": bd.phases_not_shown,
                "cpus": [{"channel": cd.channel, "max_ns": cd.max_ns,
                          "samples": cd.hist.total, "missed": cd.missed,
                          "slots_covered": cd.covered_slots(),

@@ -160,3 +160,45 @@ def test_day_slot_must_fit_the_hourly_table(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert code == 2
     assert "--slot" in err and len(err.strip().splitlines()) <= 2, err
+
+
+def two_phase_run(run_id: str, start_s: float, spikes: tuple[int, int],
+                  seconds: tuple[int, int]):  # type: ignore[no-untyped-def]
+    """A run of two phases as merge_phases stores it: the first phase's engine header
+    (its start on the wall clock), the phases' window indices each from its own engine
+    start. spikes[i]: ns at second 100 of phase i."""
+    first = run_at(run_id, start_s, seconds[0], {100: spikes[0]})
+    later = run_at(run_id, start_s + seconds[0] + 30, seconds[1], {100: spikes[1]})
+    first.phases[0].name, later.phases[0].name = "idle", "load"
+    first.phases.append(later.phases[0])
+    return first
+
+
+def test_multi_phase_run_shows_its_first_phase_only(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the first phase's start is stored (provenance.engine of a merged run is the
+    first phase's header): the later phases are left out, and said to be, never put at
+    the first phase's start (the 800 µs of phase `load` landed at 10:01:40)."""
+    run = two_phase_run("bbbb0001", T0 + 36000, (90_000, 800_000), (600, 600))
+    bd = board_day("board7", DAY, [run], 300)
+    (cd,) = bd.cpus
+    assert cd.max_ns == 90_000 and cd.slot_max[120] == 90_000
+    assert {int(k) for k in np.nonzero(cd.slot_max >= 0)[0]} == {120, 121}
+    assert cd.hist.total == 600 * 1000  # the first phase's samples only
+    assert bd.phases_not_shown == {"bbbb0001": ["load"]}
+    # a run whose first phase ended before the day is not in it, however long the later
+    # phases were (the span was start + the longest phase's elapsed time)
+    early = two_phase_run("bbbb0002", T0 - 700, (90_000, 800_000), (600, 3600))
+    assert board_day("board7", DAY, [early], 300).runs == []
+
+    db = _stored([run], tmp_path)
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["phases_not_shown"] == {"bbbb0001": ["load"]}
+    assert out["cpus"][0]["max_ns"] == 90_000
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db)])
+    text = capsys.readouterr().out
+    assert code == 0 and "day max 90.0 µs" in text
+    assert "not shown: run bbbb0001's phase load" in text
