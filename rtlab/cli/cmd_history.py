@@ -166,11 +166,11 @@ def run_day(args: argparse.Namespace) -> int:
     t0, t1 = day_bounds(day)
     store = Store.open(args.store, create=False)
     try:
-        # a run overlapping the day started before its end and (runs up to a day long)
-        # after the day before began
-        rows = [r for r in store.list(None) if r.host == args.host and r.probe == args.probe
-                and (args.scenario is None or r.scenario == args.scenario)
-                and t0 - DAY_S <= r.created.timestamp() < t1]
+        # the host's runs of the probe, selected in the store, and of them only those
+        # whose span may overlap the day are read (board_day decides exactly)
+        rows = [r for r in store.select(hosts=[args.host], probes=[args.probe])
+                if (args.scenario is None or r.scenario == args.scenario)
+                and _may_overlap(r.created.timestamp(), r.duration_ns, t0, t1)]
         results = [store.get(r.id) for r in rows]
     finally:
         store.close()
@@ -187,6 +187,21 @@ def run_day(args: argparse.Namespace) -> int:
         return 0
     _print_day(bd, args.plot)
     return 0
+
+
+# the engine starts measuring after the run was created (loads settling, the start
+# lead), and a board's clock may differ a little from the controller's
+_SPAN_SLACK_S = 3600
+
+
+def _may_overlap(created: float, duration_ns: int | None, t0: float, t1: float) -> bool:
+    """Whether a run created at `created` (unix s), measuring `duration_ns` (all phases;
+    None: unknown, as for an invalid run), may overlap [t0, t1): its span, whatever its
+    length (a monitor's segment may be 1000 h long), not only runs started the day
+    before."""
+    if created >= t1 + _SPAN_SLACK_S:
+        return False
+    return duration_ns is None or created + duration_ns / 1e9 >= t0 - _SPAN_SLACK_S
 
 
 def _print_day(bd: BoardDay, plot: str | None) -> None:

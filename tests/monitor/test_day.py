@@ -202,3 +202,54 @@ def test_multi_phase_run_shows_its_first_phase_only(tmp_path: Path,
     text = capsys.readouterr().out
     assert code == 0 and "day max 90.0 µs" in text
     assert "not shown: run bbbb0001's phase load" in text
+
+
+def long_run(run_id: str, start_s: float, hours: int, spikes: dict[int, int]):  # type: ignore[no-untyped-def]
+    """A run of `hours` 1-hour windows (a long monitor segment), 1000 samples each: hour
+    of the run -> ns in `spikes`."""
+    r = run_at(run_id, start_s, hours, spikes)
+    ph = r.phases[0]
+    ph.elapsed_ns = hours * 3_600_000_000_000
+    ph.channels[0].window_ns = 3_600_000_000_000
+    return r
+
+
+def test_day_selects_runs_by_span_from_the_store(runs, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs are chosen in the store (host and probe), by their span overlapping the
+    day: a 72-h segment started two days before counts; a run that ended the day before,
+    another host's runs and a later day's are never read (before, every run of the store
+    was listed and every run started from a day before read in full)."""
+    other = run_at("cccc0001", T0 + 7200, 60, {})
+    other.provenance["engine"]["system"]["hostname"] = "board8"
+    db = _stored([*runs,
+                  long_run("cccc0002", T0 - 2 * 86_400 - 1800, 72, {49: 700_000}),
+                  run_at("cccc0003", T0 - 20 * 3600, 600, {}),  # ended the day before
+                  run_at("cccc0004", T0 + 3 * 86_400, 600, {}),  # a later day
+                  other], tmp_path)
+    read: list[str] = []
+    real_get = Store.get
+
+    def get(self: Store, ref: str):  # type: ignore[no-untyped-def]
+        read.append(ref)
+        return real_get(self, ref)
+
+    def no_list(self: Store, limit: int | None = 20):  # type: ignore[no-untyped-def]
+        raise AssertionError("the whole store was listed")
+
+    monkeypatch.setattr(Store, "get", get)
+    monkeypatch.setattr(Store, "list", no_list)
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert sorted(read) == ["aaaa0001", "aaaa0002", "aaaa0003", "cccc0002"]
+    assert sorted(out["runs"]) == sorted(read)
+    (cpu,) = out["cpus"]
+    # the segment's hour 49 is 00:30-01:30 of the day: its window goes to the slot of its
+    # start (slot 6)
+    assert cpu["slot_max_ns"][6] == 700_000 and cpu["max_ns"] == 700_000
+    code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
+                 "--scenario", "other"])
+    assert code == 2 and "no stored timer runs" in capsys.readouterr().err
