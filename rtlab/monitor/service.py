@@ -33,7 +33,7 @@ from rtlab.engine.board import transport_for
 from rtlab.engine.session import EngineSession
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
-from rtlab.monitor.checkpoint import Checkpoint, Gap, Segment, StateDir
+from rtlab.monitor.checkpoint import MAX_GAPS, Checkpoint, Gap, Segment, StateDir
 from rtlab.monitor.feed import FeedError, SegmentFeed
 from rtlab.monitor.live import LiveState
 from rtlab.monitor.segments import segment_records, segment_run_id, store_segment
@@ -276,6 +276,7 @@ class Monitor:
         with self._lock:
             assert self.cp is not None
             self.cp.gaps.append(Gap(board, start, end, reason))
+            del self.cp.gaps[:-MAX_GAPS]  # the checkpoint keeps the last ones only
             self.live.add_board(board, gaps=1, gap_seconds=end - start)
             self.save(force=True)
 
@@ -362,6 +363,9 @@ class Watcher(threading.Thread):
         self._session: EngineSession | None = None
         self._session_lock = threading.Lock()
         self._stopped = threading.Event()
+        # the outage going on (unix time it began, its latest reason)
+        self.down_since: float | None = None
+        self.down_reason = ""
 
     def stop(self) -> None:
         self._stopped.set()
@@ -371,21 +375,24 @@ class Watcher(threading.Thread):
 
     def run(self) -> None:
         """Watch until stopped; a fault of any kind (a full disk under the state
-        directory, a bug) marks the board down and is retried, never ends the watching."""
+        directory, a bug) marks the board down and is retried, never ends the watching.
+        An outage still going on when the monitor stops is recorded as a gap up to then."""
         while not self._stopped.is_set():
             try:
                 self._watch()
-                return
+                break
             except Exception as exc:  # see the docstring
                 self.mon.abandon_open(self.board)
-                self._down(None, f"monitor fault, retried: {exc!r}")
+                self._down(f"monitor fault, retried: {exc!r}")
                 self._stopped.wait(self.mon.opts.retry_max_s)
+        if self.down_since is not None:
+            self.mon.add_gap(self.board, self.down_since, time.time(),
+                             f"{self.down_reason} (still down when the monitor stopped)")
+            self.down_since = None
 
     def _watch(self) -> None:
         mon = self.mon
         pause = mon.opts.retry_min_s
-        down_since: float | None = None
-        down_reason = ""
         last_end: float | None = None
         first = True
         while not self._stopped.is_set():
@@ -393,7 +400,7 @@ class Watcher(threading.Thread):
                 transport = transport_for(None if self.board == LOCAL else self.board,
                                           engine_dir=mon.opts.engine_dir)
             except RtlabError as exc:
-                down_since, down_reason = self._down(down_since, exc.one_line())
+                self._down(exc.one_line())
                 self._stopped.wait(pause)
                 pause = min(pause * 2, mon.opts.retry_max_s)
                 continue
@@ -401,15 +408,17 @@ class Watcher(threading.Thread):
                 while not self._stopped.is_set():
                     now = time.time()
                     gap = 0.0 if last_end is None else max(0.0, now - last_end)
-                    if down_since is not None:
-                        gap = now - down_since
-                    seg = mon.new_segment(self.board, gap, down_reason if down_since else "")
+                    if self.down_since is not None:
+                        gap = now - self.down_since
+                    seg = mon.new_segment(self.board, gap,
+                                          self.down_reason if self.down_since else "")
                     ok, why, code = self._segment(transport, seg)
                     last_end = time.time()
                     if ok:
-                        if down_since is not None:
-                            mon.add_gap(self.board, down_since, seg.started, down_reason)
-                            down_since, down_reason = None, ""
+                        if self.down_since is not None:
+                            mon.add_gap(self.board, self.down_since, seg.started,
+                                        self.down_reason)
+                            self.down_since, self.down_reason = None, ""
                         pause = mon.opts.retry_min_s
                         first = False
                         continue
@@ -418,17 +427,20 @@ class Watcher(threading.Thread):
                         mon.fatal = RtlabError(f"{self.board}: {why}", code=code)
                         mon.stop()
                         return
-                    down_since, down_reason = self._down(down_since, why)
+                    self._down(why)
                     break
             finally:
                 transport.close()
             self._stopped.wait(pause)
             pause = min(pause * 2, mon.opts.retry_max_s)
 
-    def _down(self, since: float | None, why: str) -> tuple[float, str]:
+    def _down(self, why: str) -> None:
+        """The board is down (since the first failure of this outage)."""
         self.mon.live.set_board(self.board, up=False, probe_ok=False, reason=why)
         self.mon.opts.on_event(f"{self.board}: down: {why}")
-        return (since if since is not None else time.time()), why
+        if self.down_since is None:
+            self.down_since = time.time()
+        self.down_reason = why
 
     def _segment(self, transport: Any, seg: Segment) -> tuple[bool, str, int | None]:
         """Run one segment: (measured something, why not, engine exit code)."""

@@ -224,6 +224,24 @@ def test_a_store_that_is_away_gets_the_segments_later(require_root: None,
     assert checkpoint(state)["pending"] == []
 
 
+def test_an_outage_still_going_on_at_the_stop_is_a_gap(env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    # regression: a board down until the monitor stopped left no gap at all
+    state = tmp_path / "state"
+    r = subprocess.run([sys.executable, "-m", "rtlab", "monitor", "--target", "nosuch.invalid",
+                        "--duration", "3s", "--state-dir", str(state), "--store",
+                        str(tmp_path / "s.db")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "nosuch.invalid: down: cannot reach nosuch.invalid" in r.stderr
+    cp = checkpoint(state)
+    (gap,) = cp["gaps"]
+    assert gap["board"] == "nosuch.invalid" and 2.0 < gap["end"] - gap["start"] < 10
+    assert gap["reason"].endswith("(still down when the monitor stopped)")
+    (board,) = cp["boards"]
+    assert board["gaps"] == 1 and board["gap_seconds"] == gap["end"] - gap["start"]
+
+
 def test_one_monitor_per_state_directory(require_root: None, env: dict[str, str],
                                          tmp_path: Path) -> None:
     state, store = tmp_path / "state", tmp_path / "store.db"
