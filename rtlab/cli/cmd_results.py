@@ -8,6 +8,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from rtlab.analysis.stats import DEFAULT_LEVEL
@@ -365,14 +366,17 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     src_loc, dst_loc = (args.store, other) if push else (other, args.store)
     source = Store.open(src_loc, create=False)
     dest = None
-    old = signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM stops the transfer between two runs: a KeyboardInterrupt raised at any
+    # point could land inside the database driver, or after the transfer, in the clean-up
+    terminated = threading.Event()
+    old = signal.signal(signal.SIGTERM, lambda _s, _f: terminated.set())
     try:
         try:
             dest = Store.open(dst_loc, create=not args.dry_run)
         except NoStoreError:  # a dry run creates nothing: an empty stand-in
             dest = Store.open("sqlite://")
             dest.display = resolve_location(dst_loc)
-        rep = transfer(source, dest, selection, dry_run=args.dry_run)
+        rep = transfer(source, dest, selection, dry_run=args.dry_run, stop=terminated.is_set)
     finally:
         signal.signal(signal.SIGTERM, old)
         source.close()
@@ -393,10 +397,6 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     for _, why in rep.conflicts + rep.refused:
         print(f"rtlab: error: {why}", file=sys.stderr)
     return int(ExitCode.ERROR if rep.conflicts or rep.refused else ExitCode.OK)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _print_transfer(rep: Any, direction: str) -> None:

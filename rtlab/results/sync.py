@@ -115,12 +115,13 @@ def same_store(a: Store, b: Store) -> bool:
     return str(a.url) == str(b.url)
 
 
-def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False
-             ) -> TransferReport:
+def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False,
+             stop: Callable[[], bool] = lambda: False) -> TransferReport:
     """Copy the selected runs of `source` that `dest` does not hold (module docstring).
     Never raises for one run: a conflict or a refused run is reported and the others
     go on. A database error or an interruption stops the transfer; the report says how
-    far it got (`stopped`, `interrupted`, `left`)."""
+    far it got (`stopped`, `interrupted`, `left`). `stop()` true: stop before the next run
+    (a SIGTERM); KeyboardInterrupt (Ctrl-C): at once, the run being copied dropped whole."""
     if same_store(source, dest):
         raise UsageError(f"{source.display} is both the source and the destination")
     report = TransferReport(source.display, dest.display, dry_run)
@@ -133,6 +134,9 @@ def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool 
     ours = source.digests(list(there))
     try:
         for row in rows:
+            if stop():
+                report.interrupted = True
+                break
             if row.id in there:
                 _compare(source, dest, row.id, ours[row.id], there[row.id], report)
             else:

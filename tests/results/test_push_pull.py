@@ -565,8 +565,8 @@ def test_a_run_stored_meanwhile_by_another_process_is_already_there(
 
 def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.FixtureRequest
                                            ) -> None:
-    """SIGTERM (like Ctrl-C): the run being copied is dropped whole, the summary says
-    how far the push got, exit 130; the same command completes it."""
+    """SIGTERM: the push stops after the run being copied, the summary says how far it
+    got, exit 130; the same command completes it."""
     local = str(tmp_path / "laptop" / "rtlab.db")
     ids = [f"72{i:06x}" for i in range(40)]
     seed(local, ids, size=400_000)
@@ -586,9 +586,44 @@ def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.Fixtu
     assert not doc["complete"] and doc["stopped"] == "interrupted"
     assert err.strip() == "rtlab: interrupted"
     held = [r.id for r in there.select()]
-    # (a signal between a run's commit and its count leaves that one run uncounted)
-    assert doc["copied"] == held[:len(doc["copied"])] and len(held) - len(doc["copied"]) <= 1
+    # stopped between two runs: every run stored is counted (regression: the signal
+    # raised KeyboardInterrupt wherever the push was, in the database driver too)
+    assert doc["copied"] == held
     assert doc["left"] == len(ids) - len(doc["copied"])
+    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
+    assert sorted(r.id for r in there.select()) == ids
+
+
+def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
+                                                 request: pytest.FixtureRequest) -> None:
+    """Ctrl-C (SIGINT) stops at once: every run the destination holds is whole, at
+    most the one committed as the interrupt came is not in the summary; exit 130; the
+    same command completes it."""
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    ids = [f"73{i:06x}" for i in range(40)]
+    seed(local, ids, size=400_000)
+    dest = new_store("postgresql", tmp_path, request)
+    there = Store.open(dest)
+    cmd = [sys.executable, "-m", "rtlab", "results", "push", "--store", local, "--to", dest,
+           "--json"]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    doc = json.loads(out)
+    assert not doc["complete"] and doc["stopped"] == "interrupted"
+    held = [r.id for r in there.select()]
+    assert doc["copied"] == held[:len(doc["copied"])] and len(held) - len(doc["copied"]) <= 1
+    for run_id in held:  # whole: each with all its raw files, complete
+        files = there.raw_files(run_id)
+        assert files and all(f.in_database for f in files)
+        assert all(len(b"".join(there.read_raw(run_id, f))) == f.size for f in files)
     again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
                            check=False)
     assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
