@@ -3,7 +3,7 @@
 """Soak of `rtlab monitor`: resident memory over time and windows lost (issue 15, item 5).
 
     .venv/bin/python bench/monitor_soak.py [--duration 1h] [--cpus all] [--interval 1ms] \\
-        [--segment 10m] [--listen 127.0.0.1:0 --scrape 15] [--out bench/out/monitor_soak.md]
+        [--segment 10m] [--listen 127.0.0.1:9478 --scrape 15] [--out bench/out/monitor_soak.md]
 
 Starts the monitor (this machine, the timer probe on every CPU at 1 kHz) in a temporary
 state directory and store, samples its resident memory (VmRSS of the monitor process,
