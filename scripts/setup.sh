@@ -14,6 +14,9 @@ VENV=${VENV:-.venv}
 PKGS=(python3 python3-venv python3-dev gcc libc6-dev make meson ninja-build
       rt-tests stress-ng sockperf jitterdebugger iproute2 util-linux procps
       chromium linux-perf libpq5 postgresql
+      # the monitor's shipped Prometheus configuration and rules are checked with
+      # promtool, and a real Prometheus server scrapes a monitor in the tests
+      prometheus
       # boards: the SSH client (the user's ~/.ssh/config), the cross compilers of the
       # static engines, qemu-user to test them, qemu-system and cpio for the emulated
       # board lab, dropbear (binaries only, no daemon) as the board-side SSH server
