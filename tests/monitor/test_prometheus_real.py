@@ -157,6 +157,21 @@ def test_a_real_prometheus_finds_a_stall_between_its_scrapes(
         # the running maximum agrees, and missed periods were counted
         assert query(pport, f"rtlab_latency_max_seconds{sel} >= 0.037")
         assert query(pport, f"increase(rtlab_missed_periods_total{sel}[5m]) > 0")
+        # every query of the shipped Grafana dashboard, its variables filled in as Grafana
+        # would, is valid PromQL and finds this monitor's series
+        dash = json.loads((REPO / "docs" / "grafana" / "rtlab-dashboard.json").read_text())
+        fill = {"$board": "local", "$cpu": str(CPU), "$__range": "5m",
+                "$__rate_interval": "1m", "$__interval": "15s"}
+        for panel in dash["panels"]:
+            for target in panel.get("targets", []):
+                expr = target["expr"]
+                for k, v in fill.items():
+                    expr = expr.replace(k, v)
+                assert query(pport, expr), f"panel {panel['title']!r}: {expr} finds nothing"
+        url = (f"http://127.0.0.1:{pport}/api/v1/label/board/values?"
+               + urllib.parse.urlencode({"match[]": "rtlab_board_up"}))
+        with urllib.request.urlopen(url, timeout=10) as r:  # the $board variable's values
+            assert json.loads(r.read())["data"] == ["local"]
     finally:
         for p in (prom, mon):
             p.send_signal(signal.SIGINT)
