@@ -110,13 +110,25 @@ class LogLinHistogram:
         sub_bits = obj.get("sub_bits")
         if not isinstance(sub_bits, int) or not 1 <= sub_bits <= 16:
             raise ValueError(f"unsupported histogram sub_bits: {sub_bits!r}")
+        # one pass that checks and counts (a monitor reads an engine's cumulative
+        # histograms, ~1,000 buckets each, at every snapshot of every CPU)
+        limit = bucket_count(sub_bits)
         counts: dict[int, int] = {}
         for pair in obj.get("buckets", []):
-            if not (isinstance(pair, list | tuple) and len(pair) == 2
-                    and all(isinstance(x, int) for x in pair)):
+            if not (isinstance(pair, list | tuple) and len(pair) == 2):
                 raise ValueError(f"malformed histogram bucket: {pair!r}")
-            counts[pair[0]] = counts.get(pair[0], 0) + pair[1]
-        return cls(sub_bits, counts)
+            index, count = pair
+            if not (isinstance(index, int) and isinstance(count, int)):
+                raise ValueError(f"malformed histogram bucket: {pair!r}")
+            if not 0 <= index < limit:
+                raise ValueError(f"histogram bucket index out of range: {index}")
+            if count < 0:
+                raise ValueError(f"negative histogram count in bucket {index}")
+            if count:
+                counts[index] = counts.get(index, 0) + count
+        hist = cls.__new__(cls)
+        hist.sub_bits, hist._counts = sub_bits, counts
+        return hist
 
     def to_json(self) -> dict:
         return {
