@@ -10,6 +10,7 @@ for with `--listen`.
 from __future__ import annotations
 
 import errno
+import gzip
 import ipaddress
 import re
 import socket
@@ -88,27 +89,31 @@ def format_address(host: str, port: int) -> str:
 
 
 # binding ----------------------------------------------------------------------------
+# errno of a failed bind -> (what it means, with {host} filled in; what to do)
+_BIND_ERRORS = {
+    errno.EADDRINUSE: ("the address is already in use, by another rtlab monitor or "
+                       "exporter perhaps", "choose another port with --listen"),
+    errno.EADDRNOTAVAIL: ("{host} is not an address of this machine",
+                          "give one of its addresses, as 'ip -brief address' lists them, "
+                          "or 0.0.0.0 for all of them, with --listen"),
+    errno.EACCES: ("permission denied (a port below 1024 needs root or "
+                   "CAP_NET_BIND_SERVICE)", "choose a port from 1024 up with --listen"),
+    errno.EAFNOSUPPORT: ("IPv6 is not available on this machine",
+                         "give an IPv4 address with --listen"),
+}
+
+
 def _listen_error(host: str, port: int, exc: OSError) -> ListenError:
     where = f"cannot listen on {format_address(host, port)}"
     if isinstance(exc, socket.gaierror):
-        return ListenError(f"{where}: unknown host {host!r}",
-                           hint="give an IP address of this machine or a name it resolves")
-    if exc.errno == errno.EADDRINUSE:
-        return ListenError(f"{where}: the address is already in use, by another rtlab "
-                           "monitor or exporter perhaps",
-                           hint="choose another port with --listen")
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return ListenError(f"{where}: {host} is not an address of this machine",
-                           hint="give one of its addresses, as 'ip -brief address' lists "
-                                "them, or 0.0.0.0 for all of them, with --listen")
-    if exc.errno == errno.EACCES:
-        return ListenError(f"{where}: permission denied (a port below 1024 needs root "
-                           "or CAP_NET_BIND_SERVICE)",
-                           hint="choose a port from 1024 up with --listen")
-    if exc.errno == errno.EAFNOSUPPORT:
-        return ListenError(f"{where}: IPv6 is not available on this machine",
-                           hint="give an IPv4 address with --listen")
-    return ListenError(f"{where}: {exc.strerror or exc}")
+        why = f"unknown host {host!r}"
+        hint = "give an IP address of this machine or a name it resolves"
+    elif exc.errno in _BIND_ERRORS:
+        why, hint = _BIND_ERRORS[exc.errno]
+        why = why.format(host=host)
+    else:
+        return ListenError(f"{where}: {exc.strerror or exc}")
+    return ListenError(f"{where}: {why}", hint=hint)
 
 
 def _family(host: str, port: int) -> tuple[socket.AddressFamily, str]:
@@ -155,6 +160,10 @@ _INDEX = b"""<!DOCTYPE html>
 """
 
 StartResponse = Callable[..., Any]
+# gzip level of /metrics answers. Prometheus asks for gzip at every scrape; the client
+# library compresses at level 9, which took 6.5 ms of a 64-CPU scrape (165 KiB -> 9 KiB)
+# where level 1 takes 0.4 ms (-> 12 KiB).
+GZIP_LEVEL = 1
 
 
 def _plain(start_response: StartResponse, status: str, body: bytes,
@@ -177,9 +186,35 @@ class MetricsServer:
         self._thread: threading.Thread | None = None
 
     def _make_metrics_app(self) -> Callable[..., Iterable[bytes]]:
+        """The client library's WSGI app (format negotiation, encoding), uncompressed:
+        `_metrics` compresses."""
         from prometheus_client import make_wsgi_app
 
-        return make_wsgi_app(make_registry(self.live.view, self.stats))
+        return make_wsgi_app(make_registry(self.live.view, self.stats),
+                             disable_compression=True)
+
+    def _metrics(self, environ: dict[str, Any],
+                 start_response: StartResponse) -> Iterable[bytes]:
+        """The library's answer, gzip-compressed at `GZIP_LEVEL` when the client accepts
+        gzip (the library's own test of Accept-Encoding, and as it does: a GET's 200
+        answer only)."""
+        from prometheus_client.exposition import gzip_accepted
+
+        if environ.get("REQUEST_METHOD") != "GET" or not gzip_accepted(
+                environ.get("HTTP_ACCEPT_ENCODING", "")):
+            return self._metrics_app(environ, start_response)
+        answer: list[Any] = []
+
+        def keep(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            answer[:] = [status, headers]
+
+        body = b"".join(self._metrics_app(environ, keep))
+        status, headers = answer
+        if status.startswith("200 "):
+            body = gzip.compress(body, compresslevel=GZIP_LEVEL)
+            headers = [*headers, ("Content-Encoding", "gzip")]
+        start_response(status, headers)
+        return [body]
 
     @property
     def address(self) -> tuple[str, int]:
@@ -232,7 +267,7 @@ class MetricsServer:
         method = environ.get("REQUEST_METHOD", "GET")
         if path == "/metrics":
             t0 = time.perf_counter()
-            body = self._metrics_app(environ, start_response)
+            body = self._metrics(environ, start_response)
             if method == "GET":
                 self.stats.record(time.perf_counter() - t0)
             return body

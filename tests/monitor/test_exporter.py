@@ -14,16 +14,26 @@ import urllib.request
 from dataclasses import replace
 
 import pytest
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as om_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.monitor.exporter import BOUNDS_NS, _slot_table, families, rebin
+from rtlab.monitor.exporter import (
+    BOUNDS_NS,
+    CHANNEL_LABELS,
+    RebinCache,
+    _slot_table,
+    channel_labels,
+    families,
+    rebin,
+)
 from rtlab.monitor.http import DEFAULT_HOST, DEFAULT_PORT, MetricsServer, parse_listen
-from rtlab.monitor.live import RECENT_S, LiveState, LiveView
+from rtlab.monitor.live import RECENT_S, ChannelLive, LiveState, LiveView
 from rtlab.results.histogram import SUB_BITS, LogLinHistogram, bucket_bounds, bucket_count
 
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -51,12 +61,27 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str,
         return exc.code, dict(exc.headers), exc.read()
 
 
-def scrape(server: MetricsServer) -> dict[Key, float]:
-    """Every sample of one scrape, parsed by the official parser."""
-    status, _, body = get(server.url)
+# what Prometheus 2.x asks for at every scrape
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+              "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip"}
+
+
+def scrape(server: MetricsServer, as_prometheus: bool = False) -> dict[Key, float]:
+    """Every sample of one scrape, parsed by the official parser: the plain text
+    format, or OpenMetrics gzip-compressed as Prometheus asks for it."""
+    status, headers, body = get(server.url, PROMETHEUS_HEADERS if as_prometheus else None)
     assert status == 200
+    if as_prometheus:
+        assert headers["Content-Encoding"] == "gzip"
+        assert headers["Content-Type"].startswith("application/openmetrics-text")
+        parsed = om_families(gzip.decompress(body).decode())
+    else:
+        assert "Content-Encoding" not in headers
+        parsed = text_string_to_metric_families(body.decode())
     out: dict[Key, float] = {}
-    for fam in text_string_to_metric_families(body.decode()):
+    for fam in parsed:
         for s in fam.samples:
             key = (s.name, frozenset(s.labels.items()))
             assert key not in out, f"duplicate sample {key}"
@@ -174,6 +199,144 @@ def test_labels_cpu_number_or_channel_name_and_probe(server):
     assert s[("rtlab_latency_max_seconds", lab("rpi4", "2"))] == 10.0
 
 
+# every value, and none stale (the exporter keeps re-binned histograms between scrapes) --
+def expected(ch: ChannelLive) -> dict[Key, float]:
+    """The samples one channel should export, computed here from its fine buckets without
+    the exporter's re-binning table: each fine bucket counts at the first bound at or
+    above the largest value it holds."""
+    labels = lab(ch.board, ch.channel if ch.cpu is None else str(ch.cpu), ch.probe)
+    base = dict(labels)
+    his = [(lo + width - 1, n) for lo, width, n in
+           ((*bucket_bounds(i, ch.sub_bits), n) for i, n in ch.buckets.items())]
+    out: dict[Key, float] = {}
+    for bound in (*BOUNDS_NS, float("inf")):
+        le = "+Inf" if bound == float("inf") else repr(bound / 1e9)
+        out[("rtlab_latency_seconds_bucket", frozenset({**base, "le": le}.items()))] = \
+            sum(n for hi, n in his if hi <= bound)
+    out[("rtlab_latency_seconds_count", labels)] = sum(ch.buckets.values())
+    out[("rtlab_latency_seconds_sum", labels)] = ch.sum_ns / 1e9
+    out[("rtlab_samples_total", labels)] = ch.samples
+    out[("rtlab_missed_periods_total", labels)] = ch.missed
+    if ch.samples or ch.max_ns:
+        out[("rtlab_latency_max_seconds", labels)] = ch.max_ns / 1e9
+    recent = ch.recent_max()
+    if recent is not None:
+        out[("rtlab_latency_recent_max_seconds", labels)] = recent / 1e9
+    if ch.updated:
+        out[("rtlab_channel_last_update_timestamp_seconds", labels)] = ch.updated
+    return out
+
+
+def channel_samples(s: dict[Key, float]) -> dict[Key, float]:
+    """The per-channel samples of a scrape, with `le` written as `expected` writes it
+    (the parsers give it as the exporter wrote it)."""
+    out = {}
+    for (name, labels), v in s.items():
+        if {k for k, _ in labels} - {"le"} != set(CHANNEL_LABELS):
+            continue
+        d = dict(labels)
+        if "le" in d and d["le"] != "+Inf":
+            d["le"] = repr(float(d["le"]))
+        out[(name, frozenset(d.items()))] = v
+    return out
+
+
+def assert_matches(s: dict[Key, float], live: LiveState) -> None:
+    want: dict[Key, float] = {}
+    for ch in live.view().channels:
+        want.update(expected(ch))
+    assert channel_samples(s) == want  # exactly: the exporter writes floats by repr
+
+
+def several_cpus() -> LiveState:
+    live = LiveState()
+    rng = random.Random(11)
+    for board, cpus in (("b1", 6), ("b2", 3)):
+        live.set_board(board, up=True, probe_ok=True, last_seen=time.time())
+        for cpu in range(cpus):
+            feed(live, board, f"cpu{cpu}", cpu,
+                 [int(rng.lognormvariate(10, 1.2)) for _ in range(3000)], missed=cpu)
+    feed(live, "b2", "irq", None, [40_000, 2_000_000], probe="event")
+    live.channel("b2", "cpu9", 9)  # known, never measured
+    return live
+
+
+@pytest.mark.parametrize("as_prometheus", [False, True], ids=["text", "openmetrics-gzip"])
+def test_every_value_and_a_change_between_scrapes_shows_in_the_next(as_prometheus):
+    live = several_cpus()
+    with MetricsServer(live, "127.0.0.1", 0) as srv:
+        first = scrape(srv, as_prometheus)
+        assert_matches(first, live)
+        for _ in range(2):  # unchanged: the same values (and the cache keeps copies)
+            assert channel_samples(scrape(srv, as_prometheus)) == channel_samples(first)
+        # a snapshot into fine buckets a CPU had (no new key: same length), one into new
+        # ones, a first one into a CPU never measured
+        b1 = {ch.channel: ch for ch in live.view().channels if ch.board == "b1"}
+        had = max(b1["cpu2"].buckets)
+        live.update("b1", "cpu2", 2, samples=1, missed=0, sum_ns=7, buckets={had: 1},
+                    windows=[], min_ns=None, max_ns=None, now=time.time())
+        feed(live, "b1", "cpu4", 4, [3 * 10**9, 12_345])
+        feed(live, "b2", "cpu9", 9, [5_000])
+        # one count moved from the body to the tail: samples, sum, the number of fine
+        # buckets and the update time all unchanged
+        ch = b1["cpu0"]
+        body, tail = max(ch.buckets, key=ch.buckets.__getitem__), max(ch.buckets)
+        moved = {**ch.buckets, body: ch.buckets[body] - 1, tail: ch.buckets[tail] + 1}
+        assert expected(replace(ch, buckets=moved)) != expected(ch)
+        live.seed([replace(ch, buckets=moved)], [])
+        second = scrape(srv, as_prometheus)
+        assert_matches(second, live)
+        for cpu in ("0", "2", "4"):
+            assert buckets_of(first, lab("b1", cpu)) != buckets_of(second, lab("b1", cpu))
+        assert second[("rtlab_samples_total", lab("b2", "9"))] == 1
+        assert buckets_of(first, lab("b1", "1")) == buckets_of(second, lab("b1", "1"))
+
+
+def test_histogram_samples_are_the_ones_add_metric_makes():
+    """The exporter makes the histogram's samples itself (faster): the same ones the
+    library's `HistogramMetricFamily.add_metric` makes, cached or not."""
+    view = several_cpus().view()
+    ref = HistogramMetricFamily("rtlab_latency_seconds", "", labels=CHANNEL_LABELS,
+                                unit="seconds")
+    for ch in view.channels:
+        want = expected(ch)
+        labels = channel_labels(ch)
+        pairs = []
+        for bound in (*BOUNDS_NS, float("inf")):
+            le = "+Inf" if bound == float("inf") else repr(bound / 1e9)
+            key = frozenset({**dict(zip(CHANNEL_LABELS, labels, strict=True)),
+                             "le": le}.items())
+            pairs.append((floatToGoString(bound / 1e9), want[("rtlab_latency_seconds_bucket",
+                                                              key)]))
+        ref.add_metric(labels, pairs, ch.sum_ns / 1e9)
+    cache = RebinCache()
+    for fams in (families(view), families(view, cache=cache), families(view, cache=cache)):
+        hist = fams[0]
+        assert hist.name == "rtlab_latency_seconds"
+        assert hist.samples == ref.samples
+        assert [type(s.value) for s in hist.samples] == [type(s.value) for s in ref.samples]
+
+
+def test_cache_reuses_only_equal_fine_buckets_even_changed_in_place():
+    """A channel unchanged over two scrapes is re-binned no more; the cache compares the
+    fine buckets with a copy of its own, so a caller's dict changed in place (same
+    object, same keys, same samples and update time) is seen as changed."""
+    view = several_cpus().view()
+    keys = [tuple(channel_labels(ch)) for ch in view.channels]
+    cache = RebinCache()
+    cache.counts(view.channels, keys)
+    second = cache.counts(view.channels, keys)
+    third = cache.counts(view.channels, keys)
+    assert all(a is b for a, b in zip(second, third, strict=True))  # reused
+    ch = view.channels[0]
+    body = max(ch.buckets, key=ch.buckets.__getitem__)
+    ch.buckets[body] += 1000
+    hist = families(view, cache=cache)[0]
+    count = [s.value for s in hist.samples if s.name == "rtlab_latency_seconds_count"]
+    assert count[0] == sum(ch.buckets.values()) == ch.samples + 1000
+    assert hist.samples == families(view)[0].samples
+
+
 # maxima -------------------------------------------------------------------------------
 class ShiftedClock(LiveState):
     """A live state whose views are taken `shift` seconds later than now."""
@@ -271,6 +434,26 @@ def test_gzip_and_openmetrics(server):
     assert names["rtlab_latency_seconds"] == "histogram"
     assert names["rtlab_samples"] == "counter"
     assert names["rtlab_build"] == "info"
+
+
+def test_gzip_is_the_same_answer_and_only_for_a_get(server):
+    plain = get(server.url)[2].decode()
+    status, headers, body = get(server.url, {"Accept-Encoding": "deflate, gzip;q=0.5"})
+    assert status == 200 and headers["Content-Encoding"] == "gzip"
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert int(headers["Content-Length"]) == len(body)
+
+    def rtlab_lines(text: str) -> list[str]:  # without those that change at each scrape
+        return [ln for ln in text.splitlines()
+                if "process_" not in ln and "rtlab_exporter_" not in ln]
+
+    assert rtlab_lines(gzip.decompress(body).decode()) == rtlab_lines(plain)
+    assert "Content-Encoding" not in get(server.url, {"Accept-Encoding": "identity"})[1]
+    req = urllib.request.Request(server.url, data=b"", method="POST",
+                                 headers={"Accept-Encoding": "gzip"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=10)
+    assert exc.value.code == 405 and "Content-Encoding" not in exc.value.headers
 
 
 def test_default_address_is_this_machine_only():
