@@ -6,7 +6,9 @@ Builds a `LiveState` of B boards x 64 CPUs whose fine histograms come from a log
 latency sample per CPU (a few hundred non-empty log-linear buckets each, as a day of a
 busy board gives), serves it with `MetricsServer` on 127.0.0.1 and times N scrapes end
 to end over HTTP (request sent to body read): plain text without compression, and as
-Prometheus 2.x asks (its Accept header, which gets OpenMetrics, and gzip). Also the same
+Prometheus 2.x asks (its Accept header, and gzip: rtlab answers it with the text format,
+which Prometheus accepts beside OpenMetrics; the peer, the client library's own server,
+answers OpenMetrics). Also the same
 collection and text encoding without HTTP, and the body size (plain and gzip).
 
 Two states: unchanged between scrapes (a board that is down), and every CPU updated
@@ -256,9 +258,9 @@ def main() -> int:
     if args.parts:
         print("\n".join(parts(args.cpus, args.scrapes)))
         return 0
-    lines = ["| case | series | scrape min ms | median ms | max ms | as Prometheus asks "
-             "(OpenMetrics, gzip): min / median ms | encode only, median ms | body | "
-             "gzip body |",
+    lines = ["| case | series | scrape min ms | median ms | max ms | as Prometheus 2.x asks "
+             "(gzip; rtlab: text, peer: OpenMetrics): min / median ms | encode only, median "
+             "ms | body | gzip body |",
              "|---|---|---|---|---|---|---|---|---|"]
     for boards in args.boards:
         lines += bench_case(boards, args.cpus, args.scrapes)

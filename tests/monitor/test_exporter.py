@@ -66,17 +66,28 @@ PROMETHEUS_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
               "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
     "Accept-Encoding": "gzip"}
+# a client that accepts nothing but OpenMetrics
+OPENMETRICS_ONLY = {"Accept": "application/openmetrics-text;version=1.0.0",
+                    "Accept-Encoding": "gzip"}
 
 
-def scrape(server: MetricsServer, as_prometheus: bool = False) -> dict[Key, float]:
-    """Every sample of one scrape, parsed by the official parser: the plain text
-    format, or OpenMetrics gzip-compressed as Prometheus asks for it."""
-    status, headers, body = get(server.url, PROMETHEUS_HEADERS if as_prometheus else None)
+def scrape(server: MetricsServer, how: str = "text") -> dict[Key, float]:
+    """Every sample of one scrape, parsed by the official parser: asked for plainly
+    ("text"), as Prometheus 2.x asks ("prometheus": it gets the text format, gzipped,
+    which it accepts beside OpenMetrics), or by an OpenMetrics-only client
+    ("openmetrics": OpenMetrics, gzipped)."""
+    ask = {"text": None, "prometheus": PROMETHEUS_HEADERS,
+           "openmetrics": OPENMETRICS_ONLY}[how]
+    status, headers, body = get(server.url, ask)
     assert status == 200
-    if as_prometheus:
+    if how == "openmetrics":
         assert headers["Content-Encoding"] == "gzip"
         assert headers["Content-Type"].startswith("application/openmetrics-text")
         parsed = om_families(gzip.decompress(body).decode())
+    elif how == "prometheus":
+        assert headers["Content-Encoding"] == "gzip"
+        assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        parsed = text_string_to_metric_families(gzip.decompress(body).decode())
     else:
         assert "Content-Encoding" not in headers
         parsed = text_string_to_metric_families(body.decode())
@@ -261,14 +272,14 @@ def several_cpus() -> LiveState:
     return live
 
 
-@pytest.mark.parametrize("as_prometheus", [False, True], ids=["text", "openmetrics-gzip"])
-def test_every_value_and_a_change_between_scrapes_shows_in_the_next(as_prometheus):
+@pytest.mark.parametrize("how", ["text", "prometheus", "openmetrics"])
+def test_every_value_and_a_change_between_scrapes_shows_in_the_next(how):
     live = several_cpus()
     with MetricsServer(live, "127.0.0.1", 0) as srv:
-        first = scrape(srv, as_prometheus)
+        first = scrape(srv, how)
         assert_matches(first, live)
         for _ in range(2):  # unchanged: the same values (and the cache keeps copies)
-            assert channel_samples(scrape(srv, as_prometheus)) == channel_samples(first)
+            assert channel_samples(scrape(srv, how)) == channel_samples(first)
         # a snapshot into fine buckets a CPU had (no new key: same length), one into new
         # ones, a first one into a CPU never measured
         b1 = {ch.channel: ch for ch in live.view().channels if ch.board == "b1"}
@@ -284,7 +295,7 @@ def test_every_value_and_a_change_between_scrapes_shows_in_the_next(as_prometheu
         moved = {**ch.buckets, body: ch.buckets[body] - 1, tail: ch.buckets[tail] + 1}
         assert expected(replace(ch, buckets=moved)) != expected(ch)
         live.seed([replace(ch, buckets=moved)], [])
-        second = scrape(srv, as_prometheus)
+        second = scrape(srv, how)
         assert_matches(second, live)
         for cpu in ("0", "2", "4"):
             assert buckets_of(first, lab("b1", cpu)) != buckets_of(second, lab("b1", cpu))
@@ -421,6 +432,20 @@ def test_index_healthz_and_404(server):
     assert get(base + "/healthz")[0:3:2] == (200, b"ok\n")
     assert get(base + "/nothing")[0] == 404
     assert get(base + "/metrics/extra")[0] == 404
+
+
+@pytest.mark.parametrize(("accept", "fmt"), [
+    (PROMETHEUS_HEADERS["Accept"], "text/plain"),  # Prometheus 2.x: OpenMetrics first
+    ("text/plain;version=0.0.4;q=0.5,*/*;q=0.1", "text/plain"),
+    ("application/openmetrics-text;version=1.0.0,*/*;q=0.1", "text/plain"),
+    ("application/openmetrics-text;version=1.0.0,text/plain;q=0", "application/openmetrics"),
+    ("application/openmetrics-text; version=1.0.0; charset=utf-8", "application/openmetrics"),
+    ("", "text/plain"),
+])
+def test_the_text_format_whenever_the_client_accepts_it(server, accept, fmt):
+    headers = {"Accept": accept} if accept else None
+    status, got, _ = get(server.url, headers)
+    assert status == 200 and got["Content-Type"].startswith(fmt)
 
 
 def test_gzip_and_openmetrics(server):
