@@ -608,8 +608,11 @@ def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
     there = Store.open(dest)
     cmd = [sys.executable, "-m", "rtlab", "results", "push", "--store", local, "--to", dest,
            "--json"]
+    # Ctrl-C as at a terminal: a test run started in the background (nohup, `make test &`)
+    # passes SIGINT on ignored, and Python then never turns it into KeyboardInterrupt
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
