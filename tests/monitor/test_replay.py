@@ -7,7 +7,6 @@ file cut in the middle of a line, and records that contradict each other."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,6 @@ from rtlab.monitor.checkpoint import Checkpoint, Segment, StateDir
 from rtlab.monitor.feed import FeedError, SegmentFeed
 from rtlab.monitor.live import LiveState
 from rtlab.monitor.service import Monitor, MonitorOptions
-
-
-@pytest.fixture(scope="module")
-def raw(probe_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real engine run of 3.5 s on two CPUs, as a segment's raw file."""
-    out = tmp_path_factory.mktemp("raw") / "seg.jsonl"
-    r = subprocess.run([probe_bin, "timer", "--cpus", "0,1", "--interval", "2ms",
-                        "--duration", "3500ms", "--allow-non-rt", "--no-mlock"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    out.write_text(r.stdout)
-    return out
 
 
 def feed_all(lines: list[str], upto: int | None = None) -> tuple[LiveState, int, bool]:

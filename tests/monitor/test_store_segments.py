@@ -7,28 +7,13 @@ replayed up to that point without stopping the monitor's start."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from rtlab.engine.jsonl import StreamCollector
 from rtlab.monitor.checkpoint import Checkpoint, Segment, StateDir
 from rtlab.monitor.segments import next_run_id, segment_result, store_segment
 from rtlab.monitor.service import Monitor, MonitorOptions
 from rtlab.results.store import Store
-
-
-@pytest.fixture(scope="module")
-def raw(probe_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real engine run of 2.5 s, as a segment's raw file."""
-    out = tmp_path_factory.mktemp("raw") / "seg.jsonl"
-    r = subprocess.run([probe_bin, "timer", "--cpus", "0", "--interval", "2ms",
-                        "--duration", "2500ms", "--allow-non-rt", "--no-mlock"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    out.write_text(r.stdout)
-    return out
 
 
 def state_with(tmp_path: Path, segments: dict[str, str], pending: bool = True
