@@ -563,25 +563,45 @@ def test_a_run_stored_meanwhile_by_another_process_is_already_there(
         assert there.raw_files("a1000002") == []
 
 
-def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.FixtureRequest
-                                           ) -> None:
-    """SIGTERM: the push stops after the run being copied, the summary says how far it
-    got, exit 130; the same command completes it."""
+def _push_interrupted(tmp_path: Path, request: pytest.FixtureRequest, prefix: str,
+                      sig: signal.Signals) -> tuple[list[str], Store, list[str], str, str, int]:
+    """40 runs pushed to a real PostgreSQL store, `sig` sent once two are there: (ids, the
+    destination, the command, stdout, stderr, exit code). SIGINT is given its default in
+    the child, as at a terminal: a test run started in the background (nohup, `make
+    test &`) passes it on ignored, and Python then never turns it into KeyboardInterrupt."""
     local = str(tmp_path / "laptop" / "rtlab.db")
-    ids = [f"72{i:06x}" for i in range(40)]
+    ids = [f"{prefix}{i:06x}" for i in range(40)]
     seed(local, ids, size=400_000)
     dest = new_store("postgresql", tmp_path, request)
     there = Store.open(dest)
     cmd = [sys.executable, "-m", "rtlab", "results", "push", "--store", local, "--to", dest,
            "--json"]
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == ExitCode.INTERRUPTED, err
+    return ids, there, cmd, out, err, proc.returncode
+
+
+def _completes_when_run_again(cmd: list[str], there: Store, held: list[str],
+                              ids: list[str]) -> None:
+    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
+    assert sorted(r.id for r in there.select()) == ids
+
+
+def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.FixtureRequest
+                                           ) -> None:
+    """SIGTERM: the push stops after the run being copied, the summary says how far it
+    got, exit 130; the same command completes it."""
+    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "72",
+                                                         signal.SIGTERM)
+    assert code == ExitCode.INTERRUPTED, err
     doc = json.loads(out)
     assert not doc["complete"] and doc["stopped"] == "interrupted"
     assert err.strip() == "rtlab: interrupted"
@@ -590,10 +610,7 @@ def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.Fixtu
     # raised KeyboardInterrupt wherever the push was, in the database driver too)
     assert doc["copied"] == held
     assert doc["left"] == len(ids) - len(doc["copied"])
-    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
-                           check=False)
-    assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
-    assert sorted(r.id for r in there.select()) == ids
+    _completes_when_run_again(cmd, there, held, ids)
 
 
 def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
@@ -601,24 +618,9 @@ def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
     """Ctrl-C (SIGINT) stops at once: every run the destination holds is whole, at
     most the one committed as the interrupt came is not in the summary; exit 130; the
     same command completes it."""
-    local = str(tmp_path / "laptop" / "rtlab.db")
-    ids = [f"73{i:06x}" for i in range(40)]
-    seed(local, ids, size=400_000)
-    dest = new_store("postgresql", tmp_path, request)
-    there = Store.open(dest)
-    cmd = [sys.executable, "-m", "rtlab", "results", "push", "--store", local, "--to", dest,
-           "--json"]
-    # Ctrl-C as at a terminal: a test run started in the background (nohup, `make test &`)
-    # passes SIGINT on ignored, and Python then never turns it into KeyboardInterrupt
-    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
-    while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == ExitCode.INTERRUPTED, err
+    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "73",
+                                                         signal.SIGINT)
+    assert code == ExitCode.INTERRUPTED, err
     doc = json.loads(out)
     assert not doc["complete"] and doc["stopped"] == "interrupted"
     held = [r.id for r in there.select()]
@@ -627,10 +629,7 @@ def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
         files = there.raw_files(run_id)
         assert files and all(f.in_database for f in files)
         assert all(len(b"".join(there.read_raw(run_id, f))) == f.size for f in files)
-    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
-                           check=False)
-    assert again.returncode == 0 and json.loads(again.stdout)["already"] == held
-    assert sorted(r.id for r in there.select()) == ids
+    _completes_when_run_again(cmd, there, held, ids)
 
 
 def _drop_copy_tables(loc: str) -> None:
