@@ -366,22 +366,47 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     src_loc, dst_loc = (args.store, other) if push else (other, args.store)
     source = Store.open(src_loc, create=False)
     dest = None
-    # SIGTERM stops the transfer between two runs: a KeyboardInterrupt raised at any
-    # point could land inside the database driver, or after the transfer, in the clean-up
-    terminated = threading.Event()
-    old = signal.signal(signal.SIGTERM, lambda _s, _f: terminated.set())
+    # Ctrl-C and SIGTERM ask the transfer to stop where no database call is under way
+    # (a KeyboardInterrupt raised inside the driver can leave its connection unusable,
+    # and the interruption would then be reported as a database error); a second Ctrl-C
+    # during the transfer raises KeyboardInterrupt at once. Signals after it (closing
+    # the stores, the summary) are only noted: the command is ending anyway.
+    terminated, copying = threading.Event(), threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and terminated.is_set() and copying.is_set():
+            raise KeyboardInterrupt
+        terminated.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(s) != signal.SIG_IGN}  # started with it ignored (nohup &)
     try:
         try:
-            dest = Store.open(dst_loc, create=not args.dry_run)
-        except NoStoreError:  # a dry run creates nothing: an empty stand-in
-            dest = Store.open("sqlite://")
-            dest.display = resolve_location(dst_loc)
-        rep = transfer(source, dest, selection, dry_run=args.dry_run, stop=terminated.is_set)
+            try:
+                dest = Store.open(dst_loc, create=not args.dry_run)
+            except NoStoreError:  # a dry run creates nothing: an empty stand-in
+                dest = Store.open("sqlite://")
+                dest.display = resolve_location(dst_loc)
+            copying.set()
+            try:
+                rep = transfer(source, dest, selection, dry_run=args.dry_run,
+                               stop=terminated.is_set)
+            finally:
+                copying.clear()
+        finally:
+            source.close()
+            if dest is not None:
+                dest.close()
+        return _transfer_outcome(rep, args, selection)
     finally:
-        signal.signal(signal.SIGTERM, old)
-        source.close()
-        if dest is not None:
-            dest.close()
+        # once stopping, a further signal could only land in the interpreter's exit
+        # (a traceback, or a kill by the signal): the command is ending, it is ignored
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_IGN if terminated.is_set() else handler)
+
+
+def _transfer_outcome(rep: Any, args: argparse.Namespace, selection: Selection) -> int:
+    """Print the summary and the errors of a transfer; its exit code."""
     if args.json:
         _print_json(rep.to_json(args.direction, selection))
     else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -37,6 +38,11 @@ from urllib.parse import unquote
 from rtlab.errors import RtlabError, UsageError
 from rtlab.results.model import RunResult, load_result, new_run_id
 from rtlab.results.validate import first_problem
+
+# SQLAlchemy's pool logs what fails in its own clean-up (a connection that cannot be
+# closed after an interrupt) with a traceback, which logging's last resort would print:
+# rtlab reports database errors itself, as one line
+logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())
 
 ENV_VAR = "RTLAB_STORE"
 STORE_SCHEMA_VERSION = 1
@@ -812,11 +818,21 @@ def _pieces(content: Iterable[bytes]) -> Iterator[bytes]:
 
 def _remove_stale_parts(dest: Path) -> None:
     """The hidden `.NAME.PID.part` files of `dest` that a copier killed with kill -9 left
-    (its process is gone; a living one is still writing)."""
-    for part in dest.parent.glob(f".{glob.escape(dest.name)}.*.part"):
-        pid = part.name[len(dest.name) + 2:-len(".part")]
+    (its process is gone; a living one is still writing). Matched by name, not by a
+    glob: a glob compiles a pattern per run, which fills `re`'s cache in a long-running
+    monitor that stores a segment every hour."""
+    prefix = f".{dest.name}."
+    try:
+        names = [e.name for e in os.scandir(dest.parent)]
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".part")):
+            continue
+        pid = name[len(prefix):-len(".part")]
         if not pid.isdigit():
             continue
+        part = dest.parent / name
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -120,8 +120,10 @@ def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool 
     """Copy the selected runs of `source` that `dest` does not hold (module docstring).
     Never raises for one run: a conflict or a refused run is reported and the others
     go on. A database error or an interruption stops the transfer; the report says how
-    far it got (`stopped`, `interrupted`, `left`). `stop()` true: stop before the next run
-    (a SIGTERM); KeyboardInterrupt (Ctrl-C): at once, the run being copied dropped whole."""
+    far it got (`stopped`, `interrupted`, `left`). `stop()` true (Ctrl-C, SIGTERM): stop
+    at the next point where no database call is under way, before the next run or the
+    next chunk of the run being copied, which is then dropped whole (rolled back). A
+    KeyboardInterrupt (a second Ctrl-C) stops at once, wherever it lands."""
     if same_store(source, dest):
         raise UsageError(f"{source.display} is both the source and the destination")
     report = TransferReport(source.display, dest.display, dry_run)
@@ -140,11 +142,14 @@ def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool 
             if row.id in there:
                 _compare(source, dest, row.id, ours[row.id], there[row.id], report)
             else:
-                _copy_one(source, dest, row.id, report, dry_run)
-    except KeyboardInterrupt:
+                _copy_one(source, dest, row.id, report, dry_run, stop)
+    except (KeyboardInterrupt, _Stopped):
         report.interrupted = True
     except RtlabError as exc:
-        report.stopped = exc
+        if stop():  # a second Ctrl-C inside the database driver fails its call
+            report.interrupted = True
+        else:
+            report.stopped = exc
     report.seconds = time.monotonic() - t0
     return report
 
@@ -161,8 +166,20 @@ def _compare(source: Store, dest: Store, run_id: str, ours: str, theirs: str,
     return "conflict"
 
 
+class _Stopped(Exception):
+    """Raised between two chunks of a run being copied when the transfer is asked to
+    stop: the destination's transaction (or raw files) of that run is taken back."""
+
+
+def _checked(chunks: Iterable[bytes], stop: Callable[[], bool]) -> Iterator[bytes]:
+    for chunk in chunks:
+        if stop():
+            raise _Stopped
+        yield chunk
+
+
 def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
-              dry_run: bool) -> str:
+              dry_run: bool, stop: Callable[[], bool] = lambda: False) -> str:
     try:
         run = source.stored(run_id)
     except RtlabError as exc:
@@ -177,7 +194,7 @@ def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
     files = source.raw_files(run_id)
 
     def content(raw: RawFile) -> Callable[[], Any]:
-        return lambda: source.read_raw(run_id, raw)
+        return lambda: _checked(source.read_raw(run_id, raw), stop)
 
     if not dry_run:
         try:

@@ -564,8 +564,10 @@ def test_a_run_stored_meanwhile_by_another_process_is_already_there(
 
 
 def _push_interrupted(tmp_path: Path, request: pytest.FixtureRequest, prefix: str,
-                      sig: signal.Signals) -> tuple[list[str], Store, list[str], str, str, int]:
-    """40 runs pushed to a real PostgreSQL store, `sig` sent once two are there: (ids, the
+                      sig: signal.Signals, times: int = 1
+                      ) -> tuple[list[str], Store, list[str], str, str, int]:
+    """40 runs pushed to a real PostgreSQL store, `sig` sent (`times`, 5 ms apart) once
+    two are there: (ids, the
     destination, the command, stdout, stderr, exit code). SIGINT is given its default in
     the child, as at a terminal: a test run started in the background (nohup, `make
     test &`) passes it on ignored, and Python then never turns it into KeyboardInterrupt."""
@@ -582,7 +584,9 @@ def _push_interrupted(tmp_path: Path, request: pytest.FixtureRequest, prefix: st
     deadline = time.monotonic() + 60
     while len(there.select()) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    proc.send_signal(sig)
+    for _ in range(times):
+        proc.send_signal(sig)
+        time.sleep(0.005)
     out, err = proc.communicate(timeout=60)
     return ids, there, cmd, out, err, proc.returncode
 
@@ -615,21 +619,76 @@ def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.Fixtu
 
 def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
                                                  request: pytest.FixtureRequest) -> None:
-    """Ctrl-C (SIGINT) stops at once: every run the destination holds is whole, at
-    most the one committed as the interrupt came is not in the summary; exit 130; the
-    same command completes it."""
+    """Ctrl-C (SIGINT) stops at the next chunk or run: every run the destination holds
+    is whole and in the summary; exit 130; the same command completes it. Regression: a
+    KeyboardInterrupt raised inside the database driver left its connection in a
+    transaction, and the push ended with exit 1, "can't change 'autocommit' now"."""
     ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "73",
                                                          signal.SIGINT)
     assert code == ExitCode.INTERRUPTED, err
+    assert err.strip() == "rtlab: interrupted"
     doc = json.loads(out)
     assert not doc["complete"] and doc["stopped"] == "interrupted"
     held = [r.id for r in there.select()]
-    assert doc["copied"] == held[:len(doc["copied"])] and len(held) - len(doc["copied"]) <= 1
+    assert doc["copied"] == held
+    _all_whole(there, held)
+    _completes_when_run_again(cmd, there, held, ids)
+
+
+def _all_whole(there: Store, held: list[str]) -> None:
     for run_id in held:  # whole: each with all its raw files, complete
         files = there.raw_files(run_id)
         assert files and all(f.in_database for f in files)
         assert all(len(b"".join(there.read_raw(run_id, f))) == f.size for f in files)
+
+
+def test_a_second_ctrl_c_stops_at_once_and_is_still_an_interruption(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Two Ctrl-C: the second raises at once, wherever it lands during the transfer
+    (the database driver too), and is ignored after it; exit 130, one line on stderr,
+    never a database error or a traceback (regressions: SQLAlchemy's pool printed one
+    from the stores' closing, the interpreter's exit was killed by the signal); every
+    run held is whole."""
+    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "74",
+                                                         signal.SIGINT, times=2)
+    assert code == ExitCode.INTERRUPTED, err
+    assert err.strip() == "rtlab: interrupted", err
+    held = [r.id for r in there.select()]
+    assert len(held) - len(json.loads(out)["copied"]) in (0, 1)
+    _all_whole(there, held)
     _completes_when_run_again(cmd, there, held, ids)
+
+
+def test_a_stop_between_two_chunks_takes_back_the_run_being_copied(
+        dest: str, tmp_path: Path) -> None:
+    """Asked to stop while a run's raw files are being copied (after its first chunk):
+    nothing of that run stays, neither its row nor a raw file, and a second transfer
+    copies everything."""
+    from rtlab.results.sync import Selection, transfer
+
+    local = str(tmp_path / "laptop" / "rtlab.db")
+    ids = ["c0000001", "c0000002"]
+    seed(local, ids).close()
+    calls = 0
+
+    def stop() -> bool:  # 1: before the first run; 2: its first chunk; 3: its second
+        nonlocal calls
+        calls += 1
+        return calls >= 3
+
+    source, there = Store.open(local), Store.open(dest)
+    try:
+        rep = transfer(source, there, Selection(), stop=stop)
+        assert rep.interrupted and rep.copied == [] and rep.left == 2
+        assert there.select() == [] and there.raw_files("c0000001") == []
+        if not there.keeps_raw_in_database:
+            assert not any(p.is_file() for p in there.runs_dir.rglob("*"))
+        again = transfer(source, there, Selection())
+        assert again.complete and again.copied == ids
+        assert raw_of(there, "c0000001") == raw_content("c0000001")
+    finally:
+        source.close()
+        there.close()
 
 
 def _drop_copy_tables(loc: str) -> None:

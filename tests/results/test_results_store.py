@@ -369,3 +369,26 @@ def test_exporters_share_one_interface() -> None:
     assert load_result(json.loads(EXPORTERS["json"].serialize(r))).run_id == r.run_id
     md = EXPORTERS["markdown"].serialize(r).decode()
     assert "| CPU1 | 1000 |" in md and "n/a" in md  # p99.99 with 1000 samples is n/a
+
+
+def test_stale_part_files_of_a_killed_copier_are_removed_a_living_ones_kept(
+        tmp_path: Path) -> None:
+    """Only `.NAME.PID.part` of `dest` whose process is gone goes; a living writer's part,
+    another run's part and a name that merely looks alike stay."""
+    import os
+
+    from rtlab.results.store import _remove_stale_parts
+
+    dest = tmp_path / "0000abcd.jsonl"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = {f".{dest.name}.{dead.pid}.part": False,  # killed copier: removed
+             f".{dest.name}.{os.getpid()}.part": True,  # a living writer
+             f".0000abce.jsonl.{dead.pid}.part": True,  # another run's
+             f".{dest.name}.x{dead.pid}.part": True,  # not a pid
+             f".{dest.name}.{dead.pid}.partial": True}
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    _remove_stale_parts(dest)
+    assert {n: (tmp_path / n).exists() for n in names} == names
+    _remove_stale_parts(tmp_path / "missing" / "x.jsonl")  # no directory: nothing to do
