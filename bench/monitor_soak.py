@@ -126,6 +126,7 @@ def main() -> int:
                 periods += int(ph.elapsed_ns or 0) // interval
                 accounted += int(ch.samples) + int(ch.missed)
     s.close()
+    every_5_min = list({int(t // 300): (t, kb) for t, kb in reversed(samples)}.values())[::-1]
     lines = [
         f"`{' '.join(['rtlab', *cmd[3:]])}` for {args.duration}: exit {code}",
         "",
@@ -139,6 +140,9 @@ def main() -> int:
         f"| growth after warm-up | {growth / 1024:.3f} MiB ({growth} kB) |"
         if growth is not None else "| growth | - |",
         f"| max | {max(kb for _, kb in samples) / 1024:.2f} MiB |" if samples else "",
+        "",
+        "Resident memory every 5 minutes (MiB): " + ", ".join(
+            f"{t / 60:.0f} min {kb / 1024:.2f}" for t, kb in every_5_min),
         "",
         f"Runs stored: {len(runs)}; engine windows expected {expected}, found {found}, "
         f"windows_lost {lost}; windows without a sample inside a run {holes}, of them "

@@ -36,6 +36,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.monitor.checkpoint import MAX_GAPS, Checkpoint, Gap, Segment, StateDir
 from rtlab.monitor.feed import FeedError, SegmentFeed
 from rtlab.monitor.live import LiveState
+from rtlab.monitor.memory import release_free_memory
 from rtlab.monitor.segments import segment_records, segment_run_id, store_segment
 from rtlab.results.store import Store
 
@@ -323,6 +324,7 @@ class Monitor:
                 self._store_one(store, seg)
         finally:
             store.close()
+            release_free_memory()  # what parsing the segments took, back to the system
 
     def _store_one(self, store: Store, seg: Segment) -> None:
         """One pending segment into the store. A segment the store refuses waits, with a
