@@ -183,7 +183,7 @@ def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
     try:
         run = source.stored(run_id)
     except RtlabError as exc:
-        if _is_fatal(exc):
+        if _is_fatal(exc) or stop():  # failed by an interrupt: not refused
             raise
         report.refused.append((run_id, f"run {run_id} not copied: {exc.one_line()}"))
         return "refused"
@@ -200,7 +200,7 @@ def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
         try:
             stored = dest.add_copy(run, [(raw, content(raw)) for raw in files])
         except RtlabError as exc:
-            if _is_fatal(exc):
+            if _is_fatal(exc) or stop():
                 raise
             report.refused.append((run_id, exc.one_line()))
             return "refused"
