@@ -10,14 +10,17 @@ state directory and store, samples its resident memory (VmRSS of the monitor pro
 engines excluded) every 10 s, optionally scrapes its metrics, and when it has stopped
 counts, in the stored runs, the engine windows each CPU should have (one per second of
 every segment) against those it has: a window is lost when it is missing from the run
-or the engine says `windows_lost`. Memory growth is measured from the first sample
-after warm-up (the first segment's end, or 5 min) to the end.
+or the engine says `windows_lost`. Memory growth is given two ways: from the first
+sample after warm-up (the first segment stored) to the last sample, and, the figure to
+judge a trend by, as the change of the median RSS of each segment's samples from the
+second segment to the last (a store pass swings the RSS by several MiB up and back).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,6 +99,11 @@ def main() -> int:
     warm = seg_s + 60  # after the first segment was stored (its imports loaded)
     after = [kb for t, kb in samples if t >= warm]
     growth = (after[-1] - after[0]) if len(after) >= 2 else None
+    # the median of each segment's samples: a store pass (its raw file parsed) swings the
+    # RSS by several MiB up and back, so two single samples say little about a trend
+    medians = [statistics.median(kb) for k in range(int(dur_s // seg_s) + 1)
+               if (kb := [v for t, v in samples if k * seg_s <= t < (k + 1) * seg_s])]
+    trend = medians[-1] - medians[1] if len(medians) >= 3 else None
 
     s = Store.open(str(store), create=False)
     expected = found = lost = holes = stalled = 0
@@ -140,6 +148,10 @@ def main() -> int:
         f"| growth after warm-up | {growth / 1024:.3f} MiB ({growth} kB) |"
         if growth is not None else "| growth | - |",
         f"| max | {max(kb for _, kb in samples) / 1024:.2f} MiB |" if samples else "",
+        f"| median of each segment's samples | "
+        f"{', '.join(f'{m / 1024:.2f}' for m in medians)} MiB |",
+        f"| growth of that median, second segment to last | {trend / 1024:+.3f} MiB |"
+        if trend is not None else "| growth of the median | - |",
         "",
         "Resident memory every 5 minutes (MiB): " + ", ".join(
             f"{t / 60:.0f} min {kb / 1024:.2f}" for t, kb in every_5_min),
