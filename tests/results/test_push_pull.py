@@ -567,8 +567,8 @@ def _push_interrupted(tmp_path: Path, request: pytest.FixtureRequest, prefix: st
                       sig: signal.Signals, times: int = 1
                       ) -> tuple[list[str], Store, list[str], str, str, int]:
     """40 runs pushed to a real PostgreSQL store, `sig` sent (`times`, 5 ms apart) once
-    two are there: (ids, the
-    destination, the command, stdout, stderr, exit code). SIGINT is given its default in
+    two are there: (ids, the destination, the command, stdout, stderr, exit code).
+    SIGINT is given its default in
     the child, as at a terminal: a test run started in the background (nohup, `make
     test &`) passes it on ignored, and Python then never turns it into KeyboardInterrupt."""
     local = str(tmp_path / "laptop" / "rtlab.db")
@@ -671,7 +671,7 @@ def test_a_stop_between_two_chunks_takes_back_the_run_being_copied(
     seed(local, ids).close()
     calls = 0
 
-    def stop() -> bool:  # 1: before the first run; 2: its first chunk; 3: its second
+    def stop() -> bool:  # 1: before the first run; 2: its first chunk; 3: the next
         nonlocal calls
         calls += 1
         return calls >= 3
