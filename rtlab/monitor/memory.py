@@ -19,7 +19,6 @@ no trend either way; with this release both levels are about 1.5-2.8 MiB lower.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import gc
 from collections.abc import Callable
@@ -27,11 +26,10 @@ from collections.abc import Callable
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """The process's own C library's malloc_trim (as rtlab/lifeline.py finds prctl: no
+    library search, which would run ldconfig from this threaded process)."""
     try:
-        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
     except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
         return None
 

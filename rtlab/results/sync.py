@@ -179,7 +179,7 @@ def _checked(chunks: Iterable[bytes], stop: Callable[[], bool]) -> Iterator[byte
 
 
 def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
-              dry_run: bool, stop: Callable[[], bool] = lambda: False) -> str:
+              dry_run: bool, stop: Callable[[], bool]) -> str:
     try:
         run = source.stored(run_id)
     except RtlabError as exc:
