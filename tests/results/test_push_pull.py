@@ -568,9 +568,9 @@ def _push_interrupted(tmp_path: Path, request: pytest.FixtureRequest, prefix: st
                       ) -> tuple[list[str], Store, list[str], str, str, int]:
     """40 runs pushed to a real PostgreSQL store, `sig` sent (`times`, 5 ms apart) once
     two are there: (ids, the destination, the command, stdout, stderr, exit code).
-    SIGINT is given its default in
-    the child, as at a terminal: a test run started in the background (nohup, `make
-    test &`) passes it on ignored, and Python then never turns it into KeyboardInterrupt."""
+    SIGINT is given its default in the child, as at a terminal: a test run started in
+    the background (nohup, `make test &`) passes it on ignored, and Python then never
+    turns it into KeyboardInterrupt."""
     local = str(tmp_path / "laptop" / "rtlab.db")
     ids = [f"{prefix}{i:06x}" for i in range(40)]
     seed(local, ids, size=400_000)
@@ -599,38 +599,25 @@ def _completes_when_run_again(cmd: list[str], there: Store, held: list[str],
     assert sorted(r.id for r in there.select()) == ids
 
 
-def test_sigterm_stops_a_push_between_runs(tmp_path: Path, request: pytest.FixtureRequest
-                                           ) -> None:
-    """SIGTERM: the push stops after the run being copied, the summary says how far it
-    got, exit 130; the same command completes it."""
-    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "72",
-                                                         signal.SIGTERM)
+@pytest.mark.parametrize(("sig", "prefix"), [(signal.SIGTERM, "72"), (signal.SIGINT, "73")],
+                         ids=["sigterm", "ctrl-c"])
+def test_sigterm_or_ctrl_c_stops_a_push_with_every_run_whole(
+        sig: signal.Signals, prefix: str, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    """SIGTERM or Ctrl-C (SIGINT): the push stops at the next run or chunk, the run
+    being copied dropped whole; every run the destination holds is whole and in the
+    summary, which says how far it got; exit 130; the same command completes it.
+    Regressions: the signal raised KeyboardInterrupt wherever the push was, in the
+    database driver too, which left its connection in a transaction, and the push
+    ended with exit 1, "can't change 'autocommit' now"."""
+    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, prefix, sig)
     assert code == ExitCode.INTERRUPTED, err
+    assert err.strip() == "rtlab: interrupted"
     doc = json.loads(out)
     assert not doc["complete"] and doc["stopped"] == "interrupted"
-    assert err.strip() == "rtlab: interrupted"
     held = [r.id for r in there.select()]
-    # stopped between two runs: every run stored is counted (regression: the signal
-    # raised KeyboardInterrupt wherever the push was, in the database driver too)
     assert doc["copied"] == held
     assert doc["left"] == len(ids) - len(doc["copied"])
-    _completes_when_run_again(cmd, there, held, ids)
-
-
-def test_ctrl_c_drops_the_run_being_copied_whole(tmp_path: Path,
-                                                 request: pytest.FixtureRequest) -> None:
-    """Ctrl-C (SIGINT) stops at the next chunk or run: every run the destination holds
-    is whole and in the summary; exit 130; the same command completes it. Regression: a
-    KeyboardInterrupt raised inside the database driver left its connection in a
-    transaction, and the push ended with exit 1, "can't change 'autocommit' now"."""
-    ids, there, cmd, out, err, code = _push_interrupted(tmp_path, request, "73",
-                                                         signal.SIGINT)
-    assert code == ExitCode.INTERRUPTED, err
-    assert err.strip() == "rtlab: interrupted"
-    doc = json.loads(out)
-    assert not doc["complete"] and doc["stopped"] == "interrupted"
-    held = [r.id for r in there.select()]
-    assert doc["copied"] == held
     _all_whole(there, held)
     _completes_when_run_again(cmd, there, held, ids)
 
