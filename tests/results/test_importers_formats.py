@@ -299,6 +299,9 @@ def test_live_oslat_text_and_json(tmp_path: Path) -> None:
     assert a.phases[0].channels[0].max_ns == b.phases[0].channels[0].max_ns
 
 
+SOCKPERF_SUMMARY_SLACK_NS = 4
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -325,4 +328,9 @@ def test_live_sockperf_full_log_and_summary(tmp_path: Path) -> None:
     summary = import_file(out, "sockperf", "live0004")
     a, b = full.phases[0].channels[0], summary.phases[0].channels[0]
     assert a.samples == b.samples > 0 and full.status == "completed"
-    assert abs(a.max_ns - b.max_ns) <= 2 and abs(a.min_ns - b.min_ns) <= 2
+    # The summary's half round trip is cut to the ns before it is doubled, and the full
+    # log's two times are each rounded to the ns: measured here, the full log's extreme
+    # is 0-3 ns above the doubled summary one (160 runs of sockperf 3.7; a bound of 2
+    # failed once in CI with 3).
+    assert abs(a.max_ns - b.max_ns) <= SOCKPERF_SUMMARY_SLACK_NS
+    assert abs(a.min_ns - b.min_ns) <= SOCKPERF_SUMMARY_SLACK_NS
