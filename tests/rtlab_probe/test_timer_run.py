@@ -8,6 +8,7 @@ structure, exact counts, and on disturbances the test itself injects.
 
 from __future__ import annotations
 
+import bisect
 import os
 import signal
 import subprocess
@@ -35,6 +36,14 @@ MS = 1_000_000
 
 def _cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
+
+
+def _missed(at_ns: int, value_ns: int, interval_ns: int, run_ns: int) -> int:
+    """The periods a sample (woke at_ns after the start, value_ns late) overran: the
+    deadlines it passed, up to the run's end; later ones are not the run's, so a wake-up
+    late past the end misses fewer (engine/src/period.h)."""
+    deadline = at_ns - value_ns
+    return min(value_ns // interval_ns, (run_ns - deadline) // interval_ns)
 
 
 def _read_until(proc: subprocess.Popen, n_snapshots: int, timeout: float = 10) -> str:
@@ -104,8 +113,8 @@ def test_run_schema_counts_windows_samples(probe_bin: str, tmp_path: Path) -> No
         assert max(v for _, v in mine) == ch["max_ns"]
         assert sum(v for _, v in mine) == ch["sum_ns"]
         assert [at for at, _ in mine] == sorted(at for at, _ in mine)
-        # missed is exactly the whole periods each sample overran
-        assert sum(v // MS for _, v in mine) == ch["missed"]
+        # missed is exactly the whole periods each sample overran, within the run
+        assert sum(_missed(at, v, MS, 1500 * MS) for at, v in mine) == ch["missed"]
 
 
 def test_loops_and_other_policy(probe_bin: str) -> None:
@@ -235,10 +244,11 @@ def test_injected_disturbance(probe_bin: str, tmp_path: Path) -> None:
     d_ns = 3 * MS
     bursts = 20
     period_n = 150  # one burst every 150 ms
+    run_ns = 3800 * MS
     samples = tmp_path / "s.bin"
     probe = subprocess.Popen(
         [probe_bin, "timer", "--cpus", str(cpu), "--priority", "50", "--interval", "1ms",
-         "--duration", "3800ms", "--samples", str(samples)],
+         "--duration", f"{run_ns // MS}ms", "--samples", str(samples)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert probe.stdout is not None
     header_line = read_line_raw(probe)
@@ -268,22 +278,36 @@ def test_injected_disturbance(probe_bin: str, tmp_path: Path) -> None:
 
     # 1. the injected cause is seen: max >= 0.95 D
     assert ch["max_ns"] >= 0.95 * d_ns
-    # 2. the sample of each burst's period is >= 0.9 D: found by its deadline
-    #    (at_ns - value_ns) in the samples file, not by counting large samples (host
-    #    stalls and other work on the CPU add some, or push a burst's sample past D)
+    # 2. each burst holds back the probe's wake-up that is due when it starts: the
+    #    sample of the last deadline at or before the burst's period (found by its
+    #    deadline at_ns - value_ns in the samples file, not by counting large samples)
+    #    wakes only after >= 0.9 D of the burst, so its value is >= 0.9 D too. That
+    #    deadline is the burst's own period, or an earlier one when the probe's wake-up
+    #    for it was still pending when the disturber began 0.4 ms before its period:
+    #    wake-ups 0.2-0.9 ms late are common on this VM (10-25 % of runs had such a
+    #    burst, where a check of the burst's own period found no sample of it).
     samples_ = read_samples(samples)
     vals = [v for _c, _at, v in samples_]
     assert ch["ring_lost"] == 0 and len(vals) == ch["samples"]
-    by_deadline = {at - v: v for _c, at, v in samples_}
-    burst_vals = [by_deadline.get(p_ns) for p_ns in on_time]
-    short = [(p_ns, v) for p_ns, v in zip(on_time, burst_vals, strict=True)
-             if v is None or v < 0.9 * d_ns]
-    assert not short, ("bursts (deadline ns, sample ns) without a sample >= 0.9 D",
-                       short, len(on_time))
+    timeline = sorted((at - v, at, v) for _c, at, v in samples_)
+    deadlines = [d for d, _at, _v in timeline]
+    before = [bisect.bisect_right(deadlines, p_ns) for p_ns in on_time]
+    assert min(before) > 0, "a burst before the probe's first sample"
+    covering = [timeline[i - 1] for i in before]
+    short = [(p_ns, c) for p_ns, c in zip(on_time, covering, strict=True)
+             if c[1] < p_ns + 0.9 * d_ns]
+    near = "; ".join(
+        f"burst {p_ns / MS:g} ms: " + " ".join(
+            f"{d / MS:g}@{at / MS:.3f}" for d, at, _v in timeline
+            if p_ns - 6 * MS <= d <= p_ns + 6 * MS) for p_ns, _c in short)
+    assert not short, (f"{len(short)} of {len(on_time)} bursts did not hold back the "
+                       f"probe; samples near them (deadline@woke, ms): {near}")
+    burst_vals = [v for _d, _at, v in covering]
+    assert len({d for d, _at, _v in covering}) == len(on_time)
     assert count_at_least(ch, int(0.9 * d_ns)) >= len(on_time)
     # 3. missed: each burst costs at least D/interval - 1 = 2 periods (more when
     #    something else delayed the wake-up further); every sample's misses are
     #    known exactly from the samples file
-    assert sum(v // MS for v in vals) == ch["missed"]
+    assert sum(_missed(at, v, MS, run_ns) for _c, at, v in samples_) == ch["missed"]
     assert all(v // MS >= d_ns // MS - 1 for v in burst_vals)
     assert ch["missed"] >= len(on_time) * (d_ns // MS - 1)
