@@ -345,7 +345,8 @@ def test_v2_apply_skipped_here(probe_bin: str) -> None:
         pytest.skip("v2 cpuset available: covered by the v2 tests on such machines")
     pytest.skip(
         "cgroup v2 has no cpuset controller here (bound to the v1 hierarchy at "
-        f"{facts.cgroup.v1_cpuset}); v2 planning is tested against a fake tree"
+        f"{facts.cgroup.v1_cpuset}); v2 is applied for real on the emulated PREEMPT_RT "
+        "board (tests/lab/test_rtlab_on_boards.py) and planned against a fake tree"
     )
 
 
