@@ -26,4 +26,5 @@ meson test -C "$builddir" --print-errorlogs
 
 echo "== pytest"
 export RTLAB_PROBE="$PWD/$VENV/bin/rtlab-probe"
-exec "$VENV/bin/python" -m pytest -q "$@"
+# the 30 slowest tests are listed at the end: the whole command should stay under ~20 min
+exec "$VENV/bin/python" -m pytest -q --durations=30 "$@"
