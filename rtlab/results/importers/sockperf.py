@@ -23,13 +23,13 @@ observations sockperf counted is a cut or damaged file: refused, naming the line
 **Summary only** (sockperf's stdout, no full log): sockperf prints the number of
 observations, min, max, average and fixed percentiles (p25 … p99.999; 2.x: p25 …
 p99.99). rtlab's result model holds a histogram, not a list of percentiles, so the
-import keeps what is exact and is flagged `partial`: the count is exact; min, max and
-mean are sockperf's, doubled (it cuts each half round trip to the ns, so they sit 0-3 ns
-below the full log's rxTime − txTime, measured with 3.7); each published percentile is the sample of its rank (sockperf's
-`(int)(0.5 + p·N)`), and the samples between two published ranks are placed at the
-upper one's value. Every percentile rtlab computes is then an upper bound of the
-true one, exact at the published ones; the published values are kept as printed in
-`provenance.imported.summary_only`. No window maxima.
+import keeps what sockperf printed and is flagged `partial`: the count is exact; min,
+max and mean are sockperf's, doubled (it cuts each half round trip to the ns, so they
+sit 0-3 ns below the full log's rxTime − txTime, measured with 3.7); each published
+percentile is the sample of its rank (sockperf's `(int)(0.5 + p·N)`), and the samples
+between two published ranks are placed at the upper one's value. Every percentile
+rtlab computes is then an upper bound of the true one, exact at the published ones;
+the published values are kept as printed in `provenance.imported.summary_only`. No window maxima.
 """
 
 from __future__ import annotations
