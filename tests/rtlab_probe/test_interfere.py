@@ -77,8 +77,12 @@ def test_sharing_false_sharing_costs_more(probe_bin: str) -> None:
     assert [t["policy"] for t in threads] == ["fifo", "fifo"], threads
     rows = {(r.variant, r.threads): r for r in summarize_sharing(recs)}
     assert set(rows) == {(v, n) for v in ("shared", "percpu", "false") for n in (1, 2)}
-    assert rows[("false", 2)].median_ns_per_op > rows[("percpu", 2)].median_ns_per_op
-    assert rows[("false", 2)].p99_ns_per_op >= rows[("percpu", 2)].p99_ns_per_op
+    # How many 2-thread batches really overlap depends on how the host runs the two
+    # vCPUs: over 45 runs here the median of false sharing was 2.7-33 ns/op against
+    # per-CPU's 2.4-3.2 (once in CI both 3.01), while its p99 was 19-51 ns/op against
+    # 2.8-5.0, at least 4x in every run. The tail is where the bouncing line shows.
+    false2, percpu2 = rows[("false", 2)], rows[("percpu", 2)]
+    assert false2.p99_ns_per_op > 2 * percpu2.p99_ns_per_op, (false2, percpu2)
 
 
 def test_pairs_classes_from_sysfs(probe_bin: str) -> None:
