@@ -2,9 +2,10 @@
 """End-to-end runs of `rtlab-probe interfere` (root: pinning, mlock).
 
 The Amdahl test injects a known serial fraction (30 %) and asks the host fit
-for p = 0.7 within 0.1 on 1..2 CPUs. This 2-vCPU VM is noisy and shared with
-other jobs, so the fit uses medians of 15 interleaved runs and the run is
-attempted up to three times; one attempt inside the tolerance passes.
+for 0.7 times the machine's own parallel fraction (measured next to it with no
+serial part) within 0.1 on 1..2 CPUs. This 2-vCPU VM is noisy and shared with
+other jobs, so the fit uses medians of 15 interleaved runs and the pair is
+attempted up to five times; one attempt inside the tolerance passes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import time
 
 import pytest
 
-from rtlab.probes.interfere import summarize_amdahl, summarize_pairs, summarize_sharing
+from rtlab.probes.interfere import (
+    AmdahlSummary,
+    summarize_amdahl,
+    summarize_pairs,
+    summarize_sharing,
+)
 
 from .helpers import check_order, parse_lines, run_as_nobody, run_probe, validate_all
 
@@ -41,23 +47,35 @@ def _run(probe_bin: str, *args: str) -> list[dict]:
 
 def test_amdahl_fit_recovers_serial_fraction(probe_bin: str) -> None:
     a, b = _two_cpus()
-    fits = []
-    # each attempt takes ~0.25 s: a host stall of a vCPU (this VM) can spoil several in a
-    # row (a full-suite run once got 0.49, 0.52, 0.49), so attempts are spread over ~5 s
-    for attempt in range(5):
-        if attempt:
-            time.sleep(1.0)
+
+    def fit(serial_permille: int) -> tuple[AmdahlSummary, list[dict]]:
         # SCHED_FIFO workers: with SCHED_OTHER, any other load on the machine takes the
         # second CPU away and the 2-CPU time (so the fit) measures that load instead.
         recs = _run(probe_bin, "--mode", "amdahl", "--cpus", f"{a},{b}", "--repeats", "15",
-                    "--serial-permille", "300", "--policy", "fifo", "--priority", "50")
-        s = summarize_amdahl(recs)
+                    "--serial-permille", str(serial_permille), "--policy", "fifo",
+                    "--priority", "50")
+        return summarize_amdahl(recs), recs
+
+    # The fit is relative to the machine's own scaling, measured next to it without a
+    # serial part: this VM's two vCPUs do not always give 2x (the host places them on
+    # shared or separate cores: p = 0.78-0.98 with nothing serial), and Amdahl's law
+    # then gives p = 0.7 x that for a 30 % serial part. Against 0.7 itself, five
+    # attempts in a row once got 0.41-0.59 in a full-suite run. Each attempt takes
+    # ~0.5 s; a host stall of a vCPU can spoil several in a row, so they are spread.
+    fits = []
+    for attempt in range(5):
+        if attempt:
+            time.sleep(1.0)
+        base, _ = fit(0)
+        s, recs = fit(300)
         assert [r.n for r in s.rows] == [1, 2] and all(r.runs == 15 for r in s.rows)
         assert s.serial_injected == pytest.approx(0.3)
-        fits.append(s.p_fit)
-        if abs(s.p_fit - 0.7) < 0.1:
+        assert base.serial_injected == 0
+        fits.append((round(s.p_fit, 3), round(base.p_fit, 3)))
+        if base.p_fit > 0.5 and abs(s.p_fit / base.p_fit - 0.7) < 0.1:
             break
-    assert abs(fits[-1] - 0.7) < 0.1, fits
+    p_fit, p_base = fits[-1]
+    assert p_base > 0.5 and abs(p_fit / p_base - 0.7) < 0.1, fits
     # the channel histograms hold the same runs
     res = recs[-1]
     assert [c["samples"] for c in res["channels"]] == [15, 15]
