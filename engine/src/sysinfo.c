@@ -72,6 +72,8 @@ void sysinfo_write(struct jsonw *w, const char *key)
 	jw_str_or_null(w, "version", have_u ? u.version : NULL);
 	jw_str_or_null(w, "machine", have_u ? u.machine : NULL);
 	jw_str_or_null(w, "cmdline", have_cmd ? cmdline : NULL);
+	/* changes at every boot: a monitor tells a reboot from a dropped connection */
+	sf_json_str(w, "boot_id", "/proc/sys/kernel/random/boot_id");
 	{
 		struct preempt_info p;
 		preempt_detect(NULL, &p);
