@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `rtlab-probe sys`: journaled system changes (docs/sys-protocol.md).
- * facts | preempt | apply --journal FILE [--detach] [--lock FILE --owner LABEL] |
+ * facts | preempt | cpumodel | apply --journal FILE [--detach] [--lock FILE --owner LABEL] |
  * restore --journal FILE | status --journal FILE | journals [--dir DIR] |
  * lockinfo --lock FILE | snapshot. The host decides what to change; this
  * applies, journals (fsync before every change) and restores, and reads a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `rtlab-probe sys`: the command line, and the sub-commands that only read (status,
- * journals, lockinfo, snapshot, preempt, facts); apply and restore: sys_apply.c. */
+ * journals, lockinfo, snapshot, preempt, cpumodel, facts); apply and restore: sys_apply.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpuname.h"
 #include "opts.h"
 #include "preempt.h"
 #include "sys.h"
@@ -27,7 +28,7 @@ static const struct opt_def sys_opts[] = {
 	[SO_DETACH] = { .name = "detach", .type = OPT_BOOL,
 	  .help = "apply: exit after the last operation, leaving the changes" },
 	[SO_ROOT] = { .name = "root", .type = OPT_STRING, .metavar = "DIR",
-	  .help = "preempt: read a copy of a board's /proc, /sys and /boot below DIR" },
+	  .help = "preempt, cpumodel: read a copy of a board's /proc, /sys and /boot below DIR" },
 	[SO_MAX_FILE] = { .name = "max-file", .type = OPT_INT, .metavar = "BYTES",
 	  .help = "snapshot: bytes of one file, then \"truncated\"", .min = 1,
 	  .max = 1LL << 30, .def_help = "4194304 (4 MiB)" },
@@ -53,6 +54,7 @@ static const struct sys_sub {
 } sys_subs[] = {
 	{ "facts", 0, false },
 	{ "preempt", SO_BIT(SO_ROOT), false },
+	{ "cpumodel", SO_BIT(SO_ROOT), false },
 	{ "apply", SO_BIT(SO_JOURNAL) | SO_BIT(SO_DETACH) | SO_BIT(SO_LOCK) | SO_BIT(SO_OWNER), true },
 	{ "restore", SO_BIT(SO_JOURNAL), true },
 	{ "status", SO_BIT(SO_JOURNAL), false },
@@ -66,6 +68,7 @@ static void sys_usage(FILE *f)
 	fprintf(f,
 		"usage: rtlab-probe sys facts\n"
 		"       rtlab-probe sys preempt [--root DIR]             the preemption model\n"
+		"       rtlab-probe sys cpumodel [--root DIR]            every CPU's core name\n"
 		"       rtlab-probe sys apply --journal FILE [--detach] [--lock FILE --owner LABEL]\n"
 		"                                                        ops (JSON Lines) on stdin\n"
 		"       rtlab-probe sys restore --journal FILE\n"
@@ -313,6 +316,27 @@ static int cmd_preempt(const char *root)
 	return r;
 }
 
+/* `sys cpumodel [--root DIR]`: the core names a probe's header records (cpuname.c). */
+static int cmd_cpumodel(const char *root)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/proc/cpuinfo", root ? root : "");
+	struct cpunames names;
+	int e = cpuname_read(path, &names);
+	struct jsonw w;
+	jw_init(&w);
+	sys_record_begin(&w, "cpumodel");
+	jw_str(&w, "engine_version", RTLAB_VERSION);
+	jw_str(&w, "root", root ? root : "/");
+	jw_str(&w, "cpuinfo", path);
+	jw_str_or_null(&w, "error", e ? strerror(-e) : NULL);
+	cpuname_write(&w, &names, e == 0);
+	jw_obj_end(&w);
+	int r = jw_emit(&w, STDOUT_FILENO);
+	jw_free(&w);
+	return r;
+}
+
 int sys_main(int argc, char **argv)
 {
 	if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
@@ -339,8 +363,8 @@ int sys_main(int argc, char **argv)
 		if (strcmp(sub, sys_subs[k].name) == 0)
 			sc = &sys_subs[k];
 	if (!sc) {
-		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, apply, "
-			"restore, status, journals, lockinfo, snapshot)\n", sub);
+		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, cpumodel, "
+			"apply, restore, status, journals, lockinfo, snapshot)\n", sub);
 		return RL_EXIT_USAGE;
 	}
 	for (size_t k = 0; k < N_SYS_OPTS; k++)
@@ -354,14 +378,14 @@ int sys_main(int argc, char **argv)
 	const char *root = vals[SO_ROOT].given ? vals[SO_ROOT].s : NULL;
 	const char *lock = vals[SO_LOCK].given ? vals[SO_LOCK].s : NULL;
 	const char *owner = vals[SO_OWNER].given ? vals[SO_OWNER].s : NULL;
-	if (strcmp(sub, "preempt") == 0) {
+	if (strcmp(sub, "preempt") == 0 || strcmp(sub, "cpumodel") == 0) {
 		struct stat st;
 		if (root && (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))) {
-			fprintf(stderr, "rtlab-probe sys preempt: --root %s is not a directory\n", root);
+			fprintf(stderr, "rtlab-probe sys %s: --root %s is not a directory\n", sub, root);
 			return RL_EXIT_USAGE;
 		}
-		if (cmd_preempt(root) != 0) {
-			fprintf(stderr, "rtlab-probe sys preempt: cannot write the answer\n");
+		if ((strcmp(sub, "preempt") == 0 ? cmd_preempt(root) : cmd_cpumodel(root)) != 0) {
+			fprintf(stderr, "rtlab-probe sys %s: cannot write the answer\n", sub);
 			return RL_EXIT_ERROR;
 		}
 		return RL_EXIT_OK;

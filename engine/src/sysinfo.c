@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "cpuname.h"
 #include "opts.h"
 #include "preempt.h"
 #include "sysfile.h"
@@ -24,32 +25,12 @@ int sysinfo_online_cpus(cpu_set_t *set)
 	return 0;
 }
 
+/* cpu_model and cpu_models: every CPU's core, decoded by cpuname.c. */
 static void write_cpu_model(struct jsonw *w)
 {
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[512];
-	char model[256] = "";
-	if (f) {
-		static const char *const keys[] = { "model name", "Hardware", "cpu model", "Model" };
-		while (fgets(line, sizeof(line), f) && !model[0]) {
-			for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-				size_t l = strlen(keys[i]);
-				if (strncmp(line, keys[i], l) != 0)
-					continue;
-				const char *p = strchr(line + l, ':');
-				if (!p)
-					continue;
-				p++;
-				while (*p == ' ' || *p == '\t')
-					p++;
-				snprintf(model, sizeof(model), "%s", p);
-				model[strcspn(model, "\n")] = '\0';
-				break;
-			}
-		}
-		fclose(f);
-	}
-	jw_str_or_null(w, "cpu_model", model[0] ? model : NULL);
+	struct cpunames names;
+	bool known = cpuname_read("/proc/cpuinfo", &names) == 0;
+	cpuname_write(w, &names, known);
 }
 
 void sysinfo_write(struct jsonw *w, const char *key)
