@@ -29,3 +29,11 @@ class SkippedError(RtlabError):
 
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message, ExitCode.SKIPPED, hint)
+
+
+class MissingToolError(SkippedError):
+    """A program a load needs is not installed on the target (`tools`: which)."""
+
+    def __init__(self, message: str, tools: tuple[str, ...], hint: str | None = None):
+        super().__init__(message, hint)
+        self.tools = tools

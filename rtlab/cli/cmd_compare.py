@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
+from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.cli.cmd_report import (
     SLO_HELP,
@@ -77,19 +78,21 @@ def run(args: argparse.Namespace) -> int:
                  *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"):
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for c in configs:
-        table.add_row(c.label, str(len(c.runs)), f"{c.channel.samples:,}",
+        table.add_row(c.display, str(len(c.runs)), f"{c.channel.samples:,}",
                       seconds(c.duration_ns), us(c.value("min")), us(c.value("avg")),
                       us(c.value("mode")),
                       *(bounded_us(c.value(q), c.lower_bound(q)) for q in TABLE_LEVELS),
                       us(c.value("max")), us(c.value("window")))
     console.print(table)
+    for note in mixed_load_notes(results):
+        console.print(f"note: {note}", highlight=False, markup=False)
     if args.by == "host":
         console.print(_side_by_side(configs))
     if any(c.censored for c in configs):
         console.print("≥ = beyond the peer tool's histogram range: only a lower bound is known",
                       highlight=False)
     for pc in pairs:
-        console.print(f"{pc.b.label} vs {pc.a.label} (baseline):", highlight=False)
+        console.print(f"{pc.b.display} vs {pc.a.display} (baseline):", highlight=False)
         for ch in pc.changes:
             console.print(f"  {ch.describe()}", highlight=False, markup=False)
     report = evaluate_slo(slo, results) if slo is not None else None
@@ -134,7 +137,7 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
                 "max_ns": ch.max_ns if ch.samples else None}
             for c, ch in zip(configs, chans, strict=True)]}
             for name, chans in side_by_side(configs)]
-    notes = []
+    notes = mixed_load_notes(results)
     if any(c.censored for c in configs):
         notes.append("lower_bounds_ns: beyond the peer tool's histogram range, a percentile "
                      "is only known to lie in [lower bound, value]")
@@ -174,7 +177,7 @@ def _side_by_side(configs: list[Any]) -> Any:
     table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
     table.add_column("channel")
     for c in configs:
-        table.add_column(c.label, justify="right")
+        table.add_column(c.display, justify="right")
     for name, chans in side_by_side(configs):
         cells = []
         for ch in chans:

@@ -170,7 +170,8 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     sfile, variants = _prepare(args, online)
     if not target.is_local:
         check_remote(variants, target, peer=args.peer)
-    peer = _udp_peer(args, variants, target)  # validated; nothing created before run_variants
+    # validated; nothing created before run_variants
+    peer = _udp_peer(args, variants, target, online)
 
     console = make_console()
     err = make_console(stderr=True)
@@ -311,14 +312,15 @@ class _LiveProgress:
         self._live.stop()
 
 
-def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None) -> Any:
-
+def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None,
+              online: list[int] | None = None) -> Any:
+    cpus = online if online is not None else online_cpus()
     if args.reflector is None:
         if (args.reflector_cpu is not None or args.reflector_thread_priority
                 or args.reflector_irq):
             raise UsageError("--reflector-cpu, --reflector-thread-priority and "
                              "--reflector-irq go with --reflector TARGET")
-        return make_peer(variants, args.peer, online_cpus())
+        return make_peer(variants, args.peer, cpus, board=target)
 
     SshTarget.parse(args.reflector)
     if target is not None and not target.is_local and target.target == args.reflector:
@@ -326,7 +328,7 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None)
     prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
     irqs = tuple(_irq_move(t) for t in args.reflector_irq)
 
-    return make_peer(variants, args.peer, online_cpus(), ReflectorBoard(
+    return make_peer(variants, args.peer, cpus, ReflectorBoard(
         args.reflector, target if target is not None else LocalTransport(),
         engine_dir=args.engine_dir, cpu=args.reflector_cpu, thread_priorities=prios,
         irq_affinities=irqs))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from rtlab.errors import RtlabError
+from rtlab.cpulist import format_cpulist
+from rtlab.errors import RtlabError, UsageError
 from rtlab.loads import proc
 from rtlab.loads.params import Param, check_params
 
@@ -177,6 +178,38 @@ class Load:
         self.workdir: Path | None = None
         self.stopping = False
         self.extra: dict[str, Any] = {}
+        # a cgroup v2 partition (its directory and CPUs) that the load's processes on
+        # those CPUs must join: a partition takes its CPUs away from every other cgroup
+        self.partition: tuple[str, frozenset[int]] | None = None
+
+    def join_partition(self, cgroup: str, cpus: frozenset[int]) -> None:
+        """Place the processes of this load that run on `cpus` in `cgroup` (set before
+        the start). A load of one process cannot be on both sides: placed on partition
+        CPUs and others, it is refused (loads that can split, split)."""
+        mine = self.placement.cpus
+        if mine is None or not set(mine) & cpus:
+            return
+        if not set(mine) <= cpus and not self.splits:
+            raise UsageError(
+                f"load {self.name}: placed on CPUs {format_cpulist(mine)}, inside and outside "
+                f"the shield's cgroup v2 partition (CPUs {format_cpulist(sorted(cpus))}); one "
+                "process cannot be on both sides", hint="place it on the shield's CPUs or on "
+                "the others (cpus = \"user\" or \"system\"), or use two loads")
+        self.partition = (cgroup, cpus)
+        self.extra["partition"] = {"cgroup": cgroup, "cpus": format_cpulist(sorted(cpus))}
+
+    splits = False  # one process per side of a partition (per-CPU threads, e.g. rt-competitor)
+
+    def parts(self) -> list[tuple[tuple[int, ...] | None, str | None]]:
+        """(CPUs, cgroup to join or None) for each process the placement needs: one, or
+        one inside and one outside a partition."""
+        mine, part = self.placement.cpus, self.partition
+        if part is None or mine is None:
+            return [(mine, None)]
+        cgroup, cpus = part
+        inside = tuple(c for c in mine if c in cpus)
+        outside = tuple(c for c in mine if c not in cpus)
+        return [(p, g) for p, g in ((inside, cgroup), (outside, None)) if p]
 
     # --- what subclasses provide -------------------------------------------------
     def check_tools(self) -> None:

@@ -301,10 +301,13 @@ def _find_probe(explicit: str) -> str:
 
 
 class RtCompetitorLoad(Load):
-    """Competing timer threads: `rtlab-probe timer --cpus X --priority 98 ...`."""
+    """Competing timer threads: `rtlab-probe timer --cpus X --priority 98 ...`. Under a
+    cgroup v2 partition the threads of the partition's CPUs run as a second process that
+    joins it (`rtlab-probe --cgroup DIR timer ...`): the seed's competitors in both sets."""
 
     kind = "rt-competitor"
     default_placement = Placement(None, "fifo", 98)
+    splits = True
 
     def check_tools(self) -> None:
         self.probe = _find_probe(self.params["probe"])
@@ -312,52 +315,71 @@ class RtCompetitorLoad(Load):
             raise SkippedError(f"rtlab-probe {self.probe} is not an executable file",
                                hint="build it (make setup) or set RTLAB_PROBE")
 
-    def argv(self, output: str) -> list[str]:
+    def argv(self, output: str, cpus: tuple[int, ...] | None = None,
+             cgroup: str | None = None) -> list[str]:
+        """The engine's command line: the placement's CPUs, or `cpus` (one part)."""
         pl = self.placement
-        a = [getattr(self, "probe", "rtlab-probe"), "timer",
+        cpus = pl.cpus if cpus is None else cpus
+        a = [getattr(self, "probe", "rtlab-probe"),
+             *(["--cgroup", cgroup] if cgroup else []), "timer",
              "--policy", pl.policy if pl.policy in ("fifo", "rr") else "other",
              "--priority", str(pl.priority),
              "--interval", f"{self.params['interval']}ns", "--output", output]
-        if pl.cpus is not None:
-            a += ["--cpus", format_cpulist(pl.cpus)]
+        if cpus is not None:
+            a += ["--cpus", format_cpulist(cpus)]
         return a
 
     def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
-        self.output = workdir / "competitor.jsonl" if self.params["capture"] else None
+        n = len(self.parts())
+        self.outputs: list[Path] = (
+            [workdir / ("competitor.jsonl" if i == 0 else f"competitor-{i}.jsonl")
+             for i in range(n)] if self.params["capture"] else [])
 
     def commands(self) -> list[Command]:
-        out = self.output
-        ready: Callable[[Proc], bool] | None = None
-        if out is not None:
-            def ready(p: Proc, out: Path = out) -> bool:
-                return out.exists() and out.stat().st_size > 0
-        return [Command("rtlab-probe", self.argv(str(out) if out else os.devnull), ready=ready)]
+        out: list[Command] = []
+        for i, (cpus, cgroup) in enumerate(self.parts()):
+            path = self.outputs[i] if self.outputs else None
+            ready: Callable[[Proc], bool] | None = None
+            if path is not None:
+                def ready(p: Proc, path: Path = path) -> bool:
+                    return path.exists() and path.stat().st_size > 0
+            out.append(Command("rtlab-probe", self.argv(str(path) if path else os.devnull,
+                                                        cpus, cgroup), ready=ready))
+        return out
 
     def collect(self) -> None:
-        if self.output is None:
+        """The last record of each process: its channels into the description."""
+        outputs = getattr(self, "outputs", [])
+        if not outputs:
             return
-        self.extra["output"] = str(self.output)
-        self.last_record: dict[str, Any] | None = None
-        try:
-            lines = self.output.read_text().splitlines()
-        except OSError:
-            return
-        for line in reversed(lines):
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a torn last line of a killed probe
-            if isinstance(rec, dict) and rec.get("type") in ("result", "snapshot"):
-                self.last_record = rec
-                break
-        if self.last_record is not None:
-            chans = self.last_record.get("channels") or []
+        self.extra["output"] = str(outputs[0]) if len(outputs) == 1 else [str(o) for o in outputs]
+        records = [r for r in (_last_record(o) for o in outputs) if r is not None]
+        self.last_record = records[0] if records else None
+        if records:
             self.extra["competitor"] = {
-                "record": self.last_record["type"],
+                "record": "result" if all(r["type"] == "result" for r in records)
+                else "snapshot",
                 "channels": [{k: c.get(k) for k in ("name", "cpu", "samples", "missed",
                                                      "min_ns", "max_ns", "sum_ns")}
-                             for c in chans if isinstance(c, dict)],
+                             for r in records for c in (r.get("channels") or [])
+                             if isinstance(c, dict)],
             }
+
+
+def _last_record(path: Path) -> dict[str, Any] | None:
+    """The last result or snapshot record of an engine's JSON Lines file (None: none)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a killed probe
+        if isinstance(rec, dict) and rec.get("type") in ("result", "snapshot"):
+            return rec
+    return None
 
 
 # --------------------------------------------------------------------------------------------

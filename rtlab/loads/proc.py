@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from rtlab.errors import SkippedError
+from rtlab.errors import MissingToolError
 from rtlab.lifeline import die_with_parent
 
 PROC = Path("/proc")
@@ -43,7 +43,8 @@ def require_tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         package = TOOL_PACKAGES.get(name, name)
-        raise SkippedError(f"{name} is not installed", hint=f"apt-get install {package}")
+        raise MissingToolError(f"{name} is not installed", (name,),
+                               hint=f"apt-get install {package}")
     return path
 
 

@@ -21,7 +21,8 @@ from the engine's records, or from its `sys snapshot` of the board's /proc.
 
 Tools are checked on the board before anything starts (`command -v` in a fixed
 `sh -c` script); a missing stress-ng is one line saying how to install it, and that
-`kind = "builtin"` gives the engine's own load instead. It is never substituted.
+`kind = "builtin"` gives the engine's own load instead. It is substituted only where
+the scenario's load asks for it (`fallback = "builtin"`, rtlab.loads.fallback).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist
 from rtlab.engine.snapshot import snapshot
-from rtlab.errors import RtlabError, SkippedError, UsageError
+from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
 from rtlab.loads.base import Command, Load, LoadError, Proc, SpawnRecorder
@@ -106,7 +107,7 @@ def missing_on_board(transport: Transport, tools: Sequence[str]) -> list[str]:
     return [t for t in r.stdout.split() if t in tools]
 
 
-def missing_error(target: str, missing: Sequence[str]) -> SkippedError:
+def missing_error(target: str, missing: Sequence[str]) -> MissingToolError:
     """One line: what is missing on which board, how to install it, what to use instead."""
     verb = "is" if len(missing) == 1 else "are"
     hints = []
@@ -115,9 +116,10 @@ def missing_error(target: str, missing: Sequence[str]) -> SkippedError:
         hints.append(f'Debian: apt-get install {deb}; Yocto: IMAGE_INSTALL:append = " {yocto}"'
                      + (f" ({layer})" if layer else "") + f"; Buildroot: {br}=y")
     if "stress-ng" in missing:
-        hints.append('or use kind = "builtin", the engine\'s own CPU+memory load, instead')
-    return SkippedError(f"{', '.join(missing)} {verb} not installed on {target}",
-                        hint="; ".join(hints))
+        hints.append('or add fallback = "builtin" to the load (the engine\'s own CPU+memory '
+                     'load when stress-ng is missing), or use kind = "builtin"')
+    return MissingToolError(f"{', '.join(missing)} {verb} not installed on {target}",
+                            tuple(missing), hint="; ".join(hints))
 
 
 @dataclass
@@ -285,23 +287,38 @@ class RemoteLoad(Load):
         if missing:
             raise missing_error(self.transport.target, missing)
 
+    def join_partition(self, cgroup: str, cpus: frozenset[int]) -> None:
+        self.inner.join_partition(cgroup, cpus)
+        self.partition = self.inner.partition
+        self.extra.update(self.inner.extra)
+
     def board_commands(self) -> list[BoardCommand]:
         inner = self.inner
         # exec --cpus: the exec process waits beside its load, not on other CPUs
         place = (["--cpus", format_cpulist(self.placement.cpus)]
                  if self.placement.cpus is not None else [])
+        # a cgroup v2 partition: the engine joins it first (`--cgroup DIR`), its children too
+        into = ["--cgroup", inner.partition[0]] if inner.partition is not None else []
         if isinstance(inner, StressLoad):
             argv = inner.argv(inner.params["temp_dir"] or BOARD_TEMP_DIR)
-            return [BoardCommand("stress-ng", argv, ["exec", *place, "--", *argv],
+            return [BoardCommand("stress-ng", argv, [*into, "exec", *place, "--", *argv],
                                  workers=True)]
         if isinstance(inner, BuiltinLoad):
             args = inner.load_args()
-            return [BoardCommand("rtlab-probe-load", [self.engine, *args], args, workers=True)]
+            return [BoardCommand("rtlab-probe-load", [self.engine, *into, *args],
+                                 [*into, *args], workers=True)]
         if isinstance(inner, RtCompetitorLoad):
             inner.probe = self.engine
-            # its JSON lines come back on the exec's stderr (CMD's stdout goes there)
-            argv = inner.argv("/proc/self/fd/2" if inner.params["capture"] else "/dev/null")
-            return [BoardCommand("rtlab-probe", argv, ["exec", *place, "--", *argv])]
+            out = []
+            for cpus, cgroup in inner.parts():
+                # its JSON lines come back on the exec's stderr (CMD's stdout goes there)
+                argv = inner.argv("/proc/self/fd/2" if inner.params["capture"] else "/dev/null",
+                                  cpus)
+                join = ["--cgroup", cgroup] if cgroup else []
+                where = ["--cpus", format_cpulist(cpus)] if cpus is not None else []
+                out.append(BoardCommand("rtlab-probe", [self.engine, *join, *argv[1:]],
+                                        [*join, "exec", *where, "--", *argv]))
+            return out
         raise UsageError(board_kind_error(self.kind, self.transport.target) or
                          f"load kind {self.kind!r} cannot run on {self.transport.target}")
 
@@ -414,7 +431,7 @@ class RemoteLoad(Load):
                 if isinstance(p, RemoteProc):
                     inner.take_records(p.records)
         elif isinstance(inner, RtCompetitorLoad) and inner.params["capture"] and self.procs:
-            inner.output = self.procs[0].stderr_path
+            inner.outputs = [p.stderr_path for p in self.procs]
             inner.collect()
         self.extra.update(inner.extra)
         self.extra["target"] = self.transport.target

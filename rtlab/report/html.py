@@ -24,6 +24,7 @@ from rtlab.analysis.evt import (
     merged_window_maxima,
     required_run_ns,
 )
+from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo
 from rtlab.analysis.stats import PercentileInterval
 from rtlab.cpulist import format_cpulist
@@ -32,7 +33,7 @@ from rtlab.report.spikes import spike_row, summary_line
 from rtlab.report.terminal import channel_label, interval_us, is_wide, row_intervals, verdict
 from rtlab.results.model import RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
-from rtlab.textfmt import NA, bounded_us, duration, human, preemption, seconds, us
+from rtlab.textfmt import NA, bounded_us, duration, human, preemption, processor, seconds, us
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.compare import Config, PairComparison
@@ -255,7 +256,7 @@ def _provenance(result: RunResult) -> str:
                             if x)),
         ("preemption model", preemption(system)),
         ("kernel command line", system.get("cmdline")),
-        ("CPU model", system.get("cpu_model")),
+        ("CPU model", processor(system)),
         ("CPUs online / isolated / nohz_full",
          " / ".join(_cpus(system.get(k)) for k in ("cpus_online", "cpus_isolated", "nohz_full"))
          if system else None),
@@ -660,7 +661,7 @@ def comparison_table(configs: Sequence[Config]) -> str:
     rows = []
     for c in configs:
         rows.append(
-            f"<tr><td class='l'>{_e(c.label)}</td><td>{len(c.runs)}</td>"
+            f"<tr><td class='l'>{_e(c.display)}</td><td>{len(c.runs)}</td>"
             f"<td>{c.channel.samples:,}</td><td>{_e(duration(c.duration_ns))}</td>"
             f"<td>{us(c.value('min'))}</td><td>{us(c.value('avg'))}</td>"
             f"<td>{us(c.value('mode'))}</td>"
@@ -679,7 +680,7 @@ def comparison_table(configs: Sequence[Config]) -> str:
 def side_by_side_section(configs: Sequence[Config]) -> str:
     """Boards side by side per CPU (`--by host`): p99, p99.99 and max of each."""
 
-    heads = "".join(f"<th colspan='3'>{_e(c.label)}</th>" for c in configs)
+    heads = "".join(f"<th colspan='3'>{_e(c.display)}</th>" for c in configs)
     sub = "".join("<th>p99</th><th>p99.99</th><th>max</th>" for _ in configs)
     rows = []
     for name, chans in side_by_side(configs):
@@ -703,8 +704,8 @@ def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison
     out = ["<h2>Comparison</h2>", comparison_table(configs)]
     out.append(_fig(hist_overlay_figure([c.channel for c in configs],
                                         "histograms, configurations overlaid",
-                                        labels=[c.label for c in configs])))
-    out.append(_fig(ccdf_figure([(c.label, c.channel) for c in configs],
+                                        labels=[c.display for c in configs])))
+    out.append(_fig(ccdf_figure([(c.display, c.channel) for c in configs],
                                 "P(latency > x), configurations overlaid",
                                 censored=[(c.censored, c.censored_above_ns)
                                           if c.censored and c.censored_above_ns is not None
@@ -721,7 +722,7 @@ def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison
             "(Mann-Whitney U); the change shown is that of the median window maximum.</p>")
         for pc in pairs:
             items = "".join(f"<li>{_e(ch.describe())}</li>" for ch in pc.changes)
-            out.append(f"<p><b>{_e(pc.b.label)}</b> vs <b>{_e(pc.a.label)}</b></p>"
+            out.append(f"<p><b>{_e(pc.b.display)}</b> vs <b>{_e(pc.a.display)}</b></p>"
                        f"<ul>{items}</ul>")
     return "".join(out)
 
@@ -751,8 +752,9 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
            "</p>"]
     for r in results:
         host = r.system.get("hostname") or (r.provenance.get("host") or {}).get("hostname")
-        head = (f"run {r.run_id} · {r.probe} · host {host or NA} · kernel "
-                f"{r.system.get('release') or NA} ({r.system.get('preempt') or NA})")
+        cpu = r.system.get("cpu_model")
+        head = (f"run {r.run_id} · {r.probe} · host {host or NA}{f' ({cpu})' if cpu else ''}"
+                f" · kernel {r.system.get('release') or NA} ({r.system.get('preempt') or NA})")
         out.append(f"<div class='verdict {_class_for(r, slo_report)}'><div class='sub'>"
                    f"{_e(head)}</div>{_e(verdict(r))}{_explain(r)}</div>")
     if slo_report is not None:
@@ -761,6 +763,10 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
     if len(results) > 1:
 
         configs = build_configs(results, compare_by)
+        mixed = mixed_load_notes(results)
+        if mixed:
+            out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(n)}</li>" for n in mixed)
+                       + "</ul>")
         out.append(comparison_section(configs, compare_configs(configs)))
         if compare_by == "host" and len(configs) > 1:
             out.append(side_by_side_section(configs))

@@ -18,7 +18,7 @@ from rtlab.engine.options import check_option, probe_options
 from rtlab.errors import UsageError
 from rtlab.probes.base import TwoEnded
 from rtlab.probes.registry import two_ended, two_ended_names
-from rtlab.runner.netpeer import BoardPeer, NetnsPeer, RemotePeer, parse_peer
+from rtlab.runner.netpeer import BoardPeer, LoopbackPeer, NetnsPeer, RemotePeer, parse_peer
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario
 
 DEFAULT_DURATION_NS = 10_000_000_000
@@ -138,9 +138,11 @@ class ReflectorBoard:
 
 
 def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[int],
-              reflector: ReflectorBoard | None = None) -> Any:
+              reflector: ReflectorBoard | None = None, board: Any = None) -> Any:
     """The peer (the other end) of a two-ended probe's run (None if no variant runs one
-    that measures)."""
+    that measures). `board`: the Transport of the board the run pings from (None: this
+    machine); with neither `peer` nor `reflector` its reflector runs on that board itself,
+    over loopback (LoopbackPeer, which says so in the run's notes)."""
 
     if not any(needs_peer(v) for v in variants):
         if peer is not None or reflector is not None:
@@ -170,9 +172,18 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
             raise UsageError(f"--peer needs the reflector's token: --probe-opt {token}=TOKEN "
                              f"(or {token} = \"TOKEN\" in the [[probe]] options)")
         return RemotePeer(peer, session, timestamps=stamps)
-    NetnsPeer.check_available()
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]
+    if board is not None and not board.is_local:
+        if o.get("path", "socket") != "socket":
+            raise UsageError(f"--probe-opt path={o['path']}: needs a reflector on another "
+                             "board (--reflector BOARD --peer ADDR:PORT); over a board's "
+                             "loopback only the socket path runs")
+        if stamps in ("hardware", "auto"):
+            raise UsageError("hardware timestamps need a reflector on another board "
+                             "(--peer ADDR:PORT with a reflector you started)")
+        return LoopbackPeer(board, int(others[0]) if others else None)
+    NetnsPeer.check_available()
     # the reflector's path is the pinger's: both ends of the "two boards" measured alike
     path, xdp_mode = str(o.get("path", "socket")), o.get("xdp_mode")
     for key, value in (("path", path), ("xdp_mode", xdp_mode)):

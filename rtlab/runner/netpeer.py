@@ -309,6 +309,11 @@ class BoardPeer(UdpPeer):
                                 "ok": bool(a.get("ok")), "error": a.get("error")}
                                for o, a in zip(irq_ops, self._owner.apply(irq_ops),
                                                strict=True)]
+        self._spawn(self._board, duration_ns)
+        return self.peer
+
+    def _spawn(self, board: Transport, duration_ns: int | None) -> None:
+        """`rtlab-probe udp reflect` on `board`, held by its lifeline; returns once bound."""
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
         args = ["--stdin-lifeline", "udp", "reflect", "--bind", self.peer, "--session",
                 self.session, "--duration", f"{secs}s", "--policy", "fifo", "--priority",
@@ -320,7 +325,7 @@ class BoardPeer(UdpPeer):
         if self.path != "socket":
             args += ["--path", self.path] + (["--xdp-mode", self.xdp_mode]
                                              if self.xdp_mode else [])
-        self._proc = self._board.start_held(args, stdin=subprocess.PIPE)  # the lifeline
+        self._proc = board.start_held(args, stdin=subprocess.PIPE)  # the lifeline
         # the reflector writes its header once its socket is bound
         line = self._proc.stdout.readline() if self._proc.stdout else b""
         if not line.startswith(b'{"type":"header"'):
@@ -330,7 +335,6 @@ class BoardPeer(UdpPeer):
                                                 or "it ended at once"])[-1]
             raise RtlabError(f"the udp reflector on {self.target} did not start: {why}")
         threading.Thread(target=self._drain, daemon=True).start()
-        return self.peer
 
     def _drain(self) -> None:
         """Read (and drop) the reflector's output so it never blocks on a full pipe."""
@@ -367,6 +371,34 @@ class BoardPeer(UdpPeer):
                 "thread_priorities": self.applied, "irqs_moved": self.irqs_moved,
                 "reflector_path": self.path,
                 "hw_timestamping": []}
+
+
+class LoopbackPeer(BoardPeer):
+    """No reflector named for a board's udp run: the reflector runs on the pinging board
+    itself, on another CPU, and the packets go over its loopback. What is measured is the
+    board's UDP stack and wake-ups, not its NIC or a cable: the run says so in one line
+    (`note`). It is part of the pinging run (that run holds the board; nothing else is
+    taken or changed), stopped with it by its lifeline."""
+
+    def __init__(self, pinger: Transport, cpu: int | None, *, port: int | None = None,
+                 priority: int = REFLECT_PRIORITY, path: str = "socket") -> None:
+        port = port if port is not None else 40000 + secrets.randbelow(20000)
+        super().__init__(pinger.target, f"127.0.0.1:{port}", pinger, cpu=cpu,
+                         priority=priority, path=path)
+
+    def start(self, duration_ns: int | None) -> str:
+        self._spawn(self._pinger, duration_ns)
+        return self.peer
+
+    def note(self) -> str:
+        where = f"CPU {self.cpu}" if self.cpu is not None else "any CPU"
+        return (f"udp: no reflector named: the reflector ran on {self.target} itself ({where}, "
+                f"FIFO {self.priority}) over loopback: the board's UDP stack and wake-ups are "
+                "measured, not its NIC or a link; name one with --reflector BOARD --peer "
+                "ADDR:PORT or a [reflector] table in the scenario")
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "kind": "loopback", "note": self.note()}
 
 
 def irq_affinity_ops(facts: Any, moves: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:

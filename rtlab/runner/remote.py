@@ -12,7 +12,6 @@ from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
 from rtlab.loads.remote import board_kind_error
-from rtlab.probes.registry import two_ended
 from rtlab.scenario.units import online_cpus
 
 
@@ -45,13 +44,3 @@ def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | N
             why = board_kind_error(ld.kind, where)
             if why is not None:
                 raise UsageError(f"scenario {sc.name}, load {ld.name}: {why}")
-        for ph in sc.phases:
-            for p in (ph.probe, *ph.more_probes):
-                ends = two_ended(p.name)
-                if ends is not None and ends.measures(p.options) and peer is None:
-                    raise UsageError(
-                        f"the {p.name} probe on {where} pings another board: give it with "
-                        "--reflector BOARD --peer ADDR:PORT (rtlab starts the reflector "
-                        "there) or --peer ADDR:PORT (a reflector you started)",
-                        hint="the two namespaces of a local udp run exist on this machine "
-                             "only")

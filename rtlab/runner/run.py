@@ -36,6 +36,7 @@ not met), unless a worse code applies.
 
 from __future__ import annotations
 
+import re
 import secrets
 import signal
 import socket
@@ -57,9 +58,10 @@ from rtlab.engine.jsonl import log_notes
 from rtlab.engine.options import adapt_for
 from rtlab.engine.session import EngineSession, SessionOutcome
 from rtlab.engine.transport import LocalTransport, Transport
-from rtlab.errors import RtlabError, SkippedError, UsageError
+from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import LoadSet, from_spec
+from rtlab.loads.fallback import builtin_instead, fallback_note
 from rtlab.loads.remote import for_target
 from rtlab.probes.extras import probe_notes
 from rtlab.probes.registry import info as probe_info
@@ -200,11 +202,13 @@ def _preflight(scenario: Scenario, opts: RunOptions) -> None:
                 raise SkippedError(f"not starting: {priv.reason()}", hint=priv.fix())
 
 
-def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
+def _build_loads(scenario: Scenario, opts: RunOptions) -> tuple[dict[str, Any], list[str]]:
     """Load objects by name (tools checked on the target: SkippedError before anything
-    starts). On a board each load is started there by its engine (rtlab.loads.remote)."""
+    starts) and the notes about them. On a board each load is started there by its engine
+    (rtlab.loads.remote). A stress load with `fallback = "builtin"` whose stress-ng is
+    missing runs as the engine's own load, with a note that says so (rtlab.loads.fallback)."""
     if not scenario.loads:
-        return {}
+        return {}, []
     factory = opts.load_factory
     if factory is None:
 
@@ -212,15 +216,23 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> dict[str, Any]:
             return from_spec(spec.to_spec())
     remote = opts.transport is not None and not opts.transport.is_local
     out: dict[str, Any] = {}
+    notes: list[str] = []
     for spec in scenario.loads:
-        load = factory(spec)
-        load.name = spec.name
-        if remote:
-
-            load = for_target(load, opts.transport)
-        load.check_tools()
+        plain = factory(spec)
+        plain.name = spec.name
+        load = for_target(plain, opts.transport) if remote else plain
+        try:
+            load.check_tools()
+        except MissingToolError as exc:
+            sub = (builtin_instead(plain, exc)
+                   if spec.fallback == "builtin" and "stress-ng" in exc.tools else None)
+            if sub is None:
+                raise
+            load = for_target(sub, opts.transport) if remote else sub
+            load.check_tools()
+            notes.append(fallback_note(load) or "")
         out[spec.name] = load
-    return out
+    return out, notes
 
 
 def _doctor(scenario: Scenario, transport: Transport) -> dict[str, Any] | None:
@@ -263,10 +275,14 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
                          lenient=scenario.shield is None or opts.no_shield)
     if transport.is_local:  # a board's engine says itself when RT is refused (exit 4)
         _preflight(scenario, opts)
-    loads = _build_loads(scenario, opts)
+    loads, load_notes = _build_loads(scenario, opts)
+    notes += load_notes
     backend = (opts.shield_backend(scenario.shield, transport)
                if scenario.shield is not None and not opts.no_shield else None)
 
+    peer = opts.peer_info() if opts.peer_info is not None else None
+    if peer is not None and peer.get("note"):
+        notes.append(str(peer["note"]))
     store = opts.store
     run_id = store.new_id()
     first_raw = store.raw_path(run_id)
@@ -279,7 +295,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         "command_line": opts.command_line,
         "transport": transport.name,
         "target": _target_info(transport),
-        **({"udp_peer": opts.peer_info()} if opts.peer_info is not None else {}),
+        **({"udp_peer": peer} if peer is not None else {}),
         "engine_args": None,
         "phases": [],
     }
@@ -430,6 +446,7 @@ def _discard_unmeasured(first: Path, run_id: str, scenario: Scenario) -> None:
     something (then its raw files and layout stay for `rtlab results import`)."""
     raws = [_raw_for(first, run_id, scenario, i, ph, p)
             for i, ph in enumerate(scenario.phases) for p in ph.probes]
+    raws += sorted(first.parent.glob(f"{run_id}.*{SPLIT_SUFFIX}"))
     if any(r.exists() and r.stat().st_size > 0 for r in raws):
         return
     for path in [*raws, first.with_name(run_id + LAYOUT_SUFFIX)]:
@@ -470,6 +487,11 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             _event(opts, f"phase {phase.name}: starting loads " + ", ".join(phase.loads))
             # the journal of the target: the shield's, else a board's owner session
             recorder = backend.recorder if backend is not None else owner
+            partition = getattr(backend, "probe_cgroup", None) if backend is not None else None
+            if partition and scenario.shield is not None:
+                # a cgroup v2 partition: what runs on its CPUs must be inside it
+                for ld in active:
+                    ld.join_partition(str(partition), frozenset(scenario.shield.user))
             loadset = LoadSet(active, recorder, settle_s=opts.load_settle_s,
                               on_death=lambda ld: _event(opts, f"load {ld.name} died early"))
             stack.callback(lambda: info.__setitem__("loads", loadset.describe()))
@@ -527,6 +549,11 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
         base.probe, [ch for res, _ in results for ch in res.phases[0].channels],
         _load_cpus(active, shielded, [ch.cpu for res, _ in results
                                       for ch in res.phases[0].channels]))
+    if not phase.more_probes and len(results) > 1:  # one probe in parts: CPUs in order
+        merged = combine_probes(results)
+        merged[0].phases[0].channels.sort(key=lambda ch: (ch.cpu is None, ch.cpu or 0))
+        results = [merged]
+        base = merged[0]
     if traced is not None:
         spikes, summary, tinfo, tnotes = traced
         ph = base.phases[0]
@@ -642,23 +669,30 @@ def _run_probes(scenario: Scenario, index: int, phase: Phase, control: RunContro
                 info: dict[str, Any], backend: ShieldBackend | None = None
                 ) -> list[tuple[ProbeSpec, SessionOutcome]]:
     sessions: list[tuple[ProbeSpec, EngineSession]] = []
+    partition = getattr(backend, "probe_cgroup", None) if backend is not None else None
     for probe in phase.probes:
-        options = dict(probe.options)
-        if opts.allow_non_rt:
-            options["allow_non_rt"] = True
-        options = adapt_for(transport, probe.name, options)  # cpus->cpu etc. per probe
-        args = probe_args(probe.name, options)
-        if backend is not None and getattr(backend, "probe_cgroup", None):
-            # a cgroup v2 partition: only its own tasks may use the shielded CPUs
-            args = ["--cgroup", str(backend.probe_cgroup), *args]
         raw = _raw_for(first_raw, run_id, scenario, index, phase, probe)
-        watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
-        session = EngineSession(transport, args, raw, watchdog_s=watchdog,
-                                stop_grace_s=opts.stop_grace_s, keep_as=raw.name,
-                                on_record=_progress_cb(opts, phase, index, len(scenario.phases)))
-        info["engine_args"].append(args)
-        info["raw"].append(raw.name)
-        sessions.append((probe, session))
+        for cpus, cgroup, part_raw in _probe_parts(probe, partition, scenario, raw):
+            options = dict(probe.options)
+            if cpus is not None:
+                options["cpus"] = list(cpus)
+            if opts.allow_non_rt:
+                options["allow_non_rt"] = True
+            options = adapt_for(transport, probe.name, options)  # cpus->cpu etc. per probe
+            args = probe_args(probe.name, options)
+            if cgroup is not None:
+                # a cgroup v2 partition: only its own tasks may use the shielded CPUs
+                args = ["--cgroup", cgroup, *args]
+            if part_raw != raw:
+                _layout_add(first_raw, run_id, index, part_raw)
+            watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
+            session = EngineSession(transport, args, part_raw, watchdog_s=watchdog,
+                                    stop_grace_s=opts.stop_grace_s, keep_as=part_raw.name,
+                                    on_record=_progress_cb(opts, phase, index,
+                                                           len(scenario.phases)))
+            info["engine_args"].append(args)
+            info["raw"].append(part_raw.name)
+            sessions.append((probe, session))
     for _, session in sessions:
         session.on_record = _bind(session.on_record, session)
         control.add(session)
@@ -688,6 +722,51 @@ def _run_probes(scenario: Scenario, index: int, phase: Phase, control: RunContro
         assert oc is not None
         out.append((probe, oc))
     return out
+
+
+def _probe_parts(probe: ProbeSpec, partition: object, scenario: Scenario, raw: Path
+                 ) -> list[tuple[tuple[int, ...] | None, str | None, Path]]:
+    """(CPUs or None: as the scenario says, cgroup to join, raw file) of each engine process
+    a probe needs: one, or under a cgroup v2 partition one per side when its CPUs lie on
+    both (a process is in one cgroup; a partition takes its CPUs from every other one)."""
+    if not partition or scenario.shield is None:
+        return [(None, None, raw)]
+    shielded = set(scenario.shield.user)
+    cpus = probe.options.get("cpus")
+    if not isinstance(cpus, list | tuple):
+        one = probe.options.get("cpu")
+        inside = isinstance(one, int) and one in shielded
+        return [(None, str(partition) if inside or one is None else None, raw)]
+    ins = tuple(c for c in cpus if c in shielded)
+    outs = tuple(c for c in cpus if c not in shielded)
+    if not outs:
+        return [(None, str(partition), raw)]
+    if not ins:
+        return [(None, None, raw)]
+    split = raw.with_name(raw.name.removesuffix(".jsonl") + SPLIT_SUFFIX)
+    if _PHASE_RAW.fullmatch(raw.name) is None:  # the run's first file ID.jsonl
+        split = raw.with_name(f"{raw.stem}.1-{scenario.phases[0].name}{SPLIT_SUFFIX}")
+    return [(ins, str(partition), raw), (outs, None, split)]
+
+
+SPLIT_SUFFIX = "-outside.jsonl"  # the part of a split probe outside the partition
+_PHASE_RAW = re.compile(r"[^.]+\.\d+-.+\.jsonl")
+
+
+def _layout_add(first: Path, run_id: str, index: int, raw: Path) -> None:
+    """One more raw file of phase `index` in the run's layout (a probe split in two by
+    a cgroup v2 partition), so that `rtlab results import` merges it too. Best effort."""
+    import json
+
+    path = first.with_name(run_id + LAYOUT_SUFFIX)
+    with suppress(OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        doc = json.loads(path.read_text())
+        files = doc["phases"][index]["files"]
+        if all(f.get("file") != raw.name for f in files):
+            files.append({"label": None, "file": raw.name})
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(doc, indent=1) + "\n")
+            tmp.replace(path)
 
 
 def _progress_cb(opts: RunOptions, phase: Phase, index: int, phases: int

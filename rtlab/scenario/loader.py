@@ -56,7 +56,7 @@ THREAD_PRIORITY_KEYS = ("match", "policy", "priority")
 THREAD_POLICIES = ("fifo", "rr", "other", "batch", "idle")
 SHIELD_BOOLS = {"cpuset": True, "tasks": True, "kthreads": False, "irqs": False,
                 "default_smp_affinity": False}
-LOAD_KEYS = ("name", "kind", "cpus", "policy", "priority")  # + the kind's parameters
+LOAD_KEYS = ("name", "kind", "cpus", "policy", "priority", "fallback")  # + the kind's parameters
 PROBE_KEYS = ("name", "probe", "cpus", "policy", "priority", "interval", "options")
 PROBE_RESERVED_OPTIONS = ("cpus", "policy", "priority", "interval", "duration", "output",
                           "interval_ns", "duration_ns")
@@ -368,8 +368,15 @@ def _loads(ctx: _Ctx, raws: list[dict[str, Any]], online: Sequence[int],
         params = _ncpus(params, n)
         policy = raw.get("policy")
         priority = raw.get("priority")
+        fallback = raw.get("fallback")
+        if "fallback" in raw and lk is not None:
+            from rtlab.loads.fallback import check_fallback
+
+            why = check_fallback(kind, fallback)
+            if why is not None:
+                raise g.fail("fallback", why)
         spec = LoadSpec(name, kind, params, tuple(cpus) if cpus is not None else None,
-                        policy, priority)
+                        policy, priority, fallback)
         if lk is not None:
             errors = lk.validate_spec(spec.to_spec(), list(online))
             if errors:

@@ -65,6 +65,7 @@ class LoadSpec:
     cpus: tuple[int, ...] | None = None
     policy: str | None = None
     priority: int | None = None
+    fallback: str | None = None  # "builtin": the engine's load where stress-ng is missing
 
     def to_spec(self) -> dict[str, Any]:
         """The table `rtlab.loads.from_spec` takes."""
@@ -80,7 +81,8 @@ class LoadSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "params": dict(sorted(self.params.items())),
                 "cpus": list(self.cpus) if self.cpus is not None else None,
-                "policy": self.policy, "priority": self.priority}
+                "policy": self.policy, "priority": self.priority,
+                **({"fallback": self.fallback} if self.fallback is not None else {})}
 
 
 @dataclass(frozen=True)
