@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `rtlab-probe load`: a minimal CPU + memory load for boards without stress-ng,
- * the equivalent of `stress --cpu N --vm M --vm-bytes SIZE`. It measures
- * nothing (it is not a probe). The parent process leads its own process group,
+ * the equivalent of `stress --cpu N --vm M --vm-bytes SIZE`, and the parts of
+ * the OSADL mid load for boards without stress-ng or sockperf (load_work.h: a
+ * periodic allocation, synced file I/O, UDP at a bounded rate, a UDP sink). It
+ * measures nothing (it is not a probe). The parent process leads its own process group,
  * forks the workers into it, prints a `load` record (pids, pgid) and, when it
  * stops (--duration, SIGINT/SIGTERM/SIGHUP, stdin EOF with --stdin-lifeline, or a
  * worker that died), kills and reaps every worker and prints a `load_result`
@@ -16,18 +18,34 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "common.h"
 #include "probe.h"
 
 #define LOAD_MAX_WORKERS 1024	/* of each kind */
 #define LOAD_CPU_ROUND 1024	/* square roots in one loop of a cpu worker */
+#define LOAD_MAX_IO 64		/* io workers */
 
 /* Frozen after parsing. */
 struct load_cfg {
 	unsigned n_cpu;		/* --cpu N */
 	unsigned n_vm;		/* --vm M */
 	uint64_t vm_bytes;	/* --vm-bytes SIZE */
+	uint64_t alloc_bytes;	/* --alloc-bytes SIZE; 0: no alloc worker */
+	uint64_t alloc_period_ns; /* --alloc-period DUR */
+	unsigned n_io;		/* --io N */
+	uint64_t io_bytes;	/* --io-bytes SIZE */
+	const char *io_dir;	/* --io-dir DIR */
+	const char *net_to_s;	/* --net-to ADDR:PORT; NULL: no net worker */
+	struct sockaddr_storage net_to;
+	socklen_t net_to_len;
+	uint64_t net_kbit;	/* --net-kbit N */
+	uint64_t net_size;	/* --net-size BYTES */
+	const char *sink_s;	/* --net-sink [ADDR:]PORT; NULL: no sink worker */
+	struct sockaddr_storage sink;
+	socklen_t sink_len;
+	uint64_t snapshot_ns;	/* --snapshot-interval; 0: no snapshots */
 	bool have_cpus;		/* --cpus LIST given */
 	cpu_set_t cpus;
 	uint64_t duration_ns;	/* 0: until stopped */
