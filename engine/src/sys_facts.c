@@ -267,6 +267,57 @@ static void write_irqs(struct jsonw *w, const struct task_fact *tasks, size_t nt
 	free(interrupts);
 }
 
+static bool under_cgroup_dir(const char *dir)
+{
+	return strncmp(dir, "/sys/fs/cgroup/", 15) == 0 || strcmp(dir, "/sys/fs/cgroup") == 0;
+}
+
+/*
+ * The cpusets directly below a cpuset hierarchy's root (where a shield makes its
+ * own), as they are: {"hierarchy": "v1"|"v2", "path", "cpus", "cpus_effective",
+ * "partition"} (partition: v2 only; null where a file cannot be read). A child
+ * that is the mount point of another hierarchy is not one of them.
+ */
+static void write_cpusets(struct jsonw *w, const char *root, bool v2)
+{
+	struct stat rst;
+	DIR *d = opendir(root);
+	if (!d || fstat(dirfd(d), &rst) != 0) {
+		if (d)
+			closedir(d);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char dir[1024], path[1100];
+		struct stat st;
+		if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+			continue;
+		if (snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name) >= (int)sizeof(dir))
+			continue;
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != rst.st_dev)
+			continue;
+		snprintf(path, sizeof(path), "%s/cpuset.cpus", dir);
+		if (access(path, F_OK) != 0)
+			continue;	/* v2: cpuset is not enabled for this child */
+		jw_obj_begin(w, NULL);
+		jw_str(w, "hierarchy", v2 ? "v2" : "v1");
+		jw_str(w, "path", dir);
+		sf_json_str(w, "cpus", path);
+		snprintf(path, sizeof(path), "%s/%s", dir,
+			 v2 ? "cpuset.cpus.effective" : "cpuset.effective_cpus");
+		sf_json_str(w, "cpus_effective", path);
+		if (v2) {
+			snprintf(path, sizeof(path), "%s/cpuset.cpus.partition", dir);
+			sf_json_str(w, "partition", path);
+		} else {
+			jw_null(w, "partition");
+		}
+		jw_obj_end(w);
+	}
+	closedir(d);
+}
+
 static void write_cgroup_facts(struct jsonw *w)
 {
 	char v1[512] = "", v2[512] = "";
@@ -279,7 +330,11 @@ static void write_cgroup_facts(struct jsonw *w)
 				continue;
 			if (strcmp(m.fstype, "cgroup2") == 0 && !v2[0]) {
 				snprintf(v2, sizeof(v2), "%s", m.dir);
-			} else if (strcmp(m.fstype, "cgroup") == 0 && !v1[0]) {
+			} else if (strcmp(m.fstype, "cgroup") == 0 &&
+				   (!v1[0] || !under_cgroup_dir(v1))) {
+				/* The one v1 hierarchy with cpuset may be mounted more than once:
+				 * a mount below /sys/fs/cgroup/ is preferred (where `sys apply`
+				 * makes cpusets). */
 				char *save = NULL;
 				for (char *t = strtok_r(m.opts, ",", &save); t;
 				     t = strtok_r(NULL, ",", &save))
@@ -324,6 +379,12 @@ static void write_cgroup_facts(struct jsonw *w)
 		jw_str(w, "v2_subtree_control", buf);
 	else
 		jw_null(w, "v2_subtree_control");
+	jw_arr_begin(w, "cpusets");
+	if (v1[0])
+		write_cpusets(w, v1, false);
+	if (v2[0] && v2_cpuset)
+		write_cpusets(w, v2, true);
+	jw_arr_end(w);
 	jw_obj_end(w);
 }
 

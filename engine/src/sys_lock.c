@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,20 +104,63 @@ static int try_flock(int fd, int op)
 	return 0;
 }
 
-int sys_lock_take(const char *path, const char *owner, int *fdp, struct sys_lock_info *holder)
+/* mkdir of path's directory (last component only, mode 0700), as `apply` makes it. */
+static void make_parent(const char *path)
 {
-	memset(holder, 0, sizeof(*holder));
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		(void)mkdir(dir, 0700);
+	}
+}
+
+/* Whether fd is still the file at path (`rtlab board clean` unlinks a free lock while
+ * it holds it: a taker that opened it before must open the new one). */
+static bool still_linked(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && a.st_nlink > 0 && stat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Open (create) the lock file; its directory is made again if it was removed. */
+static int open_lock(const char *path)
+{
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ENOENT) {
+		make_parent(path);
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
 	if (fd < 0)
 		return -errno;
 	struct stat st;
 	/* Readable by everyone (lockinfo), whatever the umask was. */
 	if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) != 0644)
 		(void)fchmod(fd, 0644);
-	for (int k = 0;; k++) {
+	return fd;
+}
+
+int sys_lock_take(const char *path, const char *owner, int *fdp, struct sys_lock_info *holder)
+{
+	memset(holder, 0, sizeof(*holder));
+	int fd = open_lock(path);
+	if (fd < 0)
+		return fd;
+	for (int k = 0, relinks = 0;; k++) {
 		int e = try_flock(fd, LOCK_EX);
-		if (e == 0)
-			break;
+		if (e == 0) {
+			if (still_linked(fd, path) || ++relinks > LOCK_TRIES)
+				break;
+			/* removed (and maybe made again) while we waited: lock the file there now */
+			close(fd);
+			fd = open_lock(path);
+			if (fd < 0)
+				return fd;
+			k = -1;
+			continue;
+		}
 		if (e != -EWOULDBLOCK) {
 			close(fd);
 			return e;

@@ -10,8 +10,9 @@ from rtlab.cli.target import add_target_args
 from rtlab.engine.board import SshTransport
 from rtlab.engine.provision import clean
 from rtlab.engine.ssh import SshConnection, SshTarget
-from rtlab.errors import UsageError
+from rtlab.errors import SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.system.journal import clean_lock, journal_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,10 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="`rtlab board info --target B` connects, puts the static engine for B's "
         "architecture in place (only when it is not there yet) and shows what it found. "
         "`rtlab board clean --target B` removes every engine and kept raw file rtlab wrote "
-        "on B (its --engine-dir, default /tmp/rtlab.UID), and the directory. Journals of "
-        "system changes (/run/rtlab) are not touched: `rtlab restore --target B` applies "
-        "them. Exit codes: 0 ok, 1 error (unreachable, login refused, unknown host key), "
-        "2 usage, 4 no engine for the board's architecture or it does not run there.",
+        "on B (its --engine-dir, default /tmp/rtlab.UID), and the directory, and the "
+        "target lock /run/rtlab/target.lock with its directory when nothing holds it and "
+        "no journal of system changes is pending there (pending journals are kept: "
+        "`rtlab restore --target B` applies them). While a run or shield holds B, it "
+        "refuses and removes nothing. Exit codes: 0 ok, 1 error (B in use, unreachable, "
+        "login refused, unknown host key), 2 usage, 4 no engine for the board's "
+        "architecture or it does not run there.",
     )
     p.add_argument("action", choices=("info", "clean"), help="what to do")
     p.add_argument("--json", action="store_true", help="print a JSON document (info: what "
@@ -38,18 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target in (None, "local"):
         raise UsageError(f"rtlab board {args.action} needs --target [USER@]HOST[:PORT]")
     if args.action == "clean":
-
-        conn = SshConnection(SshTarget.parse(args.target)).open()
-        try:
-            where = clean(conn, args.engine_dir)
-        finally:
-            conn.close()
-        if args.json:
-            print(json.dumps({"schema": 1, "target": args.target, "removed": str(where)},
-                             indent=1))
-        else:
-            print(f"removed rtlab's engine and kept files on {args.target} ({where})")
-        return int(ExitCode.OK)
+        return _clean(args)
     transport = SshTransport(args.target, engine_dir=args.engine_dir)
     try:
         from rtlab.system.facts import read_preemption
@@ -70,4 +63,46 @@ def run(args: argparse.Namespace) -> int:
     print(f"  engine {info['engine']} ({info['engine_arch']}, {info['engine_version']}; "
           + ("copied now" if info["copied"] else "already there") + ")")
     print(f"  remove it with: rtlab board clean --target {args.target}")
+    return int(ExitCode.OK)
+
+
+def _clean(args: argparse.Namespace) -> int:
+    """The target lock and its directory first (the board's engine checks that nothing
+    holds it: a held board refuses here, before anything is removed), then the files."""
+    SshTarget.parse(args.target)
+    try:
+        transport = SshTransport(args.target, engine_dir=args.engine_dir)
+    except SkippedError as exc:  # no engine runs there: rtlab made no lock there either
+        transport, skipped = None, exc.message
+    else:
+        skipped = None
+    try:
+        if transport is not None:
+            lock = clean_lock(transport, journal_dir(transport))
+            where = clean(transport.conn, args.engine_dir)
+        else:
+            lock = None
+            conn = SshConnection(SshTarget.parse(args.target)).open()
+            try:
+                where = clean(conn, args.engine_dir)
+            finally:
+                conn.close()
+    finally:
+        if transport is not None:
+            transport.close()
+    if args.json:
+        print(json.dumps({"schema": 1, "target": args.target, "removed": str(where),
+                          "lock": lock.to_dict() if lock is not None else None,
+                          "lock_not_checked": skipped}, indent=1))
+        return int(ExitCode.OK)
+    also = ""
+    if lock is not None and (lock.lock_removed or lock.dir_removed):
+        gone = [p for p, done in ((lock.lock, lock.lock_removed),
+                                  (lock.directory, lock.dir_removed)) if done]
+        also = f", and {' and '.join(gone)}"
+    print(f"removed rtlab's engine and kept files on {args.target} ({where}){also}")
+    if lock is not None and lock.kept:
+        print(f"  {lock.kept}")
+    if skipped:
+        print(f"  the target lock was not checked: {skipped}")
     return int(ExitCode.OK)

@@ -223,5 +223,9 @@ def _print_status(st: dict) -> None:
             f"kthread(s), IRQ affinity {_ints(c['irqs_affinity']) or 'none'}, "
             f"effective {_ints(c['irqs_effective']) or 'none'}"
         )
+    cg = eff.get("cgroup") or {}
+    if cg.get("path") and cg.get("cpus_effective"):
+        part = f", partition {cg['partition']}" if cg.get("partition") else ""
+        print(f"  cpuset {cg['path']}: CPU {cg['cpus_effective']} in effect{part}")
     for p in st["problems"]:
         print(f"  ! {p}")

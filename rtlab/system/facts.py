@@ -50,6 +50,18 @@ class Irq:
 
 
 @dataclass(frozen=True)
+class Cpuset:
+    """A cpuset directly below a cpuset hierarchy's root, as the target's engine read
+    it (a shield's own are there): its files' text, None where one was unreadable."""
+
+    hierarchy: str  # "v1" | "v2"
+    path: str
+    cpus: str | None
+    cpus_effective: str | None
+    partition: str | None  # v2 only
+
+
+@dataclass(frozen=True)
 class CgroupFacts:
     v1_cpuset: str | None
     v2: str | None
@@ -57,6 +69,13 @@ class CgroupFacts:
     v2_partition: bool
     v1_mems: str | None = None
     v2_subtree_control: str | None = None
+    # the cpusets below the roots; None: the engine did not say (an older one)
+    cpusets: tuple[Cpuset, ...] | None = None
+
+    def cpuset(self, path: str) -> Cpuset | None:
+        """The cpuset at `path` on the target, None when there is none (or unknown)."""
+        path = path.rstrip("/")
+        return next((c for c in self.cpusets or () if c.path == path), None)
 
 
 @dataclass(frozen=True)
@@ -132,6 +151,11 @@ def parse_facts(obj: dict[str, Any]) -> Facts:
             v2_partition=bool(cg.get("v2_partition")),
             v1_mems=cg.get("v1_mems"),
             v2_subtree_control=cg.get("v2_subtree_control"),
+            cpusets=None if cg.get("cpusets") is None else tuple(
+                Cpuset(hierarchy=str(c["hierarchy"]), path=str(c["path"]),
+                       cpus=c.get("cpus"), cpus_effective=c.get("cpus_effective"),
+                       partition=c.get("partition"))
+                for c in cg["cpusets"]),
         ),
         sysctl=dict(obj.get("sysctl") or {}),
     )

@@ -24,6 +24,7 @@ from rtlab.system.verify import verify_shield
 SHIELD_NAME = "rtlab-shield"
 SYSTEM_NAME = "rtlab-system"
 KTHREADD_PID = 2
+CGROUP_DIR = "/sys/fs/cgroup"  # the engine's `mkdir` makes cgroups below it only
 WORKQUEUE_MASK = "/sys/devices/virtual/workqueue/cpumask"
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
@@ -175,6 +176,16 @@ def choose_backend(facts: Facts, wanted: Backend | None) -> Backend:
         raise SkippedError(
             "no cpuset controller is mounted (neither cgroup v1 nor v2)",
             hint="mount cgroup2 with the cpuset controller enabled",
+        )
+    if not (cg.v1_cpuset + "/").startswith(CGROUP_DIR + "/"):
+        # a controller is bound to one hierarchy at a time: v2 has no cpuset while this
+        # v1 mount holds it, and the engine makes cpusets only below /sys/fs/cgroup/
+        both = f" (cgroup v2 at {cg.v2} cannot have it meanwhile)" if cg.v2 else ""
+        raise SkippedError(
+            f"cpuset is bound to the cgroup v1 hierarchy mounted at {cg.v1_cpuset}{both}, "
+            f"outside {CGROUP_DIR}/ where rtlab makes its cpusets",
+            hint=f"`umount {cg.v1_cpuset}` gives cpuset back to cgroup v2; or mount that "
+                 f"hierarchy below {CGROUP_DIR}/ instead",
         )
     return "v1"
 

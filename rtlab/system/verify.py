@@ -6,6 +6,10 @@ which tasks may still run there (and why), which IRQs may still fire there
 (affinity, effective affinity, and counts that grew), and what the cpuset says
 (effective CPUs, v2 partition state). The dict goes into the result as is.
 
+Everything comes from `Facts` read on the target by its engine (`sys facts`),
+the shield's cpuset too: nothing here reads this machine, so the same check is true
+for a board.
+
 Processes the caller put there on purpose (`own`: process id -> what it is, e.g.
 the runner itself, its journal applier, a load the scenario places on every CPU)
 are listed per CPU under `own_tasks`, every thread of them, and are not problems;
@@ -15,21 +19,11 @@ any other task that may run on a shielded CPU is.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rtlab.cpulist import format_cpulist
 from rtlab.system.facts import Facts
-
-ReadFile = Callable[[str], "str | None"]
-
-
-def _read_local(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
 
 
 def _in_cgroup(cgroups: dict[str, str], backend: str, name: str) -> bool:
@@ -47,7 +41,6 @@ def verify_shield(
     requested: dict[str, Any] | None = None,
     own: Mapping[int, str] | None = None,
     before: Facts | None = None,
-    read_file: ReadFile = _read_local,
     priorities: Sequence[tuple[str, str, int]] = (),
 ) -> dict[str, Any]:
     shield = frozenset(shield_cpus)
@@ -111,18 +104,7 @@ def verify_shield(
             )
     cg: dict[str, Any] = {"backend": backend, "path": shield_cgroup}
     if shield_cgroup:
-        if backend == "v1":
-            cg["cpus_effective"] = read_file(f"{shield_cgroup}/cpuset.effective_cpus")
-        else:
-            cg["cpus_effective"] = read_file(f"{shield_cgroup}/cpuset.cpus.effective")
-            part = read_file(f"{shield_cgroup}/cpuset.cpus.partition")
-            cg["partition"] = part
-            if part is not None and (
-                "invalid" in part or part.split()[0] not in ("root", "isolated")
-            ):
-                problems.append(f"cgroup v2 partition is not in effect: {part}")
-        if cg["cpus_effective"] is None:
-            problems.append(f"the shield cgroup {shield_cgroup} does not exist")
+        cg.update(_cgroup_in_effect(facts, backend, shield_cgroup, problems))
     threads = verify_priorities(facts, priorities, problems) if priorities else None
     return {
         "requested": {"cpus": format_cpulist(shield), **(requested or {})},
@@ -135,6 +117,34 @@ def verify_shield(
         },
         "problems": problems,
     }
+
+
+def _cgroup_in_effect(facts: Facts, backend: str, path: str,
+                      problems: list[str]) -> dict[str, Any]:
+    """The shield's cpuset as the target's engine read it (`cgroup.cpusets` of its
+    facts): effective CPUs and, on v2, the partition; a missing or invalid one is a
+    problem. Facts without cpusets (an engine that does not report them) say nothing
+    either way: `known` false, no problem."""
+    out: dict[str, Any] = {"cpus_effective": None}
+    if backend == "v2":
+        out["partition"] = None
+    if facts.cgroup.cpusets is None:
+        return {**out, "known": False}
+    found = facts.cgroup.cpuset(path)
+    if found is None:
+        problems.append(f"the shield cgroup {path} does not exist")
+        return {**out, "known": True}
+    out["cpus_effective"] = found.cpus_effective
+    if backend == "v2":
+        part = found.partition
+        out["partition"] = part
+        if part is not None and (not part.split()
+                                 or "invalid" in part
+                                 or part.split()[0] not in ("root", "isolated")):
+            problems.append(f"cgroup v2 partition is not in effect: {part}")
+    if found.cpus_effective == "":
+        problems.append(f"the shield cgroup {path} has no effective CPU")
+    return {**out, "known": True}
 
 
 def verify_priorities(facts: Facts, priorities: Sequence[tuple[str, str, int]],

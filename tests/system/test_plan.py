@@ -116,7 +116,7 @@ def test_cpumask() -> None:
 
 
 def test_v1_plan() -> None:
-    f = parse_facts(_facts(v1_cpuset="/cs", v1_mems="0"))
+    f = parse_facts(_facts(v1_cpuset="/sys/fs/cgroup/cpuset", v1_mems="0"))
     plan = plan_shield(
         f,
         ShieldRequest(
@@ -132,8 +132,8 @@ def test_v1_plan() -> None:
     assert [t.tid for t in plan.not_movable] == [2, 10]
     assert [t.tid for t in plan.left_alone] == [30]
     paths = {op.get("path"): op.get("value") for op in plan.ops}
-    assert paths["/cs/rtlab-shield/cpuset.cpus"] == "3"
-    assert paths["/cs/rtlab-system/cpuset.cpus"] == "0-2"
+    assert paths["/sys/fs/cgroup/cpuset/rtlab-shield/cpuset.cpus"] == "3"
+    assert paths["/sys/fs/cgroup/cpuset/rtlab-system/cpuset.cpus"] == "0-2"
     assert paths["/proc/irq/30/smp_affinity_list"] == "0-2"
     assert "/proc/irq/31/smp_affinity_list" not in paths  # already off the shield
     assert paths["/proc/irq/default_smp_affinity"] == "7"
@@ -145,7 +145,7 @@ def test_v1_plan() -> None:
 def test_v1_plan_without_tasks_moves_only_kthreads() -> None:
     # `tasks = false` with a cpuset shield: user tasks stay in the root cpuset (they were
     # moved regardless before), unbound kthreads still go to the system set
-    f = parse_facts(_facts(v1_cpuset="/cs", v1_mems="0"))
+    f = parse_facts(_facts(v1_cpuset="/sys/fs/cgroup/cpuset", v1_mems="0"))
     plan = plan_shield(f, ShieldRequest(cpus=frozenset({3}), tasks=False))
     assert [op["tid"] for op in plan.ops if op["op"] == "move"] == [11, 20]
     assert plan.summary()["tasks_moved"] == 0
@@ -213,17 +213,27 @@ def test_v2_plan_against_fake_tree(tmp_path: Path) -> None:
     assert (shield / "cpuset.cpus.partition").read_text().strip() == "isolated"
     assert "cpuset" in (v2 / "cgroup.subtree_control").read_text().split()
 
-    def read(p: str) -> str | None:
-        try:
-            return (tmp_path / p.lstrip("/")).read_text().strip()
-        except OSError:
-            return None
+    # the shield's cpuset as the target's engine reports it (cgroup.cpusets of the
+    # facts): the verifier reads nothing else, so a board is checked on the board
+    (shield / "cpuset.cpus.effective").write_text("2-3\n")
 
-    v = verify_shield(f, {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup, read_file=read)
+    def with_cpusets() -> Any:
+        def text(name: str) -> str:
+            return (shield / name).read_text().strip()
+
+        return parse_facts(_facts(
+            v2="/sys/fs/cgroup", v2_cpuset=True, v2_partition=True,
+            v2_subtree_control="cpuset memory pids",
+            cpusets=[{"hierarchy": "v2", "path": plan.shield_cgroup, "cpus": text("cpuset.cpus"),
+                      "cpus_effective": text("cpuset.cpus.effective"),
+                      "partition": text("cpuset.cpus.partition")}]))
+
+    v = verify_shield(with_cpusets(), {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup)
     cg = v["in_effect"]["cgroup"]
-    assert cg["partition"] == "isolated" and cg["cpus_effective"] == "2-3"
+    assert cg["partition"] == "isolated" and cg["cpus_effective"] == "2-3" and cg["known"]
+    assert not any("cgroup" in p for p in v["problems"]), v["problems"]
     (shield / "cpuset.cpus.partition").write_text("isolated invalid (Cpu list not exclusive)\n")
-    v = verify_shield(f, {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup, read_file=read)
+    v = verify_shield(with_cpusets(), {2, 3}, backend="v2", shield_cgroup=plan.shield_cgroup)
     assert any("partition is not in effect" in p for p in v["problems"])
     assert not v["in_effect"]["ok"]
     # already enabled: no subtree_control write; "root" partition on request
