@@ -4,7 +4,8 @@
 stress       stress-ng stressors (CPU, memory, I/O, scheduler and timer heavy)
 rt-competitor  extra rtlab-probe timer threads at a lower RT priority
 net          UDP traffic at a bounded rate between two private network namespaces
-osadl-mid    the OSADL QA farm "mid load", approximated (stress + net)
+osadl-mid    the OSADL QA farm "mid load", approximated (stress + net; on a board the
+             engine's own load, rtlab.loads.osadl_board)
 builtin      the engine's own CPU + memory load (`rtlab-probe load`), for targets without
              stress-ng: labelled as such, never substituted for `stress` silently
 """
@@ -456,16 +457,28 @@ class NetLoad(Load):
 # osadl-mid (stress + net)
 
 OSADL_PARAMS: tuple[Param, ...] = (
-    Param("net_kbit", "int", 1000, "network rate between two private namespaces, kbit/s",
-          min=1, max=10_000_000),
-    Param("io_bytes", "size", 1 << 20, "file size of the one hdd worker (written, synced "
-          "and unlinked over and over at idle I/O priority)", min=1 << 20, max=1 << 30),
-    Param("alloc_bytes", "size", 1 << 20, "memory one vm worker maps, dirties and frees "
+    Param("net_kbit", "int", 1000, "UDP payload rate of the network part, kbit/s (here "
+          "between two private namespaces, on a board to its peer)", min=1, max=10_000_000),
+    Param("io_bytes", "size", 1 << 20, "file size of the one file I/O worker (written in "
+          "synced 4k writes and removed, over and over, at idle I/O priority)",
+          min=1 << 20, max=1 << 30),
+    Param("alloc_bytes", "size", 1 << 20, "memory one worker maps, dirties and frees "
           "every alloc_period seconds", min=4 << 10, max=1 << 30),
-    Param("alloc_period", "int", 1, "seconds between allocations of the vm worker",
+    Param("alloc_period", "int", 1, "seconds between allocations of the memory worker",
           min=1, max=3600),
-    Param("subnet", "str", "198.18.0.0/30", "private IPv4 /30 of the network part"),
+    Param("subnet", "str", "198.18.0.0/30", "private IPv4 /30 of the network part on this "
+          "machine"),
+    Param("peer", "str", "", "on a board, where its network part goes: \"\" this machine "
+          "(at the address the board sees it at), \"TARGET=ADDR:PORT\" a sink rtlab starts "
+          "on board TARGET bound to ADDR:PORT (its address on the link), \"none\" left out; "
+          "this machine always uses two namespaces"),
+    Param("temp_dir", "str", "", "parent directory of the file I/O's private directory "
+          "(default: the load's work directory here, /tmp on a board)"),
 )
+
+OSADL_MSG_BYTES = 1000  # UDP payload per message of the network part
+OSADL_BOARD_LABEL = ("osadl-mid on a board: the engine's own load (rtlab-probe load), not "
+                     "stress-ng/sockperf")
 
 
 class CompositeLoad(Load):
@@ -505,6 +518,10 @@ class CompositeLoad(Load):
 
 
 class OsadlMidLoad(CompositeLoad):
+    """On this machine: one stress-ng (a vm worker at a bounded rate, a synced hdd worker
+    at idle I/O priority) and the net load. A board runs it as the engine's own load
+    (rtlab.loads.osadl_board), built from the same parameters by `engine_args`."""
+
     kind = "osadl-mid"
     default_placement = Placement(None, "other", 0)
 
@@ -513,10 +530,30 @@ class OsadlMidLoad(CompositeLoad):
         stress = StressLoad(_stress_values({
             "vm": 1, "vm_bytes": v["alloc_bytes"], "vm_hang": v["alloc_period"],
             "hdd": 1, "hdd_bytes": v["io_bytes"], "hdd_write_size": 4096, "hdd_sync": True,
-            "ionice": "idle"}), placement)
-        net = NetLoad({"rate_kbit": v["net_kbit"], "msg_bytes": 1000,
+            "ionice": "idle", "temp_dir": v.get("temp_dir", "")}), placement)
+        net = NetLoad({"rate_kbit": v["net_kbit"], "msg_bytes": OSADL_MSG_BYTES,
                        "subnet": v["subnet"], "port": 11111}, placement)
         super().__init__([stress, net], params, placement)
+        self.notes: list[str] = []  # one line each for the run's notes (taken after the start)
+
+    def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
+        super().setup(recorder, workdir)
+        if self.params.get("peer"):
+            self.notes = [f"load {self.name}: osadl-mid's peer {self.params['peer']!r} is for "
+                          "runs on a board; on this machine its network part runs between two "
+                          "private network namespaces"]
+
+    def engine_args(self, io_dir: str) -> tuple[list[str], list[str]]:
+        """The engine's `load` arguments on a board: (memory + file I/O, the UDP sender
+        without its --net-to), placed on the load's CPUs."""
+        v, pl = self.params, self.placement
+        place = ["--cpus", format_cpulist(pl.cpus)] if pl.cpus is not None else []
+        local = ["load", "--alloc-bytes", format_size(v["alloc_bytes"]), "--alloc-period",
+                 f"{v['alloc_period']}s", "--io", "1", "--io-bytes", format_size(v["io_bytes"]),
+                 "--io-dir", io_dir, *place]
+        net = ["load", "--net-kbit", str(v["net_kbit"]), "--net-size", str(OSADL_MSG_BYTES),
+               *place]
+        return local, net
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,9 +603,14 @@ class LoadKind:
         return self.load_class(full, placement)
 
 
-def _check_subnet_only(v: Mapping[str, Any]) -> list[str]:
+def _check_osadl(v: Mapping[str, Any]) -> list[str]:
     err = netmod.check_subnet(v["subnet"])
-    return [f"osadl-mid.subnet: {err}"] if err else []
+    out = [f"osadl-mid.subnet: {err}"] if err else []
+    try:
+        netmod.parse_board_peer(v["peer"])
+    except ValueError as exc:
+        out.append(f"osadl-mid.peer: {exc}")
+    return out
 
 
 LOAD_KINDS: dict[str, LoadKind] = {
@@ -584,7 +626,7 @@ LOAD_KINDS: dict[str, LoadKind] = {
                  NetLoad.default_placement, _check_net),
         LoadKind("osadl-mid", "approximation of the OSADL QA farm mid load: ~1 Mbit/s "
                  "network, small synced file I/O, ~1 MB/s memory allocation", OSADL_PARAMS,
-                 OsadlMidLoad, OsadlMidLoad.default_placement, _check_subnet_only),
+                 OsadlMidLoad, OsadlMidLoad.default_placement, _check_osadl),
         LoadKind("builtin", "the engine's own CPU + memory load (rtlab-probe load), for "
                  "targets without stress-ng", BUILTIN_PARAMS, BuiltinLoad,
                  BuiltinLoad.default_placement, _check_builtin, _builtin_values,

@@ -137,3 +137,51 @@ class VethPair:
         """Delete both namespaces (the veth pair goes with them). Idempotent."""
         for ns in self.namespaces:
             delete_netns(ns)
+
+
+# --------------------------------------------------------------------------------------------
+# The peer of a board's network load (osadl-mid's `peer`)
+
+PEER_HOST, PEER_NONE = "", "none"
+
+
+@dataclass(frozen=True)
+class BoardPeer:
+    """`TARGET=ADDR:PORT`: the sink runs on board TARGET, bound to ADDR:PORT (TARGET's
+    address on the link to the sending board, as that board reaches it)."""
+
+    target: str
+    addr: str
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        """ADDR:PORT as the engine reads it ([v6]:PORT for IPv6)."""
+        return endpoint(self.addr, self.port)
+
+
+def endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+def parse_board_peer(text: str) -> BoardPeer | None:
+    """None for "" (this machine) and "none"; else the BoardPeer of `TARGET=ADDR:PORT`.
+    ValueError saying what is allowed."""
+    if text in (PEER_HOST, PEER_NONE):
+        return None
+    allowed = ('allowed: "" (this machine), "none", or "TARGET=ADDR:PORT", e.g. '
+               '"board2=10.77.0.2:7500" (ADDR: TARGET\'s numeric address on the link)')
+    target, eq, rest = text.partition("=")
+    if not eq or not target.strip() or target != target.strip() or " " in target:
+        raise ValueError(f"{text!r} is not a peer; {allowed}")
+    host, colon, port = rest.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        ip = ipaddress.ip_address(host)
+        n = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a peer; {allowed}") from None
+    if not colon or not 1 <= n <= 65535 or ip.is_unspecified:
+        raise ValueError(f"{text!r} is not a peer; {allowed}")
+    return BoardPeer(target, str(ip), n)

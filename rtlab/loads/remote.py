@@ -8,7 +8,9 @@ load process on it is started by the static engine (docs/engine.md):
   CMD ...`: CMD (the same stress-ng command line a local run builds, with the board's
   CPU numbers) leads its own process group there and dies with the exec process;
 * kind `builtin` as `rtlab-probe --stdin-lifeline load ...`, the engine's own CPU +
-  memory load.
+  memory load;
+* kind `osadl-mid` as the engine's own load too, its network part sent to a peer (this
+  machine or another board): rtlab.loads.osadl_board.
 
 Each prints, first, a JSON line with the group's pid, pgid and start time read on the
 board; the group is journaled with the run's recorder (`spawned`: the board's journal,
@@ -44,13 +46,13 @@ from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
 from rtlab.loads.base import Command, Load, LoadError, Proc, SpawnRecorder
-from rtlab.loads.kinds import BuiltinLoad, RtCompetitorLoad, StressLoad
+from rtlab.loads.kinds import BuiltinLoad, OsadlMidLoad, RtCompetitorLoad, StressLoad
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
 
-# The kinds a board can run; the others need network namespaces or tools a board lacks.
-BOARD_KINDS = ("stress", "builtin", "rt-competitor")
+# The kinds a board can run; `net` needs network namespaces and sockperf there.
+BOARD_KINDS = ("stress", "builtin", "rt-competitor", "osadl-mid")
 BOARD_TEMP_DIR = "/tmp"  # stress-ng's --temp-path on a board when temp_dir is not given
 START_TIMEOUT_S = 30.0  # for the first record (SSH session set-up on a loaded machine)
 VERIFY_TIMEOUT_S = 30.0  # for stress-ng's workers to appear on the board
@@ -85,6 +87,10 @@ def for_target(load: Load, transport: Transport | None) -> Load:
     why = board_kind_error(load.kind, transport.target)
     if why is not None:
         raise UsageError(why)
+    if isinstance(load, OsadlMidLoad):
+        from rtlab.loads.osadl_board import BoardOsadlLoad  # it builds on RemoteLoad
+
+        return BoardOsadlLoad(load, transport)
     return RemoteLoad(load, transport)
 
 

@@ -477,6 +477,7 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
     active = [loads[n] for n in phase.loads]
     tracer = None
     shield_notes: list[str] = []
+    load_notes: list[str] = []  # what a load says about itself once it runs (`notes`)
     traced: tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]] | None = None
     if scenario.trace is not None and scenario.trace.enabled:
         phase, tracer = _traced_phase(scenario, index, phase, run_id, first_raw)
@@ -497,6 +498,9 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             stack.callback(lambda: info.__setitem__("loads", loadset.describe()))
             stack.callback(loadset.stop)
             loadset.start()
+            load_notes += [n for ld in active for n in getattr(ld, "notes", ())]
+            for n in load_notes:
+                _event(opts, n)
         if control.signal is not None:
             return None
         if backend is not None and scenario.shield is not None:
@@ -543,7 +547,7 @@ def _run_phase(scenario: Scenario, index: int, phase: Phase, loads: dict[str, An
             raise error
         return None
     base = results[0][0]
-    base.notes += shield_notes
+    base.notes += shield_notes + load_notes
     shielded = set(scenario.shield.user) if backend is not None and scenario.shield else None
     base.notes += shared_cpu_notes(
         base.probe, [ch for res, _ in results for ch in res.phases[0].channels],
