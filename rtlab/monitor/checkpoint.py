@@ -62,10 +62,14 @@ class Segment:
 
 @dataclass
 class Gap:
+    """A time a board was not measured: from its last record (or the first failure, for
+    a board not reached yet) to the header of the engine that measured it again."""
+
     board: str
-    start: float
+    start: float  # unix times
     end: float
     reason: str
+    rebooted: bool = False  # the board came back with another boot id
 
 
 @dataclass
@@ -203,9 +207,16 @@ class StateDir:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write, fsync, rename, fsync the directory: after a crash or a power cut the file
+    is the old one or the new one, and a returned call is on the disk."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

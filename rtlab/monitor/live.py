@@ -94,6 +94,7 @@ class BoardLive:
     segments: int = 0  # engine runs completed and stored since the first start
     gaps: int = 0  # times it went away (unreachable, engine failed) since the first start
     gap_seconds: float = 0.0  # time not measured because of them
+    reboots: int = 0  # times it came back with another boot id (gaps of their own)
     store_pending: int = 0  # completed segments waiting for the store
     # what its engine said of it (header): kernel release, preemption model, machine,
     # engine version ("" until known)
@@ -133,7 +134,8 @@ class LiveState:
                 setattr(b, k, v)
 
     def add_board(self, name: str, **increments: float) -> None:
-        """Add to a board's counters (gaps, gap_seconds, segments) under the lock."""
+        """Add to a board's counters (gaps, gap_seconds, reboots, segments) under the
+        lock."""
         with self._lock:
             b = self._boards.setdefault(name, BoardLive(name))
             for k, v in increments.items():

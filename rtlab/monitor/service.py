@@ -8,8 +8,12 @@ exporter) and whose records up to the last one applied are named in the checkpoi
 An ended segment waits in `pending` until the store writer has stored it as a run;
 while the store is unreachable segments pile up there (on disk) and are written when
 it returns. A board that cannot be reached or whose engine fails is retried with a
-growing pause (at most `retry_max_s`); the time it was not measured is a gap, counted
-and written into the next segment's provenance.
+growing pause (at most `retry_max_s`); the time it was not measured is a gap. The gap
+is recorded the moment the board is back, when the next segment's engine header arrives
+(the board answered and measures): counted, checkpointed at once, said in one line, and
+written into that segment's provenance. The header's boot id tells a board that rebooted
+from one whose connection dropped, and shows a reboot that no failure revealed (between
+two segments) as a gap too.
 
 The engine of a segment is started by its watcher thread and dies with it (SIGTERM,
 docs/boards.md), so a monitor killed with kill -9 leaves no engine measuring; at the
@@ -273,12 +277,20 @@ class Monitor:
         if seg is not None:
             self.end_segment(seg, measured=self.state.abs(seg.file).exists())
 
-    def add_gap(self, board: str, start: float, end: float, reason: str) -> None:
+    def add_gap(self, board: str, start: float, end: float, reason: str,
+                rebooted: bool = False, seg: Segment | None = None) -> None:
+        """Count a gap and checkpoint it at once (`seg`: the segment measuring after it,
+        whose provenance names it)."""
         with self._lock:
             assert self.cp is not None
-            self.cp.gaps.append(Gap(board, start, end, reason))
+            self.cp.gaps.append(Gap(board, start, end, reason, rebooted))
             del self.cp.gaps[:-MAX_GAPS]  # the checkpoint keeps the last ones only
-            self.live.add_board(board, gaps=1, gap_seconds=end - start)
+            self.live.add_board(board, gaps=1, gap_seconds=end - start,
+                                reboots=1 if rebooted else 0)
+            if seg is not None:
+                seg.gap_before_s = end - start
+                seg.gap_reason = reason + ("; the board rebooted"
+                                           if rebooted and "reboot" not in reason else "")
             self.save(force=True)
 
     def _update_pending(self, board: str) -> None:
@@ -365,9 +377,13 @@ class Watcher(threading.Thread):
         self._session: EngineSession | None = None
         self._session_lock = threading.Lock()
         self._stopped = threading.Event()
-        # the outage going on (unix time it began, its latest reason)
+        # the outage going on (unix time it began, the reason it began with)
         self.down_since: float | None = None
         self.down_reason = ""
+        # unix time of the board's last engine record (header, snapshot or result)
+        self.seen: float | None = None
+        # what the latest header said of the board's boot: (boot id, monotonic ns)
+        self.boot: tuple[str | None, int | None] = (None, None)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -416,11 +432,7 @@ class Watcher(threading.Thread):
                                           self.down_reason if self.down_since else "")
                     ok, why, code = self._segment(transport, seg)
                     last_end = time.time()
-                    if ok:
-                        if self.down_since is not None:
-                            mon.add_gap(self.board, self.down_since, seg.started,
-                                        self.down_reason)
-                            self.down_since, self.down_reason = None, ""
+                    if ok:  # its header ended the outage before it, if there was one
                         pause = mon.opts.retry_min_s
                         first = False
                         continue
@@ -437,12 +449,41 @@ class Watcher(threading.Thread):
             pause = min(pause * 2, mon.opts.retry_max_s)
 
     def _down(self, why: str) -> None:
-        """The board is down (since the first failure of this outage)."""
+        """The board is down: not measured since its last record (or, never seen yet,
+        since now). The outage keeps the reason it began with; the board's state shows
+        the latest."""
         self.mon.live.set_board(self.board, up=False, probe_ok=False, reason=why)
         self.mon.opts.on_event(f"{self.board}: down: {why}")
         if self.down_since is None:
-            self.down_since = time.time()
-        self.down_reason = why
+            self.down_since = self.seen if self.seen is not None else time.time()
+            self.down_reason = why
+
+    def _answered(self, seg: Segment, header: dict[str, Any]) -> None:
+        """A segment's engine header: the board answered and measures. The outage before
+        it, or a reboot that no failure showed (between two segments: its boot id
+        changed), is a gap: recorded, checkpointed and said now, not when the segment
+        ends or the monitor stops."""
+        now = time.time()
+        system = header.get("system") or {}
+        boot_id = system.get("boot_id") if isinstance(system.get("boot_id"), str) else None
+        mono = header.get("start_monotonic_ns")
+        boot = (boot_id or None, mono if isinstance(mono, int) else None)
+        rebooted = _rebooted(self.boot, boot)
+        self.boot = boot
+        last_seen, self.seen = self.seen, now
+        if self.down_since is not None:
+            start, reason = self.down_since, self.down_reason
+            line = (f"back after {now - start:.1f} s{', rebooted' if rebooted else ''} "
+                    f"(down since {_clock(start, now)}: {reason})")
+        elif rebooted and last_seen is not None:
+            start, reason = last_seen, "rebooted between two segments"
+            line = (f"rebooted between two segments: not measured for {now - start:.1f} s "
+                    f"(since {_clock(start, now)})")
+        else:
+            return
+        self.down_since, self.down_reason = None, ""
+        self.mon.add_gap(self.board, start, now, reason, rebooted=rebooted, seg=seg)
+        self.mon.opts.on_event(f"{self.board}: {line}")
 
     def _segment(self, transport: Any, seg: Segment) -> tuple[bool, str, int | None]:
         """Run one segment: (measured something, why not, engine exit code)."""
@@ -466,6 +507,11 @@ class Watcher(threading.Thread):
                 mon.opts.on_event(f"{self.board}: {exc}; segment ends")
                 if self._session is not None:
                     self._session.request_stop(signal.SIGINT)
+                return
+            if rec.get("type") == "header":  # a header the feed took: the board is back
+                self._answered(seg, rec)
+            else:
+                self.seen = time.time()
 
         session = EngineSession(transport, args, mon.state.abs(seg.file),
                                 watchdog_s=mon.opts.watchdog_s, on_record=on_record)
@@ -493,3 +539,20 @@ class Watcher(threading.Thread):
         if code == 255 and not transport.is_local:
             why = f"the SSH connection was lost ({why})"
         return measured and code == 3, why, code
+
+
+def _rebooted(before: tuple[str | None, int | None], now: tuple[str | None, int | None]
+              ) -> bool:
+    """Whether a board rebooted between two engine headers: its boot id changed, or
+    (an engine that does not report it) its monotonic clock went back."""
+    (id0, mono0), (id1, mono1) = before, now
+    if id0 is not None and id1 is not None:
+        return id0 != id1
+    return mono0 is not None and mono1 is not None and mono1 < mono0
+
+
+def _clock(t: float, now: float) -> str:
+    """The local time of `t`: HH:MM:SS, with the date when it is not `now`'s day."""
+    a, b = time.localtime(t), time.localtime(now)
+    fmt = "%H:%M:%S" if a[:3] == b[:3] else "%Y-%m-%d %H:%M:%S"
+    return time.strftime(fmt, a)

@@ -567,6 +567,28 @@ class Board:
                 f"{self.cpus} vCPUs, {self.mem_mb} MB, kernel {self.image.kernel_release}, {boot}")
         return text + (f" [{self.accel_note}]" if self.accel_note else "")
 
+    def restart(self, off_s: float = 0.0, timeout: float | None = None) -> Self:
+        """Reboot the board for real: power it off (qemu killed, as a pulled plug), wait
+        `off_s` seconds, boot it again with the same forwarded SSH port, host key and
+        ssh_config, so its alias reaches the new boot (another kernel boot, another boot
+        id, /tmp empty again). Returns once SSH answers, as wait_ready does (which may
+        move the board to another port, in ssh_config, should its own be taken)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+        time.sleep(off_s)
+        for f in ("console.log", "qemu.log", "console.sock"):
+            (self.tmpdir / f).unlink(missing_ok=True)
+        self.boot_seconds = None
+        self.qemu_cmd = self._qemu_command()
+        with open(self.tmpdir / "qemu.log", "wb") as out:
+            self._proc = subprocess.Popen(self.qemu_cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT, preexec_fn=_set_pdeathsig)
+        self._started = time.monotonic()
+        return self.wait_ready(timeout)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Boot boards by hand and keep them until Ctrl-C (docs/lab.md)."""
