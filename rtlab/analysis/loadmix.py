@@ -21,6 +21,12 @@ def _what_ran(load: dict[str, Any]) -> str:
         return f"the engine's built-in load (standing in for {fb.get('for_kind', '?')})"
     if kind == "builtin":
         return "the engine's built-in load"
+    net = load.get("network")
+    if kind == "osadl-mid" and isinstance(net, dict):  # a board's (rtlab.loads.osadl_board)
+        return "osadl-mid as the engine's own load" + (
+            " without its network part" if net.get("left_out") else "")
+    if kind == "osadl-mid":
+        return "osadl-mid (stress-ng and sockperf)"
     return kind
 
 
