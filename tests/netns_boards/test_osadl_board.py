@@ -112,3 +112,75 @@ def test_osadl_between_two_boards(board: NsBoard, cli: Any, tmp_path: Path) -> N
                   "--target", board.name, env={"RTLAB_SSH_CONFIG": str(cfg)})
         assert bad.returncode == 2
         assert "is the board the load runs on" in bad.stderr.strip().splitlines()[-1]
+
+
+def _children_with(pid: int, word: str) -> list[int]:
+    """Processes whose parent is pid and whose command line has word (this machine)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and word.encode() in cmd:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.usefixtures("require_root")
+def test_kill9_of_the_host_leaves_nothing_of_osadl(board: NsBoard, cli: Any,
+                                                   tmp_path: Path) -> None:
+    """kill -9 of rtlab while the mid load runs: the board ends its load groups (their
+    lifelines), the io workers remove the private directory, and the sink on this
+    machine dies with rtlab."""
+    import json
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    long = tmp_path / "osadl-long.toml"
+    long.write_text(OSADL.replace('duration = "2h"', 'duration = "1s"')
+                    .replace('duration = "210m"', 'duration = "120s"'))
+    before = set(Path("/tmp").glob("rtlab-load-*"))
+    env = {**os.environ, "RTLAB_SSH_CONFIG": str(board.ssh_config),
+           "RTLAB_ENGINE_DIR": str(cli.engine_dir),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    host = subprocess.Popen([sys.executable, "-m", "rtlab", "run", str(long), "--no-report",
+                             "--no-progress", "--target", board.name, "--store",
+                             str(tmp_path / "k.db")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    # the board's journal of the run: its load groups (memory + I/O, then the sender)
+    journal = board.run_dir / f"run-{socket.gethostname()}-{host.pid}.journal"
+    try:
+        deadline = time.monotonic() + 120
+        new: set[Path] = set()
+        sinks: list[int] = []
+        spawned: list[int] = []
+        while time.monotonic() < deadline and not (new and sinks and len(spawned) == 2):
+            assert host.poll() is None, host.stderr.read().decode() if host.stderr else ""
+            new = set(Path("/tmp").glob("rtlab-load-*")) - before
+            sinks = _children_with(host.pid, "--net-sink")
+            if journal.exists():
+                spawned = [int(json.loads(ln)["pgid"]) for ln in journal.read_text().splitlines()
+                           if ln.endswith("}") and '"spawned"' in ln]
+            time.sleep(0.1)
+        assert new and sinks and len(spawned) == 2, (new, sinks, spawned)
+        groups = [os.getpgid(p) for p in sinks] + spawned
+        assert all(_members(g) for g in groups)
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (any(d.exists() for d in new)
+                                           or any(_members(g) for g in groups)):
+        time.sleep(0.1)
+    assert not any(d.exists() for d in new), new
+    assert not any(_members(g) for g in groups)
+    out = cli("restore", "--target", board.name, store=False)
+    assert out.returncode == 0 and "nothing to restore" in out.stdout, out.stdout + out.stderr
