@@ -90,6 +90,15 @@ def host_of(result: RunResult) -> str:
                or "unknown host")
 
 
+def host_cpu_model(runs: Iterable[RunResult]) -> str | None:
+    """The processor of a host's runs, as their engines named it (`system.cpu_model`):
+    the one name, or the different ones joined with " / " (e.g. a run of an older engine
+    that could not name an ARM core, or boards that share a host name); None when no
+    run recorded one."""
+    names = list(dict.fromkeys(str(m) for r in runs if (m := r.system.get("cpu_model"))))
+    return " / ".join(names) if names else None
+
+
 def group_key(result: RunResult, by: str) -> str:
     if by == "host":
         return host_of(result)
@@ -236,6 +245,13 @@ class Config:
     censored: int = 0  # samples only known to be >= censored_above_ns (imported peers)
     censored_above_ns: int | None = None
     units: Units | None = None  # what the variance of its statistics is estimated from
+    cpu_model: str | None = None  # by host: the board's processor ("Cortex-A53")
+
+    @property
+    def display(self) -> str:
+        """The label as shown: by host with the processor, "board7 (Cortex-A53)", so the
+        boards side by side read as the cores they are."""
+        return f"{self.label} ({self.cpu_model})" if self.cpu_model else self.label
 
     @property
     def run_ids(self) -> list[str]:
@@ -272,6 +288,7 @@ class Config:
         levels = [(percentile_label(q), q) for q in TABLE_LEVELS]
         return {
             "label": self.label,
+            "cpu_model": self.cpu_model,
             "runs": [{"id": r.run_id, "status": r.status, "notes": list(r.notes)}
                      for r in self.runs],
             "samples": self.channel.samples,
@@ -323,7 +340,8 @@ def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]
         bounds = [b for c, b in cens if c and b is not None]
         configs.append(Config(label, runs, merged, arr, window_ns, duration,
                               sum(c for c, _ in cens), min(bounds) if bounds else None,
-                              config_units(runs, window_ns)))
+                              config_units(runs, window_ns),
+                              host_cpu_model(runs) if by == "host" else None))
     return configs
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rtlab.analysis.compare import build_configs, compare_configs
+from rtlab.analysis.compare import build_configs, compare_configs, host_cpu_model
 from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
 from rtlab.cli.cmd_report import STORE_HELP
 from rtlab.errors import UsageError
@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         _print_json(args, rows, configs, regress, fail)
         return int(ExitCode.THRESHOLD) if fail else 0
     console = make_console()
-    table = Table(title=f"host {args.host}: {args.probe} runs by kernel (oldest first), "
-                  "latency in µs", title_justify="left")
+    cpu = host_cpu_model(results)
+    table = Table(title=f"host {args.host}{f' ({cpu})' if cpu else ''}: {args.probe} runs by "
+                  "kernel (oldest first), latency in µs", title_justify="left")
     for name in ("kernel", "runs", "first run", "samples", "p99", "p99.9", "p99.99", "max",
                  "vs previous kernel"):
         table.add_column(name, justify="left" if name in ("kernel", "first run",
@@ -116,6 +117,7 @@ def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
         first = min(rw.created for rw in rows if rw.id in c.run_ids)
         kernels.append({
             "kernel": c.label, "runs": list(c.run_ids), "first_run": first.isoformat(),
+            "cpu_model": host_cpu_model(c.runs),
             "samples": c.channel.samples,
             "percentiles_ns": {f"p{q:g}": c.value(q) for q in (99.0, 99.9, 99.99)},
             "lower_bounds_ns": {f"p{q:g}": c.lower_bound(q) for q in (99.0, 99.9, 99.99)},
@@ -123,7 +125,9 @@ def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
             "baseline": i == 0,
             "regressions": [] if i == 0 else regress[c.label],
         })
-    json.dump({"schema": 1, "host": args.host, "probe": args.probe,
+    json.dump({"schema": 1, "host": args.host,
+               "cpu_model": host_cpu_model(r for c in configs for r in c.runs),
+               "probe": args.probe,
                "scenario": args.scenario, "kernels": kernels,
                "newest_regressed": bool(len(configs) > 1 and regress[configs[-1].label]),
                "fail_on_regression": bool(args.fail_on_regression), "failed": fail},
@@ -182,10 +186,11 @@ def run_day(args: argparse.Namespace) -> int:
         from rtlab.report.plots import day_figure, save_figure
 
         save_figure(day_figure(bd), args.plot)
+    cpu = host_cpu_model(results)
     if args.json:
-        _print_day_json(bd)
+        _print_day_json(bd, cpu)
         return 0
-    _print_day(bd, args.plot)
+    _print_day(bd, args.plot, cpu)
     return 0
 
 
@@ -204,7 +209,7 @@ def _may_overlap(created: float, duration_ns: int | None, t0: float, t1: float) 
     return duration_ns is None or created + duration_ns / 1e9 >= t0 - _SPAN_SLACK_S
 
 
-def _print_day(bd: BoardDay, plot: str | None) -> None:
+def _print_day(bd: BoardDay, plot: str | None, cpu: str | None) -> None:
     from rich.table import Table
 
     console = make_console()
@@ -216,7 +221,8 @@ def _print_day(bd: BoardDay, plot: str | None) -> None:
     else:
         per = format_duration(row_s * 1_000_000_000)
         per, first = f"{per} slot", "slot from"
-    table = Table(title=f"host {bd.host} on {bd.day.isoformat()} (UTC): maximum latency per "
+    table = Table(title=f"host {bd.host}{f' ({cpu})' if cpu else ''} on {bd.day.isoformat()} "
+                  "(UTC): maximum latency per "
                   f"{per} in µs ({len(bd.runs)} runs; '-' not measured, '*' partly)",
                   title_justify="left")
     table.add_column(first, justify="left")
@@ -252,11 +258,11 @@ def _print_day(bd: BoardDay, plot: str | None) -> None:
         console.print(f"plot: {plot}", highlight=False)
 
 
-def _print_day_json(bd: BoardDay) -> None:
+def _print_day_json(bd: BoardDay, cpu: str | None) -> None:
     import json
     import sys
 
-    json.dump({"schema": 1, "host": bd.host, "day": bd.day.isoformat(),
+    json.dump({"schema": 1, "host": bd.host, "cpu_model": cpu, "day": bd.day.isoformat(),
                "slot_s": bd.slot_s, "runs": bd.runs,
                "phases_not_shown": bd.phases_not_shown,
                "cpus": [{"channel": cd.channel, "max_ns": cd.max_ns,

@@ -24,7 +24,7 @@ from rtlab.results.summary import DEFAULT_PERCENTILES
 from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
 from rtlab.runner.fetch import fetch_runs
-from rtlab.textfmt import NA, preemption, seconds, us
+from rtlab.textfmt import NA, preemption, processor, seconds, us
 
 
 def _store_arg(p: argparse.ArgumentParser) -> None:
@@ -255,6 +255,8 @@ def show_json(result: Any) -> dict[str, Any]:
         "host": system.get("hostname") or host.get("hostname"),
         "kernel": system.get("release"),
         "preempt": preemption(system),
+        "cpu_model": system.get("cpu_model"),
+        "cpu_models": system.get("cpu_models"),
         "elapsed_ns": result.elapsed_ns,
         "notes": list(result.notes),
         "percentile_intervals_method": INTERVAL_METHOD if valid else None,
@@ -282,7 +284,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"run {result.run_id}: {result.status}, probe {result.probe}, "
         f"scenario {result.scenario.get('name') or 'n/a'}, started {host.get('start_wall')}, "
         f"host {system.get('hostname') or host.get('hostname')}, "
-        f"kernel {system.get('release')}, preemption {preemption(system) or 'n/a'}",
+        f"kernel {system.get('release')}, preemption {preemption(system) or 'n/a'}, "
+        f"CPU {processor(system) or 'n/a'}",
         highlight=False,
     )
     render(result, console)

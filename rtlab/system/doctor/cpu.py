@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""CPU and platform: SMT, caches, idle states, frequency, clocksource, virtualization,
-mitigations, NUMA."""
+"""CPU and platform: the cores, SMT, caches, idle states, frequency, clocksource,
+virtualization, mitigations, NUMA."""
 
 from __future__ import annotations
 
@@ -8,10 +8,71 @@ import os
 import struct
 
 from rtlab.cpulist import format_cpulist, parse_cpulist
+from rtlab.engine.transport import LocalTransport
+from rtlab.errors import RtlabError
+from rtlab.system.cpumodel import CpuModels, read_cpu_models
 from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.textfmt import processor
 
 CPU = "sys/devices/system/cpu"
 DEEP_IDLE_US = 10  # an idle state with a longer exit latency is worth a warning
+
+
+def _read_cpu_models(ctx: Context) -> CpuModels:
+    """The engine names the cores (`rtlab-probe sys cpumodel`), with the one table of ARM
+    ids that also writes every probe's header: a board's engine on the board
+    (`ctx.engine`), this machine's on a copied tree with `--root`."""
+    if ctx.engine is not None:
+        return read_cpu_models(ctx.engine)
+    return read_cpu_models(LocalTransport(), root=None if ctx.sys.live else str(ctx.sys.root))
+
+
+class CpuModelCheck(Check):
+    id = "cpu-model"
+    title = "Processor cores"
+    why = (
+        "Latency depends on the core: a small in-order core (Cortex-A53, A55) wakes and "
+        "switches more slowly than a big out-of-order one, and on big.LITTLE the same "
+        "work gives different latencies on the two kinds of CPU."
+    )
+    per_cpu = True
+
+    def run(self, ctx: Context) -> Finding:
+        try:
+            found = _read_cpu_models(ctx)
+        except RtlabError as exc:
+            return self.unknown(f"CPU model not read: {exc.one_line()}")
+        groups = found.cpu_models or ()
+        facts: dict[str, object] = {
+            "cpu_model": found.cpu_model,
+            "cpu_models": [{"cpus": format_cpulist(c), "model": m} for c, m in groups],
+            "cpuinfo": found.cpuinfo,
+        }
+        if found.cpu_models is None:
+            return self.unknown(f"{found.cpuinfo} not readable ({found.error})", facts)
+        if not groups:
+            if found.cpu_model:
+                return self.finding(Severity.OK, f"{found.cpu_model} (no core named per CPU "
+                                    f"in {found.cpuinfo})", facts=facts)
+            return self.unknown(f"{found.cpuinfo} names no core", facts)
+        text = processor(found.as_system()) or ""
+        measured = set(ctx.cpus) or {c for cpus, _ in groups for c in cpus}
+        kinds = [(format_cpulist(c & measured), m) for c, m in groups if c & measured]
+        facts["measured"] = [{"cpus": c, "model": m} for c, m in kinds]
+        if len(kinds) > 1:
+            per = ", ".join(f"{c} {m}" for c, m in kinds)
+            return self.finding(
+                Severity.INFO,
+                f"{found.cpu_model}: the measured CPUs are cores of {len(kinds)} kinds "
+                f"(CPUs {per})",
+                advice="measure each kind on its own (" + ", then ".join(
+                    f"--cpus {c}" for c, _ in kinds) + ") and run the real-time work on "
+                "the kind it was measured on",
+                facts=facts,
+            )
+        if len(groups) > 1 and ctx.requested_cpus is not None and kinds:
+            text += f"; measured CPUs {kinds[0][0]}: {kinds[0][1]}"
+        return self.finding(Severity.OK, text, facts=facts)
 
 
 class SmtCheck(Check):
