@@ -66,6 +66,10 @@ def test_the_rules_fire_on_what_they_are_for(tmp_path: Path) -> None:
                 values: '0.00002x8 0.00025 0.00002x40'
               - series: 'rtlab_board_up{{board="b1",instance="h:9477",job="rtlab"}}'
                 values: '1x20 0x40'
+              - series: 'rtlab_board_gaps_total{{board="b1",instance="h:9477",job="rtlab"}}'
+                values: '0x20 1x40'
+              - series: 'rtlab_board_reboots_total{{board="b1",instance="h:9477",job="rtlab"}}'
+                values: '0x20 1x40'
             alert_rule_test:
               - eval_time: 1m
                 alertname: RtlabLatencyAboveBudget
@@ -87,6 +91,27 @@ def test_the_rules_fire_on_what_they_are_for(tmp_path: Path) -> None:
                                   severity: critical}}
                     exp_annotations:
                       summary: 'b1 has not been measured for 5 minutes'
+              # a gap (and a reboot) is counted when the board is back (at 5 min)
+              - eval_time: 4m
+                alertname: RtlabBoardGap
+                exp_alerts: []
+              - eval_time: 6m
+                alertname: RtlabBoardGap
+                exp_alerts:
+                  - exp_labels: {{board: b1, instance: 'h:9477', job: rtlab,
+                                  severity: warning}}
+                    exp_annotations:
+                      summary: 'b1 was not measured for part of the last 15 minutes'
+              - eval_time: 4m
+                alertname: RtlabBoardRebooted
+                exp_alerts: []
+              - eval_time: 6m
+                alertname: RtlabBoardRebooted
+                exp_alerts:
+                  - exp_labels: {{board: b1, instance: 'h:9477', job: rtlab,
+                                  severity: warning}}
+                    exp_annotations:
+                      summary: 'b1 rebooted in the last 15 minutes'
         """))
     r = promtool("test", "rules", str(tests))
     assert r.returncode == 0, r.stdout + r.stderr
