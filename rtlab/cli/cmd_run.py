@@ -27,7 +27,7 @@ from rtlab.runner.remote import check_remote, target_online_cpus
 from rtlab.runner.run import worst_exit
 from rtlab.scenario import find, online_cpus
 from rtlab.scenario.loader import declared_targets
-from rtlab.system.shield import parse_thread_priority
+from rtlab.system.shield import ThreadPriority, parse_thread_priority
 from rtlab.textfmt import seconds, us
 
 
@@ -171,7 +171,7 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     if not target.is_local:
         check_remote(variants, target, peer=args.peer)
     # validated; nothing created before run_variants
-    peer = _udp_peer(args, variants, target, online)
+    peer = _udp_peer(args, variants, target, online, getattr(sfile, "reflector", None))
 
     console = make_console()
     err = make_console(stderr=True)
@@ -313,24 +313,35 @@ class _LiveProgress:
 
 
 def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None,
-              online: list[int] | None = None) -> Any:
+              online: list[int] | None = None, spec: Any = None) -> Any:
+    """The udp run's other end: --reflector (its flags win over the scenario's
+    [reflector] table `spec`), the scenario's reflector, --peer, or none given."""
     cpus = online if online is not None else online_cpus()
-    if args.reflector is None:
+    board = args.reflector or (spec.target if spec is not None else None)
+    if board is None:
         if (args.reflector_cpu is not None or args.reflector_thread_priority
                 or args.reflector_irq):
             raise UsageError("--reflector-cpu, --reflector-thread-priority and "
                              "--reflector-irq go with --reflector TARGET")
         return make_peer(variants, args.peer, cpus, board=target)
 
-    SshTarget.parse(args.reflector)
-    if target is not None and not target.is_local and target.target == args.reflector:
-        raise UsageError("--reflector is the board that pings (--target): give the other one")
-    prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
-    irqs = tuple(_irq_move(t) for t in args.reflector_irq)
-
-    return make_peer(variants, args.peer, cpus, ReflectorBoard(
-        args.reflector, target if target is not None else LocalTransport(),
-        engine_dir=args.engine_dir, cpu=args.reflector_cpu, thread_priorities=prios,
+    SshTarget.parse(board)
+    if target is not None and not target.is_local and target.target == board:
+        raise UsageError(f"the reflector {board} is the board that pings (--target): give "
+                         "the other one")
+    if args.reflector_thread_priority or spec is None:
+        prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
+    else:
+        prios = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
+    if args.reflector_irq or spec is None:
+        irqs = tuple(_irq_move(t) for t in args.reflector_irq)
+    else:
+        irqs = spec.irqs
+    address = args.peer if args.peer is not None or spec is None else spec.address
+    cpu = args.reflector_cpu if args.reflector_cpu is not None or spec is None else spec.cpu
+    return make_peer(variants, address, cpus, ReflectorBoard(
+        board, target if target is not None else LocalTransport(),
+        engine_dir=args.engine_dir, cpu=cpu, thread_priorities=prios,
         irq_affinities=irqs))
 
 

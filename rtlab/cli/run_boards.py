@@ -24,6 +24,7 @@ from rtlab.report import render
 from rtlab.report.terminal import channel_label, make_console
 from rtlab.results.store import Store
 from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
+from rtlab.runner.direct import make_peer, with_peer
 from rtlab.runner.remote import check_remote, target_online_cpus
 from rtlab.runner.run import handle_signals
 from rtlab.textfmt import seconds, us
@@ -80,10 +81,17 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
     with ExitStack() as stack:
         boards = [stack.enter_context(open_target(t, args.engine_dir)) for t in targets]
         plans = []
+        peers: list[Any] = []
         for b in boards:
-            _, variants = prepare(args, target_online_cpus(b))
+            online = target_online_cpus(b)
+            sfile, variants = prepare(args, online)
+            if getattr(sfile, "reflector", None) is not None:
+                raise UsageError(f"scenario {sfile.name} names a reflector board: it goes "
+                                 "with one --target (the pinging board)")
             check_remote(variants, b, peer=None)
             plans.append(variants)
+            # a udp scenario: each board pings a reflector of its own over its loopback
+            peers.append(make_peer(variants, None, online, board=b))
         control = RunControl()
         comparison = new_comparison_id()
         progress = (BoardsProgress(console) if not args.no_progress and console.is_terminal
@@ -99,11 +107,19 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
                 command_line=["rtlab", *args.argv], restore_first=args.restore_first,
                 no_shield=args.no_shield, handle_signals=False, control=control,
                 comparison=comparison)
+            peer = peers[i]
             try:
-                outcomes[i] = run_variants(plans[i], opts)
+                variants = plans[i]
+                if peer is not None:
+                    addr = peer.start(sum(v.duration_ns or 0 for v in variants) or None)
+                    opts.peer_info = peer.describe
+                    variants = [with_peer(v, addr, peer.session) for v in variants]
+                outcomes[i] = run_variants(variants, opts)
             except BaseException as exc:  # reported in the main thread
                 failures[i] = exc
             finally:
+                if peer is not None:
+                    peer.close()
                 store.close()
 
         try:

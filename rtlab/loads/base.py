@@ -211,6 +211,10 @@ class Load:
         outside = tuple(c for c in mine if c not in cpus)
         return [(p, g) for p, g in ((inside, cgroup), (outside, None)) if p]
 
+    def own_pids(self) -> list[int]:
+        """Every live process of this load: its leaders and their workers."""
+        return [p.pid for p in self.procs] + [w.pid for p in self.procs for w in p.workers()]
+
     # --- what subclasses provide -------------------------------------------------
     def check_tools(self) -> None:
         """Raise SkippedError if a tool is missing (called before anything starts)."""

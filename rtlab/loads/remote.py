@@ -424,6 +424,15 @@ class RemoteLoad(Load):
                     with contextlib.suppress(ProcessLookupError):
                         p.popen.kill()
 
+    def own_pids(self) -> list[int]:
+        """Every process of this load on the board, from one read of its /proc."""
+        procs = [p for p in self.procs if isinstance(p, RemoteProc) and p.pgid > 0]
+        if not procs:
+            return []
+        live = [st for st in board_processes(self.transport) if st.state != "Z"]
+        return [st.pid for st in live for p in procs
+                if st.pgrp == p.pgid or st.pid in (p.exec_pid, p.board_pid)]
+
     def gone(self) -> bool:
         return all(p.poll() is not None for p in self.procs)
 

@@ -294,6 +294,11 @@ class BoardPeer(UdpPeer):
     def start(self, duration_ns: int | None) -> str:
 
         self._board = SshTransport(self.target, engine_dir=self.engine_dir)
+        mine, theirs = boot_id(self._board), boot_id(self._pinger)
+        if mine is not None and mine == theirs:
+            raise UsageError(f"the reflector {self.target} is the board that pings "
+                             f"({self._pinger.target}) under another name: give the other "
+                             "board of the link")
         self._owner = SystemSession(self._board, journal_dir(self._board),
                                     name=f"udp-reflector-{os.getpid()}",
                                     owner=owner_label("udp reflector")).__enter__()
@@ -399,6 +404,20 @@ class LoopbackPeer(BoardPeer):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "kind": "loopback", "note": self.note()}
+
+
+def boot_id(transport: Transport) -> str | None:
+    """The target's /proc/sys/kernel/random/boot_id, read there by its engine: one
+    machine under two names has the same (None: not readable)."""
+    from rtlab.engine.snapshot import record_bytes, snapshot
+
+    path = "/proc/sys/kernel/random/boot_id"
+    try:
+        recs = [r for r in snapshot(transport, [path]) if r.get("type") == "file"]
+    except RtlabError:
+        return None
+    text = record_bytes(recs[0]).decode(errors="replace").strip() if recs else ""
+    return text or None
 
 
 def irq_affinity_ops(facts: Any, moves: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:

@@ -608,10 +608,8 @@ def _recheck_shield(backend: ShieldBackend, spec: ShieldSpec, phase: str, loads:
         if cpus is None or not user & set(cpus):
             continue
         what = f"load {ld.name} (placed on CPUs {format_cpulist(cpus)})"
-        for p in getattr(ld, "procs", []):
-            own[p.pid] = what
-            for w in p.workers():
-                own[w.pid] = what
+        for pid in ld.own_pids():
+            own[pid] = what
     try:
         check = {"phase": phase, **backend.phase_check(own)}
     except (RtlabError, OSError, ValueError) as exc:

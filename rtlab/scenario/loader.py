@@ -28,6 +28,7 @@ from rtlab.scenario.model import (
     LoadSpec,
     Phase,
     ProbeSpec,
+    ReflectorSpec,
     Scenario,
     ShieldSpec,
     TraceSpec,
@@ -45,7 +46,9 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _PROBE_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _OPTION_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
-TOP_KEYS = ("scenario", "shield", "load", "probe", "phase", "matrix", "trace")
+TOP_KEYS = ("scenario", "shield", "load", "probe", "phase", "matrix", "trace", "reflector")
+REFLECTOR_KEYS = ("target", "address", "cpu", "thread_priorities", "irqs")
+REFLECTOR_IRQ_KEYS = ("match", "cpus")
 TRACE_KEYS = ("enabled", "threshold", "buffer_kb")
 TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB = 16, 256 * 1024
 SCENARIO_KEYS = ("name", "description", "targets")
@@ -92,6 +95,7 @@ class ScenarioFile:
     text: str
     variants: tuple[Scenario, ...]
     has_matrix: bool
+    reflector: ReflectorSpec | None = None  # [reflector]: the udp reflector's board
 
 
 class _Ctx:
@@ -551,6 +555,57 @@ def _targets(ctx: _Ctx, head: Mapping[str, Any]) -> list[str]:
     return list(raw)
 
 
+def _reflector(ctx: _Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
+    """[reflector]: the board that runs the udp reflector, its address on the link to
+    the pinging board, and the seed's priorities there (docs/scenarios.md#reflector)."""
+    _check_keys(ctx, raw, REFLECTOR_KEYS, "reflector", "reflector", None)
+    g = _Getter(ctx, raw, "reflector", "reflector", None)
+    target = raw.get("target")
+    if not isinstance(target, str):
+        raise g.fail("target", "missing or not a string; the reflector's board, "
+                     "\"[USER@]HOST[:PORT]\" or an ssh alias")
+    try:
+        SshTarget.parse(target)
+    except UsageError as exc:
+        raise g.fail("target", exc.message) from None
+    address = raw.get("address")
+    if address is not None:
+        from rtlab.runner.netpeer import parse_peer
+
+        if not isinstance(address, str):
+            raise g.fail("address", f"{address!r} is not allowed; allowed: \"ADDR:PORT\", "
+                         "the reflector board's address on the link and a port")
+        try:
+            parse_peer(address)
+        except UsageError as exc:
+            raise g.fail("address", exc.message) from None
+    cpu = raw.get("cpu")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0):
+        raise g.fail("cpu", f"{cpu!r} is not allowed; allowed: a CPU number of the board")
+    irqs_raw = raw.get("irqs", [])
+    if not isinstance(irqs_raw, list) or not all(isinstance(i, dict) for i in irqs_raw):
+        raise g.fail("irqs", f"{irqs_raw!r} is not allowed; allowed: a list of "
+                     '{match = "eth1", cpus = "0"} tables')
+    irqs = []
+    for k, item in enumerate(irqs_raw):
+        unknown = sorted(set(item) - set(REFLECTOR_IRQ_KEYS))
+        if unknown:
+            raise g.fail(f"irqs[{k}]", f"unknown key {unknown[0]!r}; allowed: "
+                         + ", ".join(REFLECTOR_IRQ_KEYS))
+        match, cpus = item.get("match"), item.get("cpus")
+        ok = isinstance(cpus, str) and re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus)
+        if not isinstance(match, str) or not match or not ok:
+            raise g.fail(f"irqs[{k}]", "expected match = \"PATTERN\" (an IRQ name from its "
+                         "start) and cpus = \"LIST\", e.g. {match = \"eth1\", cpus = \"0\"}")
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise g.fail(f"irqs[{k}].match", f"bad pattern: {exc}") from None
+        irqs.append((match, str(cpus)))
+    return ReflectorSpec(target, address, cpu,
+                         _thread_priorities(g, raw.get("thread_priorities")), tuple(irqs))
+
+
 def declared_targets(path: Path | str) -> list[str]:
     """The boards a scenario file names (`[scenario] targets`), checked; [] if none."""
     p = Path(path)
@@ -625,7 +680,10 @@ def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | No
             name=name, description=description, phases=tuple(built),
             loads=tuple(ld for ld in vloads if ld.name in used), shield=vshield,
             variant=v["name"], source=source, text=text, trace=trace))
-    return ScenarioFile(name, description, source, text, tuple(out), "matrix" in doc)
+    reflector = (_reflector(ctx, _table(ctx, doc, "reflector")) if "reflector" in doc
+                 else None)
+    return ScenarioFile(name, description, source, text, tuple(out), "matrix" in doc,
+                        reflector)
 
 
 def load_file(path: Path | str, online: Sequence[int] | None = None) -> ScenarioFile:

@@ -86,6 +86,19 @@ class LoadSpec:
 
 
 @dataclass(frozen=True)
+class ReflectorSpec:
+    """`[reflector]`: where a udp scenario's reflector runs (another board), bound to
+    `address` (its ADDR:PORT on the link), pinned to `cpu`, with thread priorities (the
+    seed's NIC IRQ thread at FIFO 99) and IRQ moves applied there for the run."""
+
+    target: str
+    address: str | None = None
+    cpu: int | None = None
+    thread_priorities: tuple[tuple[str, str, int], ...] = ()
+    irqs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ShieldSpec:
     """What a scenario asks of the system: CPU sets and what to move off the user CPUs."""
 
