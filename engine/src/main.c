@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		"usage: rtlab-probe [GLOBAL] PROBE [OPTIONS]   measure (see `rtlab-probe PROBE --help`)\n"
 		"       rtlab-probe list [--json]     list the probes (--json: with their options)\n"
 		"       rtlab-probe sys facts|apply|restore|status  journaled system changes\n"
-		"       rtlab-probe [GLOBAL] load [OPTIONS]  CPU/memory load without stress-ng (load --help)\n"
+		"       rtlab-probe [GLOBAL] load [OPTIONS]  CPU, memory, I/O, UDP load without stress-ng (load --help)\n"
 		"       rtlab-probe [GLOBAL] exec [--cpus LIST] -- CMD [ARGS...]  run a load tool in its\n"
 		"                      own process group, stopped with it (exec --help)\n"
 		"       rtlab-probe --version [--json]  print the engine version (--json: one JSON line)\n"
