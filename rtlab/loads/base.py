@@ -200,7 +200,7 @@ class Load:
 
     splits = False  # one process per side of a partition (per-CPU threads, e.g. rt-competitor)
 
-    def parts(self) -> list[tuple[tuple[int, ...] | None, str | None]]:
+    def placement_parts(self) -> list[tuple[tuple[int, ...] | None, str | None]]:
         """(CPUs, cgroup to join or None) for each process the placement needs: one, or
         one inside and one outside a partition."""
         mine, part = self.placement.cpus, self.partition

@@ -331,14 +331,14 @@ class RtCompetitorLoad(Load):
         return a
 
     def setup(self, recorder: SpawnRecorder, workdir: Path) -> None:
-        n = len(self.parts())
+        n = len(self.placement_parts())
         self.outputs: list[Path] = (
             [workdir / ("competitor.jsonl" if i == 0 else f"competitor-{i}.jsonl")
              for i in range(n)] if self.params["capture"] else [])
 
     def commands(self) -> list[Command]:
         out: list[Command] = []
-        for i, (cpus, cgroup) in enumerate(self.parts()):
+        for i, (cpus, cgroup) in enumerate(self.placement_parts()):
             path = self.outputs[i] if self.outputs else None
             ready: Callable[[Proc], bool] | None = None
             if path is not None:

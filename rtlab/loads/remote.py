@@ -316,7 +316,7 @@ class RemoteLoad(Load):
         if isinstance(inner, RtCompetitorLoad):
             inner.probe = self.engine
             out = []
-            for cpus, cgroup in inner.parts():
+            for cpus, cgroup in inner.placement_parts():
                 # its JSON lines come back on the exec's stderr (CMD's stdout goes there)
                 argv = inner.argv("/proc/self/fd/2" if inner.params["capture"] else "/dev/null",
                                   cpus)
