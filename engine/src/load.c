@@ -7,7 +7,10 @@
  * then waits in sigwaitinfo/sigtimedwait and only wakes for snapshots; the
  * workers are forked processes that count their work in a shared page (one
  * cache line each, read by the parent for snapshots and after it has reaped
- * them), and end with _exit (each worker is its own process).
+ * them), and end with _exit (each worker is its own process). Every worker
+ * waits at a gate (a pipe the parent holds open) until the parent has set its
+ * scheduling (--policy, --priority) and printed the `load` record, so no worker
+ * works at any other scheduling, and a refusal stops the load before any worked.
  */
 #include "load.h"
 
@@ -45,8 +48,14 @@
 
 enum {
 	L_CPU, L_VM, L_VM_BYTES, L_ALLOC_BYTES, L_ALLOC_PERIOD, L_IO, L_IO_BYTES, L_IO_DIR,
-	L_NET_TO, L_NET_KBIT, L_NET_SIZE, L_NET_SINK, L_CPUS, L_DURATION, L_SNAPSHOT, L_COUNT
+	L_NET_TO, L_NET_KBIT, L_NET_SIZE, L_NET_SINK, L_CPUS, L_POLICY, L_PRIORITY, L_DURATION,
+	L_SNAPSHOT, L_COUNT
 };
+
+/* --policy's choices and the policies they are (no deadline: a load has no period) */
+static const char *const load_policy_names[] = { "other", "fifo", "rr", NULL };
+static const enum rt_policy load_policies[] = { RT_OTHER, RT_FIFO, RT_RR };
+#define LOAD_RT_DEFAULT_PRIO 1	/* --priority of fifo/rr when not given: the lowest */
 
 static const struct opt_def load_opts[L_COUNT] = {
 	[L_CPU] = { "cpu", OPT_INT, "N", "workers spinning on square roots (stress --cpu)", 0,
@@ -84,6 +93,13 @@ static const struct opt_def load_opts[L_COUNT] = {
 			 "port, named in the load record)", 0, 0, NULL, NULL, "none" },
 	[L_CPUS] = { "cpus", OPT_CPULIST, NULL, "CPUs the workers may run on (their affinity)", 0,
 		     0, NULL, NULL, "those of the command" },
+	[L_POLICY] = { "policy", OPT_ENUM, "POLICY",
+		       "scheduling policy of every worker (all kinds, like stress-ng --sched), "
+		       "set just after its fork and before it works; the load process itself "
+		       "keeps its own", 0, 0, load_policy_names, "other", NULL },
+	[L_PRIORITY] = { "priority", OPT_INT, NULL,
+			 "priority of the workers (fifo/rr: 1..99; other: 0, only with --policy "
+			 "fifo or rr)", 0, 99, NULL, NULL, "1 for fifo/rr, 0 for other" },
 	[L_DURATION] = { "duration", OPT_DURATION, NULL,
 			 "stop after this time; 0s: until SIGINT/SIGTERM (or stdin EOF with --stdin-lifeline)",
 			 0, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, "0s", NULL },
@@ -102,6 +118,7 @@ struct worker {
 	bool alive;
 	int status;		/* waitpid status once reaped */
 	bool stopped;		/* killed by the parent */
+	int kpolicy, prio;	/* its scheduling, read back after setting it */
 };
 
 struct load_run {
@@ -116,6 +133,9 @@ struct load_run {
 	int net_fd, sink_fd;	/* the parent's copies, closed once the workers have them */
 	char sink_addr[64];	/* the sink's bound address, "A.B.C.D:PORT" */
 	int ioprio_err;		/* -errno of the first refused ioprio_set, 0: set */
+	int gate[2];		/* the workers wait for EOF on gate[0]; -1: closed */
+	int sched_err;		/* -errno of the refused --policy (0: set, or not in effect) */
+	bool sched_bad;		/* --policy refused or not in effect on a worker */
 };
 
 /* "PORT" alone, or what udp_parse_addr reads; 0 or -EINVAL. */
@@ -162,6 +182,17 @@ int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load
 	if (cfg->have_cpus)
 		cfg->cpus = v[L_CPUS].cpus;
 	cfg->duration_ns = (uint64_t)v[L_DURATION].i;
+	cfg->policy = load_policies[v[L_POLICY].i];
+	if (cfg->policy == RT_OTHER && v[L_PRIORITY].given && v[L_PRIORITY].i != 0) {
+		snprintf(err, errlen, "--priority: only with --policy fifo or rr (1..99); the "
+			 "workers run at --policy %s, which has no priority",
+			 load_policy_names[v[L_POLICY].i]);
+		return -EINVAL;
+	}
+	r = probe_priority(cfg->policy, &v[L_PRIORITY], LOAD_RT_DEFAULT_PRIO, &cfg->priority, err,
+			   errlen);
+	if (r)
+		return r;
 	cfg->snapshot_ns = v[L_SNAPSHOT].set ? (uint64_t)v[L_SNAPSHOT].i : 0;
 	if (v[L_NET_TO].set) {
 		cfg->net_to_s = v[L_NET_TO].s;
@@ -210,6 +241,25 @@ int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load
 	return 0;
 }
 
+int load_sched_refusal(const struct load_cfg *cfg, int e, char *buf, size_t len)
+{
+	const char *pol = rt_policy_names[cfg->policy];
+	if (e == -EPERM || e == -EACCES) {
+		snprintf(buf, len,
+			 "--policy %s --priority %d: cannot set %s priority %d on the workers (%s): "
+			 "run as root or grant CAP_SYS_NICE, raise 'ulimit -r' to %d, or run in a "
+			 "cgroup with RT runtime (RT group scheduling: cpu.rt_runtime_us > 0); or "
+			 "use --policy other",
+			 pol, cfg->priority, rt_policy_label(cfg->policy), cfg->priority,
+			 strerror(-e), cfg->priority);
+		return RL_EXIT_SKIPPED;
+	}
+	snprintf(buf, len, "--policy %s --priority %d: cannot set %s priority %d on the workers (%s)",
+		 pol, cfg->priority, rt_policy_label(cfg->policy), cfg->priority,
+		 e ? strerror(-e) : "not in effect after setting");
+	return RL_EXIT_ERROR;
+}
+
 void load_help(FILE *f)
 {
 	fprintf(f,
@@ -220,7 +270,11 @@ void load_help(FILE *f)
 		"bounded rate to a sink). It measures nothing. The workers are processes in\n"
 		"the load's own process group; JSON lines on stdout: a `load` record when\n"
 		"they run, `load_snapshot` records with --snapshot-interval, a `load_result`\n"
-		"record with their counts when they have been stopped (see docs/engine.md).\n\n"
+		"record with their counts when they have been stopped (see docs/engine.md).\n"
+		"--policy fifo|rr runs every worker at that real-time policy (the seed's\n"
+		"background hog: --cpu N --policy fifo --priority 97); where it is refused\n"
+		"(not root, no CAP_SYS_NICE, an RT group without runtime) nothing starts:\n"
+		"one line on stderr, exit 4.\n\n"
 		"options:\n");
 	opts_help(f, load_opts, L_COUNT);
 	fprintf(f, "  %-28s show this help\n", "--help");
@@ -261,6 +315,15 @@ static void worker_run(struct load_run *r, enum worker_kind kind, size_t index,
 	if (!procgroup_child_tie(parent))
 		_exit(0);
 	procgroup_child_signals(); /* SIGTERM to the group ends a worker */
+	/* the gate: wait until the parent has set this worker's scheduling (or killed it) */
+	close(r->gate[1]);
+	for (;;) {
+		char b;
+		ssize_t n = read(r->gate[0], &b, 1);
+		if (n == 0 || (n < 0 && errno != EINTR))
+			break;
+	}
+	close(r->gate[0]);
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nul >= 0) {
 		/* the worker holds neither the host's stdin (lifeline) nor its stdout */
@@ -441,6 +504,8 @@ static void write_start(struct jsonw *w, const struct load_run *r, const struct 
 		jw_null(w, "cpus");
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "snapshot_interval_ns", c->snapshot_ns);
+	jw_str(w, "policy", rt_policy_names[c->policy]);
+	jw_int(w, "priority", c->priority);
 	jw_obj_end(w);
 	if (c->n_io) {
 		jw_obj_begin(w, "io_priority");
@@ -456,6 +521,9 @@ static void write_start(struct jsonw *w, const struct load_run *r, const struct 
 		jw_obj_begin(w, NULL);
 		jw_str(w, "kind", kind_names[r->w[i].kind]);
 		jw_int(w, "pid", r->w[i].pid);
+		/* in effect: read back after setting (the load stops when it differs) */
+		jw_str(w, "policy", rt_kernel_policy_name(r->w[i].kpolicy));
+		jw_int(w, "priority", r->w[i].prio);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -630,7 +698,39 @@ static int prepare(struct load_run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Fork the workers with the --cpus affinity; 0 or -errno (those started are stopped). */
+/*
+ * Set a worker's scheduling (--policy, --priority) from the parent and read back
+ * what took effect. 0 or -errno. Raw system calls: they name a process, which
+ * some C libraries' wrappers (musl's) do not do.
+ */
+static int set_worker_sched(struct worker *w, const struct load_cfg *c)
+{
+	struct sched_param sp = { .sched_priority = c->priority };
+	if (syscall(SYS_sched_setscheduler, w->pid, rt_policy_to_kernel(c->policy), &sp) != 0)
+		return -errno;
+	long kp = syscall(SYS_sched_getscheduler, w->pid);
+	if (kp < 0 || syscall(SYS_sched_getparam, w->pid, &sp) != 0)
+		return -errno;
+	w->kpolicy = (int)kp & ~SCHED_RESET_ON_FORK;
+	w->prio = sp.sched_priority;
+	return 0;
+}
+
+static bool sched_in_effect(const struct worker *w, const struct load_cfg *c)
+{
+	return w->kpolicy == rt_policy_to_kernel(c->policy) && w->prio == c->priority;
+}
+
+/* Open the gate: every worker waiting there starts its work (idempotent). */
+static void release_workers(struct load_run *r)
+{
+	if (r->gate[1] >= 0)
+		close(r->gate[1]);
+	r->gate[1] = -1;
+}
+
+/* Fork the workers with the --cpus affinity, each with its scheduling, all waiting at
+ * the gate; 0 or -errno (those started are stopped). */
 static int start_workers(struct load_run *r, size_t total, char *err, size_t errlen)
 {
 	const struct load_cfg *c = r->cfg;
@@ -649,6 +749,12 @@ static int start_workers(struct load_run *r, size_t total, char *err, size_t err
 	/* the kinds in order, with their counts */
 	const size_t count[W_KINDS] = { c->n_cpu, c->n_vm, c->alloc_bytes ? 1 : 0, c->n_io,
 					c->net_to_s ? 1 : 0, c->sink_s ? 1 : 0 };
+	if (pipe2(r->gate, O_CLOEXEC) != 0) {
+		int e = -errno;
+		r->gate[0] = r->gate[1] = -1;
+		snprintf(err, errlen, "cannot make the workers' start gate: pipe: %s", strerror(-e));
+		return e;
+	}
 	pid_t parent = getpid();
 	int e = 0;
 	size_t i = 0;
@@ -666,6 +772,14 @@ static int start_workers(struct load_run *r, size_t total, char *err, size_t err
 			r->w[i] = (struct worker){ .pid = p, .kind = (enum worker_kind)k,
 						   .alive = true };
 			r->n = i + 1;
+			/* its scheduling, while it waits at the gate: it works with nothing else */
+			e = set_worker_sched(&r->w[i], c);
+			if (e || !sched_in_effect(&r->w[i], c)) {
+				r->sched_err = e;
+				r->sched_bad = true;
+				e = e ? e : -EPERM;
+				break;
+			}
 			if (k == W_IO) {
 				/* idle I/O priority, as stress-ng's --ionice-class idle; a kernel
 				 * without it (no CONFIG_BLOCK) or a refusal is reported, not fatal */
@@ -676,8 +790,12 @@ static int start_workers(struct load_run *r, size_t total, char *err, size_t err
 			}
 		}
 	}
-	if (e)
+	close(r->gate[0]);
+	r->gate[0] = -1;
+	if (e) {
 		stop_workers(r);
+		release_workers(r);
+	}
 	/* the workers hold their sockets now */
 	if (r->net_fd >= 0)
 		close(r->net_fd);
@@ -764,7 +882,8 @@ int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 	if (getpgrp() != getpid() && setpgid(0, 0) != 0) {
 		/* only a session leader cannot, and it leads its group already */
 	}
-	struct load_run run = { .cfg = &cfg, .pgid = getpgrp(), .net_fd = -1, .sink_fd = -1 };
+	struct load_run run = { .cfg = &cfg, .pgid = getpgrp(), .net_fd = -1, .sink_fd = -1,
+				.gate = { -1, -1 } };
 	size_t total = (size_t)cfg.n_cpu + cfg.n_vm + (cfg.alloc_bytes ? 1 : 0) + cfg.n_io +
 		       (cfg.net_to_s ? 1 : 0) + (cfg.sink_s ? 1 : 0);
 	run.w = calloc(total, sizeof(*run.w));
@@ -787,6 +906,8 @@ int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 	uint64_t start = rl_now_ns(CLOCK_MONOTONIC);
 	if (prepare(&run, err, sizeof(err)) != 0 ||
 	    start_workers(&run, total, err, sizeof(err)) != 0) {
+		if (run.sched_bad) /* refused: no worker has worked, none is left */
+			code = load_sched_refusal(&cfg, run.sched_err, err, sizeof(err));
 		fprintf(stderr, "rtlab-probe load: %s\n", err);
 		goto out;
 	}
@@ -798,6 +919,9 @@ int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 	}
 	write_start(&w, &run, env);
 	int out_err = jw_emit(&w, STDOUT_FILENO);
+	/* the record is out (a worker at an RT policy on the parent's CPU could hold it
+	 * back): the workers may work now */
+	release_workers(&run);
 
 	long dead = -1;
 	int end = wait_end(&run, &set, start, &dead, &w);
@@ -825,6 +949,7 @@ int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline)
 		code = RL_EXIT_ERROR;
 	}
 out:
+	release_workers(&run);
 	cleanup(&run);
 	jw_free(&w);
 	munmap(run.slots, run.slots_len);

@@ -9,6 +9,9 @@
  * stops (--duration, SIGINT/SIGTERM/SIGHUP, stdin EOF with --stdin-lifeline, or a
  * worker that died), kills and reaps every worker and prints a `load_result`
  * record with the loop counts. Workers die with the parent (PR_SET_PDEATHSIG).
+ * With --policy, the parent sets every worker's scheduling just after its fork,
+ * while the worker still waits at a gate, and releases the workers only once all
+ * have it (the parent's own scheduling is never changed).
  */
 #ifndef RTLAB_LOAD_H
 #define RTLAB_LOAD_H
@@ -22,6 +25,7 @@
 
 #include "common.h"
 #include "probe.h"
+#include "rt.h"
 
 #define LOAD_MAX_WORKERS 1024	/* of each kind */
 #define LOAD_CPU_ROUND 1024	/* square roots in one loop of a cpu worker */
@@ -49,6 +53,8 @@ struct load_cfg {
 	bool have_cpus;		/* --cpus LIST given */
 	cpu_set_t cpus;
 	uint64_t duration_ns;	/* 0: until stopped */
+	enum rt_policy policy;	/* --policy: RT_OTHER, RT_FIFO or RT_RR, of every worker */
+	int priority;		/* --priority: 1..99 for fifo/rr, 0 for other */
 };
 
 /*
@@ -57,6 +63,14 @@ struct load_cfg {
  */
 int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load_cfg *cfg,
 	       char *err, size_t errlen) RL_WUR;
+
+/*
+ * The one line that says why the workers' scheduling could not be set (e: the
+ * -errno of sched_setscheduler, or 0: set but not in effect when read back) and
+ * how to fix it. Returns the exit code: RL_EXIT_SKIPPED for a refusal (EPERM,
+ * EACCES: no privilege, or an RT group without runtime), RL_EXIT_ERROR otherwise.
+ */
+int load_sched_refusal(const struct load_cfg *cfg, int e, char *buf, size_t len);
 
 /* `rtlab-probe load --help`. */
 void load_help(FILE *f);
@@ -79,7 +93,7 @@ int load_vm_round(size_t bytes, size_t page) RL_WUR;
  * The command. argc/argv start at the first option; env has the whole command
  * line (for the record) and the online CPUs. lifeline: --stdin-lifeline was
  * given. Returns the exit code: 0 duration reached, 1 error (a worker died, fork
- * failed), 2 usage, 130 stopped by a signal or stdin EOF.
+ * failed), 2 usage, 4 skipped (--policy refused), 130 stopped by a signal or stdin EOF.
  */
 int load_main(int argc, char **argv, const struct probe_env *env, bool lifeline);
 

@@ -68,6 +68,41 @@ int main(void)
 	char *b7[] = { "--cpu", "1", "--bogus" };
 	CHECK(bad(3, b7, "unknown option '--bogus'"));
 
+	/* --policy / --priority: every worker's scheduling */
+	char *cpu1[] = { "--cpu", "1" };
+	CHECK(parse(2, cpu1) == 0 && cfg.policy == RT_OTHER && cfg.priority == 0);
+	char *fifo[] = { "--cpu", "1", "--policy", "fifo", "--priority", "97" };
+	CHECK(parse(6, fifo) == 0 && cfg.policy == RT_FIFO && cfg.priority == 97);
+	char *rr[] = { "--vm", "1", "--policy", "rr" };
+	CHECK(parse(4, rr) == 0 && cfg.policy == RT_RR && cfg.priority == 1);
+	char *other0[] = { "--cpu", "1", "--policy", "other", "--priority", "0" };
+	CHECK(parse(6, other0) == 0 && cfg.policy == RT_OTHER && cfg.priority == 0);
+	char *p1[] = { "--cpu", "1", "--policy", "fifo", "--priority", "0" };
+	CHECK(bad(6, p1, "--priority: 0 is out of range for --policy fifo; allowed range 1..99"));
+	char *p2[] = { "--cpu", "1", "--policy", "rr", "--priority", "100" };
+	CHECK(bad(6, p2, "--priority: 100 is out of range; allowed range 0..99"));
+	char *p3[] = { "--cpu", "1", "--priority", "97" };
+	CHECK(bad(4, p3, "--priority: only with --policy fifo or rr (1..99)"));
+	char *p4[] = { "--cpu", "1", "--policy", "deadline" };
+	CHECK(bad(4, p4, "--policy: 'deadline' is not one of other|fifo|rr"));
+	char *p5[] = { "--cpu", "1", "--policy", "fifo", "--priority", "x" };
+	CHECK(bad(6, p5, "--priority: 'x' is not an integer"));
+
+	/* the refusal: one line naming the option and the fix; EPERM/EACCES are a skip */
+	char why[512];
+	CHECK(parse(6, fifo) == 0);
+	CHECK(load_sched_refusal(&cfg, -EPERM, why, sizeof(why)) == RL_EXIT_SKIPPED);
+	CHECK(strncmp(why, "--policy fifo --priority 97: cannot set SCHED_FIFO priority 97 on "
+		      "the workers (", 66) == 0);
+	CHECK(strstr(why, "CAP_SYS_NICE") && strstr(why, "'ulimit -r' to 97") &&
+	      strstr(why, "cpu.rt_runtime_us > 0") && strstr(why, "--policy other") &&
+	      !strchr(why, '\n'));
+	CHECK(load_sched_refusal(&cfg, -EACCES, why, sizeof(why)) == RL_EXIT_SKIPPED);
+	CHECK(load_sched_refusal(&cfg, -EINVAL, why, sizeof(why)) == RL_EXIT_ERROR);
+	CHECK(strstr(why, "SCHED_FIFO priority 97") && !strstr(why, "CAP_SYS_NICE"));
+	CHECK(load_sched_refusal(&cfg, 0, why, sizeof(why)) == RL_EXIT_ERROR);
+	CHECK(strstr(why, "(not in effect after setting)") != NULL);
+
 	/* one cpu loop: sum of sqrt(1..1024) = 21861.1 (Newton converges to < 1%) */
 	double s = load_cpu_round(0);
 	CHECK(s > 21861.1 * 0.99 && s < 21861.1 * 1.01);

@@ -3,8 +3,9 @@
 
 A `[[load]]` of kind `stress` with `fallback = "builtin"` runs as kind `builtin` (the
 engine's `rtlab-probe load`) on a target without stress-ng: its CPU workers, memory
-workers and memory size carry over; what the engine's load cannot do (other stressors,
-a partial CPU load, an RT policy, ...) is left out and named. The substitute is never
+workers, memory size, CPUs and a fifo/rr policy with its priority (the seed's hog at
+SCHED_FIFO 97) carry over; what the engine's load cannot do (other stressors, a partial
+CPU load, the batch/idle policies, ...) is left out and named. The substitute is never
 silent: it carries a `fallback` description that the run's notes, the stored result,
 the report and `rtlab compare` show (docs/loads.md#fallback).
 """
@@ -16,7 +17,13 @@ from typing import Any
 
 from rtlab.errors import MissingToolError
 from rtlab.loads.base import Load, Placement
-from rtlab.loads.kinds import BUILTIN_MAX_WORKERS, LOAD_KINDS, STRESSORS, BuiltinLoad
+from rtlab.loads.kinds import (
+    BUILTIN_MAX_WORKERS,
+    BUILTIN_POLICIES,
+    LOAD_KINDS,
+    STRESSORS,
+    BuiltinLoad,
+)
 from rtlab.loads.params import format_size
 
 FALLBACKS = ("builtin",)
@@ -42,9 +49,17 @@ def _left_out(params: Mapping[str, Any], placement: Placement) -> list[str]:
         out.append(f"vm_hang {params['vm_hang']} s")
     if params.get("ionice", "none") != "none":
         out.append(f"ionice {params['ionice']}")
-    if placement.policy != "other":
-        out.append(f"policy {placement.policy} {placement.priority} (runs as SCHED_OTHER)")
+    if placement.policy not in BUILTIN_POLICIES:
+        out.append(f"policy {placement.policy} (runs as SCHED_OTHER)")
     return out
+
+
+def _placement(placement: Placement) -> Placement:
+    """The stress load's placement as the engine's load can honour it: the same CPUs, and
+    its policy and priority where the engine has that policy (other, fifo, rr)."""
+    if placement.policy in BUILTIN_POLICIES:
+        return placement
+    return Placement(placement.cpus, "other", 0)
 
 
 def builtin_instead(load: Load, missing: MissingToolError) -> Load | None:
@@ -60,12 +75,14 @@ def builtin_instead(load: Load, missing: MissingToolError) -> Load | None:
         {"cpu": cpu, "vm": vm, "vm_bytes": p.get("vm_bytes", 64 << 20)})
     if errors:
         return None
-    placement = Placement(load.placement.cpus, "other", 0)
+    placement = _placement(load.placement)
     sub = BuiltinLoad(values, placement, name=load.name)
     left = _left_out(p, load.placement)
     kept = [f"cpu {cpu}"] if cpu else []
     if vm:
         kept.append(f"vm {vm} x {format_size(values['vm_bytes'])}")
+    if placement.policy != "other":
+        kept.append(f"policy {placement.policy} {placement.priority}")
     sub.extra["fallback"] = {
         "for_kind": load.kind, "reason": missing.message, "missing": list(missing.tools),
         "kept": kept, "left_out": left, "stress_params": dict(p),

@@ -210,10 +210,14 @@ def _builtin_values(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+BUILTIN_POLICIES = ("other", "fifo", "rr")  # the engine's load --policy
+
+
 class BuiltinLoad(Load):
-    """`rtlab-probe load --cpu N --vm M --vm-bytes SIZE [--cpus LIST]`: the engine's own
-    CPU + memory load (docs/engine.md). It leads its own process group, forks its
-    workers into it and prints a `load` record, then a `load_result` with loop counts."""
+    """`rtlab-probe load --cpu N --vm M --vm-bytes SIZE [--cpus LIST] [--policy P
+    --priority N]`: the engine's own CPU + memory load (docs/engine.md). It leads its own
+    process group, forks its workers into it (each set to the placement's policy before
+    it works) and prints a `load` record, then a `load_result` with loop counts."""
 
     kind = "builtin"
     default_placement = Placement(None, "other", 0)
@@ -239,6 +243,8 @@ class BuiltinLoad(Load):
             a += ["--vm", str(v["vm"]), "--vm-bytes", format_size(v["vm_bytes"])]
         if pl.cpus is not None:
             a += ["--cpus", format_cpulist(pl.cpus)]
+        if pl.policy in RT_POLICIES:
+            a += ["--policy", pl.policy, "--priority", str(pl.priority)]
         return a
 
     def commands(self) -> list[Command]:
@@ -258,11 +264,22 @@ class BuiltinLoad(Load):
             self.take_records(_json_records(lines))
 
     def take_records(self, records: Sequence[Mapping[str, Any]]) -> None:
-        """The engine's `load_result` (loop counts, how it ended) into the description."""
+        """The engine's `load_result` (loop counts, how it ended) and the scheduling in
+        effect on its workers (its `load` record, read back there) into the description."""
+        sched = None
         for rec in records:
+            if rec.get("type") == "load":
+                sched = sorted({(w.get("policy"), w.get("priority"))
+                                for w in rec.get("workers") or [] if isinstance(w, dict)},
+                               key=str)
             if rec.get("type") == "load_result":
                 self.extra["builtin"] = {k: rec.get(k) for k in (
                     "status", "exit_code", "elapsed_ns", "loops", "error")}
+        if sched is not None:
+            # each distinct (policy, priority) of the workers: one, unless the engine
+            # changed (it stops when a worker's differs from the asked one)
+            self.extra.setdefault("builtin", {})["workers_sched"] = [
+                {"policy": p, "priority": n} for p, n in sched]
 
 
 def _json_records(lines: Sequence[str]) -> list[dict[str, Any]]:
@@ -630,7 +647,7 @@ LOAD_KINDS: dict[str, LoadKind] = {
         LoadKind("builtin", "the engine's own CPU + memory load (rtlab-probe load), for "
                  "targets without stress-ng", BUILTIN_PARAMS, BuiltinLoad,
                  BuiltinLoad.default_placement, _check_builtin, _builtin_values,
-                 policies=("other",)),
+                 policies=BUILTIN_POLICIES),
     )
 }
 

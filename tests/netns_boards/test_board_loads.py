@@ -257,8 +257,9 @@ def test_builtin_kind_runs_here_too_and_is_labelled(probe_bin: str,
     from rtlab.loads import LoadSet, from_spec, validate_spec
 
     monkeypatch.setenv("RTLAB_PROBE", probe_bin)
-    assert validate_spec({"kind": "builtin", "cpu": 1, "policy": "fifo"}) == [
-        "builtin.policy: 'fifo' is not available for this kind; allowed: 'other'"]
+    assert validate_spec({"kind": "builtin", "cpu": 1, "policy": "batch"}) == [
+        "builtin.policy: 'batch' is not available for this kind; allowed: 'other', 'fifo', "
+        "'rr'"]
     cpu = min(os.sched_getaffinity(0))
     load = from_spec({"kind": "builtin", "cpu": 1, "vm": 1, "vm_bytes": "4M", "cpus": [cpu]})
     with LoadSet([load], settle_s=0.3) as ls:
