@@ -146,6 +146,9 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
             codes.append(exc.code)
             continue
         for o in outs:
+            if o.result.scenario.get("variant"):
+                console.print(f"variant {o.result.scenario['variant']}", style="bold",
+                              highlight=False)
             render(o.result, console)
             console.print(f"run {o.result.run_id} stored", highlight=False)
             codes.append(o.exit_code)
@@ -157,14 +160,25 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
     store = Store.open(args.store)
     display = store.display
     store.close()
-    codes += report_and_gate(args, slo, results, display, console, compare_by="host")
+    # by host merges a host's runs: with several matrix variants, that would merge
+    # variants, so the report compares run by run instead
+    several = len({r.scenario.get("variant") for r in results}) > 1
+    codes += report_and_gate(args, slo, results, display, console,
+                             compare_by="run" if several else "host")
     if ExitCode.INTERRUPTED in codes:
         err.print("rtlab: interrupted: partial results stored", highlight=False)
     return int(max(codes, key=lambda c: _RANK.get(c, 3))) if codes else int(ExitCode.ERROR)
 
 
 def _compare(results: list[Any], console: Any) -> None:
-
-    configs = build_configs(results, "host")
-    if len(configs) > 1:
-        console.print(_side_by_side(configs))
+    """The boards side by side, per matrix variant (never two variants in one column)."""
+    variants: dict[str | None, list[Any]] = {}
+    for r in results:
+        variants.setdefault(r.scenario.get("variant"), []).append(r)
+    for name, group in variants.items():
+        configs = build_configs(group, "host")
+        if len(configs) > 1:
+            if name is not None:
+                console.print(f"variant {name}: the boards side by side", style="bold",
+                              highlight=False)
+            console.print(_side_by_side(configs))

@@ -328,6 +328,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
             if backend is not None:
                 _event(opts, "applying the shield")
                 shield_info["in_effect"] = backend.apply()
+                note = shield_note(shield_info["in_effect"])
+                if note is not None:
+                    notes.append(note)
             for index, phase in enumerate(scenario.phases):
                 if control.signal is not None:
                     break
@@ -388,6 +391,18 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     result.provenance["host"]["end_wall"] = host["end_wall"]
     store.add(result)
     return RunOutcome(result, code, first_raw, bool(loads_died))
+
+
+def shield_note(effect: Any) -> str | None:
+    """One line for a shield that is not wholly in effect (what the check found), so
+    the terminal and the report say it, not only the stored provenance."""
+    if not isinstance(effect, dict):
+        return None
+    found = [str(p) for p in effect.get("problems") or []]
+    if not found:
+        return None
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return "shield not wholly in effect: " + "; ".join(found[:3]) + more
 
 
 def _own_board(transport: Transport, opts: RunOptions) -> Any:

@@ -26,8 +26,8 @@ description = "the seed's UDP ping-pong over the link, the reflector named here"
 target = "{reflector}"
 address = "10.77.0.2:7400"
 cpu = 1
-thread_priorities = [{{match = "irq/[0-9]+-virtio1", policy = "fifo", priority = 99}}]
-irqs = [{{match = "virtio1", cpus = "0"}}]
+thread_priorities = [{{match = "irq/[0-9]+-{nic}", policy = "fifo", priority = 99}}]
+irqs = [{{match = "{nic}", cpus = "0"}}]
 
 [[probe]]
 probe = "udp"
@@ -70,7 +70,11 @@ def test_udp_between_boards_with_the_reflector_named_in_the_scenario(
         x86_board: Board, arm64_board: Board, tmp_path: Path) -> None:
     cfg = _config(tmp_path, x86_board, arm64_board)
     sc = tmp_path / "udp.toml"
-    sc.write_text(SCENARIO.format(reflector=arm64_board.alias))
+    # the link's NIC on the reflector board (eth1) is a virtio device: its IRQs and IRQ
+    # threads are named after it (virtioN-input.0, irq/NN-virtioN-...)
+    nic = arm64_board.sh("basename $(readlink /sys/class/net/eth1/device)").stdout.strip()
+    assert nic.startswith("virtio"), nic
+    sc.write_text(SCENARIO.format(reflector=arm64_board.alias, nic=nic))
     before = {b.alias: _facts(b) for b in (x86_board, arm64_board)}
     proc = _rtlab(cfg, tmp_path, "run", str(sc), "--target", x86_board.alias)
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
@@ -107,7 +111,7 @@ def test_a_reflector_that_is_the_pinging_board_is_refused(x86_board: Board,
                                                           tmp_path: Path) -> None:
     cfg = _config(tmp_path, x86_board, alias=(x86_board, "same-board-again"))
     sc = tmp_path / "udp.toml"
-    sc.write_text(SCENARIO.format(reflector="same-board-again"))
+    sc.write_text(SCENARIO.format(reflector="same-board-again", nic="virtio"))
     before = _facts(x86_board)
     proc = _rtlab(cfg, tmp_path, "run", str(sc), "--target", x86_board.alias)
     assert proc.returncode == 2, proc.stderr

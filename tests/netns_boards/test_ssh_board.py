@@ -386,3 +386,34 @@ def test_udp_ping_pong_between_two_boards(board: NsBoard, cli, tmp_path: Path) -
     assert other.name in text and f"{addr_b}:7400" in text
     assert '"priority": 9' in text and '"ok": true' in text
     del sys
+
+
+def test_seed_scenario_on_a_cgroup_v1_board(board: NsBoard, cli, probe_bin: str) -> None:  # type: ignore[no-untyped-def]
+    """The AMSC seed (seed-stress-builtin: shield, the engine's load, competitors at FIFO
+    98 in both sets) on a board whose cpusets are cgroup v1 (this machine's, reached over
+    SSH): it completes, the competitors run on every CPU, and the board is as before."""
+    from rtlab.engine.transport import LocalTransport
+    from rtlab.system.facts import read_facts
+    from tests.conftest import machine_lock
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    with machine_lock():
+        before = read_facts(LocalTransport(probe_bin))
+        proc = cli("run", "seed-stress-builtin", "--duration", "2s", "--no-report",
+                   "--target", board.name, timeout=300)
+        after = read_facts(LocalTransport(probe_bin))
+    assert proc.returncode == 0, proc.stderr
+    (run,) = stored_runs(cli.store)
+    shield = run["provenance"]["host"]["shield"]  # type: ignore[index]
+    assert shield["in_effect"]["cgroup"]["backend"] == "v1"
+    loads = {ld["name"]: ld for ld in run["provenance"]["host"]["phases"][0]["loads"]}  # type: ignore[index]
+    comp = loads["competitors"]["competitor"]["channels"]
+    assert sorted(c["cpu"] for c in comp) == sorted(os.sched_getaffinity(0))
+    assert all(c["samples"] > 0 for c in comp)
+    assert loads["stress"]["kind"] == "builtin" and loads["stress"]["status"] == "stopped"
+    moved = [t.label for t in before.tasks if (a := after.task(t.tid)) is not None
+             and (a.affinity != t.affinity or a.cgroups.get("cpuset") != t.cgroups.get("cpuset"))
+             and not t.comm.startswith("irq/") and not t.per_cpu]
+    assert not moved
+    assert after.cgroup == before.cgroup

@@ -106,3 +106,14 @@ def test_without_fallback_the_missing_tool_is_a_skip(require_root: None, probe_b
             assert s.list(None) == []
         finally:
             s.close()
+
+
+def test_a_shield_not_wholly_in_effect_is_one_note() -> None:
+    from rtlab.runner.run import shield_note
+
+    assert shield_note(None) is None
+    assert shield_note({"problems": []}) is None
+    note = shield_note({"problems": ["CPU 1: IRQ 0 may be delivered there", "b", "c", "d",
+                                     "e"]})
+    assert note == ("shield not wholly in effect: CPU 1: IRQ 0 may be delivered there; b; c "
+                    "and 2 more")
