@@ -171,6 +171,11 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         if session is None:
             raise UsageError(f"--peer needs the reflector's token: --probe-opt {token}=TOKEN "
                              f"(or {token} = \"TOKEN\" in the [[probe]] options)")
+        if board is not None and not board.is_local:
+            if stamps in ("hardware", "auto"):
+                raise UsageError("hardware timestamps with --peer from a board: not "
+                                 "available yet (enable them on the board's NIC by hand)")
+            return RemotePeer(peer, session, transport=board)  # the board pings
         return RemotePeer(peer, session, timestamps=stamps)
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]

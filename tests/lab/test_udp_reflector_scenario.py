@@ -57,9 +57,10 @@ def _config(tmp: Path, *boards: Board, alias: tuple[Board, str] | None = None) -
 def _rtlab(cfg: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RTLAB_SSH_CONFIG": str(cfg), "PYTHONPATH": str(REPO),
            "XDG_DATA_HOME": str(tmp / "xdg"), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "rtlab", *args, "--no-report", "--no-progress",
-                           "--store", str(tmp / "store.db")], capture_output=True, text=True,
-                          env=env, timeout=600, check=False)
+    run = ["--no-report", "--no-progress", "--store", str(tmp / "store.db")]
+    return subprocess.run([sys.executable, "-m", "rtlab", *args,
+                           *(run if args[0] == "run" else [])], capture_output=True,
+                          text=True, env=env, timeout=600, check=False)
 
 
 def _prio(facts: Any, prefix: str) -> dict[int, tuple[str, int]]:
@@ -139,3 +140,39 @@ def test_boards_that_do_not_exist_are_one_line(x86_board: Board, tmp_path: Path)
     assert line.startswith("rtlab: ") and "no-such-board-here" in line, line
     assert not (tmp_path / "store.db").exists()
     assert not same_state(before, _facts(x86_board))
+
+
+def test_peer_from_a_board_pings_from_the_board(x86_board: Board, tmp_path: Path) -> None:
+    """`--target B --peer ADDR:PORT`: the pinger runs on B (it pinged from this machine
+    before). The reflector is started by hand on B's loopback: only a pinger on B can
+    reach it."""
+    cfg = _config(tmp_path, x86_board)
+    warm = _rtlab(cfg, tmp_path, "board", "info", "--target", x86_board.alias)
+    assert warm.returncode == 0, warm.stderr  # the engine is on the board now
+    engine = x86_board.sh("ls -t /tmp/rtlab.0/rtlab-probe-* | head -1").stdout.strip()
+    reflector = subprocess.Popen(
+        ["ssh", "-F", str(x86_board.ssh_config), x86_board.alias, engine, "udp", "reflect",
+         "--bind", "127.0.0.1:7411", "--session", "feedc0de", "--duration", "60s",
+         "--allow-non-rt"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    try:
+        assert reflector.stdout is not None
+        assert reflector.stdout.readline().startswith(b'{"type":"header"')  # bound
+        proc = _rtlab(cfg, tmp_path, "run", "--probe", "udp", "--target", x86_board.alias,
+                      "--peer", "127.0.0.1:7411", "--probe-opt", "session=feedc0de",
+                      "--probe-opt", "rate=200", "--duration", "2s")
+    finally:
+        reflector.kill()
+        reflector.wait()
+    assert proc.returncode == 0, proc.stderr
+    from rtlab.results.store import Store
+
+    s = Store.open(str(tmp_path / "store.db"))
+    try:
+        (summary,) = s.list(None)
+        r = s.get(summary.id)
+    finally:
+        s.close()
+    assert r.provenance["host"]["target"]["target"] == x86_board.alias
+    assert r.provenance["host"]["udp_peer"]["kind"] == "remote"
+    assert next(ch for _, ch in r.channels() if ch.name.startswith("rtt")).samples > 0
