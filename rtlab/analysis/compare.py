@@ -671,7 +671,8 @@ def _max_change(a: Config, b: Config) -> Change:
     same_length = bool(da and db and abs(da / db - 1) <= 0.1)
     overall = f"overall max {_us(ma)} in {_s(da)} vs {_us(mb)} in {_s(db)}"
     wa, wb = a.window_maxima, b.window_maxima
-    if a.window_ns and a.window_ns == b.window_ns and len(wa) >= 10 and len(wb) >= 10:
+    if (a.window_ns and a.window_ns == b.window_ns and len(wa) >= MIN_WINDOWS
+            and len(wb) >= MIN_WINDOWS):
         _, effect = mann_whitney(wa, wb)
         ea = window_max_estimate(a.units) if a.units else Estimate(a.value("window"), None)
         eb = window_max_estimate(b.units) if b.units else Estimate(b.value("window"), None)
@@ -682,12 +683,27 @@ def _max_change(a: Config, b: Config) -> Change:
                 + ("" if same_length else " (different lengths: not comparable directly)"))
         note = "; ".join(x for x in (note, ch.note) if x)
         return replace(ch, note=note, method="window-max" if ch.method else None)
+    why = _no_window_test(a, b)
     if same_length:
         return Change("max", ma, mb, None, False,
-                      "no window maxima: one maximum per run has no significance test")
+                      f"{why}: one maximum per run has no significance test")
     return Change("max", None, None, None, False,
                   f"{overall}: maxima of runs of different length are not comparable "
-                  "directly, and there are no window maxima to compare")
+                  f"directly, and {why}")
+
+
+MIN_WINDOWS = 10  # window maxima each configuration needs for the maxima's test
+
+
+def _no_window_test(a: Config, b: Config) -> str:
+    """Why the window maxima cannot be compared: none, other lengths, or too few."""
+    wa, wb = a.window_maxima, b.window_maxima
+    if not len(wa) or not len(wb):
+        return "no window maxima"
+    if a.window_ns != b.window_ns:
+        return "window maxima of different window lengths"
+    return (f"too few window maxima ({len(wa)} and {len(wb)}; the test needs "
+            f"{MIN_WINDOWS} each: measure longer)")
 
 
 def _us(ns: float | None) -> str:

@@ -290,3 +290,15 @@ def test_aa_of_correlated_runs_is_not_significant() -> None:
     ch = _changes(*runs)
     assert not any(c.significant for c in ch.values())
     assert all(c.verdict == "not significant" for c in ch.values())
+
+
+def test_too_few_window_maxima_says_so_and_how_many() -> None:
+    from rtlab.analysis.compare import build_configs, compare_configs
+    from tests.support.synth import synthetic_result
+
+    runs = [synthetic_result(f"aaaa000{i}", seed=i, windows=8, per_window=200)
+            for i in (1, 2)]
+    (pc,) = compare_configs(build_configs(runs, "run"))
+    (mx,) = [c for c in pc.changes if c.what == "max"]
+    assert mx.note is not None and mx.note.startswith(
+        "too few window maxima (8 and 8; the test needs 10 each: measure longer)"), mx.note
