@@ -218,6 +218,7 @@ class SystemShield:
         backend, cgroup = self._where
         now = verify_shield(read_facts(self._transport), spec.user, backend=backend,
                             shield_cgroup=cgroup, own={**self.own_processes(), **own},
+                            requested=spec.to_dict(),
                             before=self._phase_before, priorities=spec.thread_priorities)
         return phase_recheck(now, self._applied)
 

@@ -274,12 +274,15 @@ def _shield(ctx: _Ctx, raw: Mapping[str, Any], online: Sequence[int], path: str,
         user = g.cpus("user", online, "last")
         default_system = [c for c in online if c not in user] or list(online)
         system = g.cpus("system", online, default_system, user=user)
+    flags = {k: g.bool(k, v) for k, v in SHIELD_BOOLS.items()}
     overlap = sorted(set(user) & set(system))
-    if overlap:
+    # a shield that moves nothing (thread priorities, sysctls, the DMA latency hold only)
+    # has no use for two sets: it works on a one-CPU target too
+    moves = any(flags[k] for k in ("cpuset", "tasks", "irqs", "default_smp_affinity"))
+    if overlap and moves:
         raise g.fail("system", f"system CPUs and user CPUs overlap on CPU "
                      f"{','.join(map(str, overlap))}; allowed: disjoint sets (a shield needs "
                      f"at least 2 CPUs; online: {','.join(map(str, online))})")
-    flags = {k: g.bool(k, v) for k, v in SHIELD_BOOLS.items()}
     rt = g.int("sched_rt_runtime_us", -1, 1_000_000)
     dma = g.int("dma_latency", 0, 2_147_483_647)
     return ShieldSpec(tuple(system), tuple(user), sched_rt_runtime_us=rt, dma_latency=dma,

@@ -217,16 +217,18 @@ def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int]) -> P
     IRQs that are not kernel-managed and default_smp_affinity likewise. Tasks forked
     later inherit their parent's affinity (unlike a cpuset, nothing catches them; kthreadd
     is moved too, so new kernel threads start on the system CPUs)."""
-    validate(facts, req)
-    if not system:
-        raise UsageError("the system CPU list is empty")
-    if system & req.cpus:
-        raise UsageError(f"system CPUs {format_cpulist(system)} overlap the shielded CPUs "
-                         f"{format_cpulist(req.cpus)}")
-    missing = system - facts.cpus_online
-    if missing:
-        raise UsageError(f"system CPU {format_cpulist(missing)} is not online "
-                         f"(online: {format_cpulist(facts.cpus_online)})")
+    dsa = req.irqs if req.default_smp_affinity is None else req.default_smp_affinity
+    if req.tasks or req.irqs or dsa:  # what moves needs two sets; priorities alone do not
+        validate(facts, req)
+        if not system:
+            raise UsageError("the system CPU list is empty")
+        if system & req.cpus:
+            raise UsageError(f"system CPUs {format_cpulist(system)} overlap the shielded "
+                             f"CPUs {format_cpulist(req.cpus)}")
+        missing = system - facts.cpus_online
+        if missing:
+            raise UsageError(f"system CPU {format_cpulist(missing)} is not online "
+                             f"(online: {format_cpulist(facts.cpus_online)})")
     plan = Plan(req, "affinity", system, "", None)
     if req.tasks:
         for t in facts.tasks:
@@ -238,7 +240,6 @@ def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int]) -> P
             if t.affinity & req.cpus:
                 plan.add({"op": "affinity", "tid": t.tid, "cpus": sorted(system)})
                 plan.moved_tasks.append(t)
-    dsa = req.irqs if req.default_smp_affinity is None else req.default_smp_affinity
     if req.irqs or dsa:  # kernel-managed IRQs refuse the write: not planned
         _plan_irqs(plan, facts, req.cpus, system, skip_managed=True, default_affinity=dsa,
                    only_default=not req.irqs)
