@@ -6,28 +6,9 @@
 
 #include "load.h"
 #include "load_work.h"
+#include "load_parse.h"
 #include "opts.h"
 #include "tap.h"
-
-static cpu_set_t online;
-static struct load_cfg cfg;
-static char err[768];
-
-static int parse(int argc, char **argv)
-{
-	err[0] = '\0';
-	return load_parse(argc, argv, &online, &cfg, err, sizeof(err));
-}
-
-static int bad(int argc, char **argv, const char *needle)
-{
-	int r = parse(argc, argv);
-	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
-		fprintf(stderr, "r=%d err='%s' (want '%s')\n", r, err, needle);
-		return 0;
-	}
-	return 1;
-}
 
 /* Messages sent by a sender woken every tick for `ns`, at most `burst` per wake-up. */
 static uint64_t simulate(uint64_t kbit, uint64_t size, uint64_t ns, uint64_t *dropped)

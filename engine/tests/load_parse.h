@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* `load`'s option parsing for its unit tests: parse ARGV into one frozen config, and
+ * expect a refusal (-EINVAL) with a one-line message containing NEEDLE. */
+#ifndef RTLAB_TEST_LOAD_PARSE_H
+#define RTLAB_TEST_LOAD_PARSE_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "load.h"
+
+static cpu_set_t online;
+static struct load_cfg cfg;
+static char err[768];
+
+static int parse(int argc, char **argv)
+{
+	err[0] = '\0';
+	return load_parse(argc, argv, &online, &cfg, err, sizeof(err));
+}
+
+static int bad(int argc, char **argv, const char *needle)
+{
+	int r = parse(argc, argv);
+	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
+		fprintf(stderr, "r=%d err='%s' (want '%s')\n", r, err, needle);
+		return 0;
+	}
+	return 1;
+}
+
+#endif
