@@ -294,7 +294,7 @@ class BoardPeer(UdpPeer):
     def start(self, duration_ns: int | None) -> str:
 
         self._board = SshTransport(self.target, engine_dir=self.engine_dir)
-        mine, theirs = boot_id(self._board), boot_id(self._pinger)
+        mine, theirs = machine_identity(self._board), machine_identity(self._pinger)
         if mine is not None and mine == theirs:
             raise UsageError(f"the reflector {self.target} is the board that pings "
                              f"({self._pinger.target}) under another name: give the other "
@@ -406,18 +406,36 @@ class LoopbackPeer(BoardPeer):
         return {**super().describe(), "kind": "loopback", "note": self.note()}
 
 
-def boot_id(transport: Transport) -> str | None:
-    """The target's /proc/sys/kernel/random/boot_id, read there by its engine: one
-    machine under two names has the same (None: not readable)."""
+def machine_identity(transport: Transport) -> tuple[str, tuple[str, ...]] | None:
+    """What tells one target from another, read there by its engine: its kernel's boot id
+    (/proc/sys/kernel/random/boot_id) and its local IPv4 addresses (/proc/net/fib_trie:
+    two network namespaces of one kernel, as the test rig's boards, are two ends of a
+    link). Two names of one board give the same; None: not readable."""
     from rtlab.engine.snapshot import record_bytes, snapshot
 
-    path = "/proc/sys/kernel/random/boot_id"
+    paths = ["/proc/sys/kernel/random/boot_id", "/proc/net/fib_trie"]
     try:
-        recs = [r for r in snapshot(transport, [path]) if r.get("type") == "file"]
+        recs = {str(r.get("path")): record_bytes(r).decode(errors="replace")
+                for r in snapshot(transport, paths, max_file=1 << 20)
+                if r.get("type") == "file"}
     except RtlabError:
         return None
-    text = record_bytes(recs[0]).decode(errors="replace").strip() if recs else ""
-    return text or None
+    boot = recs.get(paths[0], "").strip()
+    if not boot:
+        return None
+    return boot, tuple(sorted(set(local_addresses(recs.get(paths[1], "")))))
+
+
+def local_addresses(fib_trie: str) -> list[str]:
+    """The addresses of /proc/net/fib_trie's `/32 host LOCAL` entries (this host's own)."""
+    out, last = [], ""
+    for line in fib_trie.splitlines():
+        text = line.strip()
+        if text.startswith("|-- "):
+            last = text[4:]
+        elif text.startswith("/32 host LOCAL") and last:
+            out.append(last)
+    return out
 
 
 def irq_affinity_ops(facts: Any, moves: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:

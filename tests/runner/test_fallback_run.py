@@ -117,3 +117,32 @@ def test_a_shield_not_wholly_in_effect_is_one_note() -> None:
                                      "e"]})
     assert note == ("shield not wholly in effect: CPU 1: IRQ 0 may be delivered there; b; c "
                     "and 2 more")
+
+
+FIB_TRIE = """\
+Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.77.0.0/24 2 0 2
+        |-- 10.77.0.0
+           /24 link UNICAST
+        |-- 10.77.0.2
+           /32 host LOCAL
+     +-- 127.0.0.0/8 2 0 2
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+Local:
+  +-- 0.0.0.0/0 3 0 5
+        |-- 10.77.0.2
+           /32 host LOCAL
+"""
+
+
+def test_a_targets_own_addresses_tell_two_namespaces_of_one_kernel_apart() -> None:
+    from rtlab.runner.netpeer import local_addresses
+
+    assert sorted(set(local_addresses(FIB_TRIE))) == ["10.77.0.2", "127.0.0.1"]
+    assert local_addresses("") == []
