@@ -65,7 +65,7 @@ class BoardOsadlLoad(RemoteLoad):
         pl = inner.placement
         if pl.policy != "other":
             raise UsageError(f"load {inner.name} on {transport.target}: osadl-mid runs there as "
-                             "the engine's own load, which has no scheduling options; policy "
+                             "the engine's own load, to which it passes no policy yet; policy "
                              f"{pl.policy!r} is not available there", hint='use policy = "other"')
         self.board_peer = parse_board_peer(inner.params["peer"])  # validated with the scenario
         if self.board_peer is not None and self.board_peer.target == transport.target:
