@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import struct
 import subprocess
 import time
@@ -148,6 +149,48 @@ class EngineRun:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+def alive(pid: int) -> bool:
+    """Is the process there and not a zombie?"""
+    st = proc_stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process (0 when gone)."""
+    st = proc_stat(pid)
+    return int(st[11]) + int(st[12]) if st else 0
+
+
+class LoadRun(EngineRun):
+    """A running `rtlab-probe load`, its `load` record (`rec`) and its workers' pids;
+    closing it kills the workers still there too."""
+
+    def __init__(self, probe: str, *args: str, lifeline: bool = False,
+                 new_session: bool = False) -> None:
+        super().__init__(probe, "load", *args, lifeline=lifeline, new_session=new_session)
+        self.workers = [w["pid"] for w in self.rec["workers"]]
+
+    def wait_all_ran(self, timeout: float) -> None:
+        """Until every worker has been on a CPU (so its loop count can be > 0)."""
+        wait_until(lambda: all(cpu_ticks(w) > 0 for w in self.workers), timeout)
+
+    def snapshot_where(self, cond: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Read records until a load_snapshot for which cond(rec) holds."""
+        while True:
+            line = read_line_raw(self.p)
+            assert line, "the load ended before the snapshot came"
+            rec = json.loads(line)
+            assert rec["type"] == "load_snapshot", rec
+            if cond(rec):
+                return rec
+
+    def close(self) -> None:
+        super().close()
+        for w in self.workers:
+            if alive(w):
+                os.kill(w, signal.SIGKILL)
 
 
 R = TypeVar("R", bound=EngineRun)

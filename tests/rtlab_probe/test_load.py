@@ -18,48 +18,28 @@ from typing import Any
 
 import pytest
 
-from .helpers import EngineRun, parse_lines, proc_stat, run_probe, started_runs, wait_until
+from .helpers import (
+    LoadRun,
+    alive,
+    cpu_ticks,
+    parse_lines,
+    proc_stat,
+    run_probe,
+    started_runs,
+    wait_until,
+)
 
 WAIT = 120  # generous: a loaded 2-vCPU VM
 
 
-def _alive(pid: int) -> bool:
-    st = proc_stat(pid)
-    return st is not None and st[0] != "Z"
-
-
-def _cpu_ticks(pid: int) -> int:
-    st = proc_stat(pid)
-    return int(st[11]) + int(st[12]) if st else 0  # utime + stime
-
-
 def _wait_gone(pids: list[int]) -> list[int]:
-    wait_until(lambda: not any(_alive(p) for p in pids), WAIT)
-    return [p for p in pids if _alive(p)]
-
-
-class Load(EngineRun):
-    """A running `rtlab-probe load` and its `load` record (`rec`)."""
-
-    def __init__(self, probe: str, *args: str, lifeline: bool = False,
-                 new_session: bool = False) -> None:
-        super().__init__(probe, "load", *args, lifeline=lifeline, new_session=new_session)
-        self.workers = [w["pid"] for w in self.rec["workers"]]
-
-    def wait_all_ran(self) -> None:
-        """Until every worker has been on a CPU (so its loop count can be > 0)."""
-        wait_until(lambda: all(_cpu_ticks(w) > 0 for w in self.workers), WAIT)
-
-    def close(self) -> None:
-        super().close()
-        for w in self.workers:
-            if _alive(w):
-                os.kill(w, signal.SIGKILL)
+    wait_until(lambda: not any(alive(p) for p in pids), WAIT)
+    return [p for p in pids if alive(p)]
 
 
 @pytest.fixture
 def loads(probe_bin: str) -> Any:
-    yield from started_runs(Load, probe_bin)
+    yield from started_runs(LoadRun, probe_bin)
 
 
 def test_load_record_and_process_group(loads: Any) -> None:
@@ -82,7 +62,7 @@ def test_load_record_and_process_group(loads: Any) -> None:
     for w in ld.workers:
         assert os.getpgid(w) == pid
         assert int(proc_stat(w)[1]) == pid  # ppid
-    ld.wait_all_ran()
+    ld.wait_all_ran(WAIT)
     os.kill(pid, signal.SIGTERM)
     code, res, _out, err = ld.finish()
     assert code == 130, err
@@ -168,7 +148,7 @@ def test_workers_run_at_the_policy(require_root: None, loads: Any, policy: str, 
             assert _sched_field(w, "prio") == 99 - prio  # MAX_RT_PRIO - 1 - rt_priority
     assert os.sched_getscheduler(ld.p.pid) == os.SCHED_OTHER
     # the cpu worker works (at FIFO the vm worker on the same CPU may never get it)
-    assert wait_until(lambda: _cpu_ticks(ld.workers[0]) > 0, WAIT)
+    assert wait_until(lambda: cpu_ticks(ld.workers[0]) > 0, WAIT)
     os.killpg(ld.rec["pgid"], signal.SIGTERM)
     code, res, _out, err = ld.finish()
     assert code == 130, err
@@ -222,7 +202,7 @@ def test_a_refused_policy_starts_nothing(probe_bin: str, tmp_path: Path) -> None
                                "SCHED_FIFO priority 97 on the workers (")
     assert "CAP_SYS_NICE" in lines[0] and "--policy other" in lines[0]
     assert list(io_dir.iterdir()) == []
-    assert wait_until(lambda: not [p for p in _marked(marker) if _alive(p)], WAIT)
+    assert wait_until(lambda: not [p for p in _marked(marker) if alive(p)], WAIT)
 
 
 @pytest.mark.parametrize(("args", "msg"), [

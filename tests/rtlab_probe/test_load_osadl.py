@@ -7,7 +7,6 @@ rates only as upper bounds (the sender never exceeds its rate by construction)."
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,10 +16,9 @@ from typing import Any
 import pytest
 
 from .helpers import (
-    EngineRun,
+    LoadRun,
+    alive,
     parse_lines,
-    proc_stat,
-    read_line_raw,
     run_probe,
     started_runs,
     wait_until,
@@ -30,39 +28,9 @@ WAIT = 120  # generous: a loaded 2-vCPU VM
 LONG = "300s"  # a load's --duration: the most a test waits for its counts
 
 
-def _alive(pid: int) -> bool:
-    st = proc_stat(pid)
-    return st is not None and st[0] != "Z"
-
-
-class Load(EngineRun):
-    """A running `rtlab-probe load`, its `load` record (`rec`) and the records read since."""
-
-    def __init__(self, probe: str, *args: str, lifeline: bool = False,
-                 new_session: bool = False) -> None:
-        super().__init__(probe, "load", *args, lifeline=lifeline, new_session=new_session)
-        self.workers = [w["pid"] for w in self.rec["workers"]]
-
-    def snapshot_where(self, cond: Any) -> dict[str, Any]:
-        """Read records until a load_snapshot for which cond(rec) holds."""
-        while True:
-            line = read_line_raw(self.p)
-            assert line, "the load ended before the snapshot came"
-            rec = json.loads(line)
-            assert rec["type"] == "load_snapshot", rec
-            if cond(rec):
-                return rec
-
-    def close(self) -> None:
-        super().close()
-        for w in self.workers:
-            if _alive(w):
-                os.kill(w, signal.SIGKILL)
-
-
 @pytest.fixture
 def loads(probe_bin: str) -> Any:
-    yield from started_runs(Load, probe_bin)
+    yield from started_runs(LoadRun, probe_bin)
 
 
 def _sink_port(rec: dict[str, Any]) -> int:
@@ -168,7 +136,7 @@ def test_nothing_is_left_behind_however_the_load_ends(loads: Any, tmp_path: Path
     else:
         assert code == 130, err
         assert res is not None and res["status"] == "interrupted"
-    assert wait_until(lambda: not any(_alive(w) for w in ld.workers), WAIT)
+    assert wait_until(lambda: not any(alive(w) for w in ld.workers), WAIT)
     # after a kill -9 the io workers remove the directory (their parent-death signal)
     assert wait_until(lambda: list(tmp_path.iterdir()) == [], WAIT), list(tmp_path.iterdir())
 
