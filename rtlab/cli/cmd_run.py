@@ -21,13 +21,13 @@ from rtlab.report.spikes import spike_lines
 from rtlab.report.terminal import channel_label, make_console
 from rtlab.results.store import Store
 from rtlab.runner import RunOptions, run_variants
-from rtlab.runner.direct import ReflectorBoard, make_peer, with_peer
+from rtlab.runner.direct import ReflectorBoard, make_peer, start_peer
 from rtlab.runner.prepare import RunRequest, prepare
 from rtlab.runner.remote import check_remote, target_online_cpus
 from rtlab.runner.run import worst_exit
 from rtlab.scenario import find, online_cpus
 from rtlab.scenario.loader import declared_targets
-from rtlab.system.shield import ThreadPriority, parse_thread_priority
+from rtlab.system.shield import ThreadPriority, irq_move_problem, parse_thread_priority
 from rtlab.textfmt import seconds, us
 
 
@@ -204,7 +204,7 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
 
     try:
         if peer is not None:  # namespaces + reflector (or the remote one): removed below
-            variants = _start_peer(peer, variants, opts)
+            variants = start_peer(peer, variants, opts)
         outcomes = run_variants(variants, opts, on_outcome=shown)
     finally:
         if peer is not None:
@@ -347,25 +347,10 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None,
 
 def _irq_move(text: str) -> tuple[str, str]:
     """`PATTERN=CPUS` of --reflector-irq (CPUS checked on the board when applied)."""
-    import re
-
-
-    pattern, sep, cpus = text.rpartition("=")
-    if not sep or not pattern or not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*",
-                                                   cpus):
+    pattern, _, cpus = text.rpartition("=")
+    why = irq_move_problem(pattern, cpus)
+    if why == "shape":
         raise UsageError(f"--reflector-irq {text!r}: expected PATTERN=CPUS, e.g. 'eth1=0'")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"--reflector-irq {text!r}: bad pattern: {exc}") from None
+    if why is not None:
+        raise UsageError(f"--reflector-irq {text!r}: {why}")
     return pattern, cpus
-
-
-def _start_peer(peer: Any, variants: list[Any], opts: Any) -> list[Any]:
-    """Start the reflector (or take the remote one); aim every pinger at it."""
-
-    total = sum(v.duration_ns or 0 for v in variants) or None
-    addr = peer.start(total)
-    opts.transport = peer.pinger_transport()
-    opts.peer_info = peer.describe
-    return [with_peer(v, addr, peer.session) for v in variants]

@@ -24,7 +24,7 @@ from rtlab.report import render
 from rtlab.report.terminal import channel_label, make_console
 from rtlab.results.store import Store
 from rtlab.runner import RunControl, RunOptions, new_comparison_id, run_variants
-from rtlab.runner.direct import make_peer, with_peer
+from rtlab.runner.direct import make_peer, start_peer
 from rtlab.runner.remote import check_remote, target_online_cpus
 from rtlab.runner.run import handle_signals
 from rtlab.textfmt import seconds, us
@@ -110,10 +110,8 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
             peer = peers[i]
             try:
                 variants = plans[i]
-                if peer is not None:
-                    addr = peer.start(sum(v.duration_ns or 0 for v in variants) or None)
-                    opts.peer_info = peer.describe
-                    variants = [with_peer(v, addr, peer.session) for v in variants]
+                if peer is not None:  # the loopback peer pings from this same board
+                    variants = start_peer(peer, variants, opts)
                 outcomes[i] = run_variants(variants, opts)
             except BaseException as exc:  # reported in the main thread
                 failures[i] = exc

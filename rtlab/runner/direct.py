@@ -226,3 +226,13 @@ def with_peer(sc: Scenario, addr: str, session: str) -> Scenario:
                            more_probes=tuple(fix(q) for q in ph.more_probes))
                    for ph in sc.phases)
     return replace(sc, phases=phases)
+
+
+def start_peer(peer: Any, variants: Sequence[Scenario], opts: Any) -> list[Scenario]:
+    """Start the reflector (or take the remote one), make the run ping from where the
+    peer says and record where it is; every pinger of `variants` aimed at it."""
+    total = sum(v.duration_ns or 0 for v in variants) or None
+    addr = peer.start(total)
+    opts.transport = peer.pinger_transport()
+    opts.peer_info = peer.describe
+    return [with_peer(v, addr, peer.session) for v in variants]

@@ -589,6 +589,8 @@ def _reflector(ctx: _Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
     if not isinstance(irqs_raw, list) or not all(isinstance(i, dict) for i in irqs_raw):
         raise g.fail("irqs", f"{irqs_raw!r} is not allowed; allowed: a list of "
                      '{match = "eth1", cpus = "0"} tables')
+    from rtlab.system.shield import irq_move_problem
+
     irqs = []
     for k, item in enumerate(irqs_raw):
         unknown = sorted(set(item) - set(REFLECTOR_IRQ_KEYS))
@@ -596,15 +598,13 @@ def _reflector(ctx: _Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
             raise g.fail(f"irqs[{k}]", f"unknown key {unknown[0]!r}; allowed: "
                          + ", ".join(REFLECTOR_IRQ_KEYS))
         match, cpus = item.get("match"), item.get("cpus")
-        ok = isinstance(cpus, str) and re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus)
-        if not isinstance(match, str) or not match or not ok:
+        why = irq_move_problem(match, cpus)
+        if why == "shape":
             raise g.fail(f"irqs[{k}]", "expected match = \"PATTERN\" (an IRQ name from its "
                          "start) and cpus = \"LIST\", e.g. {match = \"eth1\", cpus = \"0\"}")
-        try:
-            re.compile(match)
-        except re.error as exc:
-            raise g.fail(f"irqs[{k}].match", f"bad pattern: {exc}") from None
-        irqs.append((match, str(cpus)))
+        if why is not None:
+            raise g.fail(f"irqs[{k}].match", why)
+        irqs.append((str(match), str(cpus)))
     return ReflectorSpec(target, address, cpu,
                          _thread_priorities(g, raw.get("thread_priorities")), tuple(irqs))
 

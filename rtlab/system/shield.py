@@ -124,6 +124,23 @@ def priority_ops(facts: Facts, priorities: Sequence[ThreadPriority]) -> list[dic
     return ops
 
 
+_CPU_LIST_TEXT = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
+def irq_move_problem(pattern: object, cpus: object) -> str | None:
+    """What is wrong with an IRQ move, IRQs whose name matches `pattern` (from its start)
+    to the CPU list `cpus` (checked on the target when applied): "shape" (not a
+    non-empty pattern and a list like "0-1,3"), "bad pattern: WHY", or None."""
+    if not isinstance(pattern, str) or not pattern or not isinstance(cpus, str) \
+            or not _CPU_LIST_TEXT.fullmatch(cpus):
+        return "shape"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"bad pattern: {exc}"
+    return None
+
+
 def parse_thread_priority(text: str) -> ThreadPriority:
     """`PATTERN=POLICY:PRIORITY` (e.g. `irq/.*-eth0=fifo:99`) -> ThreadPriority."""
     pattern, sep, rest = text.rpartition("=")

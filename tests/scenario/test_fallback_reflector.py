@@ -94,6 +94,8 @@ def test_reflector_table() -> None:
     ('[reflector]\ntarget = "b"\ncpu = -1\n', "reflector.cpu: -1 is not allowed"),
     ('[reflector]\ntarget = "b"\nport = 1\n', "reflector.port: unknown key"),
     ('[reflector]\ntarget = "b"\nirqs = [{match = "eth1"}]\n', "reflector.irqs[0]: expected"),
+    ('[reflector]\ntarget = "b"\nirqs = [{match = "eth1", cpus = "\u0663"}]\n',
+     "reflector.irqs[0]: expected"),
     ('[reflector]\ntarget = "b"\nirqs = [{match = "(", cpus = "0"}]\n',
      "reflector.irqs[0].match: bad pattern"),
 ])
