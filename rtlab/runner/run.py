@@ -230,7 +230,7 @@ def _build_loads(scenario: Scenario, opts: RunOptions) -> tuple[dict[str, Any], 
                 raise
             load = for_target(sub, opts.transport) if remote else sub
             load.check_tools()
-            notes.append(fallback_note(load) or "")
+            notes += [n for n in (fallback_note(load),) if n]
         out[spec.name] = load
     return out, notes
 

@@ -20,23 +20,13 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from tests.support.waiting import wait_for
 
 from .boards import Board
 
 REPO = Path(__file__).resolve().parent.parent.parent
 OFF_S = 3.0  # how long the board stays powered off
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str,
-             diag: Callable[[], str] = lambda: "") -> Any:
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{diag()}")
 
 
 def metrics(port: int, board: str) -> dict[str, float]:
@@ -80,7 +70,7 @@ def test_a_board_that_reboots_is_back_with_its_gap_at_once(
 
     try:
         wait_for(lambda: metrics(port, board.alias).get("rtlab_samples_total", 0) > 0,
-                 180, "the monitor measuring the board", diag)
+                 180, "the monitor measuring the board", diag=diag, poll=0.2)
         before = metrics(port, board.alias)
         assert before["rtlab_board_gaps_total"] == 0 and before["rtlab_board_up"] == 1
 
@@ -88,7 +78,8 @@ def test_a_board_that_reboots_is_back_with_its_gap_at_once(
         board.restart(off_s=OFF_S)  # a new kernel boot on the same port and host key
         t_up = time.time()
         line = wait_for(lambda: re.search(rf"^rtlab monitor: {board.alias}: back after .*$",
-                                          text(), re.M), 240, "the board back", diag)[0]
+                                          text(), re.M), 240, "the board back", diag=diag,
+                        poll=0.2)[0]
         # while the monitor still runs: the checkpoint on disk ...
         assert mon.poll() is None, diag()
         cp = json.loads((state / "checkpoint.json").read_text())
@@ -115,7 +106,7 @@ def test_a_board_that_reboots_is_back_with_its_gap_at_once(
 
         # measured again after the reboot, then stopped
         wait_for(lambda: metrics(port, board.alias).get("rtlab_samples_total", 0)
-                 > now["rtlab_samples_total"], 120, "samples after the reboot", diag)
+                 > now["rtlab_samples_total"], 120, "samples after the reboot", diag=diag, poll=0.2)
     finally:
         mon.send_signal(signal.SIGINT)
         try:

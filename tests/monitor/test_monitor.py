@@ -21,6 +21,7 @@ import pytest
 
 from rtlab.results.store import Store
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -68,15 +69,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_segments_add_up_to_the_live_totals(require_root: None, env: dict[str, str],

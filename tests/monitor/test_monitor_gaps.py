@@ -16,7 +16,8 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from rtlab.monitor.exporter import make_registry
 from rtlab.monitor.service import Monitor, MonitorOptions
 from rtlab.results.store import Store
 from tests.support.paths import FAKE, REPO
+from tests.support.waiting import wait_for as _wait_for
 
 # Runs one step of the plan: the first line of PLAN (removed unless it is the last),
 # noted in STEPS with the time it started.
@@ -61,15 +63,8 @@ fake.emit = emit_header
 sys.exit(fake.main())
 '''
 
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+# the gap must be seen while the next segment still measures: poll fast
+wait_for = partial(_wait_for, poll=0.02)
 
 
 def stored(path: Path) -> list[Any]:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO, SPINNER
+from tests.support.waiting import wait_for
 
 PROM_DIR = REPO / "docs" / "prometheus"
 CPU = 1
@@ -125,20 +126,6 @@ def query(port: int, expr: str) -> list[dict]:
     return doc["data"]["result"]
 
 
-def wait_for(cond, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    t_end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < t_end:
-        try:
-            last = cond()
-            if last:
-                return last
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last: {last})")
-
-
 def test_a_real_prometheus_finds_a_stall_between_its_scrapes(
         require_root: None, probe_bin: str, tmp_path: Path) -> None:
     if len(os.sched_getaffinity(0)) < 2:
@@ -168,7 +155,7 @@ def test_a_real_prometheus_finds_a_stall_between_its_scrapes(
     try:
         sel = f'{{job="rtlab",board="local",cpu="{CPU}"}}'
         wait_for(lambda: query(pport, f"rtlab_samples_total{sel} > 1000"), 90,
-                 "Prometheus to scrape samples")
+                 "Prometheus to scrape samples", poll=0.5, ignore=(OSError,))
         assert query(pport, 'up{job="rtlab"}')[0]["value"][1] == "1"
         # 40 ms at SCHED_FIFO 99 on the measured CPU (the monitor's thread runs at 80),
         # right after a scrape: over before the next one
@@ -177,7 +164,8 @@ def test_a_real_prometheus_finds_a_stall_between_its_scrapes(
                         "0.0001"], check=True, timeout=30)
         res = wait_for(lambda: query(
             pport, f"max_over_time(rtlab_latency_recent_max_seconds{sel}[5m]) >= 0.037"),
-            60, "the stall in max_over_time of the recent maximum")
+            60, "the stall in max_over_time of the recent maximum", poll=0.5,
+            ignore=(OSError,))
         assert float(res[0]["value"][1]) < 1.0  # the stall, not something absurd
         # the running maximum agrees, and missed periods were counted
         assert query(pport, f"rtlab_latency_max_seconds{sel} >= 0.037")

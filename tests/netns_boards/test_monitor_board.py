@@ -15,17 +15,9 @@ from pathlib import Path
 
 from rtlab.results.store import Store
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 from .nsboard import NsBoard
-
-
-def wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def cp(state: Path) -> dict:

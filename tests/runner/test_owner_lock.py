@@ -24,14 +24,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rtlab.results.store import Store
 from rtlab.system import journal as jr
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,14 +99,6 @@ def movable_irqs() -> bool:
     from rtlab.cpulist import parse_cpulist
 
     return any(k != "default" and last in parse_cpulist(v) for k, v in irq_state().items())
-
-
-def wait_for(cond: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

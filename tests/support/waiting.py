@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: MIT
+"""Waiting for a condition in a test: polled, bounded, and failing with what was awaited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, *, poll: float = 0.05,
+             diag: Callable[[], str] = lambda: "",
+             ignore: tuple[type[BaseException], ...] = ()) -> Any:
+    """Call cond every `poll` seconds until it returns something true, and return that;
+    after `timeout` seconds fail with `what` (and the last value, and `diag()`). Errors
+    of the `ignore` types count as not yet (a server still starting)."""
+    t_end = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = cond()
+        except ignore:
+            last = None
+        if last:
+            return last
+        if time.monotonic() >= t_end:
+            break
+        time.sleep(poll)
+    more = diag()
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})"
+                         + (f"\n{more}" if more else ""))
