@@ -107,3 +107,16 @@ def processor(system: Mapping[str, Any]) -> str | None:
     if len(groups) < 2:
         return str(model)
     return f"{model} (CPUs " + ", ".join(f"{c} {m}" for c, m in groups) + ")"
+
+
+SHOWN_CHARS = 60  # how much of a bad value a message quotes
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A value as an error message quotes it: repr-quoted (control characters escaped),
+    cut to `limit` characters with the total length named, so a 10-MB argument is one
+    short line."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
