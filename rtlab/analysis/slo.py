@@ -12,6 +12,10 @@ Grammar (case-insensitive, spaces optional around operators)::
 
 Example: ``max < 50us and p99.99 < 20us and missed <= 0``.
 
+An expression that no run can meet (``max > 50us and max < 10us``, ``p99 > 20us and
+p99.9 < 10us``: p99 <= p99.9 always; ``max < 0ns``) is refused when parsed, as a usage
+error naming the two clauses (`never_met`).
+
 Every clause is checked on every channel of every phase of a result. A result
 whose numbers failed validation (rtlab.results.validate) is not checked at all: every
 clause fails on it with that reason.
@@ -43,7 +47,7 @@ from rtlab.errors import UsageError
 from rtlab.results.model import RunResult
 from rtlab.results.summary import ChannelSummary
 from rtlab.results.validate import first_problem
-from rtlab.textfmt import duration
+from rtlab.textfmt import duration, shown
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, RunResult
@@ -100,7 +104,51 @@ def parse_slo(text: str) -> Slo:
     clauses = []
     for part in parts:
         clauses.append(_parse_clause(part, text))
+    why = never_met(clauses)
+    if why is not None:
+        raise UsageError(f"SLO {shown(text.strip())} can never be met: {why}",
+                         hint="fix the bounds: clauses are joined by `and`, so every one "
+                         "must hold at once")
     return Slo(tuple(clauses), text.strip())
+
+
+def _at_most(a: str, b: str) -> bool:
+    """True when metric `a` is <= metric `b` on every channel of every run: a metric and
+    itself; min <= avg, pNN, max; avg, pNN <= max; pA <= pB for A <= B. (The mode is a
+    bucket's midpoint, which may lie outside [min, max]: it is related to nothing else.)"""
+    if a == b:
+        return True
+    if "mode" in (a, b) or "missed" in (a, b):
+        return False
+    if a == "min" or b == "max":
+        return True
+    if a.startswith("p") and b.startswith("p"):
+        return float(a[1:]) <= float(b[1:])
+    return False
+
+
+def never_met(clauses: Iterable[Clause]) -> str | None:
+    """Why the clauses (all of which must hold) can be met by no run at all, or None.
+
+    Only what is provably contradictory: a lower bound on a metric at or above an upper
+    bound on the same or a larger metric (`max > 50us and max < 10us`, `p99 > 20us and
+    p99.9 < 10us` since p99 <= p99.9, `min > 5us and max < 5us`), and an upper bound of
+    0 that is strict (no latency, count or mode is negative: `max < 0ns`)."""
+    items = list(clauses)
+    for up in items:
+        if up.op == "<" and up.bound <= 0:
+            what = "count" if up.is_count else "measured value"
+            return f"{up.text}: a {what} is never negative"
+    for low in (c for c in items if c.op in (">", ">=")):
+        for up in (c for c in items if c.op in ("<", "<=")):
+            if not _at_most(low.metric, up.metric):
+                continue
+            strict = low.op == ">" or up.op == "<"
+            if low.bound > up.bound or (low.bound == up.bound and strict):
+                order = ("" if low.metric == up.metric else
+                         f" ({low.metric} <= {up.metric} in every run)")
+                return f"{low.text} and {up.text} cannot both hold{order}"
+    return None
 
 
 def _parse_clause(part: str, whole: str) -> Clause:

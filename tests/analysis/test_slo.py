@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
@@ -41,3 +43,46 @@ def test_unsupported_percentile_fails() -> None:
     rep = evaluate_slo(parse_slo("p99.99 < 1s"), r)
     assert not rep.passed
     assert "cannot support p99.99" in rep.outcomes[0].reason
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("max > 50us and max < 10us", ["max > 50us and max < 10us cannot both hold"]),
+    ("p99 < 5us and p99 > 10us", ["p99 > 10us and p99 < 5us"]),
+    ("p99.9 < 10us and p99 > 20us", ["p99 > 20us and p99.9 < 10us", "p99 <= p99.9"]),
+    ("min > 5us and max < 5us", ["min <= max"]),
+    ("min >= 5us and p50 < 5us", ["min <= p50"]),
+    ("avg >= 1ms and max <= 999us", ["avg <= max"]),
+    ("max < 0ns", ["never negative"]),
+    ("missed < 0", ["count is never negative"]),
+    ("MAX>=2us and max<2us", ["max >= 2us and max < 2us"]),
+])
+def test_slo_that_can_never_be_met_is_a_usage_error(text: str, words: list[str]) -> None:
+    with pytest.raises(UsageError) as exc:
+        parse_slo(text)
+    line = exc.value.one_line()
+    assert exc.value.code == ExitCode.USAGE and "\n" not in line
+    assert "can never be met" in line and all(w in line for w in words), line
+
+
+@pytest.mark.parametrize("text", [
+    "min >= 5us and max <= 5us",  # every sample exactly 5 us
+    "p99 < 5us and p99.9 > 10us",  # a long tail
+    "mode > 10us and max < 5us",  # the mode is a bucket midpoint: not bounded by max
+    "avg > 10us and p50 < 5us",
+    "max <= 0ns and missed <= 0",
+    "missed > 3 and max < 1us",
+])
+def test_slo_that_some_run_can_meet_is_accepted(text: str) -> None:
+    assert len(parse_slo(text).clauses) == 2
+
+
+def test_never_met_slo_is_refused_by_the_cli_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rtlab.cli import main
+
+    store = tmp_path / "s.db"
+    for cmd in (["report", "nosuchrun"], ["compare", "nosuchrun", "other"]):
+        assert main([*cmd, "--store", str(store), "--slo", "p99.9 < 10us and p99 > 20us"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "can never be met" in err and "Traceback" not in err
+    assert not store.exists() and list(tmp_path.iterdir()) == []
