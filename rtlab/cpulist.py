@@ -10,33 +10,46 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 _ITEM = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*(?::\s*([0-9]+)\s*)?)?")
+_SIGNED = re.compile(r"\s*-\s*[0-9]")
+
+# the kernel's largest NR_CPUS: no CPU number of any machine reaches it, and a list
+# ("0-99999999999") is refused before a set that size is built
+MAX_CPUS = 8192
 
 
 class CpuListError(ValueError):
-    """`reason`: "empty_item" (",,"), "bad_item" (not N or N-M), "reversed" (M < N),
-    "too_big" (`cpu` at or above the caller's limit); `item`: the item, stripped. Its
-    text is the kernel-list wording ("bad CPU list element '1-'")."""
+    """`reason`: "empty_item" (",,"), "negative" ("-1"), "bad_item" (not N or N-M),
+    "reversed" (M < N), "too_big" (`cpu` at or above the caller's limit); `item`: the
+    item, stripped. Its text is the kernel-list wording ("bad CPU list element '1-'"),
+    every value quoted short (rtlab.textfmt.shown: a 10-MB list is one short line)."""
 
     _TEXT: ClassVar[dict[str, str]] = {
-             "empty_item": "empty element in CPU list {text!r}",
-             "bad_item": "bad CPU list element {item!r}",
-             "reversed": "descending CPU range {item!r}",
-             "too_big": "CPU {cpu} is out of range in CPU list {text!r}"}
+             "empty_item": "empty element in CPU list {text}",
+             "negative": "negative CPU {item} in CPU list {text}",
+             "bad_item": "bad CPU list element {item}",
+             "reversed": "descending CPU range {item}",
+             "too_big": "CPU {cpu} is out of range in CPU list {text} (CPUs are 0-{top})"}
 
-    def __init__(self, reason: str, item: str, text: str, cpu: int | None = None) -> None:
+    def __init__(self, reason: str, item: str, text: str, cpu: int | None = None,
+                 limit: int = MAX_CPUS) -> None:
+        from rtlab.textfmt import shown  # textfmt formats with this module
+
         self.reason = reason
         self.item = item.strip()
         self.text = text.strip()
         self.cpu = cpu
-        super().__init__(self._TEXT[reason].format(item=self.item, text=self.text, cpu=cpu))
+        self.limit = limit
+        super().__init__(self._TEXT[reason].format(
+            item=shown(self.item), text=shown(self.text),
+            cpu=cpu if cpu is None or cpu < 10**18 else shown(str(cpu)), top=limit - 1))
 
 
-def parse_cpulist(text: str, *, strides: bool = False, limit: int | None = None
+def parse_cpulist(text: str, *, strides: bool = False, limit: int = MAX_CPUS
                   ) -> list[int]:
     """'0-2,5' -> [0, 1, 2, 5] (sorted, unique); blanks around numbers are ignored and an
     empty or blank text is []. `strides`: also the kernel's "0-7:2" form (some boot
-    parameters). `limit`: CPUs must be below it. Items are checked in order; the first
-    bad one raises CpuListError."""
+    parameters). `limit`: CPUs must be below it (MAX_CPUS unless the caller knows
+    better). Items are checked in order; the first bad one raises CpuListError."""
     cpus: set[int] = set()
     if not text.strip():
         return []
@@ -44,14 +57,16 @@ def parse_cpulist(text: str, *, strides: bool = False, limit: int | None = None
         if not part.strip():
             raise CpuListError("empty_item", part, text)
         m = _ITEM.fullmatch(part)
+        if not m and _SIGNED.match(part):
+            raise CpuListError("negative", part, text, limit=limit)
         if not m or (m.group(3) is not None and (not strides or int(m.group(3)) < 1)):
             raise CpuListError("bad_item", part, text)
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise CpuListError("reversed", part, text)
-        if limit is not None and hi >= limit:
-            raise CpuListError("too_big", part, text, hi)
+        if hi >= limit:
+            raise CpuListError("too_big", part, text, hi, limit)
         cpus.update(range(lo, hi + 1, int(m.group(3) or 1)))
     return sorted(cpus)
 

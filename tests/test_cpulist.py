@@ -28,7 +28,8 @@ def test_lists() -> None:
 
 
 @pytest.mark.parametrize("text,reason,item", [
-    ("a", "bad_item", "a"), ("1-", "bad_item", "1-"), ("-1", "bad_item", "-1"),
+    ("a", "bad_item", "a"), ("1-", "bad_item", "1-"), ("-1", "negative", "-1"),
+    ("0, -3", "negative", "-3"), ("1,", "empty_item", ""),
     ("1,,2", "empty_item", ""), ("0,3-1", "reversed", "3-1"),
     ("0-7:2", "bad_item", "0-7:2"),  # strides only when asked for
     ("0,9000", "too_big", "9000"),
@@ -47,7 +48,18 @@ def test_strides_need_a_positive_step() -> None:
 def test_kernel_wording() -> None:
     assert str(CpuListError("reversed", " 3-1 ", "0,3-1")) == "descending CPU range '3-1'"
     assert str(CpuListError("too_big", "9000", "9000", 9000)) == \
-        "CPU 9000 is out of range in CPU list '9000'"
+        "CPU 9000 is out of range in CPU list '9000' (CPUs are 0-8191)"
+
+
+def test_huge_lists_are_refused_short() -> None:
+    """A range up to a huge CPU is refused before its set is built, and a 1-MB list is
+    quoted cut (one short line)."""
+    with pytest.raises(CpuListError) as exc:
+        parse_cpulist("0-99999999999999999999", strides=True)
+    assert exc.value.reason == "too_big"
+    with pytest.raises(CpuListError) as exc:
+        parse_cpulist("1," * 500_000 + "x")
+    assert exc.value.reason == "bad_item" and len(str(exc.value)) < 200
 
 
 def test_masks() -> None:

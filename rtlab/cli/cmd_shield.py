@@ -25,6 +25,7 @@ from rtlab.system.shield import (
     run_shields,
     shield_status,
 )
+from rtlab.textfmt import shown
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -64,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--exclude",
         metavar="PIDS",
-        default="",
-        help="comma-separated processes to leave where they are",
+        default=None,
+        help="comma-separated process ids (1 or more) to leave where they are",
     )
     p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true",
@@ -78,18 +79,42 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude
+    if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude is not None
                                         or args.thread_priority or args.rt_runtime is not None):
         raise UsageError("--irqs, --kthreads, --thread-priority, --rt-runtime and --exclude go "
                          "with --cpus")
     priorities = tuple(parse_thread_priority(t) for t in args.thread_priority)
-    try:
-        exclude = frozenset(int(x) for x in args.exclude.split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--exclude: not a list of PIDs: {args.exclude!r}") from exc
+    exclude = parse_pids(args.exclude, "--exclude") if args.exclude is not None else frozenset()
     with open_target(args.target, args.engine_dir) as probe, _sigterm_interrupts():
         directory = args.journal_dir or jr.journal_dir(probe)
         return _run(args, probe, directory, priorities, exclude)
+
+
+# the kernel's PID_MAX_LIMIT (4M): no process id reaches it
+PID_LIMIT = 4 * 1024 * 1024
+
+
+def parse_pids(text: str, option: str) -> frozenset[int]:
+    """'12,345' -> {12, 345}: process ids from 1 up, comma-separated; UsageError (one
+    line naming the option and the bad item) for an empty list or item, a sign, 0, a
+    number beyond the kernel's PID limit or anything that is not a decimal number."""
+    if not text.strip():
+        raise UsageError(f"{option} is empty", hint=f"give process ids, e.g. {option} 1234,5678")
+    pids: set[int] = set()
+    for item in text.split(","):
+        word = item.strip()
+        if not word:
+            raise UsageError(f"{option} {shown(text)}: an empty item",
+                             hint="leave no empty item between commas, e.g. 1234,5678")
+        if not (word.isascii() and word.isdigit()):
+            kind = "negative" if word.startswith("-") else "not a process id"
+            raise UsageError(f"{option} {shown(text)}: {shown(word)} is {kind}",
+                             hint="process ids are whole numbers from 1 up, e.g. 1234")
+        if len(word) > 10 or not 1 <= int(word) < PID_LIMIT:
+            raise UsageError(f"{option} {shown(text)}: process id {shown(word)} is out of "
+                             f"range (1-{PID_LIMIT - 1})")
+        pids.add(int(word))
+    return frozenset(pids)
 
 
 @contextlib.contextmanager

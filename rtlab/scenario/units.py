@@ -15,14 +15,16 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from rtlab.cpulist import MAX_CPUS as _MAX_CPUS
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import UsageError
+from rtlab.textfmt import shown
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "h": 3_600_000_000_000}
 _DUR_RE = re.compile(r"([0-9]+(?:\.[0-9]{1,9})?|\.[0-9]{1,9})(ns|us|ms|s|m|h)")
 _MAX_NS = (1 << 63) - 1
-MAX_CPUS = 8192
+MAX_CPUS = _MAX_CPUS
 
 
 def parse_duration(text: str, what: str = "duration") -> int:
@@ -30,22 +32,24 @@ def parse_duration(text: str, what: str = "duration") -> int:
     m = _DUR_RE.fullmatch(text or "")
     if not m:
         if (text or "").strip().startswith("-"):
-            raise UsageError(f"{what} must be positive: {text!r}")
+            raise UsageError(f"{what} must be positive: {shown(text)}")
         raise UsageError(
-            f"invalid {what} {text!r}",
+            f"invalid {what} {shown(text)}",
             hint="use a number with a unit ns, us, ms, s, m or h, e.g. 10s",
         )
     try:
         value = Decimal(m.group(1)) * _UNITS_NS[m.group(2)]
     except InvalidOperation as exc:  # pragma: no cover - regex guarantees a number
-        raise UsageError(f"invalid {what} {text!r}") from exc
+        raise UsageError(f"invalid {what} {shown(text)}") from exc
     if value != value.to_integral_value():
-        raise UsageError(f"{what} {text!r} is not a whole number of nanoseconds")
+        raise UsageError(f"{what} {shown(text)} is not a whole number of nanoseconds")
     ns = int(value)
     if ns <= 0:
-        raise UsageError(f"{what} must be positive: {text!r}")
+        raise UsageError(f"{what} must be positive: {shown(text)}")
     if ns > _MAX_NS:
-        raise UsageError(f"{what} {text!r} is too long")
+        longest = _MAX_NS // _UNITS_NS["h"] * _UNITS_NS["h"]
+        raise UsageError(f"{what} {shown(text)} is too long",
+                         hint=f"at most {format_duration(longest)}")
     return ns
 
 
@@ -77,13 +81,20 @@ def parse_cpu_list(text: str, available: list[int] | None = None) -> list[int]:
     try:
         cpus = parse_cpulist(spec, limit=MAX_CPUS)
     except CpuListError as exc:
+        head = f"invalid CPU list {shown(text)}"
         if exc.reason == "reversed":
-            raise UsageError(f"invalid CPU list {text!r}: range {exc.item!r} is reversed"
-                             ) from None
+            raise UsageError(f"{head}: range {shown(exc.item)} is reversed") from None
         if exc.reason == "too_big":
-            raise UsageError(f"invalid CPU list {text!r}: CPU {exc.cpu} is out of range"
-                             ) from None
-        raise UsageError(f"invalid CPU list {text!r}: bad item {exc.item!r}",
+            cpu = str(exc.cpu)
+            raise UsageError(f"{head}: CPU {cpu if len(cpu) <= 20 else shown(cpu)} is out of "
+                             f"range (0-{MAX_CPUS - 1})") from None
+        if exc.reason == "negative":
+            raise UsageError(f"{head}: CPU {shown(exc.item)} is negative",
+                             hint="CPUs are numbered from 0, e.g. 0,2-3") from None
+        if exc.reason == "empty_item":
+            raise UsageError(f"{head}: an empty item",
+                             hint="leave no empty item between commas, e.g. 0,2-3") from None
+        raise UsageError(f"{head}: bad item {shown(exc.item)}",
                          hint="use numbers and ranges, e.g. 0,2-3") from None
     if available is not None:
         missing = [c for c in cpus if c not in available]
