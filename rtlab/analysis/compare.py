@@ -33,6 +33,12 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
 
 "not significant" is a first-class answer.
 
+**One quantity**: runs are compared only when their probes measure the same quantity
+(`ProbeInfo.measures` in the probe registry: a timer's wake-up latency, a udp round
+trip, a noise gap...). `mixed_quantities` says why runs cannot be compared;
+`build_configs` refuses them (UsageError, exit 2) rather than print a ratio of a
+round trip to a wake-up latency.
+
 **Channel selection** (`--cpus`, `--channel`): `select_channels` gives each run as a copy
 holding only the selected channels (phases without one are left out), so every row,
 verdict, headline, window maximum and SLO gate computed from it sees the same channels.
@@ -63,6 +69,7 @@ from rtlab.analysis.compare_stats import (
 from rtlab.analysis.evt import run_window_maxima
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError, UsageError
+from rtlab.probes.registry import info as probe_info
 from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.summary import mean, mode, percentile, percentile_label
 from rtlab.results.validate import first_problem
@@ -314,10 +321,37 @@ def _refuse_unbelievable(result: RunResult) -> None:
                          hint="its numbers contradict each other; measure again")
 
 
+def quantity(result: RunResult) -> str:
+    """What a run's headline values are ("wake-up latency", "round trip", "noise gap"...):
+    its probe's `measures` in the probe registry (an imported run has the probe whose
+    quantity the peer tool measured: cyclictest timer, sockperf udp, oslat noise)."""
+    return probe_info(result.probe).measures
+
+
+def mixed_quantities(results: Sequence[RunResult]) -> str | None:
+    """Why `results` cannot be compared with each other (their probes measure different
+    quantities, naming the first run of two of them), or None when they measure one."""
+    first: dict[str, RunResult] = {}
+    for r in results:
+        first.setdefault(quantity(r), r)
+    if len(first) < 2:
+        return None
+    (qa, a), (qb, b) = list(first.items())[:2]
+    more = f" (and {len(first) - 2} more quantities)" if len(first) > 2 else ""
+    return (f"run {a.run_id} measures {qa} (probe {a.probe}) and run {b.run_id} {qb} "
+            f"(probe {b.probe}){more}: a ratio of different quantities means nothing")
+
+
 def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]:
-    """Group results (in the given order of first appearance) into configurations."""
+    """Group results (in the given order of first appearance) into configurations.
+    Runs of different quantities (`mixed_quantities`) are refused: UsageError."""
     if by not in GROUP_KEYS:
         raise ValueError(f"unknown grouping {by!r}")
+    why = mixed_quantities(results)
+    if why is not None:
+        raise UsageError(f"not compared: {why}",
+                         hint="compare runs of one quantity; `rtlab results list` shows "
+                         "each run's probe")
     groups: dict[str, list[RunResult]] = {}
     for r in results:
         _refuse_unbelievable(r)

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab import __version__
-from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
+from rtlab.analysis.compare import (
+    TABLE_LEVELS,
+    build_configs,
+    compare_configs,
+    mixed_quantities,
+    side_by_side,
+)
 from rtlab.analysis.evt import (
     BOOT_RESAMPLES,
     BOOT_SIZE,
@@ -760,7 +766,10 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
     if slo_report is not None:
         out.append(_slo_section(slo_report))
     out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")
-    if len(results) > 1:
+    unlike = mixed_quantities(results) if len(results) > 1 else None
+    if unlike is not None:  # each run is shown, none is compared with another
+        out.append(f"<ul class='warn-list'><li>runs not compared: {_e(unlike)}</li></ul>")
+    elif len(results) > 1:
 
         configs = build_configs(results, compare_by)
         mixed = mixed_load_notes(results)
