@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from rtlab import __version__
@@ -36,8 +37,15 @@ COMMANDS: tuple[str, ...] = (
 )
 
 
+# a value argparse quotes in its message ("invalid int value: '...'"), when it is long
+_LONG_QUOTED = re.compile(r"'[^'\n]{61,}'|\"[^\"\n]{61,}\"")
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit code 2
+    def error(self, message: str) -> None:  # one line, exit code 2, a long value cut
+        from rtlab.textfmt import shown
+
+        message = _LONG_QUOTED.sub(lambda m: shown(m.group(0)[1:-1]), message)
         self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
 
 

@@ -16,9 +16,14 @@ from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.results.store import default_data_dir
 from rtlab.scenario.units import parse_duration
+from rtlab.textfmt import shown
 
 DEFAULT_INTERVAL = "1ms"
 DEFAULT_PRIORITY = 80
+# the engine's own bounds: one segment is one engine run (its --duration: 1ms..1000h),
+# and --dma-latency is an int32 of microseconds
+MAX_SEGMENT = "1000h"
+MAX_DMA_LATENCY_US = 2**31 - 1
 
 
 def register(sub: Any) -> None:
@@ -72,6 +77,12 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _number(value: int) -> str:
+    """An integer as a message shows it: whole, or cut when it is huge."""
+    text = str(value)
+    return text if len(text) <= 20 else shown(text)
+
+
 def _options(args: argparse.Namespace
              ) -> tuple[list[str], float, float | None, float, list[int] | None]:
     if args.probe == "timer":
@@ -90,8 +101,8 @@ def _options(args: argparse.Namespace
             raise UsageError("--cpus is empty", hint="e.g. --cpus 1-3")
         engine += ["--cpus", args.cpus]
     if not 1 <= args.priority <= 99:
-        raise UsageError(f"--priority {args.priority} is out of range",
-                         hint="SCHED_FIFO priorities are 1..99")
+        raise UsageError(f"--priority {_number(args.priority)} is out of range (1..99: "
+                         "SCHED_FIFO priorities)")
     if args.probe == "noise":
         # the noise probe spins on its CPUs at the engine's own scheduling: no wake-ups,
         # so no interval, no priority of a waking thread, no idle states to hold off
@@ -103,15 +114,17 @@ def _options(args: argparse.Namespace
             raise UsageError(f"{', '.join(given)} {verb} not apply to --probe noise (it "
                              "spins on each CPU)", hint="drop it, or use --probe timer")
     if args.dma_latency is not None:
-        if args.dma_latency < 0:
-            raise UsageError(f"--dma-latency {args.dma_latency} is negative",
-                             hint="give microseconds from 0 up (0: no deep idle states)")
+        if not 0 <= args.dma_latency <= MAX_DMA_LATENCY_US:
+            raise UsageError(f"--dma-latency {_number(args.dma_latency)} is out of range "
+                             f"(0-{MAX_DMA_LATENCY_US} microseconds; 0: no deep idle "
+                             "states)")
         engine += ["--dma-latency", str(args.dma_latency)]
     if args.allow_non_rt:
         engine.append("--allow-non-rt")
-    segment_s = parse_duration(args.segment, "--segment") / 1e9
-    if segment_s < 1:
-        raise UsageError("--segment must be at least 1s")
+    segment_ns = parse_duration(args.segment, "--segment")
+    if not 1_000_000_000 <= segment_ns <= parse_duration(MAX_SEGMENT):
+        raise UsageError(f"--segment {shown(args.segment)} is out of range (1s..{MAX_SEGMENT})")
+    segment_s = segment_ns / 1e9
     duration_s = (parse_duration(args.duration, "--duration") / 1e9
                   if args.duration else None)
     watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
@@ -121,6 +134,7 @@ def _options(args: argparse.Namespace
 
 
 def run(args: argparse.Namespace) -> int:
+    from rtlab.engine.ssh import SshTarget
     from rtlab.monitor.service import LOCAL, Monitor, MonitorOptions
 
     engine, segment_s, duration_s, watchdog_s, cpus = _options(args)
@@ -130,6 +144,9 @@ def run(args: argparse.Namespace) -> int:
 
         listen = parse_listen(args.listen)
     targets = list(dict.fromkeys(args.target or [LOCAL]))
+    for t in targets:  # a malformed address is a usage error before anything starts
+        if t != LOCAL:
+            SshTarget.parse(t)
     state_dir = args.state_dir or default_data_dir() / "monitor"
 
     def say(msg: str) -> None:

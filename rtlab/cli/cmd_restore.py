@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rtlab.cli.target import add_target_args, open_target
@@ -46,11 +47,30 @@ def run(args: argparse.Namespace) -> int:
             stale = [j for j in jr.journals(directory, target) if j.stale]
             code = ExitCode.OK
             for j in stale:
-                what = "persistent shield" if j.detached else f"session of pid {j.pid}"
                 rep = jr.restore_journal(target, j.path)
-                print(f"restored {what}{on}: {rep.summary()}")
+                line = _outcome(j, rep, on)
+                print(line, file=sys.stdout if rep.ok else sys.stderr)
                 if not rep.ok:
                     code = ExitCode.ERROR
             if not stale:
                 print(f"nothing to restore{on}")
         return int(code)
+
+
+def _outcome(j: jr.JournalInfo, rep: jr.RestoreReport, on: str) -> str:
+    """One line per journal: "restored" only when a change was undone; a journal that
+    could not be restored (corrupt, foreign, unreadable) is an error line for stderr."""
+    if j.detached:
+        what = "persistent shield"
+    elif j.pid is not None:
+        what = f"session of pid {j.pid}"
+    else:
+        what = "journal"
+    if rep.error is not None:
+        return f"rtlab: error: {what}{on} not restored: {rep.summary()}"
+    if rep.failed:
+        return (f"rtlab: error: {what}{on} restored only in part ({rep.restored} of "
+                f"{rep.restored + rep.failed} change(s)): {rep.summary()}")
+    if rep.restored or rep.gone or rep.skipped:
+        return f"restored {what}{on}: {rep.summary()}"
+    return f"nothing to undo in {what}{on} ({rep.journal}): no change was recorded"

@@ -30,6 +30,7 @@ from typing import Any
 from rtlab.engine.transport import PipeProcess, run_to_end
 from rtlab.errors import RtlabError, UsageError
 from rtlab.lifeline import die_with_parent
+from rtlab.textfmt import shown
 
 CONFIG_ENV = "RTLAB_SSH_CONFIG"  # an ssh_config file used instead of ~/.ssh/config (-F)
 CONNECT_TIMEOUT_S = 10
@@ -50,7 +51,7 @@ class SshTarget:
     @classmethod
     def parse(cls, text: str) -> SshTarget:
         """UsageError (one line) for anything that is not a plain destination."""
-        bad = UsageError(f"--target {text!r}: expected [USER@]HOST[:PORT] or an alias from "
+        bad = UsageError(f"--target {shown(text)}: expected [USER@]HOST[:PORT] or an alias from "
                          "~/.ssh/config, e.g. root@board7 or board7:2222")
         user: str | None = None
         rest = text

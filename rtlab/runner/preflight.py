@@ -14,6 +14,8 @@ import resource
 import threading
 from dataclasses import dataclass, field
 
+from rtlab.errors import UsageError
+
 _POLICIES = {"fifo": "SCHED_FIFO", "rr": "SCHED_RR"}
 
 
@@ -74,10 +76,16 @@ def _try_policy(policy: str, priority: int) -> str | None:
 
 
 def check_privileges(policy: str, priority: int) -> Privileges:
-    """Real-time scheduling for `policy` (fifo|rr) at `priority`, and mlockall."""
+    """Real-time scheduling for `policy` (fifo|rr) at `priority`, and mlockall. A priority
+    the policy does not have is a UsageError (exit 2), not a missing privilege."""
     problems: list[str] = []
     rt_ok = True
     if policy in _POLICIES:
+        const = getattr(os, _POLICIES[policy])
+        lo, hi = os.sched_get_priority_min(const), os.sched_get_priority_max(const)
+        if not lo <= priority <= hi:  # the kernel's EINVAL: no privilege would help
+            raise UsageError(f"priority {priority} is out of range for {policy} ({lo}-{hi})",
+                             hint="give --priority (or the scenario's priority) in that range")
         err = _try_policy(policy, priority)
         if err is not None:
             rt_ok = False

@@ -165,8 +165,10 @@ def _journal_info(path: Path, held: bool, recs: list[dict[str, Any]]) -> Journal
     entries = [r for r in recs[1:] if r.get("op") != "cancel" and r.get("seq") not in cancelled]
     owner = header.get("owner")
     time_ns = header.get("time_ns")
+    pid = header.get("pid")
     return JournalInfo(path=path, held=held, detached=bool(header.get("detached")),
-                       pid=header.get("pid"), entries=entries,
+                       pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                       entries=entries,
                        owner=owner if isinstance(owner, str) else None,
                        time_ns=time_ns if isinstance(time_ns, int) else None)
 
