@@ -11,6 +11,7 @@ that max, so the stored histogram agrees with the stored min and max
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +29,36 @@ class ImportFormatError(ValueError):
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ImportFormatError(f"key {key!r} appears twice in one object ({out[key]!r} "
+                                    f"and {value!r}): which one is meant is unknown")
+        out[key] = value
+    return out
+
+
+def load_json(text: str) -> Any:
+    """`json.loads`, refusing an object that names a key twice (the file says two things
+    about one bucket, thread or field; json.loads would silently keep the last). Raises
+    json.JSONDecodeError on invalid JSON, ImportFormatError on a repeated key."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def int_keyed(items: Mapping[str, Any], what: str) -> dict[int, int]:
+    """{int(key): int(count)} of a peer's histogram object, refusing two spellings of one
+    bucket ("5" and "05")."""
+    out: dict[int, int] = {}
+    for k, v in items.items():
+        key = as_int(k, f"{what} bucket")
+        if key in out:
+            raise ImportFormatError(f"{what}: bucket {key} appears twice ({k!r} and another "
+                                    "spelling)")
+        out[key] = as_int(v, f"{what} count")
+    return out
 
 
 def need(d: Mapping[str, Any], key: str, what: str) -> Any:
@@ -119,6 +150,12 @@ def channel_from_buckets(
                             overflow, max_v is not None)
     top_k = max(filled, default=None)
     above_ns = (top_k + width) * unit_ns if top_k is not None else (min_ns or 0)
+    if overflow and max_v is not None and top_k is not None and max_v < top_k + width:
+        # a sample beyond the histogram is at least the end of its highest bucket
+        raise ImportFormatError(f"{name}: {overflow:,} sample(s) beyond the histogram "
+                                f"(count {total:,}, histogram {in_hist:,}) but max {max_v} is "
+                                f"below the end of its highest non-empty bucket "
+                                f"({top_k}..{top_k + width})")
     if overflow:
         placed += _place_overflow(name, hist, overflow, in_hist, min_ns, max_ns)
     if avg_v is not None and total and min_ns is not None and max_ns is not None:
@@ -191,8 +228,12 @@ def channel_from_ranks(name: str, cpu: int | None, points: Sequence[tuple[int, i
     hist = LogLinHistogram()
     prev_rank, prev_value = 0, -1
     for rank, value in points:
-        if rank <= prev_rank:
-            continue  # two percentiles of one rank (few samples): the same order statistic
+        if rank <= prev_rank:  # two percentiles of one rank (few samples): one sample
+            if value != prev_value:
+                raise ImportFormatError(f"{name}: rank {rank} is given two values "
+                                        f"({prev_value} and {value} ns): one sample has one "
+                                        "value")
+            continue
         if value < prev_value:
             raise ImportFormatError(f"{name}: the value at rank {rank} ({value} ns) is below "
                                     f"the one at rank {prev_rank} ({prev_value} ns)")

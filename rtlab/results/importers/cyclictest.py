@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import json
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -17,6 +17,8 @@ from rtlab.results.importers.common import (
     channel_from_ranks,
     imported_result,
     in_range,
+    int_keyed,
+    load_json,
     need,
 )
 from rtlab.results.model import Channel, RunResult
@@ -47,9 +49,58 @@ def _hist_rows(cmdline: Any) -> int | None:
     return None
 
 
+def _interval_us(cmdline: Any) -> int:
+    """The base interval (µs) of `-i N` / `--interval=N` in the command line (1000 when it
+    names none, cyclictest's default); every thread's interval is at least this."""
+    tokens = str(cmdline or "").split()
+    for i, tok in enumerate(tokens):
+        value = None
+        if tok in ("-i", "--interval") and i + 1 < len(tokens):
+            value = tokens[i + 1]
+        elif tok.startswith("--interval="):
+            value = tok.split("=", 1)[1]
+        elif re.fullmatch(r"-i\d+", tok):
+            value = tok[2:]
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1000
+
+
+def _most_cycles(cmdline: Any, start: datetime | None, end: datetime | None) -> int | None:
+    """The most cycles a thread can count between start_time and end_time (whole seconds:
+    up to 2 s more) at the base interval, or None when the file lacks the times. A
+    thread that falls behind catches up, it never counts two cycles for one period."""
+    if start is None or end is None:
+        return None
+    span_us = ((end - start).total_seconds() + 2) * 1e6
+    return int(span_us // _interval_us(cmdline)) + 1
+
+
+def _check_thread(what: str, buckets: dict[int, int], cycles: int, t: dict[str, Any],
+                  rows: int | None, most: int | None) -> None:
+    """What channel_from_buckets cannot know: the -h range of the command line (no bucket
+    at or beyond it; samples beyond it mean a max at or beyond it) and the run's length."""
+    if most is not None and cycles > most:
+        raise ImportFormatError(f"{what}: cycles {cycles:,} but start_time to end_time at "
+                                f"the command line's interval allows at most {most:,}")
+    if not rows:
+        return
+    beyond = [k for k, n in buckets.items() if n and k >= rows]
+    if beyond:
+        raise ImportFormatError(f"{what}: histogram bucket {max(beyond)} but the command "
+                                f"line's -h {rows} has buckets 0..{rows - 1} only")
+    over = cycles - sum(buckets.values())
+    top = t.get("max")
+    if over > 0 and isinstance(top, int) and not isinstance(top, bool) and top < rows:
+        raise ImportFormatError(f"{what}: {over:,} sample(s) beyond the -h {rows} histogram "
+                                f"(cycles minus its sum) but max {top} is below {rows}")
+
+
 def parse_json(text: str, run_id: str) -> RunResult:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
+    except ImportFormatError:
+        raise
     except ValueError as exc:
         raise ImportFormatError(f"invalid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("thread"), dict):
@@ -65,16 +116,25 @@ def parse_json(text: str, run_id: str) -> RunResult:
     channels, notes = [], []
     beyond: dict[str, dict[str, int]] = {}
     rows = _hist_rows(cmdline)
+    declared = doc.get("num_threads")
+    if declared is not None and as_int(declared, "num_threads") != len(doc["thread"]):
+        raise ImportFormatError(f"num_threads says {declared} but `thread` holds "
+                                f"{len(doc['thread'])} thread(s)")
+    start, end = _rfc2822(doc.get("start_time")), _rfc2822(doc.get("end_time"))
+    if start and end and end < start:
+        raise ImportFormatError(f"end_time {doc['end_time']!r} is before start_time "
+                                f"{doc['start_time']!r}")
+    most = _most_cycles(cmdline, start, end)
     for key in sorted(doc["thread"], key=lambda k: as_int(k, "thread index")):
         t = doc["thread"][key]
         if not isinstance(t, dict) or not isinstance(t.get("histogram"), dict):
             raise ImportFormatError(f"thread {key} has no histogram")
-        buckets = {as_int(k, f"thread {key} bucket"): as_int(v, f"thread {key} count")
-                   for k, v in t["histogram"].items()}
+        buckets = int_keyed(t["histogram"], f"thread {key}")
         what = f"thread {key}"
         cycles = as_int(t.get("cycles"), f"{what} cycles")
         cpu = as_int(t["cpu"], f"{what} cpu") if t.get("cpu") is not None else None
         avg = t.get("avg")
+        _check_thread(what, buckets, cycles, t, rows, most)
         ch, overflow, above = channel_from_buckets(
             f"cpu{cpu}" if cpu is not None else f"thread{key}", cpu, buckets, unit_ns=unit_ns,
             samples=cycles, min_v=as_int(need(t, "min", what), f"{what} min") if cycles else None,
@@ -89,7 +149,6 @@ def parse_json(text: str, run_id: str) -> RunResult:
         channels.append(ch)
     if not channels:
         raise ImportFormatError("no threads")
-    start, end = _rfc2822(doc.get("start_time")), _rfc2822(doc.get("end_time"))
     elapsed = int((end - start).total_seconds() * 1e9) if start and end else None
     system = {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
               "release": sysinfo.get("release"), "version": sysinfo.get("version"),
@@ -108,13 +167,18 @@ def parse_json(text: str, run_id: str) -> RunResult:
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ROW_RE = re.compile(r"^(\d+)[ \t]+(\d+(?:\t\d+)*)\s*$")
+# cyclictest's status line, printed while it runs (and once at the end with -q)
+_STATUS_RE = re.compile(r"^T:\s*(?P<t>\d+)\s*\(\s*\d+\)\s*P:\s*\d+\s*I:\s*\d+\s*"
+                        r"C:\s*(?P<c>\d+)\s*Min:\s*(?P<min>\d+)\s*Act:\s*\d+\s*"
+                        r"Avg:\s*\d+\s*Max:\s*(?P<max>\d+)")
 _TRAILER_RE = re.compile(r"^#\s*(Min Latencies|Avg Latencies|Max Latencies|Histogram Overflows"
                          r"|Total):\s*(.*)$")
 
 
 def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
     """`unit_ns` 1 for the output of `cyclictest -N/--nsecs` (the text does not say so)."""
-    rows, trailer, width, first_line = _read_hist(text)
+    h = _read_hist(text)
+    rows, trailer, width = h.rows, h.trailer, h.width
     if "Max Latencies" not in trailer or not rows or width is None:
         raise ImportFormatError("no histogram rows or no '# Max Latencies:' trailer: not a "
                                 "complete `cyclictest -h` output",
@@ -126,7 +190,8 @@ def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
         if key in trailer and len(trailer[key]) != nthreads:
             raise ImportFormatError(f"'# {key}' has {len(trailer[key])} values, expected "
                                     f"{nthreads}")
-    cut = _rows_cut(rows, trailer, nthreads, first_line)
+    _check_hist(h, nthreads)
+    cut = _rows_cut(h, nthreads)
     if cut is not None:
         return _footer_only(run_id, trailer, nthreads, unit_ns, cut)
     channels, notes = [], []
@@ -159,12 +224,23 @@ def parse_hist(text: str, run_id: str, unit_ns: int = 1000) -> RunResult:
         extra={"rows": len(rows)}, beyond=beyond)
 
 
-def _read_hist(text: str) -> tuple[dict[int, list[int]], dict[str, list[int]], int | None,
-                                   dict[int, int]]:
-    """Rows (index -> counts), trailers, the number of columns, and the line of each row."""
-    rows: dict[int, list[int]] = {}
-    lines: dict[int, int] = {}
-    trailer: dict[str, list[int]] = {}
+@dataclass
+class _Hist:
+    """What a `cyclictest -h` text says: rows (index -> counts), trailers, the number of
+    columns, the line of each row and trailer, and the last `T:` status line of each
+    thread ({thread: (line, cycles, min, max)})."""
+
+    rows: dict[int, list[int]] = field(default_factory=dict)
+    trailer: dict[str, list[int]] = field(default_factory=dict)
+    width: int | None = None
+    lines: dict[int, int] = field(default_factory=dict)
+    trailer_lines: dict[str, int] = field(default_factory=dict)
+    status: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+
+
+def _read_hist(text: str) -> _Hist:
+    h = _Hist()
+    rows, lines, trailer = h.rows, h.lines, h.trailer
     width = None
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = _ANSI_RE.sub("", raw.split("\r")[-1]).strip()
@@ -177,6 +253,10 @@ def _read_hist(text: str) -> tuple[dict[int, list[int]], dict[str, list[int]], i
                                        for x in m.group(2).split()]
             except ValueError:
                 raise ImportFormatError(f"line {lineno}: bad numbers in '# {m.group(1)}'") from None
+            h.trailer_lines[m.group(1)] = lineno
+            continue
+        if (m := _STATUS_RE.match(line)) is not None:
+            h.status[int(m["t"])] = (lineno, int(m["c"]), int(m["min"]), int(m["max"]))
             continue
         if line.startswith("#") or line.startswith("T:") or line.startswith("policy:"):
             continue
@@ -193,13 +273,85 @@ def _read_hist(text: str) -> tuple[dict[int, list[int]], dict[str, list[int]], i
             raise ImportFormatError(f"line {lineno}: row {index} appears twice")
         rows[index] = counts
         lines[index] = lineno
-    return rows, trailer, width, lines
+    h.width = width
+    return h
 
 
-def _rows_cut(rows: dict[int, list[int]], trailer: dict[str, list[int]], nthreads: int,
-              lines: dict[int, int]) -> str | None:
+def _check_hist(h: _Hist, nthreads: int) -> None:
+    """Refuse a text whose own numbers contradict each other (rows cut or not): `# Total:`
+    below its rows (cutting rows only lowers the rows' sum), overflows with a max inside
+    the histogram's range, a `-H` summary column that is not the sum of the threads', and
+    `T:` status lines of threads the trailer does not have, or that counted more cycles,
+    a higher max or a lower min than the trailer's final numbers."""
+    rows, trailer = h.rows, h.trailer
+    total = trailer.get("Total")
+    at = h.trailer_lines
+    if total is not None:
+        if len(total) not in (nthreads, nthreads + 1):
+            raise ImportFormatError(f"line {at['Total']}: '# Total' has {len(total)} values, "
+                                    f"expected {nthreads}")
+        for t in range(nthreads):
+            in_rows = sum(v[t] for v in rows.values())
+            if in_rows > total[t]:
+                raise ImportFormatError(
+                    f"line {at['Total']}: thread {t}: '# Total:' says {total[t]:,} but its "
+                    f"rows hold {in_rows:,} (cut rows would make the rows' sum smaller, not "
+                    "larger)")
+    if h.width == nthreads + 1 and nthreads > 1:  # -H: the last column sums the threads
+        for index, counts in rows.items():
+            if counts[-1] != sum(counts[:nthreads]):
+                raise ImportFormatError(
+                    f"line {h.lines[index]}: the summary column (-H) says {counts[-1]:,} but "
+                    f"the threads' columns add up to {sum(counts[:nthreads]):,}")
+        if total is not None and len(total) == nthreads + 1 and \
+                total[-1] != sum(total[:nthreads]):
+            raise ImportFormatError(f"line {at['Total']}: '# Total:' of the summary column "
+                                    f"is {total[-1]:,} but the threads' add up to "
+                                    f"{sum(total[:nthreads]):,}")
+    span = max(rows) + 1  # cyclictest prints every row 0..N-1
+    overflows = trailer.get("Histogram Overflows", [0] * nthreads)
+    for t in range(nthreads):
+        top = trailer["Max Latencies"][t]
+        if overflows[t] and top < span:
+            raise ImportFormatError(
+                f"line {at['Histogram Overflows']}: thread {t}: {overflows[t]:,} overflow(s) "
+                f"(samples of {span} or more) but '# Max Latencies:' says {top}")
+    _check_status(h, nthreads)
+
+
+def _check_status(h: _Hist, nthreads: int) -> None:
+    """The last `T:` line of each thread was printed at the end or before it: its cycles,
+    max and min cannot exceed (max, cycles) or undercut (min) the trailer's."""
+    trailer = h.trailer
+    overflows = trailer.get("Histogram Overflows", [0] * nthreads)
+    for t, (lineno, cycles, lo, hi) in sorted(h.status.items()):
+        if t >= nthreads:
+            raise ImportFormatError(f"line {lineno}: a status line of thread {t} but the "
+                                    f"trailer has {nthreads} thread(s)")
+        if not cycles:
+            continue  # no sample yet: cyclictest prints a placeholder min
+        counted: int | None = sum(v[t] for v in h.rows.values()) + overflows[t]
+        if "Total" in trailer:
+            counted = max(counted, trailer["Total"][t] + overflows[t])
+        elif len(h.rows) != max(h.rows) + 1:
+            counted = None  # rows cut and no `# Total:`: the count is unknown
+        if counted is not None and cycles > counted:
+            raise ImportFormatError(f"line {lineno}: thread {t}: the status line counts "
+                                    f"C: {cycles:,} cycles but the histogram {counted:,}")
+        top = trailer["Max Latencies"][t]
+        if hi > top:
+            raise ImportFormatError(f"line {lineno}: thread {t}: the status line's Max: {hi} "
+                                    f"is above '# Max Latencies:' {top}")
+        low = (trailer.get("Min Latencies") or [None] * nthreads)[t]
+        if low is not None and lo < low:
+            raise ImportFormatError(f"line {lineno}: thread {t}: the status line's Min: {lo} "
+                                    f"is below '# Min Latencies:' {low}")
+
+
+def _rows_cut(h: _Hist, nthreads: int) -> str | None:
     """Why the histogram rows are not all there (cyclictest prints every row 0..N-1, and
     `# Total:` is their sum per thread), or None when they are."""
+    rows, trailer, lines = h.rows, h.trailer, h.lines
     expected = set(range(max(rows) + 1))
     if set(rows) != expected:
         gap = min(expected - set(rows))
@@ -208,8 +360,6 @@ def _rows_cut(rows: dict[int, list[int]], trailer: dict[str, list[int]], nthread
         return f"row {gap} is missing ({where})"
     total = trailer.get("Total")
     if total is not None:
-        if len(total) not in (nthreads, nthreads + 1):
-            raise ImportFormatError(f"'# Total' has {len(total)} values, expected {nthreads}")
         for t in range(nthreads):
             in_rows = sum(v[t] for v in rows.values())
             if in_rows != total[t]:

@@ -21,6 +21,8 @@ from rtlab.results.importers.common import (
     as_int,
     channel_from_buckets,
     imported_result,
+    int_keyed,
+    load_json,
     need,
 )
 from rtlab.results.model import RunResult
@@ -49,9 +51,11 @@ def _invalid_json(text: str, exc: json.JSONDecodeError) -> ImportFormatError:
 
 def parse(text: str, run_id: str) -> RunResult:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except json.JSONDecodeError as exc:
         raise _invalid_json(text, exc) from None
+    except ImportFormatError:
+        raise
     except ValueError as exc:
         raise ImportFormatError(f"invalid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cpu"), dict):
@@ -72,8 +76,7 @@ def parse(text: str, run_id: str) -> RunResult:
         cpu = as_int(key, "cpu")
         what = f"cpu {key}"
         count = as_int(need(c, "count", what), f"{what} count")
-        buckets = {as_int(k, f"{what} bucket"): as_int(v, f"{what} count")
-                   for k, v in c["histogram"].items()}
+        buckets = int_keyed(c["histogram"], what)
         ch, overflow, above = channel_from_buckets(
             f"cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count,
             min_v=as_int(need(c, "min", what), f"{what} min") if count else None,

@@ -24,7 +24,6 @@ thread, adds the first thread's overflow excess): it is kept in the notes.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from rtlab.results.importers.common import (
     channel_from_buckets,
     imported_result,
     in_range,
+    load_json,
 )
 from rtlab.results.model import Channel, RunResult
 
@@ -135,6 +135,9 @@ def _field(data: _Oslat, label: str, rest: str, lineno: int) -> None:
         _values(rest, lineno, n)
     elif (m := _BUCKET_RE.match(label)) is not None:
         edge = _us_to_ns(m.group(1), lineno)
+        if edge in data.threads[0].buckets:
+            raise ImportFormatError(f"line {lineno}: bucket {m.group(1)} (us) appears twice "
+                                    "(two counts for one bucket)")
         for t, v in zip(data.threads, _values(rest, lineno, n), strict=True):
             t.buckets[edge] = in_range(int(v), f"line {lineno}: count")
         if rest.endswith("(including overflows)"):
@@ -174,7 +177,9 @@ def _us_to_ns(text: str, lineno: int) -> int:
 
 def _from_json(text: str) -> _Oslat:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
+    except ImportFormatError:
+        raise
     except ValueError as exc:
         raise ImportFormatError(f"invalid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("thread"), dict):
@@ -208,7 +213,11 @@ def _json_thread(key: str, t: Any) -> _Thread:
         raise ImportFormatError(f"{what} has no histogram")
     th = _Thread(cpu=as_int(t.get("cpu"), f"{what} cpu"))
     for label, count in t["histogram"].items():
-        th.buckets[_us_to_ns(str(label), 0)] = as_int(count, f"{what} count of {label}")
+        edge = _us_to_ns(str(label), 0)
+        if edge in th.buckets:
+            raise ImportFormatError(f"{what}: bucket {label!r} appears twice (another "
+                                    "spelling of one label)")
+        th.buckets[edge] = as_int(count, f"{what} count of {label}")
     # min/max: whole µs, or ns when the labels have decimals (fixed in _from_json)
     th.min_ns = as_int(t["min"], f"{what} min") * 1000 if "min" in t else None
     th.max_ns = as_int(t["max"], f"{what} max") * 1000 if "max" in t else None

@@ -109,7 +109,7 @@ def _read(text: str, col_re: re.Pattern[str], tool: str) -> _Table:
         elif t.all_line:
             _after_all(t, line, lineno)
         elif line.split()[0] == "Index":
-            t.columns = [_column(tok, col_re, lineno) for tok in line.split()[1:]]
+            t.columns = _columns(line, col_re, lineno)
         elif line.startswith("ALL:"):
             t.all_line = lineno
             t.all_kinds = [_KIND.get(k, k) for k in ("IRQ", "Thr", "Usr")
@@ -136,6 +136,26 @@ def _comment(t: _Table, line: str) -> None:
     if m := _DUR_RE.match(line):
         d, h, mi, s = (int(x) for x in m.groups())
         t.elapsed_s = ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def _columns(line: str, col_re: re.Pattern[str], lineno: int) -> list[tuple[str, int]]:
+    """The `Index` header's columns; each column once, and (timerlat) the same kinds of
+    column for every CPU (rtla prints IRQ and Thr, and Usr with -u, for each CPU)."""
+    columns = [_column(tok, col_re, lineno) for tok in line.split()[1:]]
+    kinds: dict[int, list[str]] = {}
+    for kind, cpu in columns:
+        if kind in kinds.get(cpu, []):
+            raise ImportFormatError(f"line {lineno}: column {kind} of CPU {cpu} appears twice "
+                                    "(two histograms for one CPU)")
+        kinds.setdefault(cpu, []).append(kind)
+    shapes = {cpu: sorted(k) for cpu, k in kinds.items()}
+    first = next(iter(shapes), None)
+    for cpu, shape in shapes.items():
+        if first is not None and shape != shapes[first]:
+            raise ImportFormatError(f"line {lineno}: CPU {first} has the columns "
+                                    f"{', '.join(shapes[first])} but CPU {cpu} "
+                                    f"{', '.join(shape)}: rtla prints the same for every CPU")
+    return columns
 
 
 def _column(tok: str, col_re: re.Pattern[str], lineno: int) -> tuple[str, int]:

@@ -140,6 +140,8 @@ def _full_log(lines: list[str], start: int, run_id: str) -> RunResult:
     if observed is not None and observed != n:
         raise ImportFormatError(f"line {start + 1}: the --full-log table has {n:,} rows but "
                                 f"sockperf counted {observed:,} observations")
+    assert lo is not None and hi is not None
+    _check_against_summary(head, lo, hi, total / n)
     ch = Channel(name="rtt", cpu=None, samples=n, min_ns=lo, max_ns=hi, sum_ns=total,
                  max_at_ns=hi_at, hist=hist, window_ns=WINDOW_NS,
                  windows=[(k, v[0], v[1]) for k, v in sorted(windows.items())])
@@ -153,6 +155,25 @@ def _full_log(lines: list[str], start: int, run_id: str) -> RunResult:
         elapsed_ns=(max(windows) + 1) * WINDOW_NS, notes=[x for x in notes if x],
         tool_version=version.group(1) if version else None, resolution_ns=1,
         extra={"measure": "round-trip time", "full_log": kind})
+
+
+def _check_against_summary(head: list[str], lo: int, hi: int, avg: float) -> None:
+    """sockperf's summary above the table describes the same messages: its min, max and
+    average (doubled when it printed half round trips; it cuts each to the ns, 0-3 ns
+    below rxTime - txTime) must be the table's."""
+    found = _read_summary(head)
+    if found is None:
+        return
+    _n, half, _pct, s_lo, s_hi, s_avg = found
+    factor = 2 if half else 1
+    slack = 4 * factor
+    for what, printed, table in (("<MIN>", s_lo, lo), ("<MAX>", s_hi, hi),
+                                 ("average", s_avg, avg)):
+        if printed is not None and abs(printed * factor - table) > slack:
+            raise ImportFormatError(
+                f"sockperf's summary {what} {printed / 1000:.3f} µs"
+                + (" (half round trip)" if half else "")
+                + f" but the --full-log table gives {table / factor / 1000:.3f} µs")
 
 
 def _row(line: str, kind: str, expect: int, lineno: int) -> tuple[int, int]:
@@ -205,6 +226,12 @@ def _summary_only(lines: list[str], run_id: str) -> RunResult:
                                 "or its complete output")
     n, half, pct, lo, hi, avg = found
     factor = 2 if half else 1
+    if lo > hi:
+        raise ImportFormatError(f"sockperf's <MIN> {lo / 1000:.3f} µs is above its <MAX> "
+                                f"{hi / 1000:.3f} µs")
+    if avg is not None and not lo - 1 <= avg <= hi + 1:  # each printed to the ns
+        raise ImportFormatError(f"sockperf's average {avg / 1000:.3f} µs lies outside <MIN> "
+                                f"{lo / 1000:.3f} .. <MAX> {hi / 1000:.3f} µs")
     points = [(1, lo * factor)]
     for p, v in sorted(pct.items()):
         rank = int(0.5 + p * n)
@@ -249,8 +276,13 @@ def _read_summary(lines: list[str]
                 break  # the end of the first block
             hi = value
         elif n is not None and (m := _PCT_RE.search(line)):
-            pct[_percentile(m.group(1), lineno)] = _ns(m.group(2), "a percentile", lineno,
-                                                       _USEC_RE, 3)
+            p = _percentile(m.group(1), lineno)
+            value = _ns(m.group(2), "a percentile", lineno, _USEC_RE, 3)
+            if pct.get(p, value) != value:
+                raise ImportFormatError(f"line {lineno}: percentile {m.group(1)} printed twice "
+                                        f"with two values ({pct[p] / 1000:.3f} and "
+                                        f"{value / 1000:.3f} µs)")
+            pct[p] = value
     if n is None or lo is None or hi is None or n == 0:
         return None
     return n, half, pct, lo, hi, avg
