@@ -19,7 +19,7 @@ from rtlab.report import render
 from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
 from rtlab.report.terminal import make_console, row_intervals
 from rtlab.results.importers import FORMATS, ImportContext
-from rtlab.results.store import NoStoreError, Store, resolve_location
+from rtlab.results.store import NoStoreError, Store
 from rtlab.results.summary import DEFAULT_PERCENTILES
 from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
@@ -312,6 +312,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     elif given:
         raise UsageError(f"{', '.join(given)} only apply to peer formats",
                          hint="rtlab engine files carry their own host facts")
+    from rtlab.fileio import IMPORT_LIMIT, check_input
+
+    check_input(args.file, "import file", IMPORT_LIMIT)  # before the store is opened
     store = Store.open(args.store)
     try:
         if fmt != "rtlab":
@@ -367,7 +370,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     selection = Selection(tuple(args.runs), tuple(args.host), tuple(args.probe),
                           parse_since(args.since) if args.since else None)
     src_loc, dst_loc = (args.store, other) if push else (other, args.store)
-    source = Store.open(src_loc, create=False)
+    other_name = ("--to" if push else "--from") if args.other else f"${LAB_ENV_VAR}"
+    source = Store.open(src_loc, create=False, name=None if push else other_name)
     dest = None
     # Ctrl-C and SIGTERM ask the transfer to stop where no database call is under way
     # (a KeyboardInterrupt raised inside the driver can leave its connection unusable,
@@ -385,11 +389,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
            if signal.getsignal(s) != signal.SIG_IGN}  # started with it ignored (nohup &)
     try:
         try:
-            try:
-                dest = Store.open(dst_loc, create=not args.dry_run)
-            except NoStoreError:  # a dry run creates nothing: an empty stand-in
-                dest = Store.open("sqlite://")
-                dest.display = resolve_location(dst_loc)
+            # opening creates nothing (a dry run writes nothing, so it creates nothing)
+            dest = Store.open(dst_loc, name=other_name if push else None)
             copying.set()
             try:
                 rep = transfer(source, dest, selection, dry_run=args.dry_run,

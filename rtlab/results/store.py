@@ -13,6 +13,13 @@ rtlab.results.sync) through `select`, `digests`, `stored`, `raw_files`, `read_ra
 `add_copy`: one transaction per run; a server database keeps the raw files of the runs
 copied into it in its own tables.
 
+Opening a store changes nothing (`Store.open`): a location that is not an rtlab store
+(an empty file, any other file, someone else's database, a FIFO, a device, a
+memory-only database) is refused in one line before a byte is written to it. A new
+SQLite file and the tables of an empty database are created at the first write (a run
+stored), never by opening, so a command that fails before it stores leaves nothing; the
+commands that only read open the store read-only.
+
 SQLAlchemy and the database driver are imported only when a store is opened; a
 `postgresql://` URL uses psycopg 3 (`pip install 'rtlab[postgres]'`).
 """
@@ -26,6 +33,8 @@ import logging
 import os
 import re
 import shlex
+import stat
+import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -33,11 +42,12 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.results.model import RunResult, load_result, new_run_id
 from rtlab.results.validate import first_problem
+from rtlab.textfmt import shown
 
 # SQLAlchemy's pool logs what fails in its own clean-up (a connection that cannot be
 # closed after an interrupt) with a traceback, which logging's last resort would print:
@@ -59,6 +69,12 @@ SQLITE_BUSY_TIMEOUT_S = 60
 _SCHEMA_LOCK_KEY = 0x72746C6162  # PostgreSQL advisory lock serialising schema creation
 _DRIVER_HINT = ("install it into rtlab's environment: pip install 'psycopg>=3.1' "
                 "(scripts/setup.sh does that), or use a SQLite file")
+_SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
+_NEW_PATH_HINT = ("name a new path (rtlab creates the store when it first stores a run), "
+                  "or remove the file if it is not needed")
+_OTHER_PATH_HINT = "name a file path (rtlab creates the store when it first stores a run)"
+_READ_HINT = "give the path of an rtlab store, or the URL of its database"
+_CREATING = threading.Lock()  # threads of one process creating a new SQLite file
 _LIBPQ_HINT = ("install libpq: apt-get install libpq5 (scripts/setup.sh does that), "
                "or pip install 'psycopg[binary]'")
 
@@ -76,8 +92,19 @@ def resolve_location(store: str | None, env: dict[str, str] | None = None) -> st
     return store or environ.get(ENV_VAR) or str(default_data_dir(environ) / "rtlab.db")
 
 
+def location_name(store: str | None, env: dict[str, str] | None = None) -> str:
+    """How a message names where the store came from: `--store`, `$RTLAB_STORE` or the
+    default store (as `resolve_location` chose)."""
+    environ = os.environ if env is None else env
+    return "--store" if store else f"${ENV_VAR}" if environ.get(ENV_VAR) else "the default store"
+
+
 class NoStoreError(UsageError):
     """A command that only reads was given a store file that does not exist."""
+
+
+class StoreUnreachableError(RtlabError):
+    """The database server does not answer (it may later): exit 1."""
 
 
 @dataclass(frozen=True)
@@ -144,14 +171,27 @@ class Store:
     """Open with `Store.open(location)`; SQLAlchemy is imported only here."""
 
     def __init__(self, url: Any, runs_dir: Path, display: str,
-                 engine_args: dict[str, Any] | None = None) -> None:
-        """`url`: an SQLAlchemy URL (string or object); `display`: how messages name it."""
+                 engine_args: dict[str, Any] | None = None, *, create: bool = True,
+                 name: str = "--store", identity: str | None = None,
+                 new_file: Path | None = None) -> None:
+        """`url`: an SQLAlchemy URL (string or object); `display`: how messages name it;
+        `name`: where it came from (`--store`, `$RTLAB_STORE`, ...); `create`: a command
+        that stores (else one that only reads); `new_file`: the SQLite file that does not
+        exist yet (created at the first write). Opening only reads: a database that is
+        not an rtlab store is refused before anything is written to it."""
         from sqlalchemy import create_engine
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
         self.url = url
         self.runs_dir = runs_dir
         self.display = display
+        self.identity = identity or str(url)  # two Store objects of one store: equal
+        self._name = name
+        self._create = create
+        self._new_file = new_file
+        # directories that a run's raw files may create and that `close` takes back when
+        # they stayed empty (nothing was stored)
+        self._missing_dirs = _missing_dirs(runs_dir) if create else []
         try:
             self._engine = create_engine(url, **(engine_args or {}))
         except NoSuchModuleError:
@@ -164,8 +204,14 @@ class Store:
         except (ArgumentError, ValueError) as exc:
             raise UsageError(f"invalid store URL {display}: {_first_line(exc)}") from None
         self._tables = _tables()
-        with self._guard("open"):
-            self._prepare_schema()
+        self._ready = False  # rtlab's tables and layout version are there
+        if new_file is None:
+            try:
+                with self._guard("open"):
+                    self._ready = self._inspect()
+            except BaseException:
+                self._engine.dispose()
+                raise
 
     @contextmanager
     def _guard(self, doing: str) -> Iterator[None]:
@@ -177,24 +223,103 @@ class Store:
         except SQLAlchemyError as exc:
             raise _db_error(exc, doing, self.display) from exc
 
-    def _prepare_schema(self) -> None:
-        """Create the tables if missing (under a lock: concurrent first opens are safe), then
-        check the layout version. A complete store is only read (it may be read-only)."""
+    def _inspect(self) -> bool:
+        """Read (only) what the database holds: True for rtlab's complete tables, False
+        for an empty database (the store is created at the first write); someone else's
+        tables or another layout version are refused."""
         with self._engine.connect() as conn:
-            version = _read_version(conn, self._tables)
-        if version is None:
-            with self._schema_transaction() as conn:
-                self._tables["metadata"].create_all(conn)
-                version = _read_version(conn, self._tables)
-                if version is None:
-                    version = str(STORE_SCHEMA_VERSION)
-                    conn.execute(self._tables["store_info"].insert().values(
-                        key="store_schema", value=version))
-        if version != str(STORE_SCHEMA_VERSION):
+            tables, version = _layout(conn, self._tables)
+        self._check_layout(tables, version)
+        if tables:
+            self._check_columns()
+        return version is not None
+
+    def _check_layout(self, tables: set[str] | None, version: str | None) -> None:
+        if tables and not {"runs", "store_info"} <= tables:
+            names = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
+            what = ("an SQLite database" if self._engine.dialect.name == "sqlite"
+                    else "a database")
+            raise UsageError(
+                f"{self._name} {shown(self.display)} is {what} that is not an rtlab store "
+                f"(its tables: {names}); nothing was written to it",
+                hint=_NEW_PATH_HINT if self._create else _READ_HINT)
+        if version is not None and version != str(STORE_SCHEMA_VERSION):
             raise RtlabError(
                 f"the store {self.display} has layout version {version}; this rtlab "
                 f"knows {STORE_SCHEMA_VERSION}", hint="upgrade rtlab")
-        self._check_columns()
+
+    def _readable(self) -> bool:
+        """Whether the store has rtlab's tables to read; a store created by another
+        process since this one was opened is found (a new one holds no run)."""
+        if self._ready:
+            return True
+        if self._new_file is not None and not self._new_file.exists():
+            return False
+        if self._new_file is not None:
+            _check_sqlite_file(self._new_file, self._name, self.display, self._create)
+        with self._guard("read"):
+            self._ready = self._inspect()
+        return self._ready
+
+    def _ensure_schema(self) -> None:
+        """Before the first write: create the SQLite file (complete, then linked into
+        place) or the tables of an empty database (under the schema lock, so
+        concurrent first writers are safe), after checking again what is there."""
+        if self._ready:
+            return
+        if self._new_file is not None:
+            self._create_file(self._new_file)
+        with self._guard("store"):
+            if self._inspect():  # complete (created now, or by another process)
+                self._ready = True
+                return
+            with self._schema_transaction() as conn:
+                tables, version = _layout(conn, self._tables)
+                self._check_layout(tables, version)
+                if version is None:
+                    self._tables["metadata"].create_all(conn)
+                    conn.execute(self._tables["store_info"].insert().values(
+                        key="store_schema", value=str(STORE_SCHEMA_VERSION)))
+            self._check_columns()
+        self._ready = True
+
+    def _create_file(self, path: Path) -> None:
+        """A new SQLite store file with rtlab's tables, written beside `path` under a
+        hidden name and linked into place: another process never sees a half-made
+        store, and of two creating it at once one wins and both use it."""
+        from sqlalchemy import create_engine
+
+        with _CREATING:
+            if path.exists():
+                return
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RtlabError(f"cannot create the store directory {path.parent}: "
+                                 f"{exc.strerror or exc}") from exc
+            part = path.with_name(f".{path.name}.{os.getpid()}.part")
+            _remove_stale_parts(path)
+            part.unlink(missing_ok=True)
+            engine = create_engine(f"sqlite:///{part}")
+            try:
+                with self._guard("store"), engine.begin() as conn:
+                    self._tables["metadata"].create_all(conn)
+                    conn.execute(self._tables["store_info"].insert().values(
+                        key="store_schema", value=str(STORE_SCHEMA_VERSION)))
+                engine.dispose()
+                try:
+                    os.link(part, path)
+                except FileExistsError:
+                    pass  # another process created it first: that one is used
+                except OSError:  # a file system without hard links
+                    if not path.exists():
+                        os.rename(part, path)
+            except OSError as exc:
+                raise RtlabError(f"cannot create the store {path}: "
+                                 f"{exc.strerror or exc}") from exc
+            finally:
+                engine.dispose()
+                part.unlink(missing_ok=True)
 
     @contextmanager
     def _schema_transaction(self) -> Iterator[Any]:
@@ -226,45 +351,84 @@ class Store:
             if exc.connection_invalidated or (self._engine.dialect.name != "sqlite"
                                               and isinstance(exc, OperationalError)):
                 raise
-            raise RtlabError(f"the database {self.display} has a table `runs` that is not an "
+            raise UsageError(f"the database {self.display} has a table `runs` that is not an "
                              f"rtlab store: {_reason(exc)}",
                              hint="give rtlab its own database (or SQLite file)") from exc
 
     @classmethod
-    def open(cls, location: str | None = None, *, create: bool = True) -> Store:
-        """The store at `location` (--store, $RTLAB_STORE, else the default file).
-        `create=False` (the commands that only read): an SQLite file that does not exist
-        is a UsageError, and nothing is created, neither the file nor its directory."""
+    def open(cls, location: str | None = None, *, create: bool = True,
+             name: str | None = None) -> Store:
+        """The store at `location` (--store, $RTLAB_STORE, else the default file); `name`:
+        how messages name the location when it is not --store/$RTLAB_STORE.
+
+        Nothing is created or changed by opening. `create=True` (the commands that
+        store): a new path is accepted (the file and its directory are created when the
+        first run is stored); `create=False` (the commands that only read): an SQLite file
+        that does not exist is a NoStoreError, and the store is opened read-only. Refused
+        in one line either way: an existing file that is not an rtlab store (empty,
+        not SQLite, someone else's database), a directory, FIFO, device or socket, a
+        memory-only database."""
+        if location is not None and not location.strip():
+            raise UsageError(f"{name or '--store'} is empty",
+                             hint="give a file path (SQLite) or a database URL")
         loc = resolve_location(location)
+        name = name or location_name(location)
         if "://" in loc:
-            return cls._open_url(loc)
-        path = Path(loc).expanduser()
-        if path.exists() and path.is_dir():
-            path = path / "rtlab.db"
-        if not create and not path.is_file():
-            raise NoStoreError(f"no stored run: there is no result store at {path}",
-                             hint="give the store with --store or $RTLAB_STORE, or store a "
-                                  "run first (rtlab run, rtlab results import)")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RtlabError(
-                f"cannot create the store directory {path.parent}: {exc.strerror}") from exc
-        return cls(f"sqlite:///{path.resolve()}", path.resolve().parent / "runs", str(path),
-                   {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}})
+            return cls._open_url(loc, create, name)
+        return cls._open_file(Path(loc).expanduser(), create, name, None)
 
     @classmethod
-    def _open_url(cls, loc: str) -> Store:
+    def _open_file(cls, path: Path, create: bool, name: str, display: str | None) -> Store:
+        """An SQLite store file: checked (read-only) before SQLite opens it."""
+        from sqlalchemy.engine import URL
+
+        if path.is_dir():
+            path = path / "rtlab.db"
+        display = display or str(path)
+        exists = _check_sqlite_file(path, name, display, create)
+        if not exists:
+            if not create:
+                raise NoStoreError(f"no stored run: there is no result store at {path}",
+                                   hint="give the store with --store or $RTLAB_STORE, or "
+                                        "store a run first (rtlab run, rtlab results import)")
+            _check_creatable(path, name, display)
+        resolved = path.resolve()
+        # SQLite URI file names: `ro` for the commands that only read, `rw` (never
+        # creates a file) for the others; a new file is made by _create_file
+        url = URL.create("sqlite", database="file:" + quote(str(resolved), safe="/"),
+                         query={"uri": "true", "mode": "rw" if create else "ro"})
+        return cls(url, resolved.parent / "runs", display,
+                   {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}, create=create,
+                   name=name, identity=f"sqlite:{resolved}",
+                   new_file=None if exists else resolved)
+
+    @classmethod
+    def _open_url(cls, loc: str, create: bool, name: str) -> Store:
         url, engine_args = engine_url(loc)
         display = mask_password(loc)
-        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-            runs_dir = Path(url.database).expanduser().resolve().parent / "runs"  # as a path
-        else:
-            runs_dir = default_data_dir() / "runs"
-        return cls(url, runs_dir, display, engine_args)
+        if url.get_backend_name() == "sqlite":
+            if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+                raise UsageError(
+                    f"{name} {shown(display)} is a memory-only database: runs stored there "
+                    "vanish when the command ends, and it holds none to read",
+                    hint="give a file path (SQLite) or a server URL (postgresql://...)")
+            if url.query:
+                raise UsageError(f"{name} {shown(display)}: a sqlite:/// store URL takes no "
+                                 f"options ({', '.join(sorted(url.query))})",
+                                 hint="give sqlite:///FILE or the file path")
+            return cls._open_file(Path(url.database).expanduser(), create, name, display)
+        if not create and "options" not in url.query:  # the commands that only read
+            engine_args["connect_args"]["options"] = "-c default_transaction_read_only=on"
+        return cls(url, default_data_dir() / "runs", display, engine_args, create=create,
+                   name=name)
 
     def close(self) -> None:
+        """Release the connections; directories that a run's raw files created and
+        that stayed empty (nothing was stored) are taken back."""
         self._engine.dispose()
+        for path in self._missing_dirs:  # deepest first
+            with suppress(OSError):
+                path.rmdir()
 
     # raw output ---------------------------------------------------------------------
     def raw_path(self, run_id: str) -> Path:
@@ -282,6 +446,8 @@ class Store:
     def exists(self, run_id: str) -> bool:
         from sqlalchemy import select
 
+        if not self._readable():
+            return False
         runs = self._tables["runs"]
         with self._guard("read"), self._engine.connect() as conn:
             return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
@@ -298,6 +464,7 @@ class Store:
         text = json.dumps(result.to_dict(packed=True), separators=(",", ":"))
         blob = zlib.compress(text.encode(), 6)
         try:
+            self._ensure_schema()
             if self.exists(result.run_id):
                 raise refused
             digests = self._copy_tables_or_none()
@@ -338,6 +505,8 @@ class Store:
         runs = self._tables["runs"]
         cols = [runs.c[f.name] for f in fields(RunRow)]
         query = select(*cols).order_by(runs.c.created.desc(), runs.c.seq.desc())
+        if not self._readable():
+            return []
         if limit is not None:
             query = query.limit(limit)
         with self._guard("read"), self._engine.connect() as conn:
@@ -355,18 +524,20 @@ class Store:
                 raise UsageError(f"no runs stored in {self.display}", hint="run `rtlab run` first")
             return rows[0].id
         if not ref or not all(c.isalnum() or c in "-_" for c in ref):
-            raise UsageError(f"invalid run id {ref!r}")
+            raise UsageError(f"invalid run id {shown(ref)}")
         # substr, not LIKE: `_` is a LIKE wildcard and SQLite's LIKE ignores case
         prefix = func.substr(runs.c.id, 1, len(ref)) == ref
-        with self._guard("read"), self._engine.connect() as conn:
-            ids = [r[0] for r in conn.execute(select(runs.c.id).where(prefix).limit(6))]
+        ids: list[str] = []
+        if self._readable():
+            with self._guard("read"), self._engine.connect() as conn:
+                ids = [r[0] for r in conn.execute(select(runs.c.id).where(prefix).limit(6))]
         if ref in ids:
             return ref
         if not ids:
             raise UsageError(f"no stored run matches {ref!r}", hint="see `rtlab results list`")
         if len(ids) > 1:
-            shown = ", ".join(ids[:5])
-            raise UsageError(f"run id prefix {ref!r} is ambiguous ({shown})",
+            some = ", ".join(ids[:5])
+            raise UsageError(f"run id prefix {ref!r} is ambiguous ({some})",
                              hint="give more characters")
         return ids[0]
 
@@ -409,6 +580,8 @@ class Store:
                 since = since.replace(tzinfo=None)
             query = query.where(runs.c.created >= since)
         rows: list[RunRow] = []
+        if not self._readable():
+            return rows
         with self._guard("read"), self._engine.connect() as conn:
             for batch in [None] if ids is None else _batches(sorted(set(ids))):
                 q = query if batch is None else query.where(runs.c.id.in_(batch))
@@ -425,6 +598,8 @@ class Store:
 
         runs, digests = self._tables["runs"], self._tables["run_digests"]
         found: dict[str, str] = {}
+        if not self._readable():
+            return found
         with self._guard("read"), self._engine.connect() as conn:
             has_digests = self._has_copy_tables(conn)
             for batch in _batches(sorted(set(ids))):
@@ -445,9 +620,11 @@ class Store:
         from sqlalchemy import select
 
         runs = self._tables["runs"]
-        with self._guard("read"), self._engine.connect() as conn:
-            row = conn.execute(select(runs.c.created, runs.c.result_z)
-                               .where(runs.c.id == run_id)).first()
+        row = None
+        if self._readable():
+            with self._guard("read"), self._engine.connect() as conn:
+                row = conn.execute(select(runs.c.created, runs.c.result_z)
+                                   .where(runs.c.id == run_id)).first()
         if row is None:
             raise UsageError(f"no stored run {run_id!r} in {self.display}")
         text = _decompress(run_id, row.result_z)
@@ -461,12 +638,13 @@ class Store:
 
         found: dict[str, RawFile] = {}
         files = self._tables["run_files"]
-        with self._guard("read"), self._engine.connect() as conn:
-            if self._has_copy_tables(conn):
-                for r in conn.execute(select(files.c.name, files.c.size)
-                                      .where(files.c.run_id == run_id)
-                                      .order_by(files.c.name)):
-                    found[r.name] = RawFile(r.name, int(r.size), True)
+        if self._readable():
+            with self._guard("read"), self._engine.connect() as conn:
+                if self._has_copy_tables(conn):
+                    for r in conn.execute(select(files.c.name, files.c.size)
+                                          .where(files.c.run_id == run_id)
+                                          .order_by(files.c.name)):
+                        found[r.name] = RawFile(r.name, int(r.size), True)
         for path in sorted(self.runs_dir.glob(f"{glob.escape(run_id)}.*")):
             inner = sorted(p for p in path.rglob("*")) if path.is_dir() else [path]
             for p in inner:
@@ -528,6 +706,7 @@ class Store:
         _refuse_inconsistent(result)
         row = _row_values(result) | {"created": run.created}
         blob = zlib.compress(run.text, 6)
+        self._ensure_schema()
         if self.exists(run.run_id):
             return False
         self._ensure_copy_tables()
@@ -753,7 +932,8 @@ def _db_error(exc: BaseException, doing: str, display: str) -> RtlabError:
                                 "could not translate host", "connection is bad",
                                 "server closed", "terminating connection", "connection failed",
                                 "consuming input failed", "unable to open database")):
-        hint = "is the database server running, and is the URL right? see docs/results.md"
+        return StoreUnreachableError(message, hint="is the database server running, and is "
+                                     "the URL right? see docs/results.md")
     else:
         hint = None
     return RtlabError(message, hint=hint)
@@ -780,16 +960,98 @@ def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _read_version(conn: Any, tables: dict[str, Any]) -> str | None:
-    """The stored layout version; None when the store's tables are not (all) there."""
+def _layout(conn: Any, tables: dict[str, Any]) -> tuple[set[str], str | None]:
+    """The names of the database's tables (none: an empty database) and rtlab's layout
+    version (None when rtlab's tables or the version row are not there). Only reads."""
     from sqlalchemy import inspect, select
 
-    insp = inspect(conn)
-    if not (insp.has_table("store_info") and insp.has_table("runs")):
-        return None
+    names = set(inspect(conn).get_table_names())
+    if not {"runs", "store_info"} <= names:
+        return names, None
     info = tables["store_info"]
     value = conn.execute(select(info.c.value).where(info.c.key == "store_schema")).scalar()
-    return None if value is None else str(value)
+    return names, None if value is None else str(value)
+
+
+def _check_sqlite_file(path: Path, name: str, display: str, create: bool) -> bool:
+    """Whether an SQLite store file is at `path` (False: nothing is there); anything else
+    there is refused in one line (UsageError): a directory, FIFO, device or socket, a
+    dangling symbolic link, an empty file, a file that is not an SQLite database. Never
+    opens anything but a regular file, and that read-only and without blocking."""
+    given = f"{name} {shown(display)}"
+    hint = _NEW_PATH_HINT if create else _READ_HINT
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UsageError(f"{given} is a symbolic link to nothing "
+                             f"({shown(os.readlink(path))})",
+                             hint="give the store file itself") from None
+        return False
+    except NotADirectoryError:
+        raise UsageError(f"{given} cannot be a file: a part of its path is a file, not a "
+                         "directory", hint="give a path in a directory") from None
+    except OSError as exc:  # a symbolic link loop, a name too long, no permission
+        raise UsageError(f"{given}: {exc.strerror or exc}") from None
+    kind = _file_kind(st.st_mode)
+    if kind is not None:
+        raise UsageError(f"{given} is {kind}, not a store file",
+                         hint=_OTHER_PATH_HINT if create else _READ_HINT)
+    if st.st_size == 0:
+        raise UsageError(f"{given} is an empty file, not an rtlab store; nothing was "
+                         "written to it", hint=hint)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RtlabError(f"cannot read the store {display}: {exc.strerror or exc}") from None
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)  # replaced since the stat
+        head = b"" if kind is not None else os.read(fd, len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise RtlabError(f"cannot read the store {display}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if kind is not None:
+        raise UsageError(f"{given} is {kind}, not a store file",
+                         hint=_OTHER_PATH_HINT if create else _READ_HINT)
+    if head != _SQLITE_MAGIC:
+        raise UsageError(f"{given} is not an SQLite database (an rtlab store is one); "
+                         "nothing was written to it", hint=hint)
+    return True
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is, for a message (None: regular)."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _check_creatable(path: Path, name: str, display: str) -> None:
+    """A new store file can be made at `path` later: its nearest existing ancestor is a
+    directory this process may write into (checked now, before any work)."""
+    ancestor = path.parent
+    while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{name} {shown(display)} cannot be created: {ancestor} is not a "
+                         "directory", hint="give a path in a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise RtlabError(f"{name} {shown(display)} cannot be created: no permission to "
+                         f"write in {ancestor}", hint="give a path in a directory you may "
+                         "write to")
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist, deepest first."""
+    missing = []
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
 
 
 def _decompress(run_id: str, blob: bytes) -> bytes:

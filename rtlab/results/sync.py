@@ -112,7 +112,8 @@ class TransferReport:
 
 
 def same_store(a: Store, b: Store) -> bool:
-    return str(a.url) == str(b.url)
+    """One store opened twice (also as a path and as a sqlite:/// URL of that path)."""
+    return a.identity == b.identity
 
 
 def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False,

@@ -333,6 +333,7 @@ def test_unreachable_wrong_url_missing_driver_newer_layout(
     # a store of a newer layout: refused before anything is copied
     newer = new_store("postgresql", tmp_path, request)
     store = Store.open(newer)
+    store._ensure_schema()  # rtlab's tables (opening creates none)
     with store._engine.begin() as conn:
         conn.execute(store._tables["store_info"].update().values(value="2"))
     code, line = one_line("results", "push", "--store", local, "--to", newer)
@@ -696,7 +697,9 @@ def test_stores_of_an_older_rtlab(dest: str, tmp_path: Path,
     local = str(tmp_path / "laptop" / "rtlab.db")
     seed(local, ["b1000001", "b1000002"]).close()
     _drop_copy_tables(local)
-    Store.open(dest).close()
+    made = Store.open(dest)
+    made._ensure_schema()  # an empty store with rtlab's tables (opening creates none)
+    made.close()
     _drop_copy_tables(dest)
     code, doc, err = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
                              "--json")

@@ -296,6 +296,7 @@ def test_store_layout_version_checked(store_loc: str,
     from sqlalchemy import delete, update
 
     store = Store.open(store_loc)
+    store._ensure_schema()  # rtlab's tables (opening creates none)
     info = store._tables["store_info"]
     with store._engine.begin() as conn:
         conn.execute(update(info).values(value="2"))
@@ -329,8 +330,23 @@ def test_foreign_runs_table_refused(store_loc: str) -> None:
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)"))
     engine.dispose()
-    with pytest.raises(RtlabError, match="has a table `runs` that is not an rtlab store"):
-        Store.open(store_loc)
+    before = _tables_of(url)
+    for create in (False, True):  # refused without a table added (a read or a write)
+        with pytest.raises(UsageError, match=r"is (an SQLite|a) database that is not an "
+                           r"rtlab store \(its tables: runs\); nothing was written"):
+            Store.open(store_loc, create=create)
+        assert _tables_of(url) == before == {"runs"}
+
+
+def _tables_of(url: object) -> set[str]:
+    from sqlalchemy import create_engine, inspect
+
+    engine = create_engine(url)  # type: ignore[call-overload]
+    try:
+        with engine.connect() as conn:
+            return set(inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
 
 
 def test_store_location_precedence(tmp_path: Path) -> None:
@@ -348,7 +364,10 @@ def test_sqlite_url_keeps_raw_output_beside_the_file(tmp_path: Path,
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     store = Store.open(f"sqlite:///{tmp_path}/s.db")
     assert store.raw_path("x") == tmp_path / "runs" / "x.jsonl"
-    assert Store.open("sqlite://").raw_path("x") == tmp_path / "xdg/rtlab/runs/x.jsonl"
+    assert not (tmp_path / "s.db").exists()  # created by the first run stored
+    for memory in ("sqlite://", "sqlite:///:memory:"):  # nothing would be kept there
+        with pytest.raises(UsageError, match="is a memory-only database"):
+            Store.open(memory)
 
 
 def test_verdict_flags() -> None:
