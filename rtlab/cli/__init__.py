@@ -41,12 +41,24 @@ COMMANDS: tuple[str, ...] = (
 _LONG_QUOTED = re.compile(r"'[^'\n]{61,}'|\"[^\"\n]{61,}\"")
 
 
+MESSAGE_MAX = 500  # characters of one error line, beyond any value quoted in it
+
+
+def short_message(message: str) -> str:
+    """An error line as printed: every long quoted value cut (textfmt.shown), the line
+    on one line and cut at MESSAGE_MAX, so a 10-MB argument never comes back whole."""
+    from rtlab.textfmt import shown
+
+    text = _LONG_QUOTED.sub(lambda m: shown(m.group(0)[1:-1]), message)
+    text = " ".join(text.splitlines())
+    if len(text) > MESSAGE_MAX:
+        text = f"{text[:MESSAGE_MAX]}... ({len(text)} characters)"
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit code 2, a long value cut
-        from rtlab.textfmt import shown
-
-        message = _LONG_QUOTED.sub(lambda m: shown(m.group(0)[1:-1]), message)
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {short_message(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(func(args))
     except RtlabError as exc:
-        print(f"rtlab: error: {exc.one_line()}", file=sys.stderr)
+        print(f"rtlab: error: {short_message(exc.one_line())}", file=sys.stderr)
         return int(exc.code)
     except KeyboardInterrupt:
         print("rtlab: interrupted", file=sys.stderr)
