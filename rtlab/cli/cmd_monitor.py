@@ -14,7 +14,7 @@ from rtlab.cli.target import add_target_args
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.results.store import default_data_dir
+from rtlab.results.store import check_store, default_data_dir
 from rtlab.scenario.units import parse_duration
 from rtlab.textfmt import shown
 
@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     for t in targets:  # a malformed address is a usage error before anything starts
         if t != LOCAL:
             SshTarget.parse(t)
+    unreachable = check_store(args.store)  # refused before the first segment is measured
     state_dir = args.state_dir or default_data_dir() / "monitor"
 
     def say(msg: str) -> None:
@@ -175,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
         old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         say(f"watching {', '.join(targets)}; state in {state_dir}")
+        if unreachable is not None:
+            say(f"store unreachable for now, segments wait in {state_dir}: {unreachable}")
         try:
             code = mon.run()
         finally:

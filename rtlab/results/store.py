@@ -861,6 +861,18 @@ class Store:
             self._copy_tables_ready = True
 
 
+def check_store(location: str | None) -> str | None:
+    """For a command that stores only later (`rtlab monitor`): the store is opened and
+    closed now, so that one that can never be written (not an rtlab store, a memory-only
+    database, a FIFO, ...) is refused before anything is measured; nothing is created. A
+    server that does not answer now may later: its one-line reason is returned."""
+    try:
+        Store.open(location).close()
+    except StoreUnreachableError as exc:
+        return exc.one_line()
+    return None
+
+
 # URLs and errors ----------------------------------------------------------------------
 def mask_password(loc: str) -> str:
     """`loc` with the password of a URL replaced by ***, for messages and display."""
