@@ -77,6 +77,7 @@ def run_boards(args: argparse.Namespace, slo: Any, targets: list[str],
         raise UsageError("the same --target is given twice: one run per board")
     if args.peer is not None or args.reflector is not None:
         raise UsageError("--peer and --reflector go with one --target (the pinging board)")
+    Store.open(args.store).close()  # a store that cannot be written: before any board
     console, err = make_console(), make_console(stderr=True)
     with ExitStack() as stack:
         boards = [stack.enter_context(open_target(t, args.engine_dir)) for t in targets]
