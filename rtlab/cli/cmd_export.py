@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from rtlab.errors import RtlabError
+from rtlab.fileio import STDOUT, check_output, write_output
 from rtlab.report.exporters import EXPORTERS, get_exporter
 from rtlab.results.store import Store
 
@@ -35,19 +34,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
 
     exporter = get_exporter(args.format)
+    if args.output:
+        check_output(args.output, "--output")  # before reading the store
     store = Store.open(args.store, create=False)
     try:
         result = store.get(args.run)
     finally:
         store.close()
     data = exporter.serialize(result)
-    if args.output:
-        try:
-            with open(args.output, "wb") as f:
-                f.write(data)
-        except OSError as exc:
-            raise RtlabError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    write_output(args.output or STDOUT, data, "--output")
     return 0

@@ -167,6 +167,10 @@ def run_day(args: argparse.Namespace) -> int:
     slot_s = _parse_slot(args.slot)
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {args.plot}: the file name must end in .png or .svg")
+    if args.plot is not None:
+        from rtlab.fileio import check_output
+
+        check_output(args.plot, "--plot")  # before the store is read
     t0, t1 = day_bounds(day)
     store = Store.open(args.store, create=False)
     try:
@@ -185,7 +189,7 @@ def run_day(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from rtlab.report.plots import day_figure, save_figure
 
-        save_figure(day_figure(bd), args.plot)
+        save_figure(day_figure(bd), args.plot, "--plot")
     cpu = host_cpu_model(results)
     if args.json:
         _print_day_json(bd, cpu)

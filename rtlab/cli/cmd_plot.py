@@ -30,10 +30,12 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rtlab.fileio import check_output
     from rtlab.report.plots import figure_for, save_figure
 
     if Path(args.output).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"plot file must end in .png or .svg: {args.output}")
+    check_output(args.output, "--output")  # before any work
     result = load_runs(args.store, [args.run])[0]
     phases = result.phases
     if args.phase is not None:

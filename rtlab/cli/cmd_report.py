@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rtlab.analysis.compare import ChannelSelection, select_channels
 from rtlab.analysis.slo import evaluate_slo, parse_slo
-from rtlab.errors import RtlabError, UsageError
+from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.report.html import write_run_report
+from rtlab.fileio import STDOUT, check_output, write_output, write_outputs
+from rtlab.report.html import render_html
 from rtlab.report.junit import junit_xml
 from rtlab.results.store import Store
 from rtlab.scenario.units import parse_cpu_list
@@ -87,26 +89,34 @@ def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
         store.close()
 
 
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
 def write_junit(path: str, results: list[Any], slo: Any, report: Any) -> None:
 
-    try:
-        with open(path, "wb") as f:
-            f.write(junit_xml(results, slo, report))
-    except OSError as exc:
-        raise RtlabError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    write_output(path, junit_xml(results, slo, report), "--junit")
 
 
 def run(args: argparse.Namespace) -> int:
 
     slo = parse_slo(args.slo) if args.slo is not None else None  # before any work
-    results = load_selected(args, selection_from_args(args))
+    selection = selection_from_args(args)
+    for path_arg, option in ((args.output, "--output"), (args.junit, "--junit")):
+        if path_arg is not None:
+            check_output(path_arg, option)
+    results = load_selected(args, selection)
     report = evaluate_slo(slo, results) if slo is not None else None
-    path = write_run_report(results, args.output or f"report-{results[0].run_id}.html",
-                            slo=slo, slo_report=report, compare_by=args.by)
-    print(f"report written to {path}")
+    html_path = args.output or f"report-{results[0].run_id}.html"
+    outputs = [(html_path, render_html(results, slo=slo, slo_report=report,
+                                       compare_by=args.by), "--output")]
     if args.junit:
-        write_junit(args.junit, results, slo, report)
-        print(f"JUnit XML written to {args.junit}")
+        outputs.append((args.junit, junit_xml(results, slo, report), "--junit"))
+    written = write_outputs(outputs)
+    say = print if STDOUT not in (html_path, args.junit) else _to_stderr
+    say(f"report written to {written[0] or 'standard output'}")
+    if args.junit:
+        say(f"JUnit XML written to {written[1] or 'standard output'}")
     if report is not None:
         print(report.summary())
         if not report.passed:

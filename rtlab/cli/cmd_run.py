@@ -7,16 +7,17 @@ import argparse
 from typing import Any
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
-from rtlab.cli.cmd_report import write_junit
 from rtlab.cli.run_boards import run_boards
 from rtlab.cli.target import add_target_args, open_target
 from rtlab.engine.ssh import SshTarget
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.probes.registry import names as probe_names
 from rtlab.report import render
-from rtlab.report.html import default_report_path, write_run_report
+from rtlab.report.html import own_report_path, render_html
+from rtlab.report.junit import junit_xml
 from rtlab.report.spikes import spike_lines
 from rtlab.report.terminal import channel_label, make_console
 from rtlab.results.store import Store
@@ -156,7 +157,14 @@ def run(args: argparse.Namespace) -> int:
     if args.slo is not None:
 
         slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
+    check_run_outputs(args)
     targets = args.target or _scenario_targets(args) or [None]
+    traced = [f for f, v in (("--trace", args.trace), ("--trace-threshold", args.trace_threshold),
+                             ("--trace-buffer-kb", args.trace_buffer_kb)) if v]
+    boards = [t for t in targets if t not in (None, "local")]
+    if traced and boards:  # before connecting (a scenario's [trace] is checked once read)
+        raise UsageError(f"{traced[0]} with --target {boards[0]}: tracing is read from this "
+                         "machine's tracefs; it is not available for boards yet")
     if len(targets) > 1:
 
         return run_boards(args, slo, targets, _prepare, _report_and_gate)
@@ -170,6 +178,8 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     sfile, variants = _prepare(args, online)
     if not target.is_local:
         check_remote(variants, target, peer=args.peer)
+    elif args.samples:
+        check_samples_outputs(variants)
     # validated; nothing created before run_variants
     peer = _udp_peer(args, variants, target, online, getattr(sfile, "reflector", None))
 
@@ -226,6 +236,31 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     return int(worst_exit(*codes))
 
 
+def check_run_outputs(args: argparse.Namespace) -> None:
+    """Every file the run writes on this machine after measuring (report, JUnit) is
+    checked before it measures: a typo never costs a run (rtlab.fileio)."""
+    given = [(args.junit, "--junit")]
+    if not args.no_report:
+        given.append((args.report, "--report"))
+    named = [(p, o) for p, o in given if p]
+    for path, option in named:
+        check_output(path, option)
+    if len(named) == 2 and named[0][0] == named[1][0] != STDOUT:
+        raise UsageError(f"--junit and --report name the same file {named[0][0]}")
+    if (args.report == STDOUT and not args.no_report) or args.junit == STDOUT:
+        raise UsageError("rtlab run prints its results on standard output: give --report "
+                         "and --junit a file, not -")
+
+
+def check_samples_outputs(variants: list[Any]) -> None:
+    """The raw sample files a local run's probes write (--samples: one per phase)."""
+    for variant in variants:
+        for phase in variant.phases:
+            path = phase.probe.options.get("samples_file")
+            if path:
+                check_output(str(path), "--samples")
+
+
 def _scenario_targets(args: argparse.Namespace) -> list[str]:
     """The boards a scenario file names, when --target does not say."""
     if args.probe is not None:
@@ -249,18 +284,18 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
             console.print(f"run {r.run_id}: {rep.summary()}", highlight=False, markup=False)
             if not rep.passed:
                 codes.append(ExitCode.THRESHOLD)
+    outputs: list[tuple[Any, Any, str]] = []
     if args.junit:  # with an SLO one testcase per clause and channel, else validity checks
-
-        write_junit(args.junit, results, slo,
-                    evaluate_slo(slo, results) if slo is not None else None)
-        console.print(f"JUnit: {args.junit}", highlight=False)
+        outputs.append((args.junit, junit_xml(results, slo, evaluate_slo(slo, results)
+                                              if slo is not None else None), "--junit"))
     if not args.no_report:
-
-        target = args.report or default_report_path(store_display, results[-1].run_id)
+        target = args.report or own_report_path(store_display, results[-1].run_id)
         single = reports[0] if reports and len(results) == 1 else None
-        path = write_run_report(results, target, slo=slo, slo_report=single,
-                                compare_by=compare_by)
-        console.print(f"report: {path}", highlight=False)
+        outputs.append((target, render_html(results, slo=slo, slo_report=single,
+                                            compare_by=compare_by), "--report"))
+    for (_, _, option), path in zip(outputs, write_outputs(outputs), strict=True):
+        console.print(f"{'JUnit' if option == '--junit' else 'report'}: "
+                      f"{path or 'standard output'}", highlight=False)
     return codes
 
 

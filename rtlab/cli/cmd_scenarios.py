@@ -12,7 +12,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.scenario import format_duration
 from rtlab.scenario.builtin import builtin_dirs, builtins, describe
 from rtlab.scenario.cpus import format_cpulist
-from rtlab.scenario.loader import ScenarioError
+from rtlab.scenario.loader import ScenarioError, read_scenario_text, toml_document
 
 
 def register(sub: Any) -> None:
@@ -74,14 +74,13 @@ def _list_entry(name: str, path: Any) -> dict[str, Any]:
     """A built-in scenario as its file writes it (not resolved on this machine): probes
     and phases with the loader's defaults (probe `timer`; one phase `main` of every
     load), CPU expressions and durations as written (null: the default)."""
-    import tomllib
 
 
     entry: dict[str, Any] = {"name": name, "source": str(path), "description": describe(path)}
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return entry | {"error": f"cannot read: {exc}"}
+        doc = toml_document(read_scenario_text(path), str(path))
+    except RtlabError as exc:
+        return entry | {"error": f"cannot read: {exc.message}"}
 
     def tables(key: str) -> list[dict[str, Any]]:
         v = doc.get(key, [])
@@ -109,7 +108,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from rtlab.scenario.builtin import find
 
     path = find(args.name)
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    sys.stdout.write(read_scenario_text(path))
     return int(ExitCode.OK)
 
 

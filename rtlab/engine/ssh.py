@@ -103,8 +103,10 @@ def base_options() -> list[str]:
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
     config = os.environ.get(CONFIG_ENV)
-    if config:
-        opts = ["-F", config, *opts]
+    if config:  # ssh reads it: only a regular file of a sane size (rtlab.fileio)
+        from rtlab.fileio import check_input
+
+        opts = ["-F", str(check_input(config, f"${CONFIG_ENV}")), *opts]
     return opts
 
 

@@ -796,24 +796,31 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
 
 def write_run_report(results: RunResult | Sequence[RunResult], path: str | Path, *,
                      slo: Slo | None = None, slo_report: SloReport | None = None,
-                     compare_by: str = "run") -> Path:
-    """Write the self-contained HTML report of one or several runs; returns the path.
+                     compare_by: str = "run", option: str = "--output") -> Path | None:
+    """Write the self-contained HTML report of one or several runs; returns the path
+    (None: standard output, `-`).
 
     This is what `rtlab run` calls after storing a run (one result) and what
-    `rtlab report` calls. Raises RtlabError (one line) when the file cannot be written.
+    `rtlab report` calls. The file is written the one safe way (rtlab.fileio: never over
+    a device, never half). Raises RtlabError (one line) when the file cannot be written.
     """
+    from rtlab.fileio import write_output
 
     items = [results] if isinstance(results, RunResult) else list(results)
     text = render_html(items, slo=slo, slo_report=slo_report, compare_by=compare_by)
-    target = Path(path)
+    return write_output(path, text, option)
+
+
+def own_report_path(store_display: str, run_id: str) -> Path:
+    """`default_report_path` with its `reports/` directory made (rtlab's own, beside the
+    store)."""
+    path = default_report_path(store_display, run_id)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RtlabError(f"cannot write the report {target}: {exc.strerror or exc}") from exc
-    return target
+        raise RtlabError(f"cannot create the report directory {path.parent}: "
+                         f"{exc.strerror or exc}") from exc
+    return path
 
 
 def default_report_path(store_display: str, run_id: str) -> Path:

@@ -520,19 +520,19 @@ def figure_svg(fig: Figure) -> str:
     return text[start:] if start >= 0 else text
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path, option: str = "--output") -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise UsageError(f"plot file must end in .png or .svg: {path}")
     from matplotlib import rc_context
 
-    try:
-        with rc_context(_RC):
-            fig.savefig(path, format=fmt, dpi=110)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
+    from rtlab.fileio import check_output, open_output
+
+    target = check_output(path, option)
+    with open_output(path, option) as f, rc_context(_RC):
+        fig.savefig(f, format=fmt, dpi=110)
+    return target or path
 
 
 def plot_kinds() -> tuple[str, ...]:

@@ -72,6 +72,9 @@ def probe_scenario(req: DirectRequest, probe_bin: str | None = None) -> Scenario
         k, v = check_option(table, key, value if sep else "true")
         options[k] = v
     duration = req.duration_ns
+    if duration is not None and ("duration" in options or "duration_ns" in options):
+        raise UsageError("--duration and --probe-opt duration both say how long to run; "
+                         "give one of them")
     ends = sorted(k for k in ("loops", "test_duration") if k in options)
     if ends and table.has("duration") and "duration" not in options:
         if duration is not None:  # the engine refuses both; say it in rtlab's words

@@ -4,10 +4,10 @@ data under `rtlab/data/scenarios` (meson). `find()` takes a built-in name or a p
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from rtlab.errors import UsageError
+from rtlab.errors import RtlabError, UsageError
+from rtlab.fileio import check_input
 
 _PKG = Path(__file__).resolve().parent.parent  # .../rtlab
 
@@ -28,9 +28,11 @@ def builtins() -> dict[str, Path]:
 
 def describe(path: Path) -> str:
     """The file's [scenario] description (empty if it cannot be read)."""
+    from rtlab.scenario.loader import read_scenario_text, toml_document
+
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        doc = toml_document(read_scenario_text(path), str(path))
+    except RtlabError:
         return ""
     head = doc.get("scenario")
     desc = head.get("description", "") if isinstance(head, dict) else ""
@@ -40,10 +42,7 @@ def describe(path: Path) -> str:
 def find(ref: str) -> Path:
     """A scenario file from a built-in name or a path (anything ending in .toml or with a /)."""
     if ref.endswith(".toml") or "/" in ref:
-        p = Path(ref)
-        if not p.is_file():
-            raise UsageError(f"scenario file {ref} not found")
-        return p
+        return check_input(ref, "scenario file")
     found = builtins().get(ref)
     if found is None:
         names = ", ".join(builtins()) or "none installed"

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.engine.ssh import SshTarget
-from rtlab.errors import UsageError
+from rtlab.errors import RtlabError, UsageError
+from rtlab.fileio import read_text_input
 from rtlab.probes.registry import two_ended
 from rtlab.scenario.cpus import CpuExprError, expand
 from rtlab.scenario.model import (
@@ -609,14 +610,38 @@ def _reflector(ctx: _Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
                          _thread_priorities(g, raw.get("thread_priorities")), tuple(irqs))
 
 
+def read_scenario_text(path: Path | str) -> str:
+    """A scenario file's text, read the one safe way (rtlab.fileio: a regular file of at
+    most 4 MiB, UTF-8 text; anything else is one line, exit 2)."""
+    try:
+        return read_text_input(path, "scenario file")
+    except RtlabError as exc:  # one kind of error for `rtlab scenarios check --json`
+        raise ScenarioError(str(path), None, exc.one_line(), exc.one_line()) from None
+
+
+def toml_document(text: str, source: str) -> dict[str, Any]:
+    """The TOML document of a scenario text; ScenarioError (one line, with the line where
+    the parser knows it) when it is not valid TOML or nests too deeply to read."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise ScenarioError(source, int(m.group(1)) if m else None,
+                            f"not valid TOML: {msg}") from None
+    except RecursionError:
+        raise ScenarioError(source, None, "arrays or tables nested too deeply to read "
+                            "(a scenario needs a few levels)") from None
+
+
 def declared_targets(path: Path | str) -> list[str]:
     """The boards a scenario file names (`[scenario] targets`), checked; [] if none."""
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
+    text = read_scenario_text(p)
     ctx = _Ctx(str(p), text)
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        doc = toml_document(text, str(p))
+    except ScenarioError:
         return []  # the full parse says what is wrong, with the line
     head = doc.get("scenario")
     return _targets(ctx, head) if isinstance(head, dict) else []
@@ -628,13 +653,7 @@ def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | No
     ctx = _Ctx(source, text)
     # before the TOML parse: a file of 200,000 [[matrix.variant]] headers fails at once
     _check_matrix_size(ctx, sum(1 for _, n, arr in ctx.headers if arr and n == "matrix.variant"))
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        raise ScenarioError(source, int(m.group(1)) if m else None,
-                            f"not valid TOML: {msg}") from None
+    doc = toml_document(text, source)
     cpus = sorted(online) if online is not None else online_cpus()
     _check_keys(ctx, doc, TOP_KEYS, "", None, None)
     head = _table(ctx, doc, "scenario")
@@ -691,13 +710,7 @@ def parse_text(text: str, source: str = "<scenario>", online: Sequence[int] | No
 
 def load_file(path: Path | str, online: Sequence[int] | None = None) -> ScenarioFile:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ScenarioError(str(p), None, f"cannot read scenario file: {why}",
-                            f"cannot read scenario file {p}: {why}") from None
-    return parse_text(text, str(p), online, default_name=p.stem)
+    return parse_text(read_scenario_text(p), str(p), online, default_name=p.stem)
 
 
 # -------------------------------------------------------------------------------------------

@@ -83,15 +83,17 @@ def test_run_writes_its_report_and_gates(fake_probe, store_path: Path, tmp_path:
     root = ET.parse(junit).getroot()
     assert int(root.get("failures")) >= 1 and int(root.get("tests")) >= 2
     assert "SLO VIOLATED" in html.read_text()
-    # --junit without --slo: validity checks; an unwritable file is one line, exit 1
+    # --junit without --slo: validity checks; an unwritable path is one line, exit 2,
+    # before anything is measured (tests/report/test_output_paths.py)
     assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress",
                  "--no-report", "--junit", str(junit)]) == 0
     assert "valid measurement" in junit.read_text()
     capsys.readouterr()
     assert main(["run", "--duration", "2s", "--cpus", "0-1", "--no-progress",
-                 "--no-report", "--junit", str(tmp_path / "no" / "such" / "j.xml")]) == 1
+                 "--no-report", "--junit", str(tmp_path / "no" / "such" / "j.xml")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rtlab: error: cannot write") and err.count("\n") == 1
+    assert err.startswith("rtlab: error: --junit") and "does not exist" in err
+    assert err.count("\n") == 1
 
 
 @pytest.fixture

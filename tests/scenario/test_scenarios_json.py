@@ -145,7 +145,7 @@ def test_check_json_invalid_file_exit_2_with_file_line_message(
     assert unknown["file"] is None and unknown["error"]["line"] is None
     assert "unknown scenario 'nosuch'" in unknown["error"]["message"]
     assert "built-in scenarios: " in unknown["error"]["message"]  # the hint too
-    assert gone["file"] == str(missing) and "not found" in gone["error"]["message"]
+    assert gone["file"] == str(missing) and "does not exist" in gone["error"]["message"]
     # TOML syntax errors carry their line
     broken = tmp_path / "broken.toml"
     broken.write_text('[scenario]\nname = "x"\nname2 = \n')
