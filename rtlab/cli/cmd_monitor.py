@@ -161,13 +161,13 @@ def run(args: argparse.Namespace) -> int:
     mon = Monitor(opts)
     server = None
     try:
-        mon.prepare()
-        if listen is not None:
+        if listen is not None:  # a port in use is refused before the state dir is made
             from rtlab.monitor.http import MetricsServer, format_address
 
             server = MetricsServer(mon.live, *listen)
             server.start()
             say(f"metrics on http://{format_address(*server.address)}/metrics")
+        mon.prepare()
         stopped_by: list[int] = []
 
         def on_signal(signum: int, _frame: object) -> None:

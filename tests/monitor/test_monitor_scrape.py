@@ -151,6 +151,7 @@ def test_port_in_use_is_one_line_and_exit_1(require_root: None, env: dict[str, s
     assert len(lines) == 1 and "already in use" in lines[0] and "--listen" in lines[0]
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "s.db").exists()  # nothing measured, nothing stored
+    assert not (tmp_path / "state").exists()  # the port was refused before the state dir
 
 
 def test_bad_listen_is_a_usage_error(env: dict[str, str], tmp_path: Path) -> None:
