@@ -29,6 +29,7 @@ from rtlab import __version__
 from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.fileio import IMPORT_LIMIT, decode_text, read_input
 from rtlab.probes.extras import probe_notes
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
@@ -71,13 +72,10 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
 
 
 def _read(path: Path) -> StreamCollector:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    data = read_input(path, "import file", IMPORT_LIMIT)  # regular, bounded (rtlab.fileio)
     col = StreamCollector()
-    for number, line in enumerate(data.decode("utf-8", errors="replace")
-                                  .splitlines(keepends=True), 1):
+    text = decode_text(data, "import file", path, lenient=True)  # NUL bytes: binary
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
         try:
             col.feed(line)
         except UnknownSchemaError as exc:  # a file we cannot read: bad input, exit 2

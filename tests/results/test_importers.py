@@ -170,10 +170,12 @@ def test_sockperf_full_log() -> None:
      '"max": 3}}}', "no `min`"),
     ("jitterdebugger", '{"version": 3, "cpu": {"0": {"histogram": {"3": 1}, "min": 3, '
      '"max": 3}}}', "no `count`"),
-    ("jitterdebugger", "\x00\x01garbage", "invalid JSON"),
+    ("jitterdebugger", "\x00\x01garbage", "binary (a NUL byte at offset 0)"),
+    ("jitterdebugger", "\x01garbage", "invalid JSON"),
     ("jitterdebugger", (DATA / "jitterdebugger_starved_results.json").read_text(),
      "measured nothing there"),
-    ("rtla-timerlat-hist", "\x00\x01\x02", "Index"),
+    ("rtla-timerlat-hist", "\x00\x01\x02", "binary"),
+    ("rtla-timerlat-hist", "\x01\x02", "Index"),
     ("cyclictest-hist", "", "Max Latencies"),
 ])
 def test_malformed_is_one_line_error_and_nothing_stored(
@@ -336,10 +338,14 @@ def test_live_jitterdebugger(tmp_path: Path) -> None:
 def test_engine_format_garbage_is_usage_error(tmp_path: Path, store_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "garbage.jsonl"
-    f.write_bytes(bytes(range(256)) * 8)
+    f.write_bytes(bytes(range(1, 256)) * 8)  # no NUL: read as (broken) text
     assert main(["results", "import", str(f)]) == 2
     err = capsys.readouterr().err
     assert "nothing to import" in err and err.count("\n") == 1
+    f.write_bytes(bytes(range(256)) * 8)  # a NUL byte: binary, said at once
+    assert main(["results", "import", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "is binary (a NUL byte at offset 0)" in err and err.count("\n") == 1
     assert not store_path.exists() or not Store.open(str(store_path)).list()
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtlab.errors import UsageError
+from rtlab.fileio import IMPORT_LIMIT, decode_text, read_input
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.importers.cyclictest import parse_hist, parse_json
 from rtlab.results.importers.oslat import parse as parse_oslat
@@ -138,10 +139,9 @@ def import_file(path: str | Path, fmt: str, run_id: str,
         def parse(text: str, run_id: str) -> RunResult:
             return parse_hist(text, run_id, unit_ns=1)
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    # a regular file of at most IMPORT_LIMIT bytes (rtlab.fileio); Ctrl-C interrupts
+    text = decode_text(read_input(p, "import file", IMPORT_LIMIT), "import file", p,
+                       lenient=True)
     try:
         result = parse(text, run_id)
     except ImportFormatError as exc:
