@@ -337,12 +337,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
     if args.target in (None, "local"):
         raise UsageError("rtlab results fetch needs --target [USER@]HOST[:PORT]")
-    with open_target(args.target, args.engine_dir) as target:
-        store = Store.open(args.store)
-        try:
+    store = Store.open(args.store)  # refused before connecting; creates nothing yet
+    try:
+        with open_target(args.target, args.engine_dir) as target:
             rep = fetch_runs(target, store, ["rtlab", *args.argv])
-        finally:
-            store.close()
+    finally:
+        store.close()
     if getattr(args, "json", False):
         _print_json({"schema": 1, "target": args.target, "store": store.display,
                      "imported": list(rep.imported), "already": list(rep.already),
