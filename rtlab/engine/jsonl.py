@@ -87,6 +87,10 @@ class StreamCollector:
         # (cpu, start, end) CLOCK_MONOTONIC ns of the gaps a polling probe (noise) listed;
         # each snapshot lists those since the previous one, so they are collected here
         self.gaps: list[tuple[int, int, int]] = []
+        # channel name -> (samples, min_ns, max_ns, line) of the last accepted record:
+        # a run's records are cumulative, so none of them may shrink
+        self._totals: dict[str, tuple[int, int | None, int | None, int]] = {}
+        self.contradiction: str | None = None  # the first record that went backwards
 
     # feeding --------------------------------------------------------------------
     def feed(self, line: str | bytes) -> dict[str, Any] | None:
@@ -131,6 +135,7 @@ class StreamCollector:
             if not isinstance(channels, list):
                 raise TypeError("channels is not a list")
             parsed = [_channel_from_engine(c) for c in channels]  # validates before accepting
+            self._check_cumulative(parsed)
             for ch, raw in zip(parsed, channels, strict=True):
                 acc = self._windows.setdefault(ch.name, {})
                 for w in raw.get("windows") or []:
@@ -163,6 +168,32 @@ class StreamCollector:
                 )
         else:
             self.stream.ignored_records += 1
+
+    def _check_cumulative(self, parsed: list[Channel]) -> None:
+        """Refuse (ValueError: the line is skipped as corrupt, and `contradiction` says
+        why) a record whose counts or extremes went backwards since an earlier one."""
+        why = None
+        for ch in parsed:
+            old = self._totals.get(ch.name)
+            if old is None:
+                continue
+            n, lo, hi, line = old
+            if ch.samples < n:
+                why = f"{ch.samples:,} samples, fewer than the {n:,} of line {line}"
+            elif hi is not None and ch.max_ns is not None and ch.max_ns < hi:
+                why = f"max {ch.max_ns} ns, below the {hi} ns of line {line}"
+            elif lo is not None and ch.min_ns is not None and ch.min_ns > lo:
+                why = f"min {ch.min_ns} ns, above the {lo} ns of line {line}"
+            if why is not None:
+                why = (f"line {self.line_no}: channel {ch.name} has {why} (a run's records "
+                       "only grow)")
+                break
+        if why is not None:
+            if self.contradiction is None:
+                self.contradiction = why
+            raise ValueError(why)
+        for ch in parsed:
+            self._totals[ch.name] = (ch.samples, ch.min_ns, ch.max_ns, self.line_no)
 
     def _collect_gaps(self, extra: Any) -> None:
         if not isinstance(extra, dict):

@@ -80,6 +80,8 @@ def _read(path: Path) -> StreamCollector:
             col.feed(line)
         except UnknownSchemaError as exc:  # a file we cannot read: bad input, exit 2
             raise UsageError(f"{path}:{number}: {exc.message}", hint=exc.hint) from None
+    if col.contradiction is not None:  # numbers that contradict each other: not stored
+        raise UsageError(f"{path}: {col.contradiction}", hint="nothing was stored")
     return col
 
 

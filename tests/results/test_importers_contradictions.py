@@ -242,3 +242,39 @@ def test_one_rank_has_one_value() -> None:
     assert ch.samples == 3
     with pytest.raises(ImportFormatError, match=r"rank 2 is given two values \(20 and 25 ns\)"):
         channel_from_ranks("rtt", None, [(1, 10), (2, 20), (2, 25), (3, 30)], 60)
+
+
+@pytest.mark.parametrize("change", ["samples", "max"])
+def test_engine_jsonl_records_that_go_backwards_are_refused(tmp_path: Path, probe_bin: str,
+                                                           change: str) -> None:
+    """The records of one engine run are cumulative: a final result that counts fewer
+    samples (or a lower max) than a snapshot before it contradicts it. Refused with the
+    two lines, nothing stored; the untouched file imports."""
+    run = subprocess.run([probe_bin, "timer", "--duration", "1500ms", "--cpus", "0"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    lines = run.stdout.splitlines(keepends=True)
+    snaps = [n for n, ln in enumerate(lines) if '"type":"snapshot"' in ln]
+    i = max(n for n, ln in enumerate(lines) if '"type":"result"' in ln)
+    assert snaps, "the engine writes a snapshot every second"
+    first = json.loads(lines[snaps[0]])["channels"][0]
+    rec = json.loads(lines[i])
+    ch = rec["channels"][0]
+    if change == "samples":
+        ch["samples"] = first["samples"] - 1
+    else:
+        ch["max_ns"] = first["max_ns"] - 1
+        ch["min_ns"] = min(ch["min_ns"], ch["max_ns"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join([*lines[:i], json.dumps(rec) + "\n", *lines[i + 1:]]))
+    store = tmp_path / "store.db"
+    proc = subprocess.run([sys.executable, "-m", "rtlab", "results", "import", "--store",
+                           str(store), str(bad)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"line {i + 1}: channel" in proc.stderr and "only grow" in proc.stderr
+    assert not store.exists()
+    good = tmp_path / "good.jsonl"
+    good.write_text(run.stdout)
+    assert subprocess.run([sys.executable, "-m", "rtlab", "results", "import", "--store",
+                           str(store), str(good)], capture_output=True, timeout=120
+                          ).returncode == 0
