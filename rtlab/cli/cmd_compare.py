@@ -16,12 +16,13 @@ from rtlab.cli.cmd_report import (
     add_selection,
     load_selected,
     selection_from_args,
-    write_junit,
 )
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.report.html import write_run_report
+from rtlab.fileio import STDOUT, check_output, write_outputs
+from rtlab.report.html import render_html
+from rtlab.report.junit import junit_xml
 from rtlab.report.terminal import make_console
 from rtlab.results.summary import percentile, percentile_label
 from rtlab.textfmt import bounded_us, seconds, us
@@ -63,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     slo = parse_slo(args.slo) if args.slo is not None else None
     selection = selection_from_args(args)
+    for path, option in ((args.html, "--html"), (args.junit, "--junit")):
+        if path == STDOUT:
+            raise UsageError(f"{option} -: rtlab compare prints its comparison on standard "
+                             "output; give a file")
+        if path is not None:  # before the store is read
+            check_output(path, option)
     results = load_selected(args, selection)
     configs = build_configs(results, args.by)
     if len(configs) < 2:
@@ -96,18 +103,28 @@ def run(args: argparse.Namespace) -> int:
         for ch in pc.changes:
             console.print(f"  {ch.describe()}", highlight=False, markup=False)
     report = evaluate_slo(slo, results) if slo is not None else None
-    if args.html:
-
-        path = write_run_report(results, args.html, slo=slo, slo_report=report,
-                                compare_by=args.by)
-        console.print(f"report written to {path}", highlight=False)
-    if args.junit:
-        write_junit(args.junit, results, slo, report)
+    html = _write_files(args, results, slo, report)
+    if html is not None:
+        console.print(f"report written to {html}", highlight=False)
     if report is not None:
         console.print(report.summary(), highlight=False, markup=False)
         if not report.passed:
             return int(ExitCode.THRESHOLD)
     return int(ExitCode.OK)
+
+
+def _write_files(args: argparse.Namespace, results: list[Any], slo: Any, report: Any
+                 ) -> str | None:
+    """The --html report and --junit file, both or neither (rtlab.fileio); the report's
+    path, if one was asked for."""
+    outputs: list[tuple[str, Any, str]] = []
+    if args.html:
+        outputs.append((args.html, render_html(results, slo=slo, slo_report=report,
+                                               compare_by=args.by), "--html"))
+    if args.junit:
+        outputs.append((args.junit, junit_xml(results, slo, report), "--junit"))
+    written = write_outputs(outputs)
+    return str(written[0] or "standard output") if args.html else None
 
 
 def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pairs: list[Any],
@@ -119,13 +136,7 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
 
 
     report = evaluate_slo(slo, results) if slo is not None else None
-    html = None
-    if args.html:
-
-        html = str(write_run_report(results, args.html, slo=slo, slo_report=report,
-                                    compare_by=args.by))
-    if args.junit:
-        write_junit(args.junit, results, slo, report)
+    html = _write_files(args, results, slo, report)
     sbs = None
     if args.by == "host":
         levels = [(percentile_label(q), q) for q in TABLE_LEVELS]

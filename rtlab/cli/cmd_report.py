@@ -12,7 +12,7 @@ from rtlab.analysis.compare import ChannelSelection, select_channels
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.fileio import STDOUT, check_output, write_output, write_outputs
+from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.report.html import render_html
 from rtlab.report.junit import junit_xml
 from rtlab.results.store import Store
@@ -91,11 +91,6 @@ def load_runs(store_arg: str | None, refs: list[str]) -> list[Any]:
 
 def _to_stderr(text: str) -> None:
     print(text, file=sys.stderr)
-
-
-def write_junit(path: str, results: list[Any], slo: Any, report: Any) -> None:
-
-    write_output(path, junit_xml(results, slo, report), "--junit")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -90,7 +90,8 @@ def test_self_contained_and_complete() -> None:
 def test_several_runs_are_compared(tmp_path: Path) -> None:
     a = synthetic_result("aaaa0001", windows=60)
     b = synthetic_result("aaaa0002", windows=60, seed=3, median_ns=15_000, release="6.6")
-    path = write_run_report([a, b], tmp_path / "sub" / "r.html")
+    path = write_run_report([a, b], tmp_path / "r.html")
+    assert path is not None
     text = path.read_text()
     assert "Comparison" in text and "aaaa0002</b> vs <b>aaaa0001" in text
     assert "histograms, configurations overlaid" in text and "median window max" in text

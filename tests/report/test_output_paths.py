@@ -100,3 +100,24 @@ def test_run_checks_its_outputs_before_measuring(stored: str, tmp_path: Path,
     assert main(["run", "--duration", "1s", "--report", str(tmp_path / "a"),
                  "--junit", str(tmp_path / "a")]) == 2
     one_error(capsys, "same file")
+
+
+def test_compare_checks_both_files_first_and_writes_both_or_none(
+        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = Store.open(str(store_path))
+    s.add(synthetic_result("cccc0001", windows=20))
+    s.add(synthetic_result("cccc0002", windows=20, seed=2))
+    s.close()
+    html = tmp_path / "c.html"
+    for path, words in bad_paths(tmp_path).items():
+        assert main(["compare", "cccc0001", "cccc0002", "--html", path]) == 2
+        one_error(capsys, "--html", words)
+        assert main(["compare", "cccc0001", "cccc0002", "--html", str(html),
+                     "--junit", path]) == 2
+        one_error(capsys, "--junit", words)
+    assert main(["compare", "cccc0001", "cccc0002", "--html", "-"]) == 2
+    one_error(capsys, "standard output")
+    assert not html.exists()
+    assert main(["compare", "cccc0001", "cccc0002", "--html", str(html), "--junit",
+                 str(tmp_path / "j.xml")]) == 0
+    assert html.stat().st_size > 1000 and (tmp_path / "j.xml").stat().st_size > 100
