@@ -288,6 +288,7 @@ class Store:
         hidden name and linked into place: another process never sees a half-made
         store, and of two creating it at once one wins and both use it."""
         from sqlalchemy import create_engine
+        from sqlalchemy.engine import URL
 
         with _CREATING:
             if path.exists():
@@ -300,7 +301,7 @@ class Store:
             part = path.with_name(f".{path.name}.{os.getpid()}.part")
             _remove_stale_parts(path)
             part.unlink(missing_ok=True)
-            engine = create_engine(f"sqlite:///{part}")
+            engine = create_engine(URL.create("sqlite", database=str(part)))
             try:
                 with self._guard("store"), engine.begin() as conn:
                     self._tables["metadata"].create_all(conn)
@@ -382,8 +383,9 @@ class Store:
         """An SQLite store file: checked (read-only) before SQLite opens it."""
         from sqlalchemy.engine import URL
 
-        if path.is_dir():
-            path = path / "rtlab.db"
+        with suppress(OSError):  # what is wrong with it: _check_sqlite_file says
+            if stat.S_ISDIR(os.stat(path).st_mode):
+                path = path / "rtlab.db"
         display = display or str(path)
         exists = _check_sqlite_file(path, name, display, create)
         if not exists:
@@ -940,10 +942,13 @@ def _db_error(exc: BaseException, doing: str, display: str) -> RtlabError:
                 "see docs/results.md")
     elif "invalid connection option" in low or "invalid dsn" in low:
         return UsageError(message, hint="see docs/results.md for the URL forms")
+    elif "unable to open database" in low:  # SQLite: the file or its directory
+        hint = ("the store file must be a writable file on a disk file system, in a "
+                "directory that exists")
     elif any(s in low for s in ("no such file", "connection refused", "timeout",
                                 "could not translate host", "connection is bad",
                                 "server closed", "terminating connection", "connection failed",
-                                "consuming input failed", "unable to open database")):
+                                "consuming input failed")):
         return StoreUnreachableError(message, hint="is the database server running, and is "
                                      "the URL right? see docs/results.md")
     else:
