@@ -38,6 +38,7 @@ struct run {
 	const struct probe_env *env;
 	/* step 1: the process's set-up */
 	int out_fd, smp_fd;
+	struct out_file out_file, smp_file;	/* --output, --samples: placed after the header */
 	struct rt_trace trace;
 	int trace_err;
 	int mlock_err;
@@ -146,15 +147,38 @@ static bool check_rt(const struct run *r, char *why, size_t len)
 	return !v.thread && !v.mlock_err;
 }
 
-static int open_out(const char *probe, const char *what, const char *path, int *fd)
+/* The file of --output or --samples (checked by main), not yet in its place. */
+static int open_out(const char *probe, const char *what, const char *path, struct out_file *f,
+		    int *fd)
 {
-	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (f < 0) {
-		fprintf(stderr, "rtlab-probe %s: --%s: cannot open %s: %s\n", probe, what, path,
-			strerror(errno));
+	int e = out_file_open(f, path, 0644);
+	if (e) {
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe %s: --%s %s: cannot create it: %s\n", probe, what,
+			opt_shown(path, shown, sizeof(shown)), strerror(-e));
 		return RL_EXIT_ERROR;
 	}
-	*fd = f;
+	*fd = f->fd;
+	return 0;
+}
+
+/* The header is out: the output files take their names (before that, nothing is left). */
+static int place_outputs(struct run *r)
+{
+	const struct { struct out_file *f; const char *what; } files[] = {
+		{ &r->out_file, "output" }, { &r->smp_file, "samples" },
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		int e = out_file_place(files[i].f);
+		if (e) {
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe %s: --%s %s: cannot put the file in place: %s\n",
+				r->p->name, files[i].what,
+				opt_shown(files[i].f->path, shown, sizeof(shown)),
+				e == -EEXIST ? "it is no longer a regular file" : strerror(-e));
+			return e;
+		}
+	}
 	return 0;
 }
 
@@ -268,6 +292,10 @@ static int run_probe(struct run *r)
 	int out_err = write_header(r, &start, jw_error(&sys) ? "null" : jw_text(&sys), why,
 				   rt_valid);
 	jw_free(&sys);
+	if (!out_err && place_outputs(r) != 0) {
+		crew_abort(&r->crew);
+		return RL_EXIT_ERROR;
+	}
 
 	struct reporter *rep = NULL;
 	const struct reporter_cfg rc = {
@@ -307,15 +335,18 @@ int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *r
 	struct run r = {
 		.p = p, .ctx = ctx, .opts = run, .env = env,
 		.out_fd = STDOUT_FILENO, .smp_fd = -1, .dma_fd = -1,
+		.out_file = { .fd = -1 }, .smp_file = { .fd = -1 },
 		.trace = { .marker_fd = -1, .on_fd = -1 },
 	};
 	int code;
 
 	/* step 1 */
 	rt_block_signals(); /* inherited: signals reach only the wait */
-	if (run->output && (code = open_out(p->name, "output", run->output, &r.out_fd)) != 0)
+	if (run->output && strcmp(run->output, "-") != 0 &&
+	    (code = open_out(p->name, "output", run->output, &r.out_file, &r.out_fd)) != 0)
 		return code;
-	if (run->samples && (code = open_out(p->name, "samples", run->samples, &r.smp_fd)) != 0)
+	if (run->samples &&
+	    (code = open_out(p->name, "samples", run->samples, &r.smp_file, &r.smp_fd)) != 0)
 		goto out;
 	r.rep_pinned = run->housekeeping >= 0 && rt_pin_self(run->housekeeping) == 0;
 	if (rt_get_affinity_self(&r.rep_aff) != 0)
@@ -335,9 +366,8 @@ out:
 	if (r.dma_fd >= 0)
 		close(r.dma_fd);
 	rt_trace_close(&r.trace);
-	if (r.smp_fd >= 0)
-		close(r.smp_fd);
-	if (r.out_fd != STDOUT_FILENO)
-		close(r.out_fd);
+	/* closed; removed when the run ended before its header (a refusal, a skip) */
+	out_file_discard(&r.smp_file);
+	out_file_discard(&r.out_file);
 	return code;
 }

@@ -198,17 +198,20 @@ int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load
 		cfg->net_to_s = v[L_NET_TO].s;
 		if (udp_parse_addr(cfg->net_to_s, &cfg->net_to, &cfg->net_to_len) != 0 ||
 		    addr_port(&cfg->net_to) == 0) {
-			snprintf(err, errlen, "--net-to: '%s' is not ADDR:PORT (a numeric IPv4 "
-				 "address, or [IPv6], and a port 1..65535)", cfg->net_to_s);
+			char shown[OPT_SHOWN_LEN];
+			snprintf(err, errlen, "--net-to: %s is not ADDR:PORT (a numeric IPv4 "
+				 "address, or [IPv6], and a port 1..65535)",
+				 opt_shown(cfg->net_to_s, shown, sizeof(shown)));
 			return -EINVAL;
 		}
 	}
 	if (v[L_NET_SINK].set) {
 		cfg->sink_s = v[L_NET_SINK].s;
 		if (parse_sink(cfg->sink_s, &cfg->sink, &cfg->sink_len) != 0) {
-			snprintf(err, errlen, "--net-sink: '%s' is not [ADDR:]PORT (a port "
+			char shown[OPT_SHOWN_LEN];
+			snprintf(err, errlen, "--net-sink: %s is not [ADDR:]PORT (a port "
 				 "0..65535, 0: any free one, after an optional numeric address)",
-				 cfg->sink_s);
+				 opt_shown(cfg->sink_s, shown, sizeof(shown)));
 			return -EINVAL;
 		}
 	}

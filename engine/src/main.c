@@ -33,8 +33,9 @@ static void usage(FILE *f)
 		"       rtlab-probe --version [--json]  print the engine version (--json: one JSON line)\n"
 		"\n"
 		"GLOBAL options (before the command):\n"
-		"  --tee FILE          also write every JSON line of stdout to FILE (created 0600,\n"
-		"                      truncated, fdatasync'ed line by line); when stdout fails\n"
+		"  --tee FILE          also write every JSON line of stdout to FILE (a regular file\n"
+		"                      or a new one: 0600, replaced at the first line, none if\n"
+		"                      the command is refused; fdatasync'ed line by line); when stdout fails\n"
 		"                      (the reader or the SSH connection went away) the run goes on\n"
 		"                      writing FILE alone\n"
 		"  --stdin-lifeline    stop as on SIGTERM when stdin reaches EOF (the controller\n"
@@ -142,8 +143,9 @@ static int print_version(int argc, char **argv)
 	}
 	if (argc > 2 || strcmp(argv[1], "--json") != 0) {
 		const char *bad = strcmp(argv[1], "--json") != 0 ? argv[1] : argv[2];
-		fprintf(stderr, "rtlab-probe %s: unknown argument '%s' (only --json)\n", argv[0],
-			bad);
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe %s: unknown argument %s (only --json)\n", argv[0],
+			opt_shown(bad, shown, sizeof(shown)));
 		return RL_EXIT_USAGE;
 	}
 	struct jsonw w;
@@ -172,6 +174,29 @@ static int start_lifeline(const char *who)
 	return e;
 }
 
+/*
+ * The options of a probe that name a file it writes (found by name in its table): each
+ * is checked before anything is done (output.h); --output takes "-" for stdout.
+ */
+static const char *const file_options[] = { "output", "samples" };
+
+static int check_file_options(const struct probe_ops *p, const struct opt_value *vals,
+			      char *err, size_t errlen)
+{
+	for (size_t k = 0; k < sizeof(file_options) / sizeof(file_options[0]); k++) {
+		int i = opts_find(p->opts, p->n_opts, file_options[k]);
+		if (i < 0 || !vals[i].given || p->opts[i].type != OPT_STRING)
+			continue;
+		if (strcmp(file_options[k], "output") == 0 && strcmp(vals[i].s, "-") == 0)
+			continue;
+		char opt[64];
+		snprintf(opt, sizeof(opt), "--%s", file_options[k]);
+		if (out_path_check(opt, vals[i].s, err, errlen) != 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
 /* argv[0] is the command word (after the global options); full_* is the whole line. */
 static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		       const struct rl_globals *g)
@@ -187,8 +212,9 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		if (argc > 1 && strcmp(argv[1], "--json") == 0)
 			return list_probes_json() == 0 ? RL_EXIT_OK : RL_EXIT_ERROR;
 		if (argc > 1) {
-			fprintf(stderr, "rtlab-probe list: unknown argument '%s' (only --json)\n",
-				argv[1]);
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe list: unknown argument %s (only --json)\n",
+				opt_shown(argv[1], shown, sizeof(shown)));
 			return RL_EXIT_USAGE;
 		}
 		list_probes();
@@ -215,8 +241,9 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 
 	const struct probe_ops *p = probe_find(cmd);
 	if (!p) {
-		fprintf(stderr, "rtlab-probe: unknown probe or command '%s' (see `rtlab-probe list`)\n",
-			cmd);
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe: unknown probe or command %s (see `rtlab-probe list`)\n",
+			opt_shown(cmd, shown, sizeof(shown)));
 		return RL_EXIT_USAGE;
 	}
 	struct opt_value *vals = calloc(p->n_opts ? p->n_opts : 1, sizeof(*vals));
@@ -250,7 +277,7 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		free(vals);
 		return RL_EXIT_OK;
 	}
-	if (r) {
+	if (r || check_file_options(p, vals, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
 		free(vals);
 		return RL_EXIT_USAGE;
@@ -287,7 +314,7 @@ int main(int argc, char **argv)
 	/* a reader that went away is EPIPE, not death: --tee goes on, sys apply restores */
 	signal(SIGPIPE, SIG_IGN);
 	struct rl_globals g;
-	char err[256];
+	char err[512];
 	int first = rl_globals_parse(argc, argv, &g, err, sizeof(err));
 	if (first < 0) {
 		fprintf(stderr, "rtlab-probe: %s\n", err);
@@ -298,10 +325,17 @@ int main(int argc, char **argv)
 		return RL_EXIT_USAGE;
 	}
 	if (g.tee) {
+		/* created beside its name, which it takes at its first line: a refused command
+		 * leaves no file */
+		if (out_path_check("--tee", g.tee, err, sizeof(err)) != 0) {
+			fprintf(stderr, "rtlab-probe: %s\n", err);
+			return RL_EXIT_USAGE;
+		}
 		int e = out_tee_open(g.tee);
 		if (e) {
-			fprintf(stderr, "rtlab-probe: --tee %s: cannot create it: %s\n", g.tee,
-				strerror(-e));
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe: --tee %s: cannot create it: %s\n",
+				opt_shown(g.tee, shown, sizeof(shown)), strerror(-e));
 			return RL_EXIT_ERROR;
 		}
 	}
@@ -309,15 +343,20 @@ int main(int argc, char **argv)
 		int e = rl_join_cgroup(g.cgroup, err, sizeof(err));
 		if (e) {
 			fprintf(stderr, "rtlab-probe: %s\n", err);
+			if (out_tee_close() != 0) {
+				/* nothing was written to it: it is removed */
+			}
 			return e == -EACCES || e == -EPERM ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
 		}
 	}
 	int code = run_command(argc - first, argv + first, argc, argv, &g);
 	if (g.tee) {
 		int e = out_tee_close();
-		if (e)
-			fprintf(stderr, "rtlab-probe: --tee %s: %s: the file is incomplete\n", g.tee,
-				strerror(-e));
+		if (e) {
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe: --tee %s: %s: the file is incomplete\n",
+				opt_shown(g.tee, shown, sizeof(shown)), strerror(-e));
+		}
 	}
 	return code;
 }

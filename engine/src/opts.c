@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "jsonw.h"
+
 static const struct {
 	const char *name;
 	uint64_t ns;
@@ -199,6 +201,81 @@ int opt_parse_cpulist(const char *s, cpu_set_t *out)
 	}
 }
 
+/* Append the escaped form of one character (l bytes at p, l = 0: an invalid byte). */
+static size_t shown_char(const unsigned char *p, size_t l, char *o)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (l > 1) {
+		memcpy(o, p, l);
+		return l;
+	}
+	unsigned c = p[0];
+	const char *esc = NULL;
+	switch (c) {
+	case '\n': esc = "\\n"; break;
+	case '\t': esc = "\\t"; break;
+	case '\r': esc = "\\r"; break;
+	case '\\': esc = "\\\\"; break;
+	case '\'': esc = "\\'"; break;
+	}
+	if (esc) {
+		memcpy(o, esc, 2);
+		return 2;
+	}
+	if (l == 0 || c < 0x20 || c == 0x7f) {
+		o[0] = '\\';
+		o[1] = 'x';
+		o[2] = hex[c >> 4];
+		o[3] = hex[c & 15];
+		return 4;
+	}
+	o[0] = (char)c;
+	return 1;
+}
+
+const char *opt_shown(const char *s, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), chars = 0, off = 0;
+	char o[8];
+	if (len < 2) {
+		if (len)
+			buf[0] = '\0';
+		return buf;
+	}
+	buf[off++] = '\'';
+	for (size_t i = 0; i < n; chars++) {
+		size_t l = p[i] < 0x80 ? 1 : jw_utf8_len(p + i, n - i);
+		if (chars < OPT_SHOWN_CHARS) {
+			size_t k = shown_char(p + i, l, o);
+			if (off + k + 1 < len) {
+				memcpy(buf + off, o, k);
+				off += k;
+			}
+		}
+		i += l ? l : 1;
+	}
+	if (off + 1 < len)
+		buf[off++] = '\'';
+	buf[off] = '\0';
+	if (chars > OPT_SHOWN_CHARS)
+		snprintf(buf + off, len - off, "... (%zu characters)", chars);
+	return buf;
+}
+
+/* A number as an out-of-range message shows it: bare when short and plain, else opt_shown. */
+static const char *shown_number(const char *s, char *buf, size_t len)
+{
+	size_t n = strlen(s);
+	bool plain = n <= OPT_SHOWN_CHARS && n < len;
+	for (size_t i = 0; plain && i < n; i++)
+		plain = s[i] > 0x20 && s[i] < 0x7f && s[i] != '\'';
+	if (!plain)
+		return opt_shown(s, buf, len);
+	memcpy(buf, s, n + 1);
+	return buf;
+}
+
 void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len)
 {
 	size_t off = 0;
@@ -328,15 +405,16 @@ static int parse_unsigned(const struct opt_def *d, const char *s,
 			  const char *range, struct opt_value *v, char *err, size_t errlen)
 {
 	uint64_t x;
+	char shown[OPT_SHOWN_LEN];
 	int r = parse(s, &x);
 	if (r == -EINVAL) {
-		set_err(err, errlen, "--%s: '%s' is not %s; allowed range %s", d->name, s, what,
-			range);
+		set_err(err, errlen, "--%s: %s is not %s; allowed range %s", d->name,
+			opt_shown(s, shown, sizeof(shown)), what, range);
 		return -EINVAL;
 	}
 	if (r || x < (uint64_t)d->min || x > (uint64_t)d->max) {
-		set_err(err, errlen, "--%s: %s is out of range; allowed range %s", d->name, s,
-			range);
+		set_err(err, errlen, "--%s: %s is out of range; allowed range %s", d->name,
+			shown_number(s, shown, sizeof(shown)), range);
 		return -EINVAL;
 	}
 	v->i = (int64_t)x;
@@ -346,20 +424,21 @@ static int parse_unsigned(const struct opt_def *d, const char *s,
 static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *online,
 		       struct opt_value *v, char *err, size_t errlen)
 {
-	char range[256];
+	char range[256], shown[OPT_SHOWN_LEN];
 	allowed(d, range, sizeof(range));
+	opt_shown(s, shown, sizeof(shown));
 	switch (d->type) {
 	case OPT_INT: {
 		int64_t x;
 		int r = opt_parse_int(s, &x);
 		if (r == -EINVAL) {
-			set_err(err, errlen, "--%s: '%s' is not an integer; allowed range %s",
-				d->name, s, range);
+			set_err(err, errlen, "--%s: %s is not an integer; allowed range %s",
+				d->name, shown, range);
 			return -EINVAL;
 		}
 		if (r || x < d->min || x > d->max) {
 			set_err(err, errlen, "--%s: %s is out of range; allowed range %s",
-				d->name, s, range);
+				d->name, shown_number(s, shown, sizeof(shown)), range);
 			return -EINVAL;
 		}
 		v->i = x;
@@ -378,8 +457,8 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 		opt_format_cpulist(online, on, sizeof(on));
 		if (opt_parse_cpulist(s, &v->cpus)) {
 			set_err(err, errlen,
-				"--%s: '%s' is not a CPU list (e.g. 0-3,6); online CPUs are %s",
-				d->name, s, on);
+				"--%s: %s is not a CPU list (e.g. 0-3,6); online CPUs are %s",
+				d->name, shown, on);
 			return -EINVAL;
 		}
 		for (int c = 0; c < CPU_SETSIZE; c++) {
@@ -392,11 +471,11 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 		if (d->max > 0 && CPU_COUNT(&v->cpus) > d->max) {
 			if (d->max == 1)
 				set_err(err, errlen,
-					"--%s: '%s' names %d CPUs; this probe runs on one CPU (e.g. --%s %d)",
-					d->name, s, CPU_COUNT(&v->cpus), d->name, first_cpu(&v->cpus));
+					"--%s: %s names %d CPUs; this probe runs on one CPU (e.g. --%s %d)",
+					d->name, shown, CPU_COUNT(&v->cpus), d->name, first_cpu(&v->cpus));
 			else
-				set_err(err, errlen, "--%s: '%s' names %d CPUs; at most %" PRId64,
-					d->name, s, CPU_COUNT(&v->cpus), d->max);
+				set_err(err, errlen, "--%s: %s names %d CPUs; at most %" PRId64,
+					d->name, shown, CPU_COUNT(&v->cpus), d->max);
 			return -EINVAL;
 		}
 		return 0;
@@ -408,11 +487,16 @@ static int parse_value(const struct opt_def *d, const char *s, const cpu_set_t *
 				return 0;
 			}
 		}
-		set_err(err, errlen, "--%s: '%s' is not one of %s", d->name, s, range);
+		set_err(err, errlen, "--%s: %s is not one of %s", d->name, shown, range);
 		return -EINVAL;
 	case OPT_STRING:
 		if (!*s) {
 			set_err(err, errlen, "--%s: the value must not be empty", d->name);
+			return -EINVAL;
+		}
+		if (strlen(s) > OPT_STRING_MAX) {
+			set_err(err, errlen, "--%s: %s is too long (at most %d bytes)", d->name, shown,
+				OPT_STRING_MAX);
 			return -EINVAL;
 		}
 		v->s = s;
@@ -454,8 +538,9 @@ int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv
 		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
 			return OPTS_HELP;
 		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-			set_err(err, errlen, "unexpected argument '%s' (options start with --; see --help)",
-				arg);
+			char shown[OPT_SHOWN_LEN];
+			set_err(err, errlen, "unexpected argument %s (options start with --; see --help)",
+				opt_shown(arg, shown, sizeof(shown)));
 			return -EINVAL;
 		}
 		const char *name = arg + 2;
@@ -463,7 +548,10 @@ int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv
 		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
 		char buf[128];
 		if (nlen >= sizeof(buf)) {
-			set_err(err, errlen, "unknown option '%.40s...'", arg);
+			char shown[OPT_SHOWN_LEN], dashed[sizeof(buf) + 2];
+			snprintf(dashed, sizeof(dashed), "--%s", buf);
+			set_err(err, errlen, "unknown option %s (see --help)",
+				opt_shown(dashed, shown, sizeof(shown)));
 			return -EINVAL;
 		}
 		memcpy(buf, name, nlen);
@@ -481,7 +569,10 @@ int opts_parse(const struct opt_def *defs, size_t n, int argc, char *const *argv
 			return -EINVAL;
 		}
 		if (idx < 0) {
-			set_err(err, errlen, "unknown option '--%s' (see --help)", buf);
+			char shown[OPT_SHOWN_LEN], dashed[sizeof(buf) + 2];
+			snprintf(dashed, sizeof(dashed), "--%s", buf);
+			set_err(err, errlen, "unknown option %s (see --help)",
+				opt_shown(dashed, shown, sizeof(shown)));
 			return -EINVAL;
 		}
 		/* messages name the option as the user spelled it (an old spelling too) */

@@ -30,7 +30,7 @@ enum opt_type {
 	OPT_CPULIST,	/* "0-3,6", every CPU must be online */
 	OPT_ENUM,	/* one of choices; value is the index */
 	OPT_BOOL,	/* --x / --no-x */
-	OPT_STRING,	/* non-empty string (path, name) */
+	OPT_STRING,	/* non-empty string (path, name), at most OPT_STRING_MAX bytes */
 	OPT_SIZE,	/* bytes from "<integer>[k|M|G|T]" (binary: k = 1024), [min, max] */
 	OPT_ALIAS,	/* another spelling of the option named by `metavar` (its value slot unused) */
 };
@@ -83,6 +83,18 @@ int opt_parse_size(const char *s, uint64_t *out) RL_WUR;
 void opt_format_size(uint64_t bytes, char *buf, size_t len);
 /* "1ms", "1500us", "0ns": the largest unit that divides exactly. */
 void opt_format_duration(uint64_t ns, char *buf, size_t len);
+/*
+ * A value as a message quotes it: in single quotes, control characters, quotes,
+ * backslashes and bytes that are not UTF-8 escaped (\n, \xNN), cut after
+ * OPT_SHOWN_CHARS characters with the whole length named ("'AAAA'... (100000
+ * characters)"), so a huge argument is one short line. Returns buf
+ * (OPT_SHOWN_LEN bytes are always enough).
+ */
+#define OPT_SHOWN_CHARS 60
+/* The longest OPT_STRING value: a path (PATH_MAX - 1), an address, a name. */
+#define OPT_STRING_MAX 4095
+#define OPT_SHOWN_LEN 320
+const char *opt_shown(const char *s, char *buf, size_t len);
 /* "0-3,6" */
 void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len);
 
@@ -102,7 +114,8 @@ int opts_one_cpu(const struct opt_value *v);
 	(int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
 #define OPT_DEF_WINDOW { "window", OPT_DURATION, NULL, "length of a per-window maximum", \
 	(int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
-#define OPT_DEF_OUTPUT { "output", OPT_STRING, "FILE", "write the JSON Lines to FILE", 0, 0, NULL, NULL, \
+#define OPT_DEF_OUTPUT { "output", OPT_STRING, "FILE", \
+	"write the JSON Lines to FILE (a regular file or a new one; - is stdout)", 0, 0, NULL, NULL, \
 	"stdout" }
 #define OPT_DEF_ALLOW_NON_RT { "allow-non-rt", OPT_BOOL, NULL, \
 	"measure even without RT scheduling/mlock (rt_valid=false)", 0, 0, NULL, "false", NULL }

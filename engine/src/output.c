@@ -7,17 +7,192 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "jsonw.h"
+#include "opts.h"
+
+/* Kernel file systems whose files are interfaces, not outputs (linux/magic.h). */
+static const struct {
+	unsigned long magic;
+	const char *name;
+} kernel_fs[] = {
+	{ 0x9fa0, "/proc (procfs)" },
+	{ 0x62656572, "/sys (sysfs)" },
+	{ 0x64626720, "debugfs" },
+	{ 0x74726163, "tracefs" },
+	{ 0x63677270, "a cgroup v2 file system" },
+	{ 0x27e0eb, "a cgroup file system" },
+	{ 0x1cd1, "devpts" },
+	{ 0x73636673, "securityfs" },
+	{ 0xcafe4a11, "the BPF file system" },
+	{ 0x62656570, "configfs" },
+};
+
+static const char *kind_of(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "not a regular file";
+}
+
+/* The directory part of path ("." for a bare name) in buf; false if too long. */
+static bool dir_of(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	int n = !slash ? snprintf(buf, len, ".")
+		: slash == path ? snprintf(buf, len, "/")
+		: snprintf(buf, len, "%.*s", (int)(slash - path), path);
+	return n > 0 && (size_t)n < len;
+}
+
+/* /dev/null (the null device, whatever its name): the one device written to, in place */
+static bool is_null_device(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+int out_path_check(const char *opt, const char *path, char *err, size_t errlen)
+{
+	char shown[OPT_SHOWN_LEN], dir[4096];
+	opt_shown(path, shown, sizeof(shown));
+	if (strcmp(path, "-") == 0) {
+		snprintf(err, errlen, "%s -: standard output is not allowed here; name a file", opt);
+		return -EINVAL;
+	}
+	struct stat st;
+	struct statfs fs;
+	const char *where = path;
+	if (stat(path, &st) == 0) {
+		if (is_null_device(&st))
+			return 0;
+		if (!S_ISREG(st.st_mode)) {
+			snprintf(err, errlen,
+				 "%s %s: is %s; name a regular file or a new file in an existing directory%s",
+				 opt, shown, kind_of(st.st_mode),
+				 strcmp(opt, "--output") == 0 ? " (- is standard output)" : "");
+			return -EINVAL;
+		}
+	} else if (errno == ENOENT) {
+		struct stat ds;
+		if (!dir_of(path, dir, sizeof(dir)) || stat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode)) {
+			snprintf(err, errlen, "%s %s: its directory does not exist; create it first",
+				 opt, shown);
+			return -EINVAL;
+		}
+		where = dir;
+	} else {
+		snprintf(err, errlen, "%s %s: %s", opt, shown, strerror(errno));
+		return -EINVAL;
+	}
+	if (statfs(where, &fs) == 0) {
+		for (size_t i = 0; i < sizeof(kernel_fs) / sizeof(kernel_fs[0]); i++) {
+			if ((unsigned long)fs.f_type == kernel_fs[i].magic) {
+				snprintf(err, errlen, "%s %s: is on %s, not a file to write an output to",
+					 opt, shown, kernel_fs[i].name);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+int out_file_open(struct out_file *f, const char *path, mode_t mode)
+{
+	f->fd = -1;
+	f->tmp = NULL;
+	atomic_init(&f->placed, false);
+	struct stat st;
+	if (stat(path, &st) == 0 && is_null_device(&st)) {
+		/* output thrown away: opened as it is, never replaced */
+		f->path = NULL;
+		f->fd = open(path, O_WRONLY | O_CLOEXEC);
+		return f->fd >= 0 ? 0 : -errno;
+	}
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return -EINVAL; /* out_path_check() says why; nothing else is ever replaced */
+	/* an existing file through a symbolic link: the link stays, its target is replaced */
+	f->path = realpath(path, NULL);
+	if (!f->path && errno != ENOENT)
+		return -errno;
+	if (!f->path && !(f->path = strdup(path)))
+		return -ENOMEM;
+	const char *slash = strrchr(f->path, '/');
+	size_t dlen = slash ? (size_t)(slash - f->path) + 1 : 0;
+	const char *base = f->path + dlen;
+	size_t cap = strlen(f->path) + 48;
+	f->tmp = malloc(cap);
+	if (!f->tmp) {
+		out_file_discard(f);
+		return -ENOMEM;
+	}
+	for (unsigned k = 0;; k++) {
+		snprintf(f->tmp, cap, "%.*s.%s.%ld-%u.rtlab-tmp", (int)dlen, f->path, base,
+			 (long)getpid(), k);
+		f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC,
+			     mode);
+		if (f->fd >= 0)
+			return 0;
+		if (errno != EEXIST || k >= 100) {
+			int e = -errno;
+			free(f->tmp);
+			f->tmp = NULL;
+			out_file_discard(f);
+			return e;
+		}
+	}
+}
+
+int out_file_place(struct out_file *f)
+{
+	bool expected = false;
+	if (!f->tmp || !atomic_compare_exchange_strong(&f->placed, &expected, true))
+		return 0;
+	struct stat st;
+	if (lstat(f->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		atomic_store(&f->placed, false);
+		return -EEXIST; /* never rename over a device, FIFO or directory */
+	}
+	if (rename(f->tmp, f->path) != 0) {
+		int e = -errno;
+		atomic_store(&f->placed, false);
+		return e;
+	}
+	return 0;
+}
+
+void out_file_discard(struct out_file *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	if (f->tmp && !atomic_load(&f->placed))
+		unlink(f->tmp);
+	free(f->tmp);
+	free(f->path);
+	f->tmp = NULL;
+	f->path = NULL;
+}
 
 /* The one stdout of the process and its mirror (see output.h). */
 static struct {
 	atomic_int tee_fd;		/* -1: no tee */
+	struct out_file tee_file;	/* its file, placed at the first line */
 	atomic_int stdout_err;		/* first error of stdout, 0 while it works */
 	atomic_int tee_err;		/* first error of the tee, 0 while it works */
 	const char *tee_path;
-} out = { .tee_fd = -1 };
+} out = { .tee_fd = -1, .tee_file = { .fd = -1 } };
 
 static int mirror_stdout(const void *buf, size_t len);
 
@@ -25,9 +200,10 @@ int out_tee_open(const char *path)
 {
 	if (atomic_load(&out.tee_fd) >= 0)
 		return -EBUSY;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
+	int e = out_file_open(&out.tee_file, path, 0600);
+	if (e)
+		return e;
+	int fd = out.tee_file.fd;
 	out.tee_path = path;
 	atomic_store(&out.stdout_err, 0);
 	atomic_store(&out.tee_err, 0);
@@ -139,6 +315,8 @@ int out_write(int fd, const void *buf, size_t len)
 		int e = write_raw(tee_fd, buf, len);
 		if (!e)
 			e = sync_fd(tee_fd);
+		if (!e)
+			e = out_file_place(&out.tee_file); /* the first line: the file is there */
 		if (e)
 			give_up_tee(e);
 	}
@@ -168,8 +346,8 @@ int out_tee_close(void)
 	int e = atomic_load(&out.tee_err);
 	if (!e)
 		e = sync_fd(fd);
-	if (close(fd) != 0 && !e && errno != EINTR)
-		e = -errno;
+	(void)fd; /* closed by out_file_discard, which also removes a tee never written */
+	out_file_discard(&out.tee_file);
 	out.tee_path = NULL;
 	return e;
 }

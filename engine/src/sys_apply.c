@@ -306,9 +306,14 @@ int sys_cmd_apply(const char *journal, bool detach, const char *lock, const char
 
 int sys_open_journal(const char *journal, int *fdp, bool *held)
 {
-	int fd = open(journal, O_RDWR | O_CLOEXEC);
+	int fd = open(journal, O_RDWR | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	struct stat rs;
+	if (fstat(fd, &rs) != 0 || !S_ISREG(rs.st_mode)) {
+		close(fd); /* a FIFO would block the read, a device is no journal */
+		return -EBADMSG;
+	}
 	*held = false;
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		if (errno == EWOULDBLOCK)

@@ -209,9 +209,14 @@ int sys_lock_query(const char *path, bool *held, struct sys_lock_info *li)
 {
 	memset(li, 0, sizeof(*li));
 	*held = false;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd); /* a FIFO or a device is no lock file */
+		return -EBADMSG;
+	}
 	int e = try_flock(fd, LOCK_SH);
 	if (e == 0) {
 		flock(fd, LOCK_UN);

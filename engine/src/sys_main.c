@@ -90,9 +90,50 @@ static int emit_line(struct jsonw *w, int fd)
 }
 
 /*
+ * Whether every complete line of a journal's text is a journal record (a flat JSON
+ * object in UTF-8), the first its header of schema SYS_SCHEMA: only then are its
+ * lines passed on verbatim. A torn last line (no newline) is not looked at.
+ */
+static bool journal_text_valid(const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+	bool first = true;
+	while (p < end) {
+		const char *q = memchr(p, '\n', (size_t)(end - p));
+		if (!q)
+			break;
+		for (const char *c = p; c < q;) {
+			size_t l = jw_utf8_len(c, (size_t)(q - c));
+			if (!l)
+				return false;
+			c += l;
+		}
+		struct sj_obj o;
+		if (sj_parse(p, (size_t)(q - p), &o) != 0)
+			return false;
+		int64_t schema = 0;
+		bool ok = !first || (sj_int(&o, "schema", &schema) == 0 && schema == SYS_SCHEMA);
+		sj_free(&o);
+		if (!ok)
+			return false;
+		first = false;
+		p = q + 1;
+	}
+	return true;
+}
+
+/* The message of an error of reading a journal. */
+static const char *journal_error(int e)
+{
+	return e == -EBADMSG ? "not an rtlab journal (a line is not a journal record)"
+			     : strerror(-e);
+}
+
+/*
  * The status line ("path" added when listing) and the journal's complete lines,
  * verbatim (a torn last line is left out). Returns 0, or -errno with nothing
- * written when the journal cannot be opened or read.
+ * written when the journal cannot be opened or read (-EBADMSG: a line of it is not a
+ * journal record, or it is not a regular file).
  */
 static int write_status(const char *journal, bool listing)
 {
@@ -109,6 +150,10 @@ static int write_status(const char *journal, bool listing)
 	close(fd);
 	if (r)
 		return r;
+	if (!journal_text_valid(text, len)) {
+		free(text);
+		return -EBADMSG;
+	}
 	struct jsonw w;
 	jw_init(&w);
 	sys_record_begin(&w, "status");
@@ -132,7 +177,9 @@ static int cmd_status(const char *journal)
 	if (r == -EPIPE)
 		return RL_EXIT_ERROR;
 	if (r) {
-		fprintf(stderr, "rtlab-probe sys status: cannot read %s: %s\n", journal, strerror(-r));
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe sys status: cannot read %s: %s\n",
+			opt_shown(journal, shown, sizeof(shown)), journal_error(r));
 		return r == -ENOENT ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
 	}
 	return RL_EXIT_OK;
@@ -194,7 +241,9 @@ static int cmd_journals(const char *dir)
 	size_t n = 0;
 	int r = list_journals(dir, &names, &n);
 	if (r && r != -ENOENT) {
-		fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n", dir, strerror(-r));
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n",
+			opt_shown(dir, shown, sizeof(shown)), strerror(-r));
 		return r == -EACCES || r == -EPERM ? RL_EXIT_SKIPPED : RL_EXIT_ERROR;
 	}
 	size_t dl = strlen(dir);
@@ -211,8 +260,9 @@ static int cmd_journals(const char *dir)
 			out_ok = false;
 		} else if (e != -ENOENT) {	/* ENOENT: restored meanwhile */
 			errors++;
-			fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n", path,
-				strerror(-e));
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n",
+				opt_shown(path, shown, sizeof(shown)), journal_error(e));
 			if (sys_emit_error(STDOUT_FILENO, path, -e) != 0)
 				out_ok = false;
 		}
@@ -241,7 +291,9 @@ static int cmd_lockinfo(const char *lock)
 	struct sys_lock_info li;
 	int r = sys_lock_query(lock, &held, &li);
 	if (r) {
-		fprintf(stderr, "rtlab-probe sys lockinfo: cannot read %s: %s\n", lock, strerror(-r));
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe sys lockinfo: cannot read %s: %s\n",
+			opt_shown(lock, shown, sizeof(shown)), strerror(-r));
 		return RL_EXIT_ERROR;
 	}
 	struct jsonw w;
@@ -363,8 +415,10 @@ int sys_main(int argc, char **argv)
 		if (strcmp(sub, sys_subs[k].name) == 0)
 			sc = &sys_subs[k];
 	if (!sc) {
-		fprintf(stderr, "rtlab-probe sys: unknown sub-command '%s' (facts, preempt, cpumodel, "
-			"apply, restore, status, journals, lockinfo, snapshot)\n", sub);
+		char shown[OPT_SHOWN_LEN];
+		fprintf(stderr, "rtlab-probe sys: unknown sub-command %s (facts, preempt, cpumodel, "
+			"apply, restore, status, journals, lockinfo, snapshot)\n",
+			opt_shown(sub, shown, sizeof(shown)));
 		return RL_EXIT_USAGE;
 	}
 	for (size_t k = 0; k < N_SYS_OPTS; k++)
@@ -381,7 +435,9 @@ int sys_main(int argc, char **argv)
 	if (strcmp(sub, "preempt") == 0 || strcmp(sub, "cpumodel") == 0) {
 		struct stat st;
 		if (root && (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))) {
-			fprintf(stderr, "rtlab-probe sys %s: --root %s is not a directory\n", sub, root);
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe sys %s: --root %s is not a directory\n", sub,
+				opt_shown(root, shown, sizeof(shown)));
 			return RL_EXIT_USAGE;
 		}
 		if ((strcmp(sub, "preempt") == 0 ? cmd_preempt(root) : cmd_cpumodel(root)) != 0) {
@@ -413,6 +469,19 @@ int sys_main(int argc, char **argv)
 	if (lock && lock[0] != '/') {
 		fprintf(stderr, "rtlab-probe sys %s: --lock FILE must be an absolute path\n", sub);
 		return RL_EXIT_USAGE;
+	}
+	const struct { const char *opt, *path; } named[] = { { "--journal", journal },
+							     { "--lock", lock } };
+	for (size_t k = 0; k < sizeof(named) / sizeof(named[0]); k++) {
+		struct stat st;
+		if (named[k].path && stat(named[k].path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			char shown[OPT_SHOWN_LEN];
+			fprintf(stderr, "rtlab-probe sys %s: %s %s: not a regular file; name the "
+				"rtlab file (e.g. /run/rtlab/%s)\n", sub, named[k].opt,
+				opt_shown(named[k].path, shown, sizeof(shown)),
+				k == 0 ? "NAME.journal" : "target.lock");
+			return RL_EXIT_USAGE;
+		}
 	}
 	if (strcmp(sub, "lockinfo") == 0)
 		return cmd_lockinfo(lock);

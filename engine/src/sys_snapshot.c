@@ -129,6 +129,7 @@ const char *sys_errno_name(int err)
 	case EFBIG: return "EFBIG";
 	case ENOSPC: return "ENOSPC";
 	case ESPIPE: return "ESPIPE";
+	case EBADMSG: return "EBADMSG";
 	case EROFS: return "EROFS";
 	case ERANGE: return "ERANGE";
 	case ENAMETOOLONG: return "ENAMETOOLONG";

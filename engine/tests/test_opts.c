@@ -35,8 +35,8 @@ static int bad(const char *a, const char *b, const char *needle)
 	char *argv[2] = { (char *)a, (char *)b };
 	int r = parse(b ? 2 : 1, argv);
 	if (r != -EINVAL || !strstr(err, needle)) {
-		fprintf(stderr, "args %s %s: r=%d err='%s' (want '%s')\n", a, b ? b : "", r, err,
-			needle);
+		fprintf(stderr, "args %.80s %.80s: r=%d err='%s' (want '%s')\n", a, b ? b : "", r,
+			err, needle);
 		return 0;
 	}
 	if (strchr(err, '\n')) {
@@ -255,6 +255,42 @@ int main(void)
 	CHECK(bad("--bytes", "lots", "--bytes: 'lots' is not a size"));
 	char *sz[] = { "--bytes=64M" };
 	CHECK(parse(1, sz) == 0 && vals[6].given && vals[6].i == 64 << 20);
+
+	/* hostile values: empty list items, negatives, reversed ranges, overflow */
+	CHECK(bad("--cpus", "1,,2", "--cpus: '1,,2' is not a CPU list"));
+	CHECK(bad("--cpus", "-1", "--cpus: '-1' is not a CPU list"));
+	CHECK(bad("--cpus", "3-1", "--cpus: '3-1' is not a CPU list"));
+	CHECK(bad("--cpus", "0,", "--cpus: '0,' is not a CPU list"));
+	CHECK(bad("--cpus", "99999999999999999999", "is not a CPU list"));
+	CHECK(bad("--count", "-1", "--count: -1 is out of range; allowed range 1..99"));
+	CHECK(bad("--count", "99999999999999999999999", "is out of range; allowed range 1..99"));
+	CHECK(bad("--interval", "1000001h", "--interval: 1000001h is out of range"));
+	CHECK(bad("--interval", "99999999999999999999s", "is out of range"));
+	CHECK(bad("--interval", "-1s", "--interval: '-1s' is not a duration"));
+	CHECK(bad("--bytes", "99999999999999999999T", "is out of range"));
+	CHECK(bad("--colour", "\x01\xff\n", "--colour: '\\x01\\xff\\n' is not one of"));
+
+	/* a huge value is shown cut, with its length */
+	static char huge[100001];
+	memset(huge, 'A', sizeof(huge) - 1);
+	CHECK(bad("--colour", huge, "... (100000 characters) is not one of red|green"));
+	CHECK(strlen(err) < 200);
+	memset(huge, '9', sizeof(huge) - 1);
+	CHECK(bad("--count", huge, "... (100000 characters) is out of range"));
+	memset(huge, 'A', 5);
+	huge[5] = '\0';
+	CHECK(bad(huge, NULL, "unexpected argument 'AAAAA'"));
+	char shown[OPT_SHOWN_LEN];
+	CHECK(strcmp(opt_shown("ab'c\\", shown, sizeof(shown)), "'ab\\'c\\\\'") == 0);
+	CHECK(strcmp(opt_shown("\xc3\xa9t\xc3\xa9", shown, sizeof(shown)), "'\xc3\xa9t\xc3\xa9'") == 0);
+	char many[200];
+	for (int k = 0; k < 61; k++)
+		memcpy(many + 2 * k, "\xc3\xa9", 2);
+	many[122] = '\0';
+	opt_shown(many, shown, sizeof(shown));
+	CHECK(strstr(shown, "'... (61 characters)") != NULL);
+	char tiny[8];
+	CHECK(strlen(opt_shown(huge, tiny, sizeof(tiny))) < sizeof(tiny));
 
 	CHECK(opts_find(defs, N, "colour") == 3);
 	CHECK(opts_find(defs, N, "nope") == -1);

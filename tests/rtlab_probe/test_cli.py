@@ -86,9 +86,10 @@ def test_no_arguments(probe_bin: str) -> None:
 
 
 def test_output_unwritable(probe_bin: str) -> None:
+    # checked before anything is done: bad input (exit 2), not a failure
     r = run_probe(probe_bin, "timer", "--loops", "1", "--output", "/nonexistent-dir/x.jsonl")
-    assert r.returncode == 1
-    assert "--output: cannot open /nonexistent-dir/x.jsonl" in r.stderr
+    assert r.returncode == 2
+    assert "--output '/nonexistent-dir/x.jsonl': its directory does not exist" in r.stderr
 
 
 @pytest.mark.parametrize("probe,extra", [

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -70,28 +72,53 @@ def test_tee_holds_what_stdout_had(probe_bin: str, tmp_path: Path) -> None:
     assert "--tee" in recs[0]["argv"]
 
 
-def test_tee_failing_mid_run_is_reported_on_stdout(probe_bin: str) -> None:
-    if not os.access("/dev/full", os.W_OK):
-        pytest.skip("no /dev/full")
-    r = run_probe(probe_bin, "--tee", "/dev/full", *_timer("--loops", "5"), timeout=WAIT)
+def _small_file_limit() -> None:
+    """In the engine's process: files may not grow past 64 bytes (EFBIG, not SIGXFSZ)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+
+
+def test_tee_failing_mid_run_is_reported_on_stdout(probe_bin: str, tmp_path: Path) -> None:
+    # a tee that cannot be written (here EFBIG: a file size limit; ENOSPC alike): the run
+    # goes on on stdout, which says so; a tee that never got a line leaves no file
+    tee = tmp_path / "run.jsonl"
+    r = run_probe(probe_bin, "--tee", str(tee), *_timer("--loops", "5"), timeout=WAIT,
+                  preexec_fn=_small_file_limit)
     assert r.returncode == 0, r.stderr
     recs = parse_lines(r.stdout)
     validate_all(recs)
     failed = [x for x in recs if x["type"] == "log" and x["code"] == "tee_failed"]
-    assert len(failed) == 1 and "/dev/full" in failed[0]["msg"]
+    assert len(failed) == 1 and str(tee) in failed[0]["msg"]
     assert recs[-1]["type"] == "result" and recs[-1]["status"] == "completed"
-    assert "--tee /dev/full" in r.stderr  # and one line at the end saying the file is incomplete
+    # and one line at the end saying the file is incomplete (the path cut at 60 characters)
+    assert r.stderr.startswith("rtlab-probe: --tee '") and "the file is incomplete" in r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("where", ["missing/dir/run.jsonl", "afile/run.jsonl"])
-def test_tee_that_cannot_be_created(probe_bin: str, tmp_path: Path, where: str) -> None:
+def test_tee_on_a_device_is_refused(probe_bin: str) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    r = run_probe(probe_bin, "--tee", "/dev/full", *_timer("--loops", "5"), timeout=WAIT)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("rtlab-probe: --tee '/dev/full': is a character device; name a "
+                        "regular file or a new file in an existing directory\n")
+
+
+@pytest.mark.parametrize(("where", "why"), [
+    ("missing/dir/run.jsonl", "its directory does not exist"),
+    ("afile/run.jsonl", "Not a directory"),
+])
+def test_tee_that_cannot_be_created(probe_bin: str, tmp_path: Path, where: str,
+                                    why: str) -> None:
     (tmp_path / "afile").write_text("")
     target = tmp_path / where
     r = run_probe(probe_bin, "--tee", str(target), *_timer("--duration", "10s"))
-    assert r.returncode == 1
+    assert r.returncode == 2  # bad input, found before anything is done
     assert r.stdout == ""
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rtlab-probe: --tee {target}: cannot create")
+    assert len(lines) == 1 and lines[0].startswith("rtlab-probe: --tee '") and why in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
 @pytest.mark.parametrize(("args", "msg"), [
