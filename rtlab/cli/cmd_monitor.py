@@ -126,7 +126,7 @@ def _options(args: argparse.Namespace
         raise UsageError(f"--segment {shown(args.segment)} is out of range (1s..{MAX_SEGMENT})")
     segment_s = segment_ns / 1e9
     duration_s = (parse_duration(args.duration, "--duration") / 1e9
-                  if args.duration else None)
+                  if args.duration is not None else None)
     watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
     if watchdog_s < 2:
         raise UsageError("--watchdog must be at least 2s (the engine reports every second)")

@@ -68,10 +68,13 @@ def resolve_priority(priority: int | None, policy: str | None) -> int | None:
 def prepare(args: RunRequest, online: list[int] | None = None
             ) -> tuple[Any, list[Scenario]]:
     """Everything validated and resolved before anything starts: (file, variants)."""
-    duration = parse_duration(args.duration, "--duration") if args.duration else None
-    interval = parse_duration(args.interval, "--interval") if args.interval else None
-    threshold = (parse_duration(args.threshold, "--stop-threshold") if args.threshold
-                 else None)
+    # an empty value is a bad value, not a value left out
+    duration = parse_duration(args.duration, "--duration") if args.duration is not None \
+        else None
+    interval = parse_duration(args.interval, "--interval") if args.interval is not None \
+        else None
+    threshold = (parse_duration(args.threshold, "--stop-threshold")
+                 if args.threshold is not None else None)
     online = online if online is not None else online_cpus()
     cpus = parse_cpu_list(args.cpus, online) if args.cpus is not None else None
     priority = resolve_priority(args.priority, args.policy)

@@ -73,15 +73,17 @@ def online_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def parse_cpu_list(text: str, available: list[int] | None = None) -> list[int]:
-    """'0,2-3' -> [0, 2, 3]; checks against `available` CPUs when given."""
+def parse_cpu_list(text: str, available: list[int] | None = None,
+                   what: str = "--cpus") -> list[int]:
+    """'0,2-3' -> [0, 2, 3]; checks against `available` CPUs when given. Errors name
+    `what` (the option)."""
     spec = text or ""
     if not spec.strip():
-        raise UsageError("empty CPU list", hint="e.g. --cpus 0,2-3")
+        raise UsageError(f"{what}: empty CPU list", hint=f"e.g. {what} 0,2-3")
     try:
         cpus = parse_cpulist(spec, limit=MAX_CPUS)
     except CpuListError as exc:
-        head = f"invalid CPU list {shown(text)}"
+        head = f"{what}: invalid CPU list {shown(text)}"
         if exc.reason == "reversed":
             raise UsageError(f"{head}: range {shown(exc.item)} is reversed") from None
         if exc.reason == "too_big":
@@ -101,6 +103,7 @@ def parse_cpu_list(text: str, available: list[int] | None = None) -> list[int]:
         if missing:
             online = ",".join(str(c) for c in sorted(available))
             raise UsageError(
-                f"CPU {missing[0]} is not online or not allowed here (usable CPUs: {online})"
+                f"{what}: CPU {missing[0]} is not online or not allowed here "
+                f"(usable CPUs: {online})"
             )
     return sorted(cpus)
