@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "jsonw.h"
+#include "opts.h"
 #include "pathmatch.h"
 #include "sys.h"
 #include "sysfile.h"
@@ -508,11 +509,9 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 		if (*line) {
 			char why[64];
 			if (snap_check_pattern(line, why, sizeof(why)) != 0) {
-				if (strcmp(why, "contains a control character") == 0)
-					snprintf(err, errlen, "pattern on line %zu: %s", lineno, why);
-				else
-					snprintf(err, errlen, "pattern on line %zu '%.200s': %s", lineno,
-						 line, why);
+				char shown[OPT_SHOWN_LEN];
+				snprintf(err, errlen, "pattern on line %zu %s: %s", lineno,
+					 opt_shown(line, shown, sizeof(shown)), why);
 				r = -EINVAL;
 				break;
 			}

@@ -273,3 +273,28 @@ def test_journals_never_echo_garbage(probe_bin: str, tmp_path: Path) -> None:
         assert s.returncode == 2 and s.stdout == "", (args, s.stderr)
         assert s.stderr.count("\n") == 1 and "not a regular file" in s.stderr
     assert stat.S_ISFIFO(os.stat(tmp_path / "f-fifo.journal").st_mode)
+
+
+def test_sys_stdin_garbage_stays_json(probe_bin: str, tmp_path: Path) -> None:
+    """What sys reads on stdin is never echoed raw: a snapshot pattern with a control
+    byte is shown escaped in its one line; apply answers garbage ops with JSON lines
+    and changes nothing (root: apply needs it)."""
+    r = subprocess.run([probe_bin, "sys", "snapshot"], input=b"\x01garbage\xff\n",
+                       capture_output=True, timeout=30, check=False)
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr == b"rtlab-probe sys snapshot: pattern on line 1 '\\x01garbage\\xff': " \
+                       b"not an absolute path\n"
+    if os.geteuid() != 0:
+        return
+    ops = (b'garbage\xff\x01\n{"op":"\xff\xfe"}\n{"op":"affinity","tid":-1,"cpus":[0]}\n'
+           b'{"op":"affinity","tid":1,"cpus":[-1]}\n{"op":"sched","tid":1,"policy":"fifo",'
+           b'"priority":0}\n{"op":"release"}\n')
+    journal = tmp_path / "x.journal"
+    r = subprocess.run([probe_bin, "sys", "apply", "--journal", str(journal)], input=ops,
+                       capture_output=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(line.decode("utf-8")) for line in r.stdout.splitlines()]
+    applied = [x for x in recs if x["type"] == "applied"]
+    assert [x["ok"] for x in applied] == [False] * 5 + [True]
+    assert recs[-1]["type"] == "released" and recs[-1]["restored"] == 0
+    assert not journal.exists()
