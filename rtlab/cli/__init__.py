@@ -41,15 +41,18 @@ COMMANDS: tuple[str, ...] = (
 _LONG_QUOTED = re.compile(r"'[^'\n]{61,}'|\"[^\"\n]{61,}\"")
 
 
-MESSAGE_MAX = 500  # characters of one error line, beyond any value quoted in it
+MESSAGE_MAX = 2000  # characters of one error line (a safety net: values are cut where quoted)
 
 
-def short_message(message: str) -> str:
-    """An error line as printed: every long quoted value cut (textfmt.shown), the line
-    on one line and cut at MESSAGE_MAX, so a 10-MB argument never comes back whole."""
+def short_message(message: str, *, quoted: bool = False) -> str:
+    """An error line as printed: on one line and cut at MESSAGE_MAX, so a 10-MB argument
+    never comes back whole. `quoted`: argparse's messages, which quote a value whole
+    ("invalid choice: '...'"): every long quoted value is cut too (textfmt.shown). rtlab's
+    own messages cut their values where they quote them, and are not searched for quotes:
+    an apostrophe of the prose ("sockperf's") would be taken for one."""
     from rtlab.textfmt import shown
 
-    text = _LONG_QUOTED.sub(lambda m: shown(m.group(0)[1:-1]), message)
+    text = _LONG_QUOTED.sub(lambda m: shown(m.group(0)[1:-1]), message) if quoted else message
     text = " ".join(text.splitlines())
     if len(text) > MESSAGE_MAX:
         text = f"{text[:MESSAGE_MAX]}... ({len(text)} characters)"
@@ -58,7 +61,8 @@ def short_message(message: str) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit code 2, a long value cut
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {short_message(message)}\n")
+        self.exit(int(ExitCode.USAGE),
+                  f"{self.prog}: error: {short_message(message, quoted=True)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,7 +29,7 @@ from rtlab import __version__
 from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.fileio import IMPORT_LIMIT, decode_text, read_input
+from rtlab.fileio import IMPORT_LIMIT, read_input
 from rtlab.probes.extras import probe_notes
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
@@ -74,7 +74,9 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
 def _read(path: Path) -> StreamCollector:
     data = read_input(path, "import file", IMPORT_LIMIT)  # regular, bounded (rtlab.fileio)
     col = StreamCollector()
-    text = decode_text(data, "import file", path, lenient=True)  # NUL bytes: binary
+    # NUL bytes are not "binary" here: a raw file cut by a crash can end in zeros (delayed
+    # allocation); its lines up to there are kept, the damaged ones counted as corrupt
+    text = data.decode("utf-8", errors="replace")
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         try:
             col.feed(line)

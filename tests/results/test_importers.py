@@ -338,14 +338,10 @@ def test_live_jitterdebugger(tmp_path: Path) -> None:
 def test_engine_format_garbage_is_usage_error(tmp_path: Path, store_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "garbage.jsonl"
-    f.write_bytes(bytes(range(1, 256)) * 8)  # no NUL: read as (broken) text
-    assert main(["results", "import", str(f)]) == 2
+    f.write_bytes(bytes(range(256)) * 8)  # NUL bytes too: an engine file's lines are
+    assert main(["results", "import", str(f)]) == 2  # read up to the damage (a crash's zeros)
     err = capsys.readouterr().err
     assert "nothing to import" in err and err.count("\n") == 1
-    f.write_bytes(bytes(range(256)) * 8)  # a NUL byte: binary, said at once
-    assert main(["results", "import", str(f)]) == 2
-    err = capsys.readouterr().err
-    assert "is binary (a NUL byte at offset 0)" in err and err.count("\n") == 1
     assert not store_path.exists() or not Store.open(str(store_path)).list()
 
 

@@ -409,3 +409,17 @@ def test_phases_the_host_never_reached_are_named(
     assert [ph.name for ph in result.phases] == ["warm-up"]
     assert "phases not run: load-x" in result.notes
     assert result.status == "partial" and result.partial
+
+
+def test_a_raw_file_ending_in_zeros_keeps_its_lines(killed_one: Path, store_path: Path,
+                                                    tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A crash can leave a file's tail as NUL bytes (a file system's delayed allocation):
+    that is damage at the end, not a binary file: the lines before it are imported."""
+    files = _copy(killed_one, tmp_path / "elsewhere")
+    first = files["ID.jsonl"]
+    first.write_bytes(first.read_bytes() + b"\0" * 4096)
+    code, err = _import(capsys, str(first))
+    assert code == 0, err
+    (result,) = _stored(store_path)
+    assert _samples(result)[0] == _raw_samples(first)
