@@ -41,7 +41,7 @@ class CpuListError(ValueError):
         self.limit = limit
         super().__init__(self._TEXT[reason].format(
             item=shown(self.item), text=shown(self.text),
-            cpu=cpu if cpu is None or cpu < 10**18 else shown(str(cpu)), top=limit - 1))
+            cpu=shown(self.item) if cpu is None else cpu, top=limit - 1))
 
 
 def parse_cpulist(text: str, *, strides: bool = False, limit: int = MAX_CPUS
@@ -61,6 +61,8 @@ def parse_cpulist(text: str, *, strides: bool = False, limit: int = MAX_CPUS
             raise CpuListError("negative", part, text, limit=limit)
         if not m or (m.group(3) is not None and (not strides or int(m.group(3)) < 1)):
             raise CpuListError("bad_item", part, text)
+        if any(g is not None and len(g) > 9 for g in m.groups()):  # no int() of 10 MB
+            raise CpuListError("too_big", part, text, None, limit)
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:

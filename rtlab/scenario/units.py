@@ -87,7 +87,7 @@ def parse_cpu_list(text: str, available: list[int] | None = None,
         if exc.reason == "reversed":
             raise UsageError(f"{head}: range {shown(exc.item)} is reversed") from None
         if exc.reason == "too_big":
-            cpu = str(exc.cpu)
+            cpu = str(exc.cpu) if exc.cpu is not None else exc.item
             raise UsageError(f"{head}: CPU {cpu if len(cpu) <= 20 else shown(cpu)} is out of "
                              f"range (0-{MAX_CPUS - 1})") from None
         if exc.reason == "negative":
