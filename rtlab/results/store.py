@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from rtlab.errors import RtlabError, UsageError
+from rtlab.fileio import PSEUDO_FS, fs_type
 from rtlab.results.model import RunResult, load_result, new_run_id
 from rtlab.results.validate import first_problem
 from rtlab.textfmt import shown
@@ -1056,6 +1057,10 @@ def _check_creatable(path: Path, name: str, display: str) -> None:
     if not ancestor.is_dir():
         raise UsageError(f"{name} {shown(display)} cannot be created: {ancestor} is not a "
                          "directory", hint="give a path in a directory")
+    fs = fs_type(ancestor.resolve())
+    if fs in PSEUDO_FS:  # /proc, /sys, cgroupfs...: kernel interfaces, not a place for data
+        raise UsageError(f"{name} {shown(display)} cannot be created: {ancestor} is on the "
+                         f"kernel's {fs} filesystem", hint="give a path in a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise RtlabError(f"{name} {shown(display)} cannot be created: no permission to "
                          f"write in {ancestor}", hint="give a path in a directory you may "

@@ -325,3 +325,14 @@ def test_postgresql_empty_database_gets_tables_only_from_a_stored_run(
     assert main(["results", "import", "--format", "cyclictest-json", place["file"],
                  "--store", pg_url]) == 0
     assert {"runs", "store_info", "run_digests"} <= _pg_tables(pg_url)
+
+
+@pytest.mark.parametrize("where", ["/proc/rtlab-test.db", "/sys/kernel/rtlab-test/s.db"])
+def test_no_store_on_a_kernel_pseudo_filesystem(where: str, place: dict[str, str],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A store to create under /proc or /sys is refused before the import's work (it
+    failed at the first write, exit 1, after it)."""
+    line = _refused(capsys, ["results", "import", "--format", "cyclictest-json",
+                             place["file"], "--store", where])
+    assert "kernel's" in line and "filesystem" in line, line
+    assert not os.path.lexists(where)
