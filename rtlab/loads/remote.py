@@ -317,9 +317,9 @@ class RemoteLoad(Load):
             inner.probe = self.engine
             out = []
             for cpus, cgroup in inner.placement_parts():
-                # its JSON lines come back on the exec's stderr (CMD's stdout goes there)
-                argv = inner.argv("/proc/self/fd/2" if inner.params["capture"] else "/dev/null",
-                                  cpus)
+                # its JSON lines come back on the exec's stderr: CMD's stdout goes there (the
+                # engine writes no output file on /proc, so not /proc/self/fd/2)
+                argv = inner.argv("-" if inner.params["capture"] else "/dev/null", cpus)
                 join = ["--cgroup", cgroup] if cgroup else []
                 where = ["--cpus", format_cpulist(cpus)] if cpus is not None else []
                 out.append(BoardCommand("rtlab-probe", [self.engine, *join, *argv[1:]],
