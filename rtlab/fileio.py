@@ -243,6 +243,50 @@ def write_output(path: str | os.PathLike[str], data: bytes | str, option: str) -
     return target
 
 
+# directories -------------------------------------------------------------------------
+def check_directory(path: str | os.PathLike[str], what: str) -> Path:
+    """A directory rtlab keeps its own files in (journals, a monitor's state): one that
+    exists, or one it may create (the nearest existing ancestor is a directory it may
+    write into, on a real filesystem). UsageError (exit 2) otherwise; creates nothing."""
+    text = os.fspath(path)
+    if not text.strip() or "\0" in text:
+        raise UsageError(f"{what} {_describe(text)}: not a directory name")
+    p = Path(text).expanduser()
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise _path_error(exc, text, what) from None
+        st = None
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{what} {_describe(text)} is {kind_of(st.st_mode)}, not a "
+                             "directory", hint="give a directory, or a new name for one")
+        existing = p
+    else:
+        if os.path.lexists(p):
+            raise UsageError(f"{what} {_describe(text)} is a symbolic link to a missing "
+                             "directory", hint="give the directory itself")
+        existing = p.parent
+        while not os.path.lexists(existing) and existing != existing.parent:
+            existing = existing.parent
+        try:
+            est = os.stat(existing)
+        except OSError as exc:
+            raise _path_error(exc, text, what) from None
+        if not stat.S_ISDIR(est.st_mode):
+            raise UsageError(f"{what} {_describe(text)}: {_describe(str(existing))} is "
+                             f"{kind_of(est.st_mode)}, not a directory")
+    fs = fs_type(existing.resolve())
+    if fs in PSEUDO_FS:
+        raise UsageError(f"{what} {_describe(text)} is on the kernel's {fs} filesystem, not "
+                         "a place for rtlab's files", hint="give a directory elsewhere")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {_describe(text)}: permission denied",
+                         hint="give a directory you may write into")
+    return p
+
+
 # input -------------------------------------------------------------------------------
 def check_input(path: str | os.PathLike[str], what: str, limit: int = TEXT_LIMIT) -> Path:
     """The regular file `path` names (symbolic links followed), no larger than `limit`.

@@ -96,8 +96,18 @@ class Slo:
         return " and ".join(c.text for c in self.clauses)
 
 
-def parse_slo(text: str) -> Slo:
-    """Parse an SLO expression; raises `UsageError` (exit code 2) with one line on error."""
+def parse_slo(text: str, option: str | None = None) -> Slo:
+    """Parse an SLO expression; raises `UsageError` (exit code 2) with one line on error,
+    naming `option` (`--slo`) when given."""
+    if option is None:
+        return _parse_slo(text)
+    try:
+        return _parse_slo(text)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}", hint=exc.hint) from None
+
+
+def _parse_slo(text: str) -> Slo:
     if not isinstance(text, str) or not text.strip():
         raise UsageError("empty SLO expression", hint=GRAMMAR_HINT)
     parts = _SPLIT_RE.split(text.strip())

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
 
-    slo = parse_slo(args.slo) if args.slo is not None else None
+    slo = parse_slo(args.slo, "--slo") if args.slo is not None else None
     selection = selection_from_args(args)
     for path, option in ((args.html, "--html"), (args.junit, "--junit")):
         if path == STDOUT:

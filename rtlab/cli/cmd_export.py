@@ -34,13 +34,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
 
     exporter = get_exporter(args.format)
-    if args.output:
-        check_output(args.output, "--output")  # before reading the store
+    if args.output is not None:
+        check_output(args.output, "--output")  # before reading the store ("" is refused)
     store = Store.open(args.store, create=False)
     try:
         result = store.get(args.run)
     finally:
         store.close()
     data = exporter.serialize(result)
-    write_output(args.output or STDOUT, data, "--output")
+    write_output(STDOUT if args.output is None else args.output, data, "--output")
     return 0

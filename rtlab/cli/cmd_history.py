@@ -17,7 +17,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
 from rtlab.scenario.units import format_duration, parse_duration
-from rtlab.textfmt import bounded_us, us
+from rtlab.textfmt import bounded_us, shown, us
 
 
 def register(sub: Any) -> None:
@@ -166,7 +166,7 @@ def run_day(args: argparse.Namespace) -> int:
     day = _parse_day(args.day)
     slot_s = _parse_slot(args.slot)
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot {args.plot}: the file name must end in .png or .svg")
+        raise UsageError(f"--plot {shown(args.plot)}: the file name must end in .png or .svg")
     if args.plot is not None:
         from rtlab.fileio import check_output
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from rtlab.cli.cmd_report import STORE_HELP
@@ -14,6 +13,7 @@ from rtlab.cli.target import add_target_args
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.fileio import check_directory
 from rtlab.results.store import check_store, default_data_dir
 from rtlab.scenario.units import parse_duration
 from rtlab.textfmt import shown
@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--listen", metavar="HOST:PORT",
                    help="serve Prometheus metrics there (HOST defaults to 127.0.0.1; "
                    "another address only when given)")
-    p.add_argument("--state-dir", metavar="DIR", type=Path,
+    p.add_argument("--state-dir", metavar="DIR",
                    help="checkpoint and raw segments (default: monitor/ beside the "
                    "default store)")
     p.add_argument("--watchdog", default="15s", metavar="DUR",
@@ -148,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
         if t != LOCAL:
             SshTarget.parse(t)
     unreachable = check_store(args.store)  # refused before the first segment is measured
-    state_dir = args.state_dir or default_data_dir() / "monitor"
+    state_dir = (check_directory(args.state_dir, "--state-dir") if args.state_dir is not None
+                 else default_data_dir() / "monitor")
 
     def say(msg: str) -> None:
         if not args.quiet:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rtlab.cli.cmd_report import STORE_HELP, load_runs
 from rtlab.errors import UsageError
+from rtlab.textfmt import shown
 
 
 def register(sub: Any) -> None:
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rtlab.report.plots import figure_for, save_figure
 
     if Path(args.output).suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"plot file must end in .png or .svg: {args.output}")
+        raise UsageError(f"--output {shown(args.output)}: a plot file must end in .png or .svg")
     check_output(args.output, "--output")  # before any work
     result = load_runs(args.store, [args.run])[0]
     phases = result.phases

@@ -95,14 +95,14 @@ def _to_stderr(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    slo = parse_slo(args.slo) if args.slo is not None else None  # before any work
+    slo = parse_slo(args.slo, "--slo") if args.slo is not None else None  # before any work
     selection = selection_from_args(args)
     for path_arg, option in ((args.output, "--output"), (args.junit, "--junit")):
         if path_arg is not None:
             check_output(path_arg, option)
     results = load_selected(args, selection)
     report = evaluate_slo(slo, results) if slo is not None else None
-    html_path = args.output or f"report-{results[0].run_id}.html"
+    html_path = f"report-{results[0].run_id}.html" if args.output is None else args.output
     outputs = [(html_path, render_html(results, slo=slo, slo_report=report,
                                        compare_by=args.by), "--output")]
     if args.junit:

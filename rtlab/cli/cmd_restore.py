@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rtlab.cli.target import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
+from rtlab.fileio import check_directory
 from rtlab.system import journal as jr
 
 
@@ -21,15 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`rtlab shield`. With --target, the journals on that board (kept there, in "
         "/run/rtlab) are restored by the board's engine.",
     )
-    p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--journal-dir", default=None, help=argparse.SUPPRESS)
     add_target_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
 
+    given = (check_directory(args.journal_dir, "--journal-dir")
+             if args.journal_dir is not None else None)  # before connecting
     with open_target(args.target, args.engine_dir) as target:
-        directory = args.journal_dir or jr.journal_dir(target)
+        directory = given or jr.journal_dir(target)
         on = "" if target.is_local else f" on {target.target}"
         found = jr.journals(directory, target)
         for j in found:

@@ -129,6 +129,7 @@ _TRANSFER_HELP = {
              "130 interrupted. docs/results.md#lab-store-push-and-pull"),
 }
 LAB_ENV_VAR = "RTLAB_LAB_STORE"
+LIMIT_MAX = 10**9  # --limit: more rows than any store holds
 
 
 def _transfer_parser(rsub: Any, name: str) -> None:
@@ -158,8 +159,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
 
-    if args.limit is not None and args.limit < 0:
-        raise UsageError(f"--limit {args.limit} out of range (0 or more; 0: all)")
+    if args.limit is not None and not 0 <= args.limit <= LIMIT_MAX:
+        raise UsageError(f"--limit {args.limit}: out of range 0..{LIMIT_MAX} (0: all)")
     limit = args.limit if args.limit is not None else (0 if args.json else DEFAULT_LIMIT)
     try:
         store = Store.open(args.store, create=False)

@@ -9,6 +9,7 @@ from typing import Any
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.cli.run_boards import run_boards
 from rtlab.cli.target import add_target_args, open_target
+from rtlab.cpulist import MAX_CPUS
 from rtlab.engine.ssh import SshTarget
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import UsageError
@@ -29,7 +30,7 @@ from rtlab.runner.run import worst_exit
 from rtlab.scenario import find, online_cpus
 from rtlab.scenario.loader import declared_targets
 from rtlab.system.shield import ThreadPriority, irq_move_problem, parse_thread_priority
-from rtlab.textfmt import seconds, us
+from rtlab.textfmt import seconds, shown, us
 
 
 def register(sub: Any) -> None:
@@ -156,8 +157,9 @@ def run(args: argparse.Namespace) -> int:
     slo = None
     if args.slo is not None:
 
-        slo = parse_slo(args.slo)  # UsageError (exit 2) on a bad expression
+        slo = parse_slo(args.slo, "--slo")  # UsageError (exit 2) on a bad expression
     check_run_outputs(args)
+    check_reflector_args(args)
     targets = args.target or _scenario_targets(args) or [None]
     traced = [f for f, v in (("--trace", args.trace), ("--trace-threshold", args.trace_threshold),
                              ("--trace-buffer-kb", args.trace_buffer_kb)) if v]
@@ -178,8 +180,8 @@ def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
     sfile, variants = _prepare(args, online)
     if not target.is_local:
         check_remote(variants, target, peer=args.peer)
-    elif args.samples:
-        check_samples_outputs(variants)
+    elif args.samples is not None:
+        check_samples_outputs(variants)  # FILE.PHASE of each phase (FILE: checked first)
     # validated; nothing created before run_variants
     peer = _udp_peer(args, variants, target, online, getattr(sfile, "reflector", None))
 
@@ -240,16 +242,38 @@ def check_run_outputs(args: argparse.Namespace) -> None:
     """Every file the run writes on this machine after measuring (report, JUnit) is
     checked before it measures: a typo never costs a run (rtlab.fileio)."""
     given = [(args.junit, "--junit")]
+    if not [t for t in args.target or [] if t not in (None, "local")]:
+        given.append((args.samples, "--samples"))  # FILE itself; FILE.PHASE after prepare
     if not args.no_report:
         given.append((args.report, "--report"))
-    named = [(p, o) for p, o in given if p]
+    named = [(p, o) for p, o in given if p is not None]  # "" is a bad name, not none
     for path, option in named:
         check_output(path, option)
-    if len(named) == 2 and named[0][0] == named[1][0] != STDOUT:
-        raise UsageError(f"--junit and --report name the same file {named[0][0]}")
+    if args.no_report and args.report is not None:
+        raise UsageError("--report and --no-report contradict each other: give one")
+    paths = [p for p, _ in named if p != STDOUT]
+    if len(set(paths)) < len(paths):
+        raise UsageError(f"two of --junit, --report and --samples name the same file "
+                         f"{shown(paths[0], 200)}")
+    if args.samples == STDOUT:
+        raise UsageError("--samples -: the samples are binary; give a file")
     if (args.report == STDOUT and not args.no_report) or args.junit == STDOUT:
         raise UsageError("rtlab run prints its results on standard output: give --report "
                          "and --junit a file, not -")
+
+
+def check_reflector_args(args: argparse.Namespace) -> None:
+    """The udp peer's options, checked as written before anything connects or starts
+    (what needs the board, its CPUs and IRQs, is checked there)."""
+    if args.reflector is not None:
+        SshTarget.parse(args.reflector, "--reflector")
+    if args.reflector_cpu is not None and not 0 <= args.reflector_cpu < MAX_CPUS:
+        raise UsageError(f"--reflector-cpu {args.reflector_cpu}: out of range "
+                         f"0..{MAX_CPUS - 1}")
+    for text in args.reflector_thread_priority:
+        parse_thread_priority(text, "--reflector-thread-priority")
+    for text in args.reflector_irq:
+        _irq_move(text)
 
 
 def check_samples_outputs(variants: list[Any]) -> None:
@@ -360,12 +384,13 @@ def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None,
                              "--reflector-irq go with --reflector TARGET")
         return make_peer(variants, args.peer, cpus, board=target)
 
-    SshTarget.parse(board)
+    SshTarget.parse(board, "--reflector" if args.reflector else "[reflector] target")
     if target is not None and not target.is_local and target.target == board:
         raise UsageError(f"the reflector {board} is the board that pings (--target): give "
                          "the other one")
     if args.reflector_thread_priority or spec is None:
-        prios = tuple(parse_thread_priority(t) for t in args.reflector_thread_priority)
+        prios = tuple(parse_thread_priority(t, "--reflector-thread-priority")
+                      for t in args.reflector_thread_priority)
     else:
         prios = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
     if args.reflector_irq or spec is None:
@@ -385,7 +410,8 @@ def _irq_move(text: str) -> tuple[str, str]:
     pattern, _, cpus = text.rpartition("=")
     why = irq_move_problem(pattern, cpus)
     if why == "shape":
-        raise UsageError(f"--reflector-irq {text!r}: expected PATTERN=CPUS, e.g. 'eth1=0'")
+        raise UsageError(f"--reflector-irq {shown(text)}: expected PATTERN=CPUS, e.g. "
+                         "'eth1=0'")
     if why is not None:
-        raise UsageError(f"--reflector-irq {text!r}: {why}")
+        raise UsageError(f"--reflector-irq {shown(text)}: {why}")
     return pattern, cpus

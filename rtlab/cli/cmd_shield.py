@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rtlab.cli.target import add_target_args, open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.fileio import check_directory
 from rtlab.system import journal as jr
 from rtlab.system.facts import parse_cpus_arg, read_facts
 from rtlab.system.journal import RestoreReport
@@ -68,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="comma-separated process ids (1 or more) to leave where they are",
     )
-    p.add_argument("--journal-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--journal-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true",
                    help="print a JSON document: the shield applied (--cpus), requested vs in "
                    "effect (--status; always an object, `applied` false without a shield), "
@@ -85,9 +86,32 @@ def run(args: argparse.Namespace) -> int:
                          "with --cpus")
     priorities = tuple(parse_thread_priority(t) for t in args.thread_priority)
     exclude = parse_pids(args.exclude, "--exclude") if args.exclude is not None else frozenset()
+    if args.rt_runtime is not None:
+        _check_rt_runtime(args.rt_runtime, args.target)
+    given = (check_directory(args.journal_dir, "--journal-dir")
+             if args.journal_dir is not None else None)  # before connecting
     with open_target(args.target, args.engine_dir) as probe, _sigterm_interrupts():
-        directory = args.journal_dir or jr.journal_dir(probe)
+        directory = given or jr.journal_dir(probe)
         return _run(args, probe, directory, priorities, exclude)
+
+
+RT_PERIOD_FILE = "/proc/sys/kernel/sched_rt_period_us"
+RT_RUNTIME_MAX = 2**31 - 1  # the sysctl is an int; the kernel wants it <= the period
+
+
+def _check_rt_runtime(value: int, target: str | None) -> None:
+    """-1 (no throttling) or 0..the RT period (this machine's, read now; a board's kernel
+    refuses a larger one itself, and the change is then undone)."""
+    limit = RT_RUNTIME_MAX
+    if target in (None, "local"):
+        try:
+            with open(RT_PERIOD_FILE, encoding="ascii") as f:
+                limit = int(f.read(32).strip())
+        except (OSError, ValueError):
+            pass
+    if not -1 <= value <= limit:
+        raise UsageError(f"--rt-runtime {value}: out of range -1..{limit} µs (-1: no RT "
+                         "throttling; at most kernel.sched_rt_period_us)")
 
 
 # the kernel's PID_MAX_LIMIT (4M): no process id reaches it

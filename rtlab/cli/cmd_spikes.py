@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from rtlab.cli.cmd_results import LIMIT_MAX
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.spikes import class_counts, spike_row, summary_line
@@ -57,8 +58,8 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
                  else None)
     if args.limit is None:
         args.limit = 0 if args.json else DEFAULT_LIMIT  # machine output is never cut silently
-    if args.limit < 0:
-        raise UsageError(f"--limit {args.limit} out of range (0 or more)")
+    if not 0 <= args.limit <= LIMIT_MAX:
+        raise UsageError(f"--limit {args.limit}: out of range 0..{LIMIT_MAX} (0: all)")
     result = store.get(args.run)
     phases = list(result.phases)
     if args.phase is not None:

@@ -32,6 +32,7 @@ from rtlab.errors import RtlabError, UsageError
 from rtlab.lifeline import die_with_parent
 from rtlab.textfmt import shown
 
+MAX_TARGET_CHARS = 320  # USER@HOST:PORT: a DNS name is at most 253 characters
 CONFIG_ENV = "RTLAB_SSH_CONFIG"  # an ssh_config file used instead of ~/.ssh/config (-F)
 CONNECT_TIMEOUT_S = 10
 MASTER_WAIT_S = 60.0
@@ -49,10 +50,13 @@ class SshTarget:
     port: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> SshTarget:
-        """UsageError (one line) for anything that is not a plain destination."""
-        bad = UsageError(f"--target {shown(text)}: expected [USER@]HOST[:PORT] or an alias from "
+    def parse(cls, text: str, option: str = "--target") -> SshTarget:
+        """UsageError (one line, naming `option`) for anything that is not a plain
+        destination."""
+        bad = UsageError(f"{option} {shown(text)}: expected [USER@]HOST[:PORT] or an alias from "
                          "~/.ssh/config, e.g. root@board7 or board7:2222")
+        if len(text) > MAX_TARGET_CHARS:  # a host name has at most 253 characters
+            raise bad
         user: str | None = None
         rest = text
         if "@" in rest:

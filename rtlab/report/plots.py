@@ -30,7 +30,7 @@ from rtlab.errors import UsageError
 from rtlab.results.model import Channel as _Channel
 from rtlab.results.summary import mode
 from rtlab.results.windows import WindowMaxima
-from rtlab.textfmt import human
+from rtlab.textfmt import human, shown
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -524,7 +524,7 @@ def save_figure(fig: Figure, path: str | Path, option: str = "--output") -> Path
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
-        raise UsageError(f"plot file must end in .png or .svg: {path}")
+        raise UsageError(f"{option} {shown(str(path))}: a plot file must end in .png or .svg")
     from matplotlib import rc_context
 
     from rtlab.fileio import check_output, open_output

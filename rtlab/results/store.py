@@ -391,9 +391,10 @@ class Store:
         exists = _check_sqlite_file(path, name, display, create)
         if not exists:
             if not create:
-                raise NoStoreError(f"no stored run: there is no result store at {path}",
-                                   hint="give the store with --store or $RTLAB_STORE, or "
-                                        "store a run first (rtlab run, rtlab results import)")
+                raise NoStoreError(f"no stored run: there is no result store at {path} "
+                                   f"({name})", hint="give the store with --store or "
+                                   "$RTLAB_STORE, or store a run first (rtlab run, rtlab "
+                                   "results import)")
             _check_creatable(path, name, display)
         resolved = path.resolve()
         # SQLite URI file names: `ro` for the commands that only read, `rw` (never

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.fileio import check_input
+from rtlab.textfmt import shown
 
 _PKG = Path(__file__).resolve().parent.parent  # .../rtlab
 
@@ -46,6 +47,6 @@ def find(ref: str) -> Path:
     found = builtins().get(ref)
     if found is None:
         names = ", ".join(builtins()) or "none installed"
-        raise UsageError(f"unknown scenario {ref!r}",
+        raise UsageError(f"unknown scenario {shown(ref)}",
                          hint=f"built-in scenarios: {names}; or give a FILE.toml")
     return found

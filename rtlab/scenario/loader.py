@@ -37,6 +37,7 @@ from rtlab.scenario.model import (
 )
 from rtlab.scenario.units import format_duration as fd
 from rtlab.scenario.units import online_cpus, parse_duration
+from rtlab.textfmt import shown
 
 PROBE_POLICIES = ("fifo", "rr", "other", "deadline")
 RT_POLICIES = ("fifo", "rr")
@@ -614,9 +615,13 @@ def read_scenario_text(path: Path | str) -> str:
     """A scenario file's text, read the one safe way (rtlab.fileio: a regular file of at
     most 4 MiB, UTF-8 text; anything else is one line, exit 2)."""
     try:
-        return read_text_input(path, "scenario file")
+        text = read_text_input(path, "scenario file")
     except RtlabError as exc:  # one kind of error for `rtlab scenarios check --json`
         raise ScenarioError(str(path), None, exc.one_line(), exc.one_line()) from None
+    if not text.strip():  # not "the defaults": a file emptied by mistake runs nothing
+        raise ScenarioError(str(path), None, "the scenario file is empty",
+                            f"scenario file {shown(str(path), 200)} is empty: nothing to run")
+    return text
 
 
 def toml_document(text: str, source: str) -> dict[str, Any]:

@@ -146,7 +146,12 @@ def journal_dir(transport: Transport | None = None) -> Path:
     board always /run/rtlab (this machine's environment says nothing of the board)."""
     if transport is not None and not transport.is_local:
         return DEFAULT_DIR
-    return Path(os.environ.get("RTLAB_JOURNAL_DIR") or DEFAULT_DIR)
+    given = os.environ.get("RTLAB_JOURNAL_DIR")
+    if given:  # checked like --journal-dir: a directory, or one that can be made
+        from rtlab.fileio import check_directory
+
+        return check_directory(given, "$RTLAB_JOURNAL_DIR")
+    return DEFAULT_DIR
 
 
 def run_session_name(transport: Transport) -> str:

@@ -20,6 +20,7 @@ from rtlab.system import journal as jr
 from rtlab.system.facts import Facts, Irq, Task, read_facts
 from rtlab.system.journal import SHIELD_JOURNAL
 from rtlab.system.verify import verify_shield
+from rtlab.textfmt import shown
 
 SHIELD_NAME = "rtlab-shield"
 SYSTEM_NAME = "rtlab-system"
@@ -141,15 +142,20 @@ def irq_move_problem(pattern: object, cpus: object) -> str | None:
     return None
 
 
-def parse_thread_priority(text: str) -> ThreadPriority:
-    """`PATTERN=POLICY:PRIORITY` (e.g. `irq/.*-eth0=fifo:99`) -> ThreadPriority."""
+def parse_thread_priority(text: str, option: str = "--thread-priority") -> ThreadPriority:
+    """`PATTERN=POLICY:PRIORITY` (e.g. `irq/.*-eth0=fifo:99`) -> ThreadPriority; a
+    UsageError names `option`."""
     pattern, sep, rest = text.rpartition("=")
     policy, sep2, prio = rest.partition(":")
-    if not sep or not pattern or not sep2 or not prio.strip().lstrip("-").isdigit():
-        raise UsageError(f"--thread-priority {text!r}: expected PATTERN=POLICY:PRIORITY, "
+    if (not sep or not pattern or not sep2 or not prio.strip().lstrip("-").isdigit()
+            or len(prio.strip()) > 9):
+        raise UsageError(f"{option} {shown(text)}: expected PATTERN=POLICY:PRIORITY, "
                          "e.g. 'irq/.*-eth0=fifo:99'")
     tp = ThreadPriority(pattern, policy.strip(), int(prio))
-    validate_priorities([tp])
+    try:
+        validate_priorities([tp])
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}", hint=exc.hint) from None
     return tp
 
 

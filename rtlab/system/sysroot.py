@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rtlab.cpulist import parse_cpulist
 from rtlab.errors import UsageError
+from rtlab.textfmt import shown
 
 
 def parse_cmdline(text: str) -> dict[str, str | None]:
@@ -43,14 +44,18 @@ class SysRoot:
 
     def __init__(self, root: str = "/") -> None:
         path = Path(root)
-        if not path.is_dir():
+        try:
+            is_dir = path.is_dir()  # False for a missing path
+        except OSError as exc:  # a name too long, a symlink loop
+            raise UsageError(f"--root {shown(root)}: {exc.strerror or exc}") from None
+        if not is_dir:
             raise UsageError(
-                f"--root {root!r} is not a directory",
+                f"--root {shown(root)} is not a directory",
                 "give a directory holding a copy of proc/ and sys/",
             )
         if not (path / "proc").is_dir() and not (path / "sys").is_dir():
             raise UsageError(
-                f"--root {root!r} holds neither proc/ nor sys/",
+                f"--root {shown(root)} holds neither proc/ nor sys/",
                 "give a directory holding a copy of proc/ and sys/",
             )
         self.root = path

@@ -44,6 +44,7 @@ from rtlab.results.importers.oslat import parse as parse_oslat
 from rtlab.results.importers.rtla import parse_osnoise
 from rtlab.results.model import RunResult
 from rtlab.results.validate import ensure_valid
+from rtlab.textfmt import shown
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.store import Store
@@ -89,15 +90,17 @@ class ImportContext:
                   date: str | None) -> ImportContext:
         for what, value in (("--host", host), ("--kernel", kernel), ("--preempt", preempt)):
             if value is not None and (not value.strip() or not value.isprintable()
-                                      or any(c.isspace() for c in value)):
-                raise UsageError(f"{what} {value!r} is not a valid name",
-                                 hint="give a non-empty word without spaces")
+                                      or any(c.isspace() for c in value)
+                                      or len(value) > NAME_MAX):
+                raise UsageError(f"{what} {shown(value)} is not a valid name",
+                                 hint=f"give a non-empty word without spaces, at most "
+                                      f"{NAME_MAX} characters")
         when = None
         if date is not None:
             try:
                 when = datetime.fromisoformat(date)
             except ValueError:
-                raise UsageError(f"--date {date!r} is not an ISO 8601 date or time",
+                raise UsageError(f"--date {shown(date)} is not an ISO 8601 date or time",
                                  hint="e.g. 2026-03-01 or 2026-03-01T14:05:00+01:00") from None
             if when.tzinfo is None:
                 when = when.astimezone()  # local time, as the user's clock says
@@ -123,6 +126,9 @@ class ImportContext:
         elif not host.get("start_wall") and file_mtime is not None:
             host["start_wall"] = datetime.fromtimestamp(file_mtime, UTC).isoformat()
             host["start_wall_source"] = "modification time of the imported file"
+
+
+NAME_MAX = 255  # --host/--kernel/--preempt: a host name has at most 253 characters
 
 
 def import_file(path: str | Path, fmt: str, run_id: str,
