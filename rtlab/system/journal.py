@@ -199,19 +199,26 @@ def remote_journals(transport: Transport, directory: Path) -> list[JournalInfo]:
     """`rtlab-probe sys journals --dir DIR` on the target: one status line per journal
     followed by its lines (docs/sys-protocol.md)."""
     proc = transport.run(["sys", "journals", "--dir", str(directory)])
-    if proc.returncode != 0:
+    lines = _parse_lines(proc.stdout)
+    unreadable = [r for r in lines if r.get("type") == "error" and r.get("path")]
+    # exit 1 with `error` records: some journals could not be read (they are listed, and
+    # `sys restore` says why for each); any other failure lists nothing
+    if proc.returncode != 0 and not (proc.returncode == 1 and unreadable):
         line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         raise RtlabError(f"cannot list the journals on {transport.target}: {line}")
     out: list[JournalInfo] = []
     current: tuple[Path, bool] | None = None
     recs: list[dict[str, Any]] = []
-    for rec in [*_parse_lines(proc.stdout), {"type": "journals_done"}]:
-        if rec.get("type") in ("status", "journals_done"):
+    for rec in [*lines, {"type": "journals_done"}]:
+        kind = rec.get("type")
+        if kind in ("status", "journals_done", "error"):
             if current is not None:
                 out.append(_journal_info(current[0], current[1], recs))
             current = (Path(str(rec.get("path"))), bool(rec.get("held"))) \
-                if rec.get("type") == "status" else None
+                if kind == "status" else None
             recs = []
+            if kind == "error" and rec.get("path"):  # unreadable: stale, nothing known
+                out.append(_journal_info(Path(str(rec["path"])), False, []))
         elif current is not None:
             recs.append(rec)
     return out

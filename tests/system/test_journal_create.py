@@ -49,3 +49,19 @@ def test_an_existing_journal_is_refused(require_root: None, probe_bin: str,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.journal"]
     with pytest.raises(Exception, match="exists"):
         jr.Applier(LocalTransport(probe_bin), tmp_path / "x.journal")
+
+
+def test_an_unreadable_journal_on_a_board_is_listed_alone(probe_bin: str,
+                                                          tmp_path: Path) -> None:
+    """A board's `sys journals` answers a garbage journal with an `error` record (exit 1):
+    it is listed as a stale journal of its own (`rtlab restore` then says why it cannot
+    be restored), and the journal before it keeps only its own records."""
+    good = tmp_path / "a.journal"
+    good.write_text('{"type":"journal","schema":1,"pid":4242,"starttime":1,"detached":false,'
+                    '"engine_version":"x","time_ns":1}\n')
+    (tmp_path / "b.journal").write_bytes(b"\xff\xfe garbage, not a journal\n")
+    t = LocalTransport(probe_bin)
+    found = {j.path.name: j for j in jr.remote_journals(t, tmp_path)}
+    assert set(found) == {"a.journal", "b.journal"}
+    assert found["a.journal"].pid == 4242 and found["a.journal"].entries == []
+    assert found["b.journal"].stale and found["b.journal"].entries == []
