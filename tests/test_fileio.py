@@ -25,6 +25,7 @@ from rtlab.fileio import (
     write_output,
     write_outputs,
 )
+from tests.support.devices import MINORS, device_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +34,9 @@ def listing(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
 
 
-@pytest.mark.parametrize("device", ["/dev/null", "/dev/full", "/dev/zero"])
-def test_a_device_is_refused_and_stays_a_device(device: str) -> None:
+@pytest.mark.parametrize("name", sorted(MINORS))
+def test_a_device_is_refused_and_stays_a_device(name: str, tmp_path: Path) -> None:
+    device = device_nodes(tmp_path)[name]  # the test's own node (as root)
     before = os.stat(device)
     with pytest.raises(UsageError, match="character device"):
         write_output(device, "x", "-o")

@@ -251,7 +251,7 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		fprintf(stderr, "rtlab-probe: out of memory\n");
 		return RL_EXIT_ERROR;
 	}
-	char err[512] = "";
+	char err[1280] = "";
 	/* `PROBE WORD ...` is `PROBE --<positional> WORD ...` for probes with a sub-mode */
 	char *const *pargv = argv + 1;
 	int pargc = argc - 1;
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 	/* a reader that went away is EPIPE, not death: --tee goes on, sys apply restores */
 	signal(SIGPIPE, SIG_IGN);
 	struct rl_globals g;
-	char err[512];
+	char err[1280];
 	int first = rl_globals_parse(argc, argv, &g, err, sizeof(err));
 	if (first < 0) {
 		fprintf(stderr, "rtlab-probe: %s\n", err);

@@ -233,7 +233,19 @@ static size_t shown_char(const unsigned char *p, size_t l, char *o)
 	return 1;
 }
 
+static const char *shown_n(const char *s, char *buf, size_t len, size_t limit);
+
 const char *opt_shown(const char *s, char *buf, size_t len)
+{
+	return shown_n(s, buf, len, OPT_SHOWN_CHARS);
+}
+
+const char *opt_shown_path(const char *s, char *buf, size_t len)
+{
+	return shown_n(s, buf, len, OPT_SHOWN_PATH_CHARS);
+}
+
+static const char *shown_n(const char *s, char *buf, size_t len, size_t limit)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t n = strlen(s), chars = 0, off = 0;
@@ -246,7 +258,7 @@ const char *opt_shown(const char *s, char *buf, size_t len)
 	buf[off++] = '\'';
 	for (size_t i = 0; i < n; chars++) {
 		size_t l = p[i] < 0x80 ? 1 : jw_utf8_len(p + i, n - i);
-		if (chars < OPT_SHOWN_CHARS) {
+		if (chars < limit) {
 			size_t k = shown_char(p + i, l, o);
 			if (off + k + 1 < len) {
 				memcpy(buf + off, o, k);
@@ -258,7 +270,7 @@ const char *opt_shown(const char *s, char *buf, size_t len)
 	if (off + 1 < len)
 		buf[off++] = '\'';
 	buf[off] = '\0';
-	if (chars > OPT_SHOWN_CHARS)
+	if (chars > limit)
 		snprintf(buf + off, len - off, "... (%zu characters)", chars);
 	return buf;
 }

@@ -95,6 +95,11 @@ void opt_format_duration(uint64_t ns, char *buf, size_t len);
 #define OPT_STRING_MAX 4095
 #define OPT_SHOWN_LEN 320
 const char *opt_shown(const char *s, char *buf, size_t len);
+/* The same for a path, cut after OPT_SHOWN_PATH_CHARS characters (a path names where,
+ * and paths are often longer than 60); OPT_SHOWN_PATH_LEN bytes are always enough. */
+#define OPT_SHOWN_PATH_CHARS 200
+#define OPT_SHOWN_PATH_LEN 1024
+const char *opt_shown_path(const char *s, char *buf, size_t len);
 /* "0-3,6" */
 void opt_format_cpulist(const cpu_set_t *set, char *buf, size_t len);
 

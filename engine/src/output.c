@@ -65,8 +65,8 @@ static bool is_null_device(const struct stat *st)
 
 int out_path_check(const char *opt, const char *path, char *err, size_t errlen)
 {
-	char shown[OPT_SHOWN_LEN], dir[4096];
-	opt_shown(path, shown, sizeof(shown));
+	char shown[OPT_SHOWN_PATH_LEN], dir[4096];
+	opt_shown_path(path, shown, sizeof(shown));
 	if (strcmp(path, "-") == 0) {
 		snprintf(err, errlen, "%s -: standard output is not allowed here; name a file", opt);
 		return -EINVAL;

@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from rtlab.errors import RtlabError, UsageError
-from rtlab.fileio import PSEUDO_FS, fs_type
+from rtlab.fileio import PATH_SHOWN, PSEUDO_FS, fs_type
 from rtlab.results.model import RunResult, load_result, new_run_id
 from rtlab.results.validate import first_problem
 from rtlab.textfmt import shown
@@ -78,6 +78,11 @@ _READ_HINT = "give the path of an rtlab store, or the URL of its database"
 _CREATING = threading.Lock()  # threads of one process creating a new SQLite file
 _LIBPQ_HINT = ("install libpq: apt-get install libpq5 (scripts/setup.sh does that), "
                "or pip install 'psycopg[binary]'")
+
+
+def _path(text: str) -> str:
+    """A store path or URL as a message quotes it (cut only when very long)."""
+    return shown(text, PATH_SHOWN)
 
 
 def default_data_dir(env: dict[str, str] | None = None) -> Path:
@@ -241,7 +246,7 @@ class Store:
             what = ("an SQLite database" if self._engine.dialect.name == "sqlite"
                     else "a database")
             raise UsageError(
-                f"{self._name} {shown(self.display)} is {what} that is not an rtlab store "
+                f"{self._name} {_path(self.display)} is {what} that is not an rtlab store "
                 f"(its tables: {names}); nothing was written to it",
                 hint=_NEW_PATH_HINT if self._create else _READ_HINT)
         if version is not None and version != str(STORE_SCHEMA_VERSION):
@@ -413,11 +418,11 @@ class Store:
         if url.get_backend_name() == "sqlite":
             if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
                 raise UsageError(
-                    f"{name} {shown(display)} is a memory-only database: runs stored there "
+                    f"{name} {_path(display)} is a memory-only database: runs stored there "
                     "vanish when the command ends, and it holds none to read",
                     hint="give a file path (SQLite) or a server URL (postgresql://...)")
             if url.query:
-                raise UsageError(f"{name} {shown(display)}: a sqlite:/// store URL takes no "
+                raise UsageError(f"{name} {_path(display)}: a sqlite:/// store URL takes no "
                                  f"options ({', '.join(sorted(url.query))})",
                                  hint="give sqlite:///FILE or the file path")
             return cls._open_file(Path(url.database).expanduser(), create, name, display)
@@ -997,14 +1002,14 @@ def _check_sqlite_file(path: Path, name: str, display: str, create: bool) -> boo
     there is refused in one line (UsageError): a directory, FIFO, device or socket, a
     dangling symbolic link, an empty file, a file that is not an SQLite database. Never
     opens anything but a regular file, and that read-only and without blocking."""
-    given = f"{name} {shown(display)}"
+    given = f"{name} {_path(display)}"
     hint = _NEW_PATH_HINT if create else _READ_HINT
     try:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
             raise UsageError(f"{given} is a symbolic link to nothing "
-                             f"({shown(os.readlink(path))})",
+                             f"({_path(os.readlink(path))})",
                              hint="give the store file itself") from None
         return False
     except NotADirectoryError:
@@ -1056,14 +1061,14 @@ def _check_creatable(path: Path, name: str, display: str) -> None:
     while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise UsageError(f"{name} {shown(display)} cannot be created: {ancestor} is not a "
+        raise UsageError(f"{name} {_path(display)} cannot be created: {ancestor} is not a "
                          "directory", hint="give a path in a directory")
     fs = fs_type(ancestor.resolve())
     if fs in PSEUDO_FS:  # /proc, /sys, cgroupfs...: kernel interfaces, not a place for data
-        raise UsageError(f"{name} {shown(display)} cannot be created: {ancestor} is on the "
+        raise UsageError(f"{name} {_path(display)} cannot be created: {ancestor} is on the "
                          f"kernel's {fs} filesystem", hint="give a path in a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise RtlabError(f"{name} {shown(display)} cannot be created: no permission to "
+        raise RtlabError(f"{name} {_path(display)} cannot be created: no permission to "
                          f"write in {ancestor}", hint="give a path in a directory you may "
                          "write to")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.devices import device_nodes
 from tests.support.env import REPO, subprocess_env
 
 DATA = REPO / "tests" / "support" / "data"
@@ -86,13 +87,13 @@ def make_fixtures(d: Path) -> dict[str, str]:
     con.execute("insert into mine values (42)")
     con.commit()
     con.close()
+    devices = {f"DEV{k.upper()}": v for k, v in device_nodes(d).items()}
     return {"FIFO": str(fifo), "LOOP": str(d / "loop"), "DIR": str(d / "a-dir"),
             "EMPTY": str(d / "empty"), "BINARY": str(d / "binary"),
             "NESTED": str(d / "nested.toml"), "HUGE": str(d / "huge"),
             "FOREIGN": str(foreign), "MISSING": str(d / "missing"),
             "NODIR": str(d / "no-such-dir" / "file"), "DIRSLASH": str(d / "a-dir") + "/",
-            "DEVNULL": "/dev/null", "DEVFULL": "/dev/full", "DEVZERO": "/dev/zero",
-            "PROC": "/proc/self/status"}
+            **devices, "PROC": "/proc/self/status"}
 
 
 def resolve(value: str, paths: dict[str, str]) -> str:

@@ -14,6 +14,7 @@ import pytest
 
 from rtlab.cli import main
 from rtlab.results.store import Store
+from tests.support.devices import MINORS, device_nodes
 from tests.support.synth import synthetic_result
 
 
@@ -39,11 +40,23 @@ def one_error(capsys: pytest.CaptureFixture[str], *words: str) -> None:
         assert w in err, err
 
 
+def devices(tmp_path: Path) -> dict[str, str]:
+    """The test's own null, full and zero device nodes (tests/support/devices.py),
+    made once per test; without root the real ones."""
+    dev = tmp_path / "dev"
+    if not dev.exists():
+        dev.mkdir()
+        device_nodes(dev)
+    return {name: str(dev / f"dev-{name}") if (dev / f"dev-{name}").exists()
+            else f"/dev/{name}" for name in MINORS}
+
+
 def bad_paths(tmp_path: Path) -> dict[str, str]:
     fifo = tmp_path / "pipe"
     if not fifo.exists():
         os.mkfifo(fifo)
-    return {"/dev/full": "character device", "/dev/null": "character device",
+    nodes = devices(tmp_path)
+    return {nodes["full"]: "character device", nodes["null"]: "character device",
             str(tmp_path): "directory", str(fifo): "FIFO",
             str(tmp_path / "missing" / "x"): "does not exist",
             "/proc/self/comm": "proc filesystem"}
@@ -58,9 +71,10 @@ def test_report_never_replaces_a_device_or_writes_half(stored: str, tmp_path: Pa
         one_error(capsys, "--output", words)
         assert main(["report", stored, "-o", str(tmp_path / "r.html"), "--junit", path]) == 2
         one_error(capsys, "--junit", words)
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
-    assert sorted(os.listdir(tmp_path)) == sorted([*before, "pipe"])  # no r.html, no .tmp
+    for node in devices(tmp_path).values():
+        assert stat.S_ISCHR(os.stat(node).st_mode), node
+    assert sorted(os.listdir(tmp_path)) == sorted({*before, "pipe", "dev"})  # no r.html
+    assert sorted(os.listdir(tmp_path / "dev")) in ([], ["dev-full", "dev-null", "dev-zero"])
 
 
 def test_report_to_standard_output(stored: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,7 +95,7 @@ def test_export_and_plot_refuse_what_is_not_a_file(stored: str, tmp_path: Path,
                         (tmp_path / "missing" / "x.png", "does not exist")):
         assert main(["plot", stored, "-o", str(path)]) == 2, path
         one_error(capsys, "--output", words)
-    assert sorted(os.listdir(tmp_path)) == ["d.png", "p.svg", "pipe", "store"]
+    assert sorted(os.listdir(tmp_path)) == ["d.png", "dev", "p.svg", "pipe", "store"]
 
 
 def test_run_checks_its_outputs_before_measuring(stored: str, tmp_path: Path,
@@ -94,7 +108,7 @@ def test_run_checks_its_outputs_before_measuring(stored: str, tmp_path: Path,
                          path]) == 2, (option, path)
             one_error(capsys, option, words)
     assert stored_count(capsys) == runs  # nothing was measured or stored
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert all(stat.S_ISCHR(os.stat(n).st_mode) for n in devices(tmp_path).values())
     assert main(["run", "--duration", "1s", "--report", "-"]) == 2
     one_error(capsys, "standard output")
     assert main(["run", "--duration", "1s", "--report", str(tmp_path / "a"),

@@ -23,6 +23,7 @@ from rtlab.cli import build_parser, main
 from rtlab.results.importers import FORMATS
 from rtlab.results.store import Store
 from tests.results.test_results_store import make_result
+from tests.support.devices import device_nodes
 from tests.support.paths import DATA
 
 # Each command with --store: (arguments, whether it stores). `{good}` is a store holding
@@ -158,13 +159,15 @@ def test_not_a_store_is_refused_untouched(command: str, kind: str, place: dict[s
 def test_device_is_never_opened_for_writing(command: str, place: dict[str, str],
                                             tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """/dev/null as the store: refused, and still the same device node (not replaced by
-    a file, as a rename over it would)."""
-    before = os.stat("/dev/null")
+    """The null device as the store (the test's own node as root, never the machine's
+    /dev/null): refused, and still the same device node (not replaced by a file, as a
+    rename over it would)."""
+    null = device_nodes(tmp_path)["null"]
+    before = os.stat(null)
     listing = _snapshot(tmp_path)
-    line = _refused(capsys, [*_argv(command, place), "--store", "/dev/null"])
-    assert "'/dev/null' is a character device, not a store file" in line
-    after = os.stat("/dev/null")
+    line = _refused(capsys, [*_argv(command, place), "--store", null])
+    assert f"'{null}' is a character device, not a store file" in line
+    after = os.stat(null)
     assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (
         before.st_ino, before.st_rdev)
     assert _snapshot(tmp_path) == listing

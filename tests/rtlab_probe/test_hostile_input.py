@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.devices import device_nodes
+
 from .helpers import parse_lines, run_probe
 
 HUGE = "A" * 100_000
@@ -197,9 +199,9 @@ def test_output_must_be_a_regular_file(probe_bin: str, tmp_path: Path) -> None:
     work.mkdir()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    targets = [str(tmp_path), str(fifo), str(tmp_path / "missing" / "x"), "/proc/self/comm"]
-    if os.path.exists("/dev/full"):
-        targets.append("/dev/full")
+    full = device_nodes(tmp_path)["full"]  # the test's own node as root (never /dev/full)
+    targets = [str(tmp_path), str(fifo), str(tmp_path / "missing" / "x"), "/proc/self/comm",
+               full]
     table = probe_table(probe_bin)
     for probe, opts in table.items():
         if not any(o.name == "output" for o in opts):
@@ -212,8 +214,7 @@ def test_output_must_be_a_regular_file(probe_bin: str, tmp_path: Path) -> None:
                      ("--tee", t, "sys", "preempt")):
             assert_refused(run_in(probe_bin, work, *args), work, shown(args))
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    if os.path.exists("/dev/full"):
-        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
 def test_output_file_appears_only_when_the_run_starts(probe_bin: str, tmp_path: Path) -> None:

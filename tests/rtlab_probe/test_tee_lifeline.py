@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.devices import device_nodes
+
 from .helpers import check_order, parse_lines, read_line_raw, run_probe, validate_all
 
 WAIT = 120  # generous: a loaded 2-vCPU VM
@@ -96,12 +98,11 @@ def test_tee_failing_mid_run_is_reported_on_stdout(probe_bin: str, tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_tee_on_a_device_is_refused(probe_bin: str) -> None:
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full")
-    r = run_probe(probe_bin, "--tee", "/dev/full", *_timer("--loops", "5"), timeout=WAIT)
+def test_tee_on_a_device_is_refused(probe_bin: str, tmp_path: Path) -> None:
+    full = device_nodes(tmp_path)["full"]  # the test's own node as root (never /dev/full)
+    r = run_probe(probe_bin, "--tee", full, *_timer("--loops", "5"), timeout=WAIT)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == ("rtlab-probe: --tee '/dev/full': is a character device; name a "
+    assert r.stderr == (f"rtlab-probe: --tee '{full}': is a character device; name a "
                         "regular file or a new file in an existing directory\n")
 
 
