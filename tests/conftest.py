@@ -9,12 +9,14 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.env import write_wrapper
+from tests.support.pg_server import PgServer
+from tests.support.pg_server import unavailable_reason as pg_unavailable_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,3 +110,17 @@ def fake_probe(
 
     configure()
     return configure
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A private PostgreSQL server on a Unix socket for the whole session (the store
+    tests and the monitor's); stopped and removed at session end."""
+    reason = pg_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PgServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()

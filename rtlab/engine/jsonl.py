@@ -71,7 +71,11 @@ _COMMON_RECORD_KEYS = frozenset((
 class StreamCollector:
     """Accumulates the records of one engine run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cumulative: bool = False) -> None:
+        """`cumulative`: refuse a record whose counts or extremes went backwards since an
+        earlier one (an imported file; a live run's and a monitor's own checks see the
+        damage themselves)."""
+        self.cumulative = cumulative
         self.header: dict[str, Any] | None = None
         self.state: dict[str, Any] | None = None  # last snapshot or result
         self.result: dict[str, Any] | None = None
@@ -135,7 +139,8 @@ class StreamCollector:
             if not isinstance(channels, list):
                 raise TypeError("channels is not a list")
             parsed = [_channel_from_engine(c) for c in channels]  # validates before accepting
-            self._check_cumulative(parsed)
+            if self.cumulative:
+                self._check_cumulative(parsed)
             for ch, raw in zip(parsed, channels, strict=True):
                 acc = self._windows.setdefault(ch.name, {})
                 for w in raw.get("windows") or []:
@@ -178,6 +183,9 @@ class StreamCollector:
             if old is None:
                 continue
             n, lo, hi, line = old
+            if min(ch.samples, n, *(v for v in (lo, hi, ch.min_ns, ch.max_ns)
+                                    if v is not None)) < 0:
+                continue  # a negative count or latency: the record's validation says so
             if ch.samples < n:
                 why = f"{ch.samples:,} samples, fewer than the {n:,} of line {line}"
             elif hi is not None and ch.max_ns is not None and ch.max_ns < hi:

@@ -73,7 +73,7 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
 
 def _read(path: Path) -> StreamCollector:
     data = read_input(path, "import file", IMPORT_LIMIT)  # regular, bounded (rtlab.fileio)
-    col = StreamCollector()
+    col = StreamCollector(cumulative=True)  # an imported file: its records only grow
     # NUL bytes are not "binary" here: a raw file cut by a crash can end in zeros (delayed
     # allocation); its lines up to there are kept, the damaged ones counted as corrupt
     text = data.decode("utf-8", errors="replace")

@@ -256,6 +256,35 @@ function parse_slo(text,    parts, n, i, c, metric, op, num, unit, k, pv) {
         CT[nclauses] = metric " " op " " num unit
         CN[nclauses] = metric "-" (op == "<" ? "lt" : op == "<=" ? "le" : op == ">" ? "gt" : "ge") "-" num unit
     }
+    return never_met()
+}
+
+# Metric a is <= metric b on every channel of every run (as rtlab.analysis.slo): a metric
+# and itself; min <= anything but mode and missed; anything but those <= max; pA <= pB.
+function at_most(a, b) {
+    if (a == b) return 1
+    if (a == "mode" || b == "mode" || a == "missed" || b == "missed") return 0
+    if (a == "min" || b == "max") return 1
+    if (a ~ /^p/ && b ~ /^p/) return substr(a, 2) + 0 <= substr(b, 2) + 0
+    return 0
+}
+
+# An SLO no run can meet is a usage error, as in rtlab: a strict upper bound of 0, or a
+# lower bound at or above an upper bound on the same or a larger metric.
+function never_met(    i, j, strict) {
+    for (i = 1; i <= nclauses; i++)
+        if (CO[i] == "<" && CB[i] <= 0)
+            return slo_error("SLO can never be met: " CT[i] ": a measured value is never negative")
+    for (i = 1; i <= nclauses; i++) {
+        if (CO[i] != ">" && CO[i] != ">=") continue
+        for (j = 1; j <= nclauses; j++) {
+            if (CO[j] != "<" && CO[j] != "<=") continue
+            if (!at_most(CM[i], CM[j])) continue
+            strict = (CO[i] == ">" || CO[j] == "<")
+            if (CB[i] > CB[j] || (CB[i] == CB[j] && strict))
+                return slo_error("SLO can never be met: " CT[i] " and " CT[j] " cannot both hold")
+        }
+    }
     return 1
 }
 

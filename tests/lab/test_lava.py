@@ -210,15 +210,18 @@ def test_values_and_slo_verdicts_are_rtlabs(big_run: Path, tmp_path: Path) -> No
     assert imp.returncode == 0, imp.stderr
     (result,) = stored(tmp_path)
     chans = {ch.name: ch for _, ch in result.channels()}
-    # bounds around each channel's percentiles, so that all three outcomes occur
-    clauses = ["max < 1s", "missed <= 2", "avg < 40us", "min >= 1us", "mode < 30us"]
+    # bounds around each channel's percentiles, so that all three outcomes occur: upper
+    # bounds only (an SLO with a lower bound above an upper one can never be met and is
+    # refused), lower bounds on min and avg
+    clauses = ["max < 1s", "missed <= 2", "avg < 40us", "min >= 1us", "avg > 1ns",
+               "mode < 30us"]
     for q in (50.0, 99.0, 99.9, 99.99, 99.9999):
         for ch in chans.values():
             iv = percentile_intervals(ch.hist, [q], min_ns=ch.min_ns, max_ns=ch.max_ns)[q]
             for bound in {iv.low_ns, iv.high_ns, percentile(ch.hist, q, ch.min_ns, ch.max_ns)}:
                 if bound is not None:
                     clauses.append(f"p{q:g} < {bound}ns")
-                    clauses.append(f"p{q:g} >= {bound + 1}ns")
+                    clauses.append(f"p{q:g} <= {bound + 1}ns")
     slo = " and ".join(clauses)
     out = run_script("--input", str(big_run), "--slo", slo)
     out.check_format()
@@ -347,6 +350,9 @@ def test_few_samples_truncated_and_contradicting_output(tmp_path: Path) -> None:
     (["--slo", "p100 < 5us"], "unknown SLO metric"),
     (["--slo", "missed < 1.5"], "missed is a count"),
     (["--slo", "max < 5 parsecs"], "unknown unit"),
+    (["--slo", "max > 50us and max < 10us"], "can never be met"),  # as rtlab.analysis.slo
+    (["--slo", "p99 > 20us and p99.9 < 10us"], "can never be met"),
+    (["--slo", "max < 0ns"], "can never be met"),
     (["--cpus"], "--cpus needs a value"),
     (["--bogus"], "unknown option --bogus"),
 ])

@@ -21,6 +21,7 @@ import pytest
 
 from rtlab.results.store import Store
 from tests.support.paths import REPO
+from tests.support.pg_server import PgServer
 from tests.support.waiting import wait_for
 
 
@@ -190,15 +191,19 @@ def test_kill9_then_restart_loses_nothing_and_counts_nothing_twice(
 
 def test_a_store_that_is_away_gets_the_segments_later(require_root: None,
                                                       env: dict[str, str],
-                                                      tmp_path: Path) -> None:
-    """The store cannot be opened (its folder is a file): segments wait in the state
-    directory; once the store can be written they are all stored, none lost."""
+                                                      tmp_path: Path,
+                                                      pg_server: PgServer) -> None:
+    """The store's server is down: segments wait in the state directory; once it is
+    back they are all stored, none lost. (A store that cannot be made at all, a path
+    through a file, is refused before the first segment: tests/results.)"""
     state = tmp_path / "state"
-    blocker = tmp_path / "lab"
-    blocker.write_text("not a folder")
-    store = blocker / "store.db"
-    r = subprocess.run(monitor_cmd(state, store, "--segment", "1s", "--duration", "3s"),
-                       env=env, capture_output=True, text=True, timeout=120)
+    store = pg_server.url(pg_server.create_database())
+    pg_server.stop_server()
+    try:
+        r = subprocess.run(monitor_cmd(state, store, "--segment", "1s", "--duration", "3s"),
+                           env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        pg_server.start_server()  # the store comes back
     assert r.returncode == 1, r.stderr
     assert "not stored" in r.stderr or "unreachable" in r.stderr
     pending = checkpoint(state)["pending"]
@@ -206,7 +211,6 @@ def test_a_store_that_is_away_gets_the_segments_later(require_root: None,
     assert all((state / s["file"]).exists() for s in pending)
     before = totals(state)
 
-    blocker.unlink()  # the store comes back
     r = subprocess.run(monitor_cmd(state, store, "--segment", "1s", "--duration", "1s"),
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

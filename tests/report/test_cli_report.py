@@ -138,8 +138,8 @@ def test_compare_selects_cpus_and_channels(mbda: list[str],
      "channels: cpu0, cpu1"),
     (["--channel", "thread@*"], "rtlab: error: run bbbb0001: no channel matches --channel "
      "thread@*; its channels: cpu0, cpu1"),
-    (["--cpus", "1-"], "rtlab: error: invalid CPU list '1-': bad item '1-' (use numbers and "
-     "ranges, e.g. 0,2-3)"),
+    (["--cpus", "1-"], "rtlab: error: --cpus: invalid CPU list '1-': bad item '1-' (use "
+     "numbers and ranges, e.g. 0,2-3)"),
     (["--channel", "cpu1,"], "rtlab: error: --channel 'cpu1,': empty channel name (e.g. "
      "--channel cpu1 or --channel 'thread@cpu*')"),
 ])

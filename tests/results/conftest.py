@@ -4,25 +4,11 @@ the test session (tests/support/pg_server.py) and a store location per test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.pg_server import PgServer, unavailable_reason
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A private PostgreSQL server on a Unix socket; stopped and removed at session end."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+from tests.support.pg_server import PgServer
 
 
 @pytest.fixture
