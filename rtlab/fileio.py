@@ -214,10 +214,18 @@ def _set_mode(fd: int, target: Path) -> None:
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_umask()
     os.fchmod(fd, mode)
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for every
+    thread for a moment): /proc/self/status says it since Linux 4.7."""
+    with suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
 
 
 def _replace(tmp: Path, target: Path, option: str, given: str | os.PathLike[str]) -> None:
