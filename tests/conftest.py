@@ -124,3 +124,18 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """A command run in this process (rtlab.cli.main) may leave SIGINT or SIGTERM
+    ignored when it was stopped by one (it is ending: a later signal must not land in
+    the interpreter's exit); here the next test, and the processes it starts, get the
+    handlers back."""
+    import signal as _signal
+
+    saved = {s: _signal.getsignal(s) for s in (_signal.SIGINT, _signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        if handler is not None and _signal.getsignal(s) != handler:
+            _signal.signal(s, handler)

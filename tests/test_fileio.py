@@ -163,8 +163,10 @@ def test_ctrl_c_interrupts_a_long_read(tmp_path: Path) -> None:
     with open(big, "wb") as f:
         f.truncate(900 << 20)  # sparse: costs no disk
     code = textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
         from rtlab.fileio import read_input
+        # Ctrl-C as a terminal gives it, even if this test's process ignored SIGINT
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("ready", flush=True)
         try:
             for _ in range(1000):
