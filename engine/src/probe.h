@@ -172,6 +172,15 @@ int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_defa
 		   char *err, size_t errlen) RL_WUR;
 
 /*
+ * --duration and --loops of a periodic probe (timer, switch): at most one of them, and
+ * a duration of at least one --interval (else no period would be measured). Sets
+ * *duration_ns and *loops (0: not given). Returns 0 or -EINVAL with a one-line message.
+ */
+int probe_run_length(const struct opt_value *duration, const struct opt_value *loops,
+		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
+		     char *err, size_t errlen) RL_WUR;
+
+/*
  * --housekeeping (the reporter thread's CPU): the given CPU, which must be online,
  * else the first online CPU not in `used`, else -1 (the reporter is not pinned).
  * With `used` NULL nothing is chosen automatically. Returns 0 or -EINVAL with a

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* What the probes' init functions share (probe.h): --priority and --housekeeping. */
+/* What the probes' init functions share (probe.h): --priority, --duration/--loops and
+ * --housekeeping. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -21,6 +22,27 @@ int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_defa
 		return -EINVAL;
 	}
 	*out = (int)v->i;
+	return 0;
+}
+
+int probe_run_length(const struct opt_value *duration, const struct opt_value *loops,
+		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
+		     char *err, size_t errlen)
+{
+	if (duration->set && loops->set) {
+		snprintf(err, errlen, "--duration and --loops cannot be combined; give one of them");
+		return -EINVAL;
+	}
+	if (duration->set && (uint64_t)duration->i < interval_ns) {
+		char d[32], i[32];
+		opt_format_duration((uint64_t)duration->i, d, sizeof(d));
+		opt_format_duration(interval_ns, i, sizeof(i));
+		snprintf(err, errlen, "--duration %s is shorter than --interval %s: no period would "
+			 "be measured; give a longer --duration or a shorter --interval", d, i);
+		return -EINVAL;
+	}
+	*duration_ns = duration->set ? (uint64_t)duration->i : 0;
+	*loops_out = loops->set ? (uint64_t)loops->i : 0;
 	return 0;
 }
 

@@ -201,20 +201,9 @@ static int switch_init(void **out, const struct run_opts **run, const struct opt
 	}
 	c->priority = (int)v[O_PRIORITY].i;
 	c->interval_ns = (uint64_t)v[O_INTERVAL].i;
-	if (v[O_DURATION].set && v[O_LOOPS].set) {
-		snprintf(err, errlen, "--duration and --loops cannot be combined; give one of them");
+	if (probe_run_length(&v[O_DURATION], &v[O_LOOPS], c->interval_ns, &c->duration_ns,
+			     &c->loops, err, errlen) != 0)
 		goto bad;
-	}
-	if (v[O_DURATION].set && (uint64_t)v[O_DURATION].i < c->interval_ns) {
-		char d[32], i[32];
-		opt_format_duration((uint64_t)v[O_DURATION].i, d, sizeof(d));
-		opt_format_duration(c->interval_ns, i, sizeof(i));
-		snprintf(err, errlen, "--duration %s is shorter than --interval %s: no period would "
-			 "be measured; give a longer --duration or a shorter --interval", d, i);
-		goto bad;
-	}
-	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
-	c->loops = v[O_LOOPS].set ? (uint64_t)v[O_LOOPS].i : 0;
 	c->busy = v[O_BUSY].i != 0;
 	struct sw_check_cfg *k = &c->check;
 	k->cpu = c->cpu;

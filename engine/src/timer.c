@@ -116,20 +116,9 @@ static int timer_init(void **out, const struct run_opts **run, const struct opt_
 	if (probe_priority(c->policy, &v[O_PRIORITY], 99, &c->priority, err, errlen) != 0)
 		goto bad;
 	c->interval_ns = (uint64_t)v[O_INTERVAL].i;
-	if (v[O_DURATION].set && v[O_LOOPS].set) {
-		snprintf(err, errlen, "--duration and --loops cannot be combined; give one of them");
+	if (probe_run_length(&v[O_DURATION], &v[O_LOOPS], c->interval_ns, &c->duration_ns,
+			     &c->loops, err, errlen) != 0)
 		goto bad;
-	}
-	if (v[O_DURATION].set && (uint64_t)v[O_DURATION].i < c->interval_ns) {
-		char d[32], i[32];
-		opt_format_duration((uint64_t)v[O_DURATION].i, d, sizeof(d));
-		opt_format_duration(c->interval_ns, i, sizeof(i));
-		snprintf(err, errlen, "--duration %s is shorter than --interval %s: no period would "
-			 "be measured; give a longer --duration or a shorter --interval", d, i);
-		goto bad;
-	}
-	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
-	c->loops = v[O_LOOPS].set ? (uint64_t)v[O_LOOPS].i : 0;
 	c->clock_idx = (int)v[O_CLOCK].i;
 	c->clock = c->clock_idx == 1 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
 	c->run.mlock = v[O_MLOCK].i != 0;
