@@ -48,21 +48,14 @@ PSEUDO_FS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "tracefs", "debugfs
 MOUNTINFO = "/proc/self/mountinfo"
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
 def kind_of(mode: int) -> str:
-    """What a file is, in the words a message uses."""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    """What a file that is not a regular file is, in the words a message uses."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
 def fs_type(path: Path) -> str | None:
@@ -244,11 +237,7 @@ def _replace(tmp: Path, target: Path, option: str, given: str | os.PathLike[str]
 def write_output(path: str | os.PathLike[str], data: bytes | str, option: str) -> Path | None:
     """Write `data` (str: UTF-8) to `path` the one safe way; returns the file written,
     None for standard output."""
-    blob = data.encode("utf-8") if isinstance(data, str) else data
-    target = check_output(path, option)
-    with open_output(path, option) as f:
-        f.write(blob)
-    return target
+    return write_outputs([(path, data, option)])[0]
 
 
 # directories -------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from rtlab.errors import RtlabError, UsageError
-from rtlab.fileio import PATH_SHOWN, PSEUDO_FS, fs_type
+from rtlab.fileio import PATH_SHOWN, PSEUDO_FS, fs_type, kind_of
 from rtlab.results.model import RunResult, load_result, new_run_id
 from rtlab.results.validate import first_problem
 from rtlab.textfmt import shown
@@ -1046,12 +1046,7 @@ def _check_sqlite_file(path: Path, name: str, display: str, create: bool) -> boo
 
 def _file_kind(mode: int) -> str | None:
     """What a file that is not a regular file is, for a message (None: regular)."""
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return None if stat.S_ISREG(mode) else "not a regular file"
+    return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
 def _check_creatable(path: Path, name: str, display: str) -> None:
