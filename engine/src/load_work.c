@@ -195,13 +195,17 @@ void load_net_worker(struct load_slot *slot, int fd, uint64_t kbit, uint64_t siz
 		}
 		for (uint64_t i = 0; i < n; i++) {
 			load_net_encode(buf, tag, seq++);
+			/* counted before the send: the load stops its workers with SIGKILL, and
+			 * one killed between a send and its count would leave the sink with
+			 * more messages than the sender says it sent */
+			slot->sent = slot->sent + 1;
+			slot->bytes = slot->bytes + size;
 			ssize_t r = send(fd, buf, (size_t)size, 0);
-			if (r == (ssize_t)size) {
-				slot->sent = slot->sent + 1;
-				slot->bytes = slot->bytes + (uint64_t)r;
-			} else {
+			if (r != (ssize_t)size) {
 				/* e.g. ECONNREFUSED (nobody listens there), ENETUNREACH, ENOBUFS:
 				 * counted, the next message is tried on time */
+				slot->sent = slot->sent - 1;
+				slot->bytes = slot->bytes - size;
 				slot->last_err = r < 0 ? errno : EMSGSIZE;
 				slot->failed = slot->failed + 1;
 			}
