@@ -114,10 +114,19 @@ def test_the_monitors_own_threads_keep_off_the_measured_cpu(require_root: None,
                 allowed[task.name] = os.sched_getaffinity(int(task.name))
         assert len(allowed) >= 3  # main, the exporter's, a watcher, the store writer
         assert all(1 not in cpus for cpus in allowed.values()), allowed
-        # the engine's measuring thread is the one on CPU 1
+        # the engine's measuring thread is the one on CPU 1 (the engine process is
+        # there before its measuring thread is made and pinned: wait for it)
         (eng,) = [c for c in children(p.pid) if alive(c)]
-        on1 = [t.name for t in Path(f"/proc/{eng}/task").iterdir()
-               if os.sched_getaffinity(int(t.name)) == {1}]
+
+        def on_cpu1() -> list[str]:
+            out = []
+            for task in Path(f"/proc/{eng}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.sched_getaffinity(int(task.name)) == {1}:
+                        out.append(task.name)
+            return out
+
+        on1 = wait_for(on_cpu1, 60, "the engine's thread pinned to CPU 1")
         assert len(on1) == 1
     finally:
         p.send_signal(signal.SIGINT)
