@@ -25,7 +25,7 @@ from rtlab.monitor.checkpoint import Segment
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.runner.importer import stored_status, wall_iso
-from rtlab.runner.run import believable
+from rtlab.runner.outcome import believable
 
 SCENARIO = "monitor"
 

@@ -5,12 +5,12 @@ This recovers a run whose host process died (the raw stream is written to the
 store's runs/ directory line by line while measuring) or a probe run by hand
 (`rtlab-probe timer ... > out.jsonl`).
 
-A run writes one raw file per probe and phase (`runner.run._raw_for`): `ID.jsonl`
+A run writes one raw file per probe and phase (`runner.raw_layout.raw_for`): `ID.jsonl`
 is the first phase's (first probe's), `ID.N-PHASE.jsonl` phase N's, and when a
 phase has several probes `ID.N-PHASE-LABEL.jsonl` the others (in the first
 phase) or all of them (in later phases), and before anything runs
 `ID.layout.json` lists every phase with its files and labels
-(`runner.run.write_layout`). Given any of these files, the whole run is imported as
+(`runner.raw_layout.write_layout`). Given any of these files, the whole run is imported as
 one result, its phases named from the layout (or, without one, from the file
 names); `one_file` imports just the file given, as before.
 """
@@ -34,7 +34,8 @@ from rtlab.probes.extras import probe_notes
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import ensure_valid, nothing_measured
-from rtlab.runner.run import LAYOUT_SUFFIX, STATUS_RANK, combine_probes, merge_phases
+from rtlab.runner.outcome import STATUS_RANK, combine_probes, merge_phases
+from rtlab.runner.raw_layout import LAYOUT_SUFFIX
 
 _ID_RE = re.compile(r"[0-9a-f]{8}")
 # a later phase's (or an extra probe's) raw file: ID.N-PHASE[-LABEL].jsonl
@@ -171,7 +172,7 @@ def _run_files(path: Path) -> tuple[str, list[tuple[int, str, Path]]] | None:
 
 def _layout_file(directory: Path, run_id: str) -> list[_PhaseFiles] | None:
     """The phases and files the runner wrote down before it started (`ID.layout.json`,
-    runner.run.write_layout); None when there is none or it cannot be read."""
+    runner.raw_layout.write_layout); None when there is none or it cannot be read."""
     import json
 
     try:
@@ -279,7 +280,7 @@ def _why_empty(col: StreamCollector) -> str:
 def _layout(run_id: str, first: Path, siblings: list[tuple[int, str, Path]],
             cols: dict[Path, StreamCollector | str]) -> tuple[list[_PhaseFiles], list[str]]:
     """The run's phases in order with their files and probe labels, read off the file
-    names as `runner.run._raw_for` wrote them; notes on what the names could not say."""
+    names as `runner.raw_layout.raw_for` wrote them; notes on what the names could not say."""
     def probe(p: Path) -> str | None:
         col = cols.get(p)
         return col.probe if isinstance(col, StreamCollector) else None
