@@ -9,7 +9,8 @@
     ls.describe()  # argv, placement, pids, times, exit status, died_early, stderr tail
 """
 
-from rtlab.loads.base import (
+from rtlab.loads.kinds import LOAD_KINDS, LoadKind, from_spec, validate, validate_spec
+from rtlab.loads.lifecycle import (
     PLACEMENT_PARAMS,
     CommandLoad,
     Load,
@@ -19,7 +20,6 @@ from rtlab.loads.base import (
     SpawnRecorder,
     check_placement,
 )
-from rtlab.loads.kinds import LOAD_KINDS, LoadKind, from_spec, validate, validate_spec
 from rtlab.loads.loadset import LoadSet
 from rtlab.loads.proc import reap_recorded
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rtlab.errors import MissingToolError
-from rtlab.loads.base import Load, Placement
 from rtlab.loads.kinds import (
     BUILTIN_MAX_WORKERS,
     BUILTIN_POLICIES,
@@ -24,6 +23,7 @@ from rtlab.loads.kinds import (
     STRESSORS,
     BuiltinLoad,
 )
+from rtlab.loads.lifecycle import Load, Placement
 from rtlab.loads.params import format_size
 
 FALLBACKS = ("builtin",)

@@ -25,7 +25,7 @@ from rtlab.cpulist import format_cpulist
 from rtlab.engine.locate import find_probe
 from rtlab.errors import SkippedError, UsageError
 from rtlab.loads import net as netmod
-from rtlab.loads.base import (
+from rtlab.loads.lifecycle import (
     RT_POLICIES,
     Command,
     Load,

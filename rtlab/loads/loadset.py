@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rtlab.loads.base import Load, LoadError, NullRecorder, SpawnRecorder
+from rtlab.loads.lifecycle import Load, LoadError, NullRecorder, SpawnRecorder
 
 
 class LoadSet:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError
-from rtlab.loads.base import Placement, SpawnRecorder
+from rtlab.loads.lifecycle import Placement, SpawnRecorder
 
 SOCKPERF_MAX_TIME = 36_000_000  # seconds, sockperf's own maximum of -t
 NETNS_DIR = Path("/run/netns")

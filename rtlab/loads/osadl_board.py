@@ -4,7 +4,7 @@
 A board has no stress-ng, sockperf, ip or unshare, so the OSADL mid load runs there as
 `rtlab-probe load` (docs/engine.md#the-load-command), in two engine processes, each
 leading its own process group on the board, journaled there and stopped through its
-stdin lifeline like every board load (rtlab.loads.remote):
+stdin lifeline like every board load (rtlab.loads.board):
 
 * memory and file I/O: `load --alloc-bytes A --alloc-period Ps --io 1 --io-bytes B
   --io-dir DIR` (DIR: `temp_dir`, else /tmp);
@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 from rtlab.engine.locate import find_probe
 from rtlab.errors import RtlabError, UsageError
 from rtlab.loads import proc as procmod
-from rtlab.loads.base import Command, LoadError, Proc, SpawnRecorder
+from rtlab.loads.board import BOARD_TEMP_DIR, START_TIMEOUT_S, BoardCommand, RemoteLoad, RemoteProc
 from rtlab.loads.kinds import OSADL_BOARD_LABEL, OSADL_MSG_BYTES, OsadlMidLoad
+from rtlab.loads.lifecycle import Command, LoadError, Proc, SpawnRecorder
 from rtlab.loads.net import PEER_NONE, endpoint, parse_board_peer
 from rtlab.loads.params import format_size
-from rtlab.loads.remote import BOARD_TEMP_DIR, START_TIMEOUT_S, BoardCommand, RemoteLoad, RemoteProc
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport

@@ -11,7 +11,7 @@ from rtlab.cpulist import parse_cpulist
 from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
-from rtlab.loads.remote import board_kind_error
+from rtlab.loads.board import board_kind_error
 from rtlab.scenario.units import online_cpus
 
 

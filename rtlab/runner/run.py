@@ -30,8 +30,8 @@ from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import from_spec
+from rtlab.loads.board import for_target
 from rtlab.loads.fallback import builtin_instead, fallback_note
-from rtlab.loads.remote import for_target
 from rtlab.results.model import RunResult
 from rtlab.runner.control import RunControl, handle_signals
 from rtlab.runner.outcome import STATUS_RANK, merge_phases, worst_exit
@@ -64,7 +64,7 @@ def _preflight(scenario: Scenario, opts: RunOptions) -> None:
 def _build_loads(scenario: Scenario, opts: RunOptions) -> tuple[dict[str, Any], list[str]]:
     """Load objects by name (tools checked on the target: SkippedError before anything
     starts) and the notes about them. On a board each load is started there by its engine
-    (rtlab.loads.remote). A stress load with `fallback = "builtin"` whose stress-ng is
+    (rtlab.loads.board). A stress load with `fallback = "builtin"` whose stress-ng is
     missing runs as the engine's own load, with a note that says so (rtlab.loads.fallback)."""
     if not scenario.loads:
         return {}, []

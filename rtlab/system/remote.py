@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.engine.snapshot import record_bytes, snapshot
-from rtlab.loads.remote import board_processes
+from rtlab.loads.board import board_processes
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport

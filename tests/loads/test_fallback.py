@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from rtlab.errors import MissingToolError
-from rtlab.loads.base import Placement
 from rtlab.loads.fallback import builtin_instead, check_fallback, fallback_note
 from rtlab.loads.kinds import LOAD_KINDS, BuiltinLoad, from_spec
+from rtlab.loads.lifecycle import Placement
 from rtlab.scenario import builtins, load_file
 
 MISSING = MissingToolError("stress-ng is not installed on board7", ("stress-ng",))

@@ -45,8 +45,8 @@ from rtlab.engine.snapshot import snapshot
 from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
-from rtlab.loads.base import Command, Load, LoadError, Proc, SpawnRecorder
 from rtlab.loads.kinds import BuiltinLoad, OsadlMidLoad, RtCompetitorLoad, StressLoad
+from rtlab.loads.lifecycle import Command, Load, LoadError, Proc, SpawnRecorder
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
