@@ -45,8 +45,10 @@ from rtlab.engine.snapshot import snapshot
 from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
-from rtlab.loads.kinds import BuiltinLoad, OsadlMidLoad, RtCompetitorLoad, StressLoad
+from rtlab.loads.engine_loads import BuiltinLoad, RtCompetitorLoad
 from rtlab.loads.lifecycle import Command, Load, LoadError, Proc, SpawnRecorder
+from rtlab.loads.osadl_mid import OsadlMidLoad
+from rtlab.loads.stress import StressLoad
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport

@@ -16,15 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rtlab.errors import MissingToolError
-from rtlab.loads.kinds import (
-    BUILTIN_MAX_WORKERS,
-    BUILTIN_POLICIES,
-    LOAD_KINDS,
-    STRESSORS,
-    BuiltinLoad,
-)
+from rtlab.loads.engine_loads import BUILTIN_MAX_WORKERS, BUILTIN_POLICIES, BuiltinLoad
+from rtlab.loads.kinds import LOAD_KINDS
 from rtlab.loads.lifecycle import Load, Placement
 from rtlab.loads.params import format_size
+from rtlab.loads.stress import STRESSORS
 
 FALLBACKS = ("builtin",)
 FALLBACK_KINDS = ("stress",)  # the kinds that may name a fallback

@@ -43,9 +43,9 @@ from rtlab.engine.locate import find_probe
 from rtlab.errors import RtlabError, UsageError
 from rtlab.loads import proc as procmod
 from rtlab.loads.board import BOARD_TEMP_DIR, START_TIMEOUT_S, BoardCommand, RemoteLoad, RemoteProc
-from rtlab.loads.kinds import OSADL_BOARD_LABEL, OSADL_MSG_BYTES, OsadlMidLoad
 from rtlab.loads.lifecycle import Command, LoadError, Proc, SpawnRecorder
 from rtlab.loads.net import PEER_NONE, endpoint, parse_board_peer
+from rtlab.loads.osadl_mid import OSADL_BOARD_LABEL, OSADL_MSG_BYTES, OsadlMidLoad
 from rtlab.loads.params import format_size
 
 if TYPE_CHECKING:

@@ -205,3 +205,13 @@ def markdown_table(table: Sequence[Param]) -> str:
     for p in table:
         rows.append(f"| `{p.name}` | {p.type} | {p.show_default()} | {p.allowed()} | {p.help} |")
     return "\n".join(rows)
+
+
+def preset_values(table: Sequence[Param], presets: Mapping[str, Mapping[str, Any]],
+                  given: Mapping[str, Any]) -> dict[str, Any]:
+    """A kind's values: its defaults, then the values of the preset named by `preset`
+    (if any), then the given keys."""
+    values = {p.name: p.default for p in table}
+    values.update(presets.get(given.get("preset", "none"), {}))
+    values.update(given)
+    return values

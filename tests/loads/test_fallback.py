@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from rtlab.errors import MissingToolError
+from rtlab.loads.engine_loads import BuiltinLoad
 from rtlab.loads.fallback import builtin_instead, check_fallback, fallback_note
-from rtlab.loads.kinds import LOAD_KINDS, BuiltinLoad, from_spec
+from rtlab.loads.kinds import LOAD_KINDS, from_spec
 from rtlab.loads.lifecycle import Placement
 from rtlab.scenario import builtins, load_file
 
