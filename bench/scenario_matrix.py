@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rtlab.scenario import loader
+from rtlab.scenario import loader, sections
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,9 +77,9 @@ def matrix_text(n: int, head: str = HEAD) -> str:
 def time_parse(n: int, rounds: int) -> float:
     """Best wall time of `rounds` parses of an n-variant file, cap lifted."""
     text = matrix_text(n)
-    saved = getattr(loader, "MAX_VARIANTS", None)
+    saved = getattr(sections, "MAX_VARIANTS", None)
     if saved is not None:
-        loader.MAX_VARIANTS = n
+        sections.MAX_VARIANTS = n
     try:
         best = float("inf")
         for _ in range(rounds):
@@ -90,16 +90,16 @@ def time_parse(n: int, rounds: int) -> float:
         return best
     finally:
         if saved is not None:
-            loader.MAX_VARIANTS = saved
+            sections.MAX_VARIANTS = saved
 
 
 def count_calls(n: int) -> int:
     """Python function calls of one parse of an n-variant file (cap lifted): unlike the
     wall time, this does not depend on how busy the machine is."""
     text = matrix_text(n)
-    saved = getattr(loader, "MAX_VARIANTS", None)
+    saved = getattr(sections, "MAX_VARIANTS", None)
     if saved is not None:
-        loader.MAX_VARIANTS = n
+        sections.MAX_VARIANTS = n
     calls = 0
 
     def profile(_frame: FrameType, event: str, _arg: Any) -> None:
@@ -112,7 +112,7 @@ def count_calls(n: int) -> int:
     finally:
         sys.setprofile(None)
         if saved is not None:
-            loader.MAX_VARIANTS = saved
+            sections.MAX_VARIANTS = saved
     return calls
 
 
@@ -143,7 +143,7 @@ def main() -> int:
                     help="variants of the file given to `rtlab scenarios check` (0: skip)")
     ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args()
-    print(f"cap: {getattr(loader, 'MAX_VARIANTS', 'none')} variants")
+    print(f"cap: {getattr(sections, 'MAX_VARIANTS', 'none')} variants")
     print(f"{'variants':>9}  {'parse_text':>10}  {'per variant':>11}  {'calls':>10}  "
           f"{'per variant':>11}")
     for n in (int(s) for s in args.sizes.split(",")):

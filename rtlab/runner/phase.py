@@ -32,8 +32,8 @@ from rtlab.runner.raw_layout import layout_add, raw_for, split_raw
 from rtlab.runner.run_options import Progress, RunOptions
 from rtlab.runner.shield import ShieldBackend
 from rtlab.runner.tracing import phase_trace
-from rtlab.scenario.loader import with_options
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario, ShieldSpec
+from rtlab.scenario.overrides import with_options
 from rtlab.scenario.units import online_cpus
 
 Traced = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]

@@ -23,13 +23,9 @@ from rtlab.scenario import (
     parse_duration,
     scale_durations,
 )
-from rtlab.scenario.loader import (
-    TRACE_MAX_BUFFER_KB,
-    TRACE_MIN_BUFFER_KB,
-    validate_probes,
-    with_options,
-)
 from rtlab.scenario.model import Scenario, TraceSpec
+from rtlab.scenario.overrides import validate_probes, with_options
+from rtlab.scenario.sections import TRACE_MAX_BUFFER_KB, TRACE_MIN_BUFFER_KB
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,7 @@
 CPU expressions and matrix, and the built-in ones."""
 
 from rtlab.scenario.builtin import builtins, find
-from rtlab.scenario.loader import (
-    ScenarioFile,
-    load_file,
-    override_probes,
-    parse_text,
-    scale_durations,
-)
+from rtlab.scenario.loader import ScenarioFile, load_file, parse_text
 from rtlab.scenario.model import (
     POLICIES,
     LoadSpec,
@@ -19,6 +13,7 @@ from rtlab.scenario.model import (
     ShieldSpec,
     quick,
 )
+from rtlab.scenario.overrides import override_probes, scale_durations
 from rtlab.scenario.units import format_duration, online_cpus, parse_cpu_list, parse_duration
 
 BUILTIN = {"quick": quick}  # programmatic single-phase scenario (tests, library users)

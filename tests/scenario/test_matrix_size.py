@@ -22,7 +22,7 @@ from scenario_matrix import matrix_text
 
 from rtlab.cli import main
 from rtlab.errors import UsageError
-from rtlab.scenario import loader, parse_text
+from rtlab.scenario import parse_text, sections
 
 HEAD = """\
 [scenario]
@@ -60,7 +60,7 @@ def header_line(text: str, index: int) -> int:
 
 
 def test_matrix_at_the_cap_resolves_every_variant() -> None:
-    n = loader.MAX_VARIANTS
+    n = sections.MAX_VARIANTS
     sf = parse_text(matrix(n), "big.toml", online=[0, 1])
     assert [sc.variant for sc in sf.variants] == [f"v{i}" for i in range(n)]
     assert sf.has_matrix
@@ -74,20 +74,20 @@ def test_matrix_at_the_cap_resolves_every_variant() -> None:
 
 
 def test_matrix_over_the_cap_is_one_line_naming_the_first_extra_variant() -> None:
-    n = loader.MAX_VARIANTS + 1
+    n = sections.MAX_VARIANTS + 1
     text = matrix(n)
     with pytest.raises(UsageError) as info:
         parse_text(text, "big.toml", online=[0, 1])
-    line = header_line(text, loader.MAX_VARIANTS)
+    line = header_line(text, sections.MAX_VARIANTS)
     assert info.value.one_line() == (
         f"big.toml:{line}: matrix.variant: {n} variants; allowed: at most "
-        f"{loader.MAX_VARIANTS} per file (split the matrix into several files)")
+        f"{sections.MAX_VARIANTS} per file (split the matrix into several files)")
 
 
 def test_inline_variants_over_the_cap_are_refused_too() -> None:
     """Variants given as an inline array have no [[matrix.variant]] headers to count
     before the TOML parse; the count after it still refuses them."""
-    n = loader.MAX_VARIANTS + 5
+    n = sections.MAX_VARIANTS + 5
     inline = ", ".join(f'{{ name = "v{i}" }}' for i in range(n))
     with pytest.raises(UsageError, match=rf"^big.toml: matrix.variant: {n} variants; "):
         parse_text(HEAD + f"\n[matrix]\nvariant = [{inline}]\n", "big.toml", online=[0, 1])
@@ -104,8 +104,8 @@ def test_cli_check_over_the_cap_exit_2_one_line(
     assert code == 2
     assert out == ""
     assert err.strip().splitlines() == [
-        f"rtlab: error: {f}:{header_line(text, loader.MAX_VARIANTS)}: matrix.variant: 20000 "
-        f"variants; allowed: at most {loader.MAX_VARIANTS} per file (split the matrix into "
+        f"rtlab: error: {f}:{header_line(text, sections.MAX_VARIANTS)}: matrix.variant: 20000 "
+        f"variants; allowed: at most {sections.MAX_VARIANTS} per file (split the matrix into "
         "several files)"]
 
 
@@ -140,6 +140,6 @@ def test_checks_grow_linearly_with_the_variants() -> None:
     every other one (the pairwise duplicate-name check that made 200,000 variants run
     for minutes) would make the larger file cost ~3.4 times the smaller one here."""
     parse_text(matrix(4), "warm.toml", online=[0, 1])  # imports, regex caches
-    half = loader.MAX_VARIANTS // 2
+    half = sections.MAX_VARIANTS // 2
     small, large = _calls(matrix(half)), _calls(matrix(2 * half))
     assert large <= 2.1 * small, (small, large)

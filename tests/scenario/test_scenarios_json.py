@@ -171,7 +171,7 @@ def test_stop_threshold_range_error_names_the_current_option(
     from dataclasses import replace
 
     from rtlab.scenario import quick
-    from rtlab.scenario.loader import validate_probes, with_options
+    from rtlab.scenario.overrides import validate_probes, with_options
 
     sc = quick(cpus=[0], duration_ns=1_000_000_000)
     big = replace(sc, phases=tuple(replace(p, probe=with_options(p.probe,
