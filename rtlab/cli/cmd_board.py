@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from rtlab.cli.target import add_target_args
+from rtlab.cli.options import add_target_args
 from rtlab.engine.board import SshTransport
 from rtlab.engine.provision import clean
 from rtlab.engine.ssh import SshConnection, SshTarget
 from rtlab.errors import SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
-from rtlab.system.journal import clean_lock, journal_dir
+from rtlab.system.journal_files import journal_dir
+from rtlab.system.lock_cleanup import clean_lock
 
 
 def register(sub: argparse._SubParsersAction) -> None:

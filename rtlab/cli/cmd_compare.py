@@ -10,10 +10,10 @@ from typing import Any
 from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
 from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo, parse_slo
-from rtlab.cli.cmd_report import (
+from rtlab.cli.options import (
     SLO_HELP,
-    STORE_HELP,
     add_selection,
+    add_store_arg,
     load_selected,
     selection_from_args,
 )
@@ -23,6 +23,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.report.html import render_html
 from rtlab.report.junit import junit_xml
+from rtlab.report.side_by_side import side_by_side_table
 from rtlab.report.terminal import make_console
 from rtlab.results.summary import percentile, percentile_label
 from rtlab.textfmt import bounded_us, seconds, us
@@ -50,7 +51,7 @@ def register(sub: Any) -> None:
                    "CCDFs")
     p.add_argument("--slo", metavar="EXPR", help=SLO_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
-    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_store_arg(p)
     p.add_argument("--json", action="store_true",
                    help="print a JSON document: per configuration its row, per comparison "
                    "each statistic's two values, ratio, verdict and p-value, the selection, "
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     for note in mixed_load_notes(results):
         console.print(f"note: {note}", highlight=False, markup=False)
     if args.by == "host":
-        console.print(_side_by_side(configs))
+        console.print(side_by_side_table(configs))
     if any(c.censored for c in configs):
         console.print("≥ = beyond the peer tool's histogram range: only a lower bound is known",
                       highlight=False)
@@ -178,25 +179,3 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
     sys.stdout.write("\n")
     return int(ExitCode.THRESHOLD if report is not None and not report.passed
                else ExitCode.OK)
-
-
-def _side_by_side(configs: list[Any]) -> Any:
-    """One row per channel (CPU), per configuration its p99, p99.99 and max (µs)."""
-    from rich.table import Table
-
-
-    table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
-    table.add_column("channel")
-    for c in configs:
-        table.add_column(c.display, justify="right")
-    for name, chans in side_by_side(configs):
-        cells = []
-        for ch in chans:
-            if ch is None or not ch.samples:
-                cells.append("-")
-                continue
-            cells.append(" / ".join(us(v) for v in (
-                percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns),
-                percentile(ch.hist, 99.99, ch.min_ns, ch.max_ns), ch.max_ns)))
-        table.add_row(name, *cells)
-    return table

@@ -12,12 +12,12 @@ import json
 import sys
 from typing import Any
 
-from rtlab.cli.target import add_target_args, open_target
+from rtlab.cli.options import add_json_arg, add_target_args, open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst
-from rtlab.system.remote import doctor_tree
 from rtlab.system.sysroot import SysRoot
+from rtlab.system.target_snapshot import doctor_tree
 
 _STYLE = {
     "ok": "green",
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="LIST",
         help="CPUs to judge per-CPU checks for (e.g. 2,3 or 1-3; default: all online)",
     )
-    p.add_argument("--json", action="store_true", help="print a JSON document")
+    add_json_arg(p)
     p.add_argument(
         "--strict", action="store_true", help="exit 3 if any finding is a warning or critical"
     )

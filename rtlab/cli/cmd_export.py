@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rtlab.cli.options import add_store_arg
 from rtlab.fileio import STDOUT, check_output, write_output
 from rtlab.report.exporters import EXPORTERS, get_exporter
 from rtlab.results.store import Store
@@ -25,9 +26,7 @@ def register(sub: Any) -> None:
     p.add_argument("--format", "-f", default="json", choices=tuple(EXPORTERS),
                    help="output format (json)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--store", metavar="PATH",
-                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
-                   "or ~/.local/share/rtlab/rtlab.db)")
+    add_store_arg(p)
     p.set_defaults(func=run)
 
 

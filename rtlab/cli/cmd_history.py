@@ -11,7 +11,7 @@ from typing import Any
 
 from rtlab.analysis.compare import build_configs, compare_configs, host_cpu_model
 from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
-from rtlab.cli.cmd_report import STORE_HELP
+from rtlab.cli.options import add_store_arg
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.terminal import make_console
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
     p.add_argument("--plot", metavar="FILE.png|svg",
                    help="with --day: write the day's plot (slot maxima over 24 h and the "
                    "day's latency histogram per CPU)")
-    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_store_arg(p)
     p.set_defaults(func=run)
 
 

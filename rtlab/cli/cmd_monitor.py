@@ -8,8 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from rtlab.cli.cmd_report import STORE_HELP
-from rtlab.cli.target import add_target_args
+from rtlab.cli.options import add_store_arg, add_target_args
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
@@ -73,7 +72,7 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-non-rt", action="store_true",
                    help="measure even without real-time scheduling (results marked)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
-    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_store_arg(p)
     p.set_defaults(func=run)
 
 

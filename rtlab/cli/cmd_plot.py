@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rtlab.cli.cmd_report import STORE_HELP, load_runs
+from rtlab.cli.options import add_store_arg, load_runs
 from rtlab.errors import UsageError
 from rtlab.textfmt import shown
 
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
                    "channels are then labelled with their phase and the timeline shows the "
                    "phases one after the other)")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="FILE.png or FILE.svg")
-    p.add_argument("--store", metavar="PATH", help=STORE_HELP)
+    add_store_arg(p)
     p.set_defaults(func=run)
 
 

@@ -6,10 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rtlab.cli.target import add_target_args, open_target
+from rtlab.cli.options import add_target_args, open_target
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_directory
-from rtlab.system import journal as jr
+from rtlab.system.applier import hold_target
+from rtlab.system.journal_files import (
+    JournalInfo,
+    RestoreReport,
+    journal_dir,
+    journals,
+    restore_journal,
+)
+from rtlab.system.target_lock import LockHolder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,12 +39,12 @@ def run(args: argparse.Namespace) -> int:
     given = (check_directory(args.journal_dir, "--journal-dir")
              if args.journal_dir is not None else None)  # before connecting
     with open_target(args.target, args.engine_dir) as target:
-        directory = given or jr.journal_dir(target)
+        directory = given or journal_dir(target)
         on = "" if target.is_local else f" on {target.target}"
-        found = jr.journals(directory, target)
+        found = journals(directory, target)
         for j in found:
             if j.held and (j.entries or j.owner is None):
-                who = (jr.LockHolder(str(j.path), True, j.pid, j.owner).who()
+                who = (LockHolder(str(j.path), True, j.pid, j.owner).who()
                        if j.owner else f"pid {j.pid}")
                 print(f"{j.path}{on}: held by a running session ({who}); "
                       "it restores by itself")
@@ -45,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
             return int(ExitCode.OK)
         # own the target while restoring: refused (one line naming the holder) while a
         # run or shield owns it; waits for a dead run's applier that is still restoring
-        with jr.hold_target(target, directory, "restore"):
-            stale = [j for j in jr.journals(directory, target) if j.stale]
+        with hold_target(target, directory, "restore"):
+            stale = [j for j in journals(directory, target) if j.stale]
             code = ExitCode.OK
             for j in stale:
-                rep = jr.restore_journal(target, j.path)
+                rep = restore_journal(target, j.path)
                 line = _outcome(j, rep, on)
                 print(line, file=sys.stdout if rep.ok else sys.stderr)
                 if not rep.ok:
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return int(code)
 
 
-def _outcome(j: jr.JournalInfo, rep: jr.RestoreReport, on: str) -> str:
+def _outcome(j: JournalInfo, rep: RestoreReport, on: str) -> str:
     """One line per journal: "restored" only when a change was undone; a journal that
     could not be restored (corrupt, foreign, unreadable) is an error line for stderr."""
     if j.detached:

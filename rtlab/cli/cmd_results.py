@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from rtlab.analysis.stats import DEFAULT_LEVEL
-from rtlab.cli.target import add_target_args, open_target
+from rtlab.cli.options import add_json_arg, add_store_arg, add_target_args, open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report import render
@@ -25,12 +25,6 @@ from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
 from rtlab.runner.fetch import fetch_runs
 from rtlab.textfmt import NA, preemption, processor, seconds, us
-
-
-def _store_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", metavar="PATH",
-                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
-                   "or ~/.local/share/rtlab/rtlab.db)")
 
 
 def register(sub: Any) -> None:
@@ -46,8 +40,8 @@ def register(sub: Any) -> None:
                          "limit, shown and total.")
     ls.add_argument("--limit", type=int, default=None, metavar="N",
                     help="at most N runs (0: all; default 20, with --json all)")
-    ls.add_argument("--json", action="store_true", help="print a JSON document")
-    _store_arg(ls)
+    add_json_arg(ls)
+    add_store_arg(ls)
     ls.set_defaults(func=cmd_list)
 
     show = rsub.add_parser("show", help="summary of a stored run",
@@ -55,8 +49,8 @@ def register(sub: Any) -> None:
                            "statistics of a stored run (the whole versioned result with its "
                            "histograms: `rtlab export RUN`).")
     show.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
-    show.add_argument("--json", action="store_true", help="print a JSON document")
-    _store_arg(show)
+    add_json_arg(show)
+    add_store_arg(show)
     show.set_defaults(func=cmd_show)
 
     imp = rsub.add_parser(
@@ -88,7 +82,7 @@ def register(sub: Any) -> None:
     ctx.add_argument("--nsecs", action="store_true",
                      help="cyclictest-hist only: the file was written by `cyclictest -N/--nsecs` "
                      "(rows and trailers in ns; the text does not say so)")
-    _store_arg(imp)
+    add_store_arg(imp)
     imp.set_defaults(func=cmd_import)
 
     fetch = rsub.add_parser(
@@ -101,7 +95,7 @@ def register(sub: Any) -> None:
     fetch.add_argument("--json", action="store_true",
                        help="print a JSON document (imported, already stored, failed)")
     add_target_args(fetch)
-    _store_arg(fetch)
+    add_store_arg(fetch)
     fetch.set_defaults(func=cmd_fetch)
 
     for name in ("push", "pull"):
@@ -151,7 +145,7 @@ def _transfer_parser(rsub: Any, name: str) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="say what would be copied; change nothing")
     p.add_argument("--json", action="store_true", help="print a JSON document (the summary)")
-    _store_arg(p)
+    add_store_arg(p)
     p.set_defaults(func=cmd_transfer, direction=name)
 
 

@@ -7,30 +7,19 @@ import argparse
 from typing import Any
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
-from rtlab.cli.run_boards import run_boards
-from rtlab.cli.target import add_target_args, open_target
-from rtlab.cpulist import MAX_CPUS
-from rtlab.engine.ssh import SshTarget
-from rtlab.engine.transport import LocalTransport
+from rtlab.cli.options import add_store_arg, add_target_args
+from rtlab.cli.run_display import BoardsProgress, LiveProgress, show_boards, show_stored
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.probes.registry import names as probe_names
-from rtlab.report import render
 from rtlab.report.html import own_report_path, render_html
 from rtlab.report.junit import junit_xml
-from rtlab.report.spikes import spike_lines
-from rtlab.report.terminal import channel_label, make_console
-from rtlab.results.store import Store
-from rtlab.runner import RunOptions, run_variants
-from rtlab.runner.direct import ReflectorBoard, make_peer, start_peer
-from rtlab.runner.prepare import RunRequest, prepare
-from rtlab.runner.remote import check_remote, target_online_cpus
-from rtlab.runner.run import worst_exit
-from rtlab.scenario import find, online_cpus
-from rtlab.scenario.loader import declared_targets
-from rtlab.system.shield import ThreadPriority, irq_move_problem, parse_thread_priority
-from rtlab.textfmt import seconds, shown, us
+from rtlab.report.terminal import make_console
+from rtlab.runner.job import RunJob, Watch, job_targets, run_job
+from rtlab.runner.peers import ReflectorRequest
+from rtlab.runner.prepare import RunRequest
+from rtlab.textfmt import shown
 
 
 def register(sub: Any) -> None:
@@ -90,9 +79,7 @@ def register(sub: Any) -> None:
                    help="priority of the measured probe (1-99 for fifo/rr, 0 for other)")
     p.add_argument("--policy", choices=("fifo", "rr", "other"),
                    help="scheduling policy of the measured probe (default: the scenario's)")
-    p.add_argument("--store", metavar="PATH",
-                   help="result store: SQLite file or SQLAlchemy URL "
-                   "(default $RTLAB_STORE or ~/.local/share/rtlab/rtlab.db)")
+    add_store_arg(p)
     p.add_argument("--allow-non-rt", action="store_true",
                    help="measure even without real-time scheduling / locked memory "
                    "(result marked NOT real-time valid)")
@@ -134,108 +121,69 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _request(args: argparse.Namespace) -> Any:
-
-    return RunRequest(
-        scenario=args.scenario, probe=args.probe, probe_opts=tuple(args.probe_opt),
-        variants=tuple(args.variant or ()), duration=args.duration, interval=args.interval,
-        threshold=args.threshold, cpus=args.cpus, priority=args.priority, policy=args.policy,
-        allow_non_rt=bool(args.allow_non_rt), trace=bool(args.trace),
-        trace_threshold=args.trace_threshold, trace_buffer_kb=args.trace_buffer_kb,
-        samples=args.samples, peer=args.peer if args.reflector is None else None)
-
-
-def _prepare(args: argparse.Namespace, online: list[int] | None = None
-             ) -> tuple[Any, list[Any]]:
-    """Everything validated and resolved before anything starts: (file, variants)."""
-
-    return prepare(_request(args), online)
+def _job(args: argparse.Namespace) -> RunJob:
+    """`rtlab run`'s options as the runner's request."""
+    return RunJob(
+        request=RunRequest(
+            scenario=args.scenario, probe=args.probe, probe_opts=tuple(args.probe_opt),
+            variants=tuple(args.variant or ()), duration=args.duration,
+            interval=args.interval, threshold=args.threshold, cpus=args.cpus,
+            priority=args.priority, policy=args.policy, allow_non_rt=bool(args.allow_non_rt),
+            trace=bool(args.trace), trace_threshold=args.trace_threshold,
+            trace_buffer_kb=args.trace_buffer_kb, samples=args.samples),
+        targets=tuple(args.target or ()), peer=args.peer,
+        reflector=ReflectorRequest(args.reflector, args.reflector_cpu,
+                                   tuple(args.reflector_thread_priority),
+                                   tuple(args.reflector_irq)),
+        store=args.store, engine_dir=args.engine_dir, restore_first=args.restore_first,
+        no_shield=args.no_shield, command_line=("rtlab", *args.argv))
 
 
 def run(args: argparse.Namespace) -> int:
     # Validate everything before anything starts.
     slo = None
     if args.slo is not None:
-
         slo = parse_slo(args.slo, "--slo")  # UsageError (exit 2) on a bad expression
     check_run_outputs(args)
-    check_reflector_args(args)
-    targets = args.target or _scenario_targets(args) or [None]
-    traced = [f for f, v in (("--trace", args.trace), ("--trace-threshold", args.trace_threshold),
-                             ("--trace-buffer-kb", args.trace_buffer_kb)) if v]
-    boards = [t for t in targets if t not in (None, "local")]
-    if traced and boards:  # before connecting (a scenario's [trace] is checked once read)
-        raise UsageError(f"{traced[0]} with --target {boards[0]}: tracing is read from this "
-                         "machine's tracefs; it is not available for boards yet")
-    if len(targets) > 1:
+    job = _job(args)
+    job.reflector.check()
+    several = len(job_targets(job)) > 1
+    console, err = make_console(), make_console(stderr=True)
+    progress: Any = None
+    if not args.no_progress and console.is_terminal:
+        progress = BoardsProgress(console) if several else LiveProgress(console)
 
-        return run_boards(args, slo, targets, _prepare, _report_and_gate)
-    with open_target(targets[0], args.engine_dir) as target:
-        return _run_on(args, slo, target)
-
-
-def _run_on(args: argparse.Namespace, slo: Any, target: Any) -> int:
-
-    online = None if target.is_local else target_online_cpus(target)
-    sfile, variants = _prepare(args, online)
-    if not target.is_local:
-        check_remote(variants, target, peer=args.peer)
-    elif args.samples is not None:
-        check_samples_outputs(variants)  # FILE.PHASE of each phase (FILE: checked first)
-    # validated; nothing created before run_variants
-    peer = _udp_peer(args, variants, target, online, getattr(sfile, "reflector", None))
-
-    console = make_console()
-    err = make_console(stderr=True)
-    store = Store.open(args.store)
-    show_progress = not args.no_progress and console.is_terminal
-    progress = _LiveProgress(console) if show_progress else None
-    opts = RunOptions(
-        store=store,
-        allow_non_rt=args.allow_non_rt,
-        on_progress=progress.update if progress else None,
-        command_line=["rtlab", *args.argv],
-        restore_first=args.restore_first,
-        no_shield=args.no_shield,
-        transport=target,
-    )
-
-    def shown(outcome: Any) -> None:
-        if progress:
+    def stored(_board: str | None, outcome: Any, where: str) -> None:
+        if progress is not None:
             progress.clear()
-        result = outcome.result
-        if result.scenario.get("variant"):
-            console.print(f"variant {result.scenario['variant']}", style="bold",
-                          highlight=False)
-        render(result, console)
-        for line in spike_lines(result):
-            console.print(line, highlight=False, markup=False)
-        for line in _doctor_lines(result):
-            console.print(line, highlight=False, markup=False)
-        console.print(f"run {result.run_id} stored in {store.display}", highlight=False)
+        show_stored(outcome.result, where, console)
 
+    watch = Watch(on_progress=progress.update if progress is not None else None,
+                  on_stored=None if several else stored)
     try:
-        if peer is not None:  # namespaces + reflector (or the remote one): removed below
-            variants = start_peer(peer, variants, opts)
-        outcomes = run_variants(variants, opts, on_outcome=shown)
+        done = run_job(job, watch)
     finally:
-        if peer is not None:
-            peer.close()
-        if progress:
+        if progress is not None:
             progress.stop()
-        store.close()
-    if len(variants) > 1 or sfile.has_matrix:
-        ids = ", ".join(o.result.run_id for o in outcomes)
-        console.print(f"comparison {opts.comparison}: runs {ids}", highlight=False)
-    codes = [o.exit_code for o in outcomes]
-    codes += _report_and_gate(args, slo, [o.result for o in outcomes], store.display, console)
-    if ExitCode.INTERRUPTED in codes:
-        err.print("rtlab: interrupted: partial result stored", highlight=False)
-        return int(ExitCode.INTERRUPTED)
-    if any(o.loads_died for o in outcomes):
+    compare_by = "run"
+    if several:
+        show_boards(done, console, err)
+        # by host merges a host's runs: with several matrix variants, that would merge
+        # variants, so the report compares run by run instead
+        if len({r.scenario.get("variant") for r in done.results}) <= 1:
+            compare_by = "host"
+    elif done.matrix:
+        ids = ", ".join(r.run_id for r in done.results)
+        console.print(f"comparison {done.comparison}: runs {ids}", highlight=False)
+    codes = _report_and_gate(args, slo, done.results, done.store_display, console, compare_by)
+    code = done.exit_code(*codes)
+    if code == ExitCode.INTERRUPTED:
+        err.print(f"rtlab: interrupted: partial result{'s' if several else ''} stored",
+                  highlight=False)
+    elif done.loads_died and not several:
         err.print("rtlab: a load died early: the run did not have the load it asked for "
                   "(see the notes)", highlight=False)
-    return int(worst_exit(*codes))
+    return int(code)
 
 
 def check_run_outputs(args: argparse.Namespace) -> None:
@@ -260,37 +208,6 @@ def check_run_outputs(args: argparse.Namespace) -> None:
     if (args.report == STDOUT and not args.no_report) or args.junit == STDOUT:
         raise UsageError("rtlab run prints its results on standard output: give --report "
                          "and --junit a file, not -")
-
-
-def check_reflector_args(args: argparse.Namespace) -> None:
-    """The udp peer's options, checked as written before anything connects or starts
-    (what needs the board, its CPUs and IRQs, is checked there)."""
-    if args.reflector is not None:
-        SshTarget.parse(args.reflector, "--reflector")
-    if args.reflector_cpu is not None and not 0 <= args.reflector_cpu < MAX_CPUS:
-        raise UsageError(f"--reflector-cpu {args.reflector_cpu}: out of range "
-                         f"0..{MAX_CPUS - 1}")
-    for text in args.reflector_thread_priority:
-        parse_thread_priority(text, "--reflector-thread-priority")
-    for text in args.reflector_irq:
-        _irq_move(text)
-
-
-def check_samples_outputs(variants: list[Any]) -> None:
-    """The raw sample files a local run's probes write (--samples: one per phase)."""
-    for variant in variants:
-        for phase in variant.phases:
-            path = phase.probe.options.get("samples_file")
-            if path:
-                check_output(str(path), "--samples")
-
-
-def _scenario_targets(args: argparse.Namespace) -> list[str]:
-    """The boards a scenario file names, when --target does not say."""
-    if args.probe is not None:
-        return []
-
-    return declared_targets(find(args.scenario or "quick"))
 
 
 def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
@@ -321,97 +238,3 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
         console.print(f"{'JUnit' if option == '--junit' else 'report'}: "
                       f"{path or 'standard output'}", highlight=False)
     return codes
-
-
-def _doctor_lines(result: Any) -> list[str]:
-    """The doctor's top findings that may explain what was measured."""
-    doctor = result.provenance.get("doctor") or {}
-    top = doctor.get("top") or []
-    lines = []
-    for f in top:
-        advice = f" -> {f['advice']}" if f.get("advice") else ""
-        lines.append(f"doctor [{f.get('severity')}] {f.get('title')}: {f.get('summary')}"
-                     f"{advice}")
-    if lines:
-        lines.insert(0, "what may explain these numbers (rtlab doctor):")
-    return lines
-
-
-class _LiveProgress:
-    """Per-CPU samples, current max and missed, with elapsed/remaining time."""
-
-    def __init__(self, console: Any) -> None:
-        from rich.live import Live
-
-        self._live = Live(console=console, transient=True, auto_refresh=False)
-        self._live.start()
-
-    def update(self, p: Any) -> None:
-        from rich.table import Table
-
-
-        remaining = ""
-        if p.duration_ns:
-            remaining = f", {seconds(max(0, p.duration_ns - p.elapsed_ns))} left"
-        phase = f"phase {p.phase} ({p.phase_index + 1}/{p.phases}) " if p.phases > 1 else ""
-        table = Table(title=f"{phase}measuring: {seconds(p.elapsed_ns)} elapsed{remaining}",
-                      title_justify="left")
-        for name in ("channel", "samples", "max µs", "missed"):
-            table.add_column(name, justify="left" if name == "channel" else "right")
-        for ch in p.channels:
-            table.add_row(channel_label(ch), f"{ch.samples:,}", us(ch.max_ns), f"{ch.missed:,}")
-        self._live.update(table, refresh=True)
-
-    def clear(self) -> None:
-        from rich.text import Text
-
-        self._live.update(Text(""), refresh=True)
-
-    def stop(self) -> None:
-        self._live.stop()
-
-
-def _udp_peer(args: argparse.Namespace, variants: list[Any], target: Any = None,
-              online: list[int] | None = None, spec: Any = None) -> Any:
-    """The udp run's other end: --reflector (its flags win over the scenario's
-    [reflector] table `spec`), the scenario's reflector, --peer, or none given."""
-    cpus = online if online is not None else online_cpus()
-    board = args.reflector or (spec.target if spec is not None else None)
-    if board is None:
-        if (args.reflector_cpu is not None or args.reflector_thread_priority
-                or args.reflector_irq):
-            raise UsageError("--reflector-cpu, --reflector-thread-priority and "
-                             "--reflector-irq go with --reflector TARGET")
-        return make_peer(variants, args.peer, cpus, board=target)
-
-    SshTarget.parse(board, "--reflector" if args.reflector else "[reflector] target")
-    if target is not None and not target.is_local and target.target == board:
-        raise UsageError(f"the reflector {board} is the board that pings (--target): give "
-                         "the other one")
-    if args.reflector_thread_priority or spec is None:
-        prios = tuple(parse_thread_priority(t, "--reflector-thread-priority")
-                      for t in args.reflector_thread_priority)
-    else:
-        prios = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
-    if args.reflector_irq or spec is None:
-        irqs = tuple(_irq_move(t) for t in args.reflector_irq)
-    else:
-        irqs = spec.irqs
-    address = args.peer if args.peer is not None or spec is None else spec.address
-    cpu = args.reflector_cpu if args.reflector_cpu is not None or spec is None else spec.cpu
-    return make_peer(variants, address, cpus, ReflectorBoard(
-        board, target if target is not None else LocalTransport(),
-        engine_dir=args.engine_dir, cpu=cpu, thread_priorities=prios,
-        irq_affinities=irqs))
-
-
-def _irq_move(text: str) -> tuple[str, str]:
-    """`PATTERN=CPUS` of --reflector-irq (CPUS checked on the board when applied)."""
-    pattern, _, cpus = text.rpartition("=")
-    why = irq_move_problem(pattern, cpus)
-    if why == "shape":
-        raise UsageError(f"--reflector-irq {shown(text)}: expected PATTERN=CPUS, e.g. "
-                         "'eth1=0'")
-    if why is not None:
-        raise UsageError(f"--reflector-irq {shown(text)}: {why}")
-    return pattern, cpus

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from rtlab.cli.options import add_json_arg
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
 from rtlab.scenario import format_duration
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
                          "wins). --json lists every one with its file, description, probes, "
                          "phases, loads and matrix variants as the file writes them (what "
                          "they resolve to on this machine: `rtlab scenarios check NAME`).")
-    ls.add_argument("--json", action="store_true", help="print a JSON document")
+    add_json_arg(ls)
     ls.set_defaults(func=cmd_list)
     show = ssub.add_parser("show", help="print a scenario file")
     show.add_argument("name", metavar="NAME", help="built-in name or FILE.toml")
@@ -45,7 +46,7 @@ def register(sub: Any) -> None:
                             "invalid (with --json too).")
     check.add_argument("names", nargs="+", metavar="NAME",
                        help="built-in name or FILE.toml (several: each is checked)")
-    check.add_argument("--json", action="store_true", help="print a JSON document")
+    add_json_arg(check)
     check.set_defaults(func=cmd_check)
     p.set_defaults(func=lambda _a: (p.print_help(), int(ExitCode.USAGE))[1])
 

@@ -11,26 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtlab.cli.target import add_target_args, open_target
+from rtlab.cli.options import add_target_args, open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_directory
-from rtlab.system import journal as jr
 from rtlab.system.facts import parse_cpus_arg, read_facts
-from rtlab.system.journal import RestoreReport
-from rtlab.system.shield import (
-    ShieldRequest,
-    apply_shield,
-    parse_thread_priority,
-    reset_shield,
-    run_shields,
-    shield_status,
-)
+from rtlab.system.journal_files import RestoreReport, journal_dir
+from rtlab.system.shield_apply import apply_shield, reset_shield, run_shields, shield_status
+from rtlab.system.shield_plan import ShieldRequest, parse_thread_priority
 from rtlab.textfmt import shown
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
-    from rtlab.system.shield import ThreadPriority
+    from rtlab.system.shield_plan import ThreadPriority
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     given = (check_directory(args.journal_dir, "--journal-dir")
              if args.journal_dir is not None else None)  # before connecting
     with open_target(args.target, args.engine_dir) as probe, _sigterm_interrupts():
-        directory = given or jr.journal_dir(probe)
+        directory = given or journal_dir(probe)
         return _run(args, probe, directory, priorities, exclude)
 
 

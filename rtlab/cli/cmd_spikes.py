@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from rtlab.cli.cmd_results import LIMIT_MAX
+from rtlab.cli.options import add_store_arg
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.spikes import class_counts, spike_row, summary_line
@@ -46,9 +47,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="JSON: per phase its spike_summary and spikes (cause records), every "
                    "one unless --limit is given (then stated: shown, of, limit)")
-    p.add_argument("--store", metavar="PATH",
-                   help="result store: SQLite file or SQLAlchemy URL (default $RTLAB_STORE "
-                   "or ~/.local/share/rtlab/rtlab.db)")
+    add_store_arg(p)
     p.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from rtlab.cli.run_boards import _compare
+from rtlab.report.side_by_side import boards_side_by_side as _compare
 from tests.support.synth import synthetic_result
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.runner.direct import udp_timestamps
+from rtlab.runner.peers import peer_timestamps as udp_timestamps
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario
 from rtlab.system.nic import hwtstamp_op, route_interface
 

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""Configurations side by side per channel (CPU) in the terminal: `rtlab compare --by
+host` and the boards of one `rtlab run --target A --target B`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rtlab.analysis.compare import build_configs, side_by_side
+from rtlab.results.summary import percentile
+from rtlab.textfmt import us
+
+
+def side_by_side_table(configs: list[Any]) -> Any:
+    """One row per channel (CPU), per configuration its p99, p99.99 and max (µs)."""
+    from rich.table import Table
+
+    table = Table(title="per CPU, side by side: p99 / p99.99 / max in µs", title_justify="left")
+    table.add_column("channel")
+    for c in configs:
+        table.add_column(c.display, justify="right")
+    for name, chans in side_by_side(configs):
+        cells = []
+        for ch in chans:
+            if ch is None or not ch.samples:
+                cells.append("-")
+                continue
+            cells.append(" / ".join(us(v) for v in (
+                percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns),
+                percentile(ch.hist, 99.99, ch.min_ns, ch.max_ns), ch.max_ns)))
+        table.add_row(name, *cells)
+    return table
+
+
+def boards_side_by_side(results: list[Any], console: Any) -> None:
+    """The boards side by side, per matrix variant (never two variants in one column)."""
+    variants: dict[str | None, list[Any]] = {}
+    for r in results:
+        variants.setdefault(r.scenario.get("variant"), []).append(r)
+    for name, group in variants.items():
+        configs = build_configs(group, "host")
+        if len(configs) > 1:
+            if name is not None:
+                console.print(f"variant {name}: the boards side by side", style="bold",
+                              highlight=False)
+            console.print(side_by_side_table(configs))
