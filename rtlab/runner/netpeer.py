@@ -49,10 +49,12 @@ from rtlab.engine.transport import LocalTransport, NetnsTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
 from rtlab.loads.net import DEV_A, DEV_B, VethPair, udp_listening
+from rtlab.system.applier import SystemSession
 from rtlab.system.facts import read_facts
-from rtlab.system.journal import SystemSession, journal_dir, owner_label
+from rtlab.system.journal_files import journal_dir
 from rtlab.system.nic import HW_MODES, HwTimestamping, enable_hw_timestamping, route_interface
-from rtlab.system.shield import priority_ops
+from rtlab.system.shield_plan import priority_ops
+from rtlab.system.target_lock import owner_label
 
 DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/30
 REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97

@@ -41,7 +41,9 @@ from rtlab.runner.run_options import RunOptions, RunOutcome
 from rtlab.runner.shield import check_stale
 from rtlab.runner.tracing import check_available
 from rtlab.scenario.model import LoadSpec, Scenario, ShieldSpec
-from rtlab.system.journal import SystemSession, journal_dir, owner_label, run_session_name
+from rtlab.system.applier import SystemSession
+from rtlab.system.journal_files import journal_dir, run_session_name
+from rtlab.system.target_lock import owner_label
 
 
 def _preflight(scenario: Scenario, opts: RunOptions) -> None:
@@ -104,7 +106,7 @@ def _doctor(scenario: Scenario, transport: Transport) -> dict[str, Any] | None:
         if transport.is_local:
             findings = run_checks("/", cpus=cpus)
         else:
-            from rtlab.system.remote import doctor_tree
+            from rtlab.system.target_snapshot import doctor_tree
 
             with tempfile.TemporaryDirectory(prefix="rtlab-board-") as tree:
                 findings = run_checks(str(doctor_tree(transport, Path(tree))), cpus=cpus,

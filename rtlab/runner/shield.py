@@ -22,11 +22,18 @@ from typing import Any, Protocol
 from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.scenario.model import ShieldSpec
-from rtlab.system import journal
+from rtlab.system import journal_files, target_lock
+from rtlab.system.applier import ApplyError, SystemSession
 from rtlab.system.facts import read_facts
-from rtlab.system.journal import journal_dir, restore_journal
-from rtlab.system.remote import ancestors
-from rtlab.system.shield import ShieldRequest, ThreadPriority, move_ops, plan_affinity, plan_shield
+from rtlab.system.journal_files import journal_dir, restore_journal
+from rtlab.system.shield_plan import (
+    ShieldRequest,
+    ThreadPriority,
+    move_ops,
+    plan_affinity,
+    plan_shield,
+)
+from rtlab.system.target_snapshot import ancestors
 from rtlab.system.verify import phase_recheck, verify_shield
 
 
@@ -34,8 +41,8 @@ def stale_journals(directory: Path | None = None,
                    transport: Transport | None = None) -> list[Path]:
     """Journal files nobody holds on the target (a persistent `rtlab shield` is not stale)."""
 
-    d = directory or journal.journal_dir(transport)
-    return [j.path for j in journal.stale_journals(d, include_shield=False,
+    d = directory or journal_files.journal_dir(transport)
+    return [j.path for j in journal_files.stale_journals(d, include_shield=False,
                                                    transport=transport)]
 
 
@@ -67,9 +74,9 @@ def check_stale(restore_first: bool, directory: Path | None = None,
         return []
     notes: list[str] = []
     if lenient and not stale and (transport is None or transport.is_local):
-        d = directory or journal.journal_dir(transport)
+        d = directory or journal_files.journal_dir(transport)
         try:
-            holder = journal.lock_info(None, d / journal.LOCK_NAME)
+            holder = target_lock.lock_info(None, d / target_lock.LOCK_NAME)
         except OSError:
             holder = None
         if holder is not None and holder.held:
@@ -99,7 +106,7 @@ def explain_exists(exc: Any, transport: Transport, directory: Path) -> RtlabErro
         return None
     path = str(op.get("path", ""))
     try:
-        found = journal.journals(directory, transport)
+        found = journal_files.journals(directory, transport)
     except (RtlabError, OSError):
         found = []
     where = "" if transport.is_local else f" on {transport.target}"
@@ -108,7 +115,7 @@ def explain_exists(exc: Any, transport: Transport, directory: Path) -> RtlabErro
         if not any(e.get("op") == "mkdir" and e.get("path") == path for e in j.entries):
             continue
         if j.held:
-            who = journal.LockHolder(str(j.path), True, j.pid, j.owner,
+            who = target_lock.LockHolder(str(j.path), True, j.pid, j.owner,
                                      j.time_ns).who() if j.owner else f"pid {j.pid}"
             return RtlabError(f"{path}{where} belongs to a live session: {who} "
                               f"(journal {j.path})",
@@ -185,14 +192,14 @@ class SystemShield:
         # the applier first: on a board, the SSH server process that hosts this run's
         # connection is its ancestor and stays where it is (the probes start from it)
         # ... and it takes the target's owner lock first: one run or shield at a time
-        self._session = journal.SystemSession(
-            cmd, self._dir, name=journal.run_session_name(cmd),
-            owner=journal.owner_label()).__enter__()
+        self._session = SystemSession(
+            cmd, self._dir, name=journal_files.run_session_name(cmd),
+            owner=target_lock.owner_label()).__enter__()
         before = read_facts(cmd)
         ops, required, backend, cgroup = self._plan(before)
         try:
             answers = self._session.apply(ops, required=required)
-        except journal.ApplyError as exc:
+        except ApplyError as exc:
             better = explain_exists(exc, cmd, self._dir)
             if better is None:
                 raise
@@ -289,8 +296,8 @@ class SystemShield:
 def default_backend(spec: ShieldSpec, transport: Transport | None = None) -> ShieldBackend:
     """The system layer's shield, or SkippedError when this build has none."""
     try:
-        import rtlab.system.journal
-        import rtlab.system.shield
+        import rtlab.system.applier
+        import rtlab.system.shield_plan
         import rtlab.system.verify  # noqa: F401
     except ImportError as exc:
         raise SkippedError("this scenario asks for a CPU shield, but the system layer "

@@ -29,7 +29,9 @@ from pathlib import Path
 import pytest
 
 from rtlab.results.store import Store
-from rtlab.system import journal as jr
+from rtlab.system.applier import open_applier
+from rtlab.system.journal_files import read_journal
+from rtlab.system.target_lock import LOCK_NAME, TargetBusyError, lock_info, owner_label
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,17 +150,17 @@ def shield_applied(pid: int) -> bool:
         return False
     path = run_journal(pid)
     try:
-        info = jr.read_journal(path)
+        info = read_journal(path)
     except FileNotFoundError:
         return False
-    holder = jr.lock_info(None, journal_dir() / jr.LOCK_NAME)
+    holder = lock_info(None, journal_dir() / LOCK_NAME)
     return info.held and holder.held and holder.owner_pid == pid
 
 
 def require_irq_moves(run: subprocess.Popen[str]) -> None:
     """The run's journal holds IRQ moves; else another user of this machine moved every
     IRQ off the last CPU meanwhile (a test of its own): nothing to compare, skip."""
-    info = jr.read_journal(run_journal(run.pid))
+    info = read_journal(run_journal(run.pid))
     if not any("/proc/irq/" in str(e.get("path", "")) for e in info.entries):
         run.kill()
         run.wait()
@@ -177,7 +179,7 @@ def start_shielded(env: dict[str, str], scenario: Path, *, irq_moves: bool = Tru
         assert run.poll() is None, run.communicate()
         if irq_moves:
             require_irq_moves(run)
-        applier = jr.read_journal(run_journal(run.pid)).pid or 0
+        applier = read_journal(run_journal(run.pid)).pid or 0
         assert applier and alive(applier)
     except BaseException:
         if run.poll() is None:
@@ -254,7 +256,7 @@ def test_second_irq_shielded_run_refused_while_first_completes(
     assert len(rows) == 1 and rows[0].status == "completed"  # type: ignore[attr-defined]
     assert irq_state() == before
     assert not list(journal_dir().glob("*.journal"))
-    assert not jr.lock_info(None, journal_dir() / jr.LOCK_NAME).held
+    assert not lock_info(None, journal_dir() / LOCK_NAME).held
 
 
 def test_crashed_run_names_rtlab_restore(
@@ -270,7 +272,7 @@ def test_crashed_run_names_rtlab_restore(
     run.wait()
     wait_for(lambda: not alive(applier), 30, "the applier to be gone")
     assert irq_state() != before, "the crash should have left the IRQ moves"
-    info = jr.read_journal(run_journal(run.pid))
+    info = read_journal(run_journal(run.pid))
     assert info.stale and info.owner and f"pid {run.pid}" in info.owner
 
     try:
@@ -310,11 +312,11 @@ def test_next_run_waits_for_a_killed_runs_applier(
         from rtlab.engine.transport import LocalTransport
 
         t = LocalTransport(env["RTLAB_PROBE"])
-        lock = (str(journal_dir() / jr.LOCK_NAME), jr.owner_label("test"))
-        holder = jr.lock_info(None, lock[0])
+        lock = (str(journal_dir() / LOCK_NAME), owner_label("test"))
+        holder = lock_info(None, lock[0])
         assert holder.held and holder.restoring and holder.owner_pid == run.pid
-        with pytest.raises(jr.TargetBusyError) as exc:
-            jr.open_applier(t, tmp_path / "taker.journal", lock=lock, wait_s=1.0)
+        with pytest.raises(TargetBusyError) as exc:
+            open_applier(t, tmp_path / "taker.journal", lock=lock, wait_s=1.0)
         msg = exc.value.message
         assert f"still being restored after rtlab run pid {run.pid} on " in msg, msg
         assert f"applier (pid {applier})" in msg and "rtlab restore" not in msg

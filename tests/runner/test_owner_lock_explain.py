@@ -13,7 +13,9 @@ import pytest
 
 from rtlab.engine.transport import LocalTransport
 from rtlab.runner.shield import explain_exists
-from rtlab.system import journal as jr
+from rtlab.system.applier import Applier, ApplyError, SystemSession
+from rtlab.system.journal_files import SHIELD_JOURNAL, restore_journal
+from rtlab.system.target_lock import owner_label
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 
@@ -28,9 +30,9 @@ def cgroup(require_root: None) -> Iterator[Path]:
         path.rmdir()
 
 
-def _second_mkdir(t: LocalTransport, where: Path, path: Path) -> jr.ApplyError:
+def _second_mkdir(t: LocalTransport, where: Path, path: Path) -> ApplyError:
     """What a second session gets when it creates `path` too."""
-    with jr.SystemSession(t, where, name="second") as s, pytest.raises(jr.ApplyError) as exc:
+    with SystemSession(t, where, name="second") as s, pytest.raises(ApplyError) as exc:
         s.apply([{"op": "mkdir", "path": str(path)}], required=[0])
     return exc.value
 
@@ -38,7 +40,7 @@ def _second_mkdir(t: LocalTransport, where: Path, path: Path) -> jr.ApplyError:
 def test_live_owner_named_never_left_over(cgroup: Path, probe_bin: str, tmp_path: Path) -> None:
     t = LocalTransport(probe_bin)
     owned = tmp_path / "owner"
-    with jr.SystemSession(t, owned, name="run-1", owner=jr.owner_label(command="rtlab run x")) \
+    with SystemSession(t, owned, name="run-1", owner=owner_label(command="rtlab run x")) \
             as first:
         first.apply([{"op": "mkdir", "path": str(cgroup)}], required=[0])
         exc = _second_mkdir(t, tmp_path / "other", cgroup)
@@ -60,7 +62,7 @@ def test_persistent_shield_and_crashed_run_named(cgroup: Path, probe_bin: str,
     t = LocalTransport(probe_bin)
     d = tmp_path / "j"
     # a persistent shield's journal (detached): `rtlab shield --reset`
-    applier = jr.Applier(t, d / jr.SHIELD_JOURNAL, detach=True)
+    applier = Applier(t, d / SHIELD_JOURNAL, detach=True)
     assert applier.apply([{"op": "mkdir", "path": str(cgroup)}])[0]["ok"]
     applier.detach_now()
     try:
@@ -69,7 +71,7 @@ def test_persistent_shield_and_crashed_run_named(cgroup: Path, probe_bin: str,
         assert better is not None and "persistent shield" in better.message
         assert "rtlab shield --reset" in better.one_line()
         # the same journal under a run's name, nobody holding it: a crash
-        (d / jr.SHIELD_JOURNAL).rename(d / "run-999.journal")
+        (d / SHIELD_JOURNAL).rename(d / "run-999.journal")
         text = (d / "run-999.journal").read_text().replace('"detached":true',
                                                            '"detached":false')
         (d / "run-999.journal").write_text(text)
@@ -78,5 +80,5 @@ def test_persistent_shield_and_crashed_run_named(cgroup: Path, probe_bin: str,
         assert "rtlab restore" in better.one_line()
     finally:
         for j in d.glob("*.journal"):
-            assert jr.restore_journal(t, j).ok
+            assert restore_journal(t, j).ok
     assert not cgroup.exists()

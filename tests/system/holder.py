@@ -12,9 +12,9 @@ import sys
 import time
 
 from rtlab.engine.transport import LocalTransport
+from rtlab.system.applier import SystemSession
 from rtlab.system.facts import read_facts
-from rtlab.system.journal import SystemSession
-from rtlab.system.shield import ShieldRequest, plan_shield
+from rtlab.system.shield_plan import ShieldRequest, plan_shield
 
 
 def main() -> None:

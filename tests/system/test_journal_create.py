@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rtlab.engine.transport import LocalTransport
-from rtlab.system import journal as jr
+from rtlab.system.applier import Applier, SystemSession
+from rtlab.system.journal_files import journals, remote_journals
 
 
 def test_a_starting_journal_is_never_seen_stale(require_root: None, probe_bin: str,
@@ -23,14 +24,14 @@ def test_a_starting_journal_is_never_seen_stale(require_root: None, probe_bin: s
 
     def watch() -> None:  # read here, and as a board's engine reads (`sys journals`)
         while not stop.is_set():
-            for j in [*jr.journals(tmp_path), *jr.remote_journals(t, tmp_path)]:
+            for j in [*journals(tmp_path), *remote_journals(t, tmp_path)]:
                 seen.append((j.held, j.pid or 0))
 
     w = threading.Thread(target=watch, daemon=True)
     w.start()
     try:
         for k in range(20):
-            with jr.SystemSession(t, tmp_path, name=f"s{k}"):
+            with SystemSession(t, tmp_path, name=f"s{k}"):
                 pass
     finally:
         stop.set()
@@ -48,7 +49,7 @@ def test_an_existing_journal_is_refused(require_root: None, probe_bin: str,
     assert r.returncode == 1 and "exists: a live session or stale changes" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.journal"]
     with pytest.raises(Exception, match="exists"):
-        jr.Applier(LocalTransport(probe_bin), tmp_path / "x.journal")
+        Applier(LocalTransport(probe_bin), tmp_path / "x.journal")
 
 
 def test_an_unreadable_journal_on_a_board_is_listed_alone(probe_bin: str,
@@ -61,7 +62,7 @@ def test_an_unreadable_journal_on_a_board_is_listed_alone(probe_bin: str,
                     '"engine_version":"x","time_ns":1}\n')
     (tmp_path / "b.journal").write_bytes(b"\xff\xfe garbage, not a journal\n")
     t = LocalTransport(probe_bin)
-    found = {j.path.name: j for j in jr.remote_journals(t, tmp_path)}
+    found = {j.path.name: j for j in remote_journals(t, tmp_path)}
     assert set(found) == {"a.journal", "b.journal"}
     assert found["a.journal"].pid == 4242 and found["a.journal"].entries == []
     assert found["b.journal"].stale and found["b.journal"].entries == []

@@ -14,8 +14,8 @@ import pytest
 from rtlab.cpulist import format_cpumask, parse_cpumask
 from rtlab.errors import SkippedError, UsageError
 from rtlab.system.facts import parse_cpus_arg, parse_facts
-from rtlab.system.journal import read_journal
-from rtlab.system.shield import ShieldRequest, ThreadPriority, plan_shield, shield_from_journal
+from rtlab.system.journal_files import read_journal
+from rtlab.system.shield_plan import ShieldRequest, ThreadPriority, plan_shield, shield_from_journal
 from rtlab.system.verify import phase_recheck, verify_shield
 
 
@@ -346,7 +346,7 @@ def test_engine_facts_fields(probe_bin: str) -> None:
 
 
 def test_affinity_plan_moves_tasks_and_unmanaged_irqs_only() -> None:
-    from rtlab.system.shield import plan_affinity
+    from rtlab.system.shield_plan import plan_affinity
 
     raw = _facts()
     raw["irqs"].append({"irq": 40, "name": "nvme0q1", "affinity": [3], "effective": [3],
@@ -372,7 +372,7 @@ def test_affinity_plan_moves_tasks_and_unmanaged_irqs_only() -> None:
 
 
 def test_affinity_plan_flags_and_errors() -> None:
-    from rtlab.system.shield import plan_affinity
+    from rtlab.system.shield_plan import plan_affinity
 
     f = parse_facts(_facts())
     only_dsa = plan_affinity(f, ShieldRequest(cpus=frozenset({3}), tasks=False, irqs=False,

@@ -13,7 +13,7 @@ import pytest
 
 from rtlab.cli import cmd_shield as shield_mod  # where the command looks them up
 from rtlab.cli import main
-from rtlab.system.journal import RestoreReport
+from rtlab.system.journal_files import RestoreReport
 
 STATUS = {"requested": {"cpus": "1", "irqs": True, "backend": "v1", "journal": "j"},
           "in_effect": {"cpus": {}, "cgroup": {"backend": "v1", "path": "/x"}},

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from rtlab.engine.transport import LocalTransport
+from rtlab.system.applier import SystemSession
 from rtlab.system.facts import read_facts
-from rtlab.system.journal import SystemSession, read_journal, stale_journals
-from rtlab.system.shield import ShieldRequest, plan_shield, refused_irqs
+from rtlab.system.journal_files import read_journal, stale_journals
+from rtlab.system.shield_plan import ShieldRequest, plan_shield, refused_irqs
 from rtlab.system.verify import verify_shield
 from tests.support import snapshot
 from tests.system.helpers import foreign_pids

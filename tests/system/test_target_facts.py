@@ -19,8 +19,8 @@ import pytest
 
 from rtlab.errors import SkippedError
 from rtlab.system.facts import parse_facts
-from rtlab.system.journal import lock_info
-from rtlab.system.shield import ShieldRequest, choose_backend, plan_shield
+from rtlab.system.shield_plan import ShieldRequest, choose_backend, plan_shield
+from rtlab.system.target_lock import lock_info
 from rtlab.system.verify import verify_shield
 
 SHIELD = "/sys/fs/cgroup/rtlab-shield"

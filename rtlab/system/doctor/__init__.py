@@ -7,7 +7,7 @@ Usage from the runner::
     findings = run_checks("/", cpus=[2, 3])
     for f in top_findings(findings, 3): ...
 
-Each check is a small class (see `base.Check`) in a module per concern; adding one is
+Each check is a small class (see `check.Check`) in a module per concern; adding one is
 a class plus one line in CHECKS.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.errors import UsageError
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 from rtlab.system.doctor.cpu import (
     CacheCheck,
     ClocksourceCheck,

@@ -11,7 +11,7 @@ from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError
 from rtlab.system.cpumodel import CpuModels, read_cpu_models
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 from rtlab.textfmt import processor
 
 CPU = "sys/devices/system/cpu"

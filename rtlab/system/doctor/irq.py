@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from rtlab.cpulist import format_cpulist
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 
 
 class IrqbalanceCheck(Check):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 from rtlab.system.facts import Preemption, read_preemption
 
 

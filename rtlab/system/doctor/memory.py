@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 
 THP = "sys/kernel/mm/transparent_hugepage"
 

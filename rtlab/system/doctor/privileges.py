@@ -10,7 +10,7 @@ import os
 import resource
 import threading
 
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 
 
 def try_fifo(priority: int = 1) -> str | None:

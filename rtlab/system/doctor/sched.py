@@ -5,7 +5,7 @@ per-CPU kernel thread priorities, unbound workqueues."""
 from __future__ import annotations
 
 from rtlab.cpulist import format_cpulist, parse_cpumask
-from rtlab.system.doctor.base import Check, Code, Context, Finding, Severity
+from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 
 _POLICY = {0: "OTHER", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEADLINE"}
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""A target's files as the host's checks read them, copied by its engine
-(`rtlab.engine.snapshot`).
+"""What the host reads of a target through its engine's copies of /proc and /sys
+(`rtlab.engine.snapshot`): the doctor's tree, and a process's ancestors.
 
 A board has no Python: what the host's checks read from /proc and /sys there, the
 board's engine copies (docs/sys-protocol.md, "snapshot"), and the host lays the
