@@ -9,11 +9,10 @@ writes the same answer into every probe's header (`system.cpu_model`,
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rtlab.errors import RtlabError
+from rtlab.system.facts import read_sys_record
 
 if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
@@ -56,13 +55,4 @@ def read_cpu_models(transport: Transport, root: str | None = None,
                     timeout_s: float = 30.0) -> CpuModels:
     """`rtlab-probe sys cpumodel [--root DIR]` on the transport's target; RtlabError if
     it fails."""
-    proc = transport.run(["sys", "cpumodel", *(["--root", root] if root else [])],
-                         timeout_s=timeout_s)
-    if proc.returncode != 0:
-        raise RtlabError(f"`sys cpumodel` failed: {proc.stderr.strip() or proc.returncode}")
-    try:
-        return parse_cpu_models(json.loads(proc.stdout))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RtlabError(f"`sys cpumodel` printed something that is not a cpumodel record: "
-                         f"{exc}", hint="rtlab and rtlab-probe versions differ; reinstall both"
-                         ) from exc
+    return read_sys_record(transport, "cpumodel", parse_cpu_models, root, timeout_s)

@@ -8,8 +8,9 @@ the local /proc directly, so the same code plans a shield for a remote board.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.errors import RtlabError, UsageError
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from rtlab.engine.transport import Transport
 
 SCHEMA = 1
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -197,25 +199,37 @@ class Preemption:
         return how
 
 
+def read_sys_record(transport: Transport, what: str, parse: Callable[[dict[str, Any]], T],
+                    root: str | None = None, timeout_s: float = 30.0) -> T:
+    """`rtlab-probe sys WHAT [--root DIR]` on the transport's target, its one record
+    parsed by `parse` (ValueError/KeyError/TypeError when it is not one); RtlabError if
+    it fails."""
+    proc = transport.run(["sys", what, *(["--root", root] if root else [])],
+                         timeout_s=timeout_s)
+    if proc.returncode != 0:
+        raise RtlabError(f"`sys {what}` failed: {proc.stderr.strip() or proc.returncode}")
+    try:
+        return parse(json.loads(proc.stdout))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RtlabError(f"`sys {what}` printed something that is not a {what} record: {exc}",
+                         hint="rtlab and rtlab-probe versions differ; reinstall both") from exc
+
+
+def parse_preemption(obj: dict[str, Any]) -> Preemption:
+    """A `sys preempt` record; ValueError/KeyError/TypeError when it is not one."""
+    if obj.get("type") != "preempt" or obj.get("schema") != SCHEMA:
+        raise ValueError(f"type={obj.get('type')!r}, schema={obj.get('schema')!r}")
+    return Preemption(model=str(obj["preempt"]), source=obj["preempt_source"],
+                      dynamic=obj["preempt_dynamic"], live_error=obj["preempt_live_error"],
+                      version=obj.get("version"), realtime=obj.get("realtime"),
+                      config=obj.get("config"))
+
+
 def read_preemption(transport: Transport, root: str | None = None,
                     timeout_s: float = 30.0) -> Preemption:
     """`rtlab-probe sys preempt [--root DIR]` on the transport's target; RtlabError if
     it fails."""
-    proc = transport.run(["sys", "preempt", *(["--root", root] if root else [])],
-                         timeout_s=timeout_s)
-    if proc.returncode != 0:
-        raise RtlabError(f"`sys preempt` failed: {proc.stderr.strip() or proc.returncode}")
-    try:
-        obj = json.loads(proc.stdout)
-        if obj.get("type") != "preempt" or obj.get("schema") != SCHEMA:
-            raise ValueError(f"type={obj.get('type')!r}, schema={obj.get('schema')!r}")
-        return Preemption(model=str(obj["preempt"]), source=obj["preempt_source"],
-                          dynamic=obj["preempt_dynamic"], live_error=obj["preempt_live_error"],
-                          version=obj.get("version"), realtime=obj.get("realtime"),
-                          config=obj.get("config"))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RtlabError(f"`sys preempt` printed something that is not a preempt record: {exc}",
-                         hint="rtlab and rtlab-probe versions differ; reinstall both") from exc
+    return read_sys_record(transport, "preempt", parse_preemption, root, timeout_s)
 
 
 def parse_cpus_arg(text: str, online: frozenset[int], what: str = "--cpus") -> frozenset[int]:

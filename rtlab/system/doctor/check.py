@@ -194,5 +194,13 @@ class Check:
             self.id, self.title, severity, summary, self.why, advice, dict(facts or {}), codes
         )
 
+    def problem(self, severity: Severity, code: Code, summary: str, *, advice: str | None,
+                facts: dict[str, Any] | None = None) -> Finding:
+        """What is wrong (one code) and the change that puts it right."""
+        return self.finding(severity, summary, advice=advice, facts=facts, codes=(code,))
+
+    def ok(self, summary: str, facts: dict[str, Any] | None = None) -> Finding:
+        return self.finding(Severity.OK, summary, facts=facts)
+
     def unknown(self, summary: str, facts: dict[str, Any] | None = None) -> Finding:
         return self.finding(Severity.UNKNOWN, summary, facts=facts, codes=(Code.UNREADABLE,))

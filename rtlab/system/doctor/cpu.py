@@ -52,8 +52,8 @@ class CpuModelCheck(Check):
             return self.unknown(f"{found.cpuinfo} not readable ({found.error})", facts)
         if not groups:
             if found.cpu_model:
-                return self.finding(Severity.OK, f"{found.cpu_model} (no core named per CPU "
-                                    f"in {found.cpuinfo})", facts=facts)
+                return self.ok(f"{found.cpu_model} (no core named per CPU "
+                                    f"in {found.cpuinfo})", facts)
             return self.unknown(f"{found.cpuinfo} names no core", facts)
         text = processor(found.as_system()) or ""
         measured = set(ctx.cpus) or {c for cpus, _ in groups for c in cpus}
@@ -72,7 +72,7 @@ class CpuModelCheck(Check):
             )
         if len(groups) > 1 and ctx.requested_cpus is not None and kinds:
             text += f"; measured CPUs {kinds[0][0]}: {kinds[0][1]}"
-        return self.finding(Severity.OK, text, facts=facts)
+        return self.ok(text, facts)
 
 
 class SmtCheck(Check):
@@ -111,39 +111,29 @@ class SmtCheck(Check):
         off = "echo off > /sys/devices/system/cpu/smt/control (or boot with nosmt)"
         if busy:
             facts["busy_siblings"] = format_cpulist(busy)
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.SMT_SIBLING_BUSY,
                 f"SMT on: siblings {format_cpulist(busy)} of the measured CPUs are busy "
                 "(not isolated)",
                 advice=f"isolate the whole core (add {format_cpulist(busy)} to isolcpus and "
                 f"nohz_full and leave them idle) or turn SMT off: {off}",
-                facts=facts,
-                codes=(Code.SMT_SIBLING_BUSY,),
-            )
+                facts=facts)
         if shared and ctx.requested_cpus is None:
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.SMT_ACTIVE,
                 f"SMT on: CPUs {format_cpulist(shared)} share cores",
                 advice=f"measure on one thread per core and keep its sibling idle, or {off}",
-                facts=facts,
-                codes=(Code.SMT_ACTIVE,),
-            )
+                facts=facts)
         if shared:
             pairs = sorted({format_cpulist(siblings[c]) for c in shared})
             inner = [p for p in pairs if len(set(parse_cpulist(p, strides=True)) & measured) > 1]
             if inner:
-                return self.finding(
-                    Severity.WARNING,
+                return self.problem(
+                    Severity.WARNING, Code.SMT_ACTIVE,
                     f"measured CPUs share cores: {', '.join(inner)}",
-                    advice=f"measure on one thread per core, or {off}",
-                    facts=facts,
-                    codes=(Code.SMT_ACTIVE,),
-                )
-        return self.finding(
-            Severity.OK,
-            "no busy SMT sibling" if shared else f"no SMT (control: {control or 'n/a'})",
-            facts=facts,
-        )
+                    advice=f"measure on one thread per core, or {off}", facts=facts)
+        return self.ok(
+            "no busy SMT sibling" if shared else f"no SMT (control: {control or 'n/a'})", facts)
 
 
 class CacheCheck(Check):
@@ -190,16 +180,13 @@ class CacheCheck(Check):
             where = ", ".join(
                 f"{k} with CPUs {format_cpulist(v)}" for k, v in sorted(shared_with_hk.items())
             )
-            return self.finding(
-                Severity.INFO,
-                f"measured CPUs share {where}",
+            return self.problem(
+                Severity.INFO, Code.CACHE_SHARED, f"measured CPUs share {where}",
                 advice="pick measured CPUs whose L2 is not shared with busy CPUs; for the "
                 "L3 use cache partitioning (resctrl / Intel CAT, AMD L3 QoS) if "
                 "available",
-                facts=facts,
-                codes=(Code.CACHE_SHARED,),
-            )
-        return self.finding(Severity.OK, text or "no shared caches", facts=facts)
+                facts=facts)
+        return self.ok(text or "no shared caches", facts)
 
 
 def _dma_latency(ctx: Context) -> int | None:
@@ -296,17 +283,14 @@ class IdleCheck(Check):
             f"{deepest} µs; {held}"
         )
         if deep_names:
-            return self.finding(
-                Severity.WARNING,
-                summary,
+            return self.problem(
+                Severity.WARNING, Code.DEEP_IDLE_STATES, summary,
                 advice="hold /dev/cpu_dma_latency at 0 during the run (write a 32-bit 0 and "
                 "keep it open), or disable deep states: echo 1 > /sys/devices/system/"
                 "cpu/cpuN/cpuidle/stateK/disable, or boot with "
                 "intel_idle.max_cstate=1 processor.max_cstate=1",
-                facts=facts,
-                codes=(Code.DEEP_IDLE_STATES,),
-            )
-        return self.finding(Severity.OK, summary, facts=facts)
+                facts=facts)
+        return self.ok(summary, facts)
 
 
 def _self_pid(ctx: Context) -> int:
@@ -354,24 +338,18 @@ class CpufreqCheck(Check):
         bad = {g: c for g, c in govs.items() if g != "performance"}
         text = ", ".join(f"{g} on {format_cpulist(c)}" for g, c in govs.items())
         if bad:
-            return self.finding(
-                Severity.WARNING,
-                f"governor {text} ({driver})",
+            return self.problem(
+                Severity.WARNING, Code.CPUFREQ_GOVERNOR, f"governor {text} ({driver})",
                 advice="cpupower frequency-set -g performance (or echo performance > "
                 "/sys/devices/system/cpu/cpuN/cpufreq/scaling_governor)",
-                facts=facts,
-                codes=(Code.CPUFREQ_GOVERNOR,),
-            )
+                facts=facts)
         if boost_on:
-            return self.finding(
-                Severity.INFO,
-                f"governor {text}; boost/turbo on",
+            return self.problem(
+                Severity.INFO, Code.CPUFREQ_BOOST, f"governor {text}; boost/turbo on",
                 advice="echo 0 > /sys/devices/system/cpu/cpufreq/boost (intel_pstate: "
                 "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo)",
-                facts=facts,
-                codes=(Code.CPUFREQ_BOOST,),
-            )
-        return self.finding(Severity.OK, f"governor {text}", facts=facts)
+                facts=facts)
+        return self.ok(f"governor {text}", facts)
 
 
 _PARAVIRT = ("kvm-clock", "xen", "hyperv_clocksource_tsc_page", "hyperv_clocksource_msr")
@@ -415,36 +393,25 @@ class ClocksourceCheck(Check):
         if cur in _SLOW:
             code = Code.TSC_UNSTABLE if x86 and "tsc" not in avail else Code.CLOCKSOURCE_SLOW
             note = " (tsc not available: marked unstable?)" if code is Code.TSC_UNSTABLE else ""
-            return self.finding(
-                Severity.WARNING,
-                f"clocksource {cur}{note}",
-                advice=advice,
-                facts=facts,
-                codes=(code,),
-            )
+            return self.problem(
+                Severity.WARNING, code, f"clocksource {cur}{note}",
+                advice=advice, facts=facts)
         if cur == "tsc" and not {"constant_tsc", "nonstop_tsc"} <= set(tsc_flags):
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.TSC_UNSTABLE,
                 f"clocksource tsc without constant_tsc/nonstop_tsc "
                 f"(flags: {', '.join(tsc_flags) or 'none'})",
                 advice="keep deep C-states and frequency changes off, or use a platform with "
                 "an invariant TSC",
-                facts=facts,
-                codes=(Code.TSC_UNSTABLE,),
-            )
+                facts=facts)
         if cur in _PARAVIRT:
-            return self.finding(
-                Severity.INFO,
+            return self.problem(
+                Severity.INFO, Code.CLOCKSOURCE_SLOW,
                 f"paravirtual clocksource {cur} (available: {' '.join(avail)})",
                 advice="prefer tsc when the host exposes a stable one (clocksource=tsc)",
-                facts=facts,
-                codes=(Code.CLOCKSOURCE_SLOW,),
-            )
-        return self.finding(
-            Severity.OK,
-            f"clocksource {cur}" + (f" ({', '.join(tsc_flags)})" if cur == "tsc" else ""),
-            facts=facts,
-        )
+                facts=facts)
+        return self.ok(
+            f"clocksource {cur}" + (f" ({', '.join(tsc_flags)})" if cur == "tsc" else ""), facts)
 
 
 def _steal_percent(ctx: Context) -> float | None:
@@ -499,7 +466,7 @@ class VirtualizationCheck(Check):
         if not (hv_flag or hv_type or dmi_vm):
             if not ctx.flags and product is None and not s.exists("proc/cpuinfo"):
                 return self.unknown("cpuinfo and DMI not readable", facts)
-            return self.finding(Severity.OK, "bare metal (no hypervisor detected)", facts=facts)
+            return self.ok("bare metal (no hypervisor detected)", facts)
         what = hv_type or product or "hypervisor flag in cpuinfo"
         codes: tuple[Code, ...] = (Code.VIRTUALIZED,)
         if steal:
@@ -544,15 +511,12 @@ class MitigationsCheck(Check):
             f"{len(vulnerable)} vulnerable; cmdline mitigations={cmd or '(default)'}"
         )
         if mitigated:
-            return self.finding(
-                Severity.INFO,
-                summary,
+            return self.problem(
+                Severity.INFO, Code.MITIGATIONS, summary,
                 advice="mitigations=off on the kernel command line removes their cost but "
                 "trades away security: only on a machine that runs trusted code",
-                facts=facts,
-                codes=(Code.MITIGATIONS,),
-            )
-        return self.finding(Severity.OK, summary, facts=facts)
+                facts=facts)
+        return self.ok(summary, facts)
 
 
 class NumaCheck(Check):
@@ -578,11 +542,7 @@ class NumaCheck(Check):
             return self.unknown("no NUMA information", facts)
         summary = f"{len(nodes or [0])} node(s); numa_balancing={balancing}"
         if balancing:
-            return self.finding(
-                Severity.WARNING,
-                summary,
-                advice="sysctl kernel.numa_balancing=0 (boot: numa_balancing=disable)",
-                facts=facts,
-                codes=(Code.NUMA_BALANCING,),
-            )
-        return self.finding(Severity.OK, summary, facts=facts)
+            return self.problem(
+                Severity.WARNING, Code.NUMA_BALANCING, summary,
+                advice="sysctl kernel.numa_balancing=0 (boot: numa_balancing=disable)", facts=facts)
+        return self.ok(summary, facts)

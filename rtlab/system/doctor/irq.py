@@ -23,15 +23,13 @@ class IrqbalanceCheck(Check):
         facts = {"pids": pids}
         if pids:
             iso = format_cpulist(ctx.isolated) or "<measured CPUs>"
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.IRQBALANCE_RUNNING,
                 f"irqbalance running (pid {', '.join(map(str, pids))})",
                 advice="systemctl disable --now irqbalance, or ban the measured CPUs: "
                 f"IRQBALANCE_BANNED_CPULIST={iso} in /etc/default/irqbalance",
-                facts=facts,
-                codes=(Code.IRQBALANCE_RUNNING,),
-            )
-        return self.finding(Severity.OK, "irqbalance not running", facts=facts)
+                facts=facts)
+        return self.ok("irqbalance not running", facts)
 
 
 class IrqAffinityCheck(Check):
@@ -68,14 +66,10 @@ class IrqAffinityCheck(Check):
         if hits:
             hk = format_cpulist(ctx.housekeeping)
             names = ", ".join(sorted(hits, key=int)[:8]) + (" ..." if len(hits) > 8 else "")
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.IRQ_ON_ISOLATED,
                 f"{len(hits)} IRQ(s) may hit isolated CPUs: {names}",
                 advice=f"echo {hk} > /proc/irq/N/smp_affinity_list for each; boot with "
                 f"irqaffinity={hk} and isolcpus=managed_irq,...",
-                facts=facts,
-                codes=(Code.IRQ_ON_ISOLATED,),
-            )
-        return self.finding(
-            Severity.OK, f"no IRQ targets the isolated CPUs {format_cpulist(target)}", facts=facts
-        )
+                facts=facts)
+        return self.ok(f"no IRQ targets the isolated CPUs {format_cpulist(target)}", facts)

@@ -53,35 +53,25 @@ class PreemptionCheck(Check):
             why = "no kernel config"
             if p.dynamic:
                 why += f", live mode unreadable: {p.live_error}"
-            return self.finding(
-                Severity.UNKNOWN,
+            return self.problem(
+                Severity.UNKNOWN, Code.PREEMPT_MODE_UNREADABLE,
                 f"not PREEMPT_RT; preemption mode unknown ({why})",
-                facts=facts,
                 advice="expose the config (CONFIG_IKCONFIG_PROC=y or /boot/config-$(uname -r))"
                 + ("; mount debugfs to read the live mode" if p.dynamic else ""),
-                codes=(Code.PREEMPT_MODE_UNREADABLE,),
-            )
+                facts=facts)
         rt_advice = (
             "boot a PREEMPT_RT kernel (CONFIG_PREEMPT_RT=y; Debian: "
             "apt install linux-image-rt-amd64 / -rt-arm64)"
         )
         if p.model in ("full", "lazy"):
-            return self.finding(
-                Severity.WARNING,
-                f"not PREEMPT_RT; preemption {p.described}",
-                advice=rt_advice,
-                facts=facts,
-                codes=(Code.PREEMPT_FULL,),
-            )
+            return self.problem(
+                Severity.WARNING, Code.PREEMPT_FULL, f"not PREEMPT_RT; preemption {p.described}",
+                advice=rt_advice, facts=facts)
         if p.dynamic:
             rt_advice += "; meanwhile add preempt=full to the kernel command line"
-        return self.finding(
-            Severity.CRITICAL,
-            f"not PREEMPT_RT; preemption {p.described}",
-            advice=rt_advice,
-            facts=facts,
-            codes=(Code.PREEMPT_NONE,),
-        )
+        return self.problem(
+            Severity.CRITICAL, Code.PREEMPT_NONE, f"not PREEMPT_RT; preemption {p.described}",
+            advice=rt_advice, facts=facts)
 
 
 class TickCheck(Check):
@@ -117,23 +107,17 @@ class TickCheck(Check):
         }
         summary = f"HZ={hz}, tick mode {mode}"
         if cmd_nohz and mode != "full":
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.NOHZ_FULL_NOT_BUILT,
                 summary + "; nohz_full= given but CONFIG_NO_HZ_FULL is not built, so it is ignored",
-                advice="build with CONFIG_NO_HZ_FULL=y",
-                facts=facts,
-                codes=(Code.NOHZ_FULL_NOT_BUILT,),
-            )
+                advice="build with CONFIG_NO_HZ_FULL=y", facts=facts)
         if mode != "full":
-            return self.finding(
-                Severity.INFO,
-                summary + " (the tick runs on busy CPUs)",
+            return self.problem(
+                Severity.INFO, Code.NO_NOHZ_FULL, summary + " (the tick runs on busy CPUs)",
                 advice="for isolated CPUs: build with CONFIG_NO_HZ_FULL=y and "
                 "boot with nohz_full=<isolated CPUs>",
-                facts=facts,
-                codes=(Code.NO_NOHZ_FULL,),
-            )
-        return self.finding(Severity.OK, summary, facts=facts)
+                facts=facts)
+        return self.ok(summary, facts)
 
 
 def _isolcpus_list(value: str | None) -> list[int]:
@@ -177,15 +161,13 @@ class IsolationCheck(Check):
             (set(want_isol) - set(isolated or [])) | (set(want_nohz) - set(nohz or []))
         )
         if missing:
-            return self.finding(
-                Severity.CRITICAL,
+            return self.problem(
+                Severity.CRITICAL, Code.ISOLATION_NOT_IN_EFFECT,
                 f"isolation configured but not in effect for CPUs {format_cpulist(missing)}",
                 advice="check the parameter syntax and that the kernel has "
                 "CONFIG_CPU_ISOLATION (isolcpus) and CONFIG_NO_HZ_FULL (nohz_full); "
                 "see dmesg | grep -i -e isol -e nohz",
-                facts=facts,
-                codes=(Code.ISOLATION_NOT_IN_EFFECT,),
-            )
+                facts=facts)
         in_effect = ctx.isolated
         housekeeping = ctx.housekeeping
         # never suggest isolating the housekeeping CPU(s) that irqaffinity= points at
@@ -198,24 +180,20 @@ class IsolationCheck(Check):
         )
         if not in_effect:
             sev = Severity.WARNING if ctx.requested_cpus else Severity.INFO
-            return self.finding(
-                sev, "no CPU is isolated", advice=advice, facts=facts, codes=(Code.NO_ISOLATION,)
-            )
+            return self.problem(
+                sev, Code.NO_ISOLATION, "no CPU is isolated",
+                advice=advice, facts=facts)
         outside = sorted(set(ctx.requested_cpus or []) - in_effect)
         if outside:
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.CPUS_NOT_ISOLATED,
                 f"measured CPUs {format_cpulist(outside)} are not isolated "
                 f"(isolated: {format_cpulist(in_effect)})",
                 advice=f"measure on the isolated CPUs ({format_cpulist(in_effect)}) or " + advice,
-                facts=facts,
-                codes=(Code.CPUS_NOT_ISOLATED,),
-            )
+                facts=facts)
         notes = ""
         if want_isol or want_nohz:
             lacking = [k for k in ("rcu_nocbs", "irqaffinity") if k not in cmd]
             if lacking:
                 notes = f" (no {', '.join(lacking)} on the cmdline)"
-        return self.finding(
-            Severity.OK, f"isolated in effect: {format_cpulist(in_effect)}" + notes, facts=facts
-        )
+        return self.ok(f"isolated in effect: {format_cpulist(in_effect)}" + notes, facts)

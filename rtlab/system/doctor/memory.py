@@ -32,20 +32,17 @@ class ThpCheck(Check):
         facts = {"enabled": enabled, "defrag": defrag}
         if enabled is None:
             if s.exists("sys/kernel/mm") or s.exists("sys/kernel"):
-                return self.finding(Severity.OK, "THP not built in", facts=facts)
+                return self.ok("THP not built in", facts)
             return self.unknown("sys/kernel/mm not readable", facts)
         summary = f"enabled={enabled}, defrag={defrag}"
         if enabled == "always" or defrag == "always":
-            return self.finding(
-                Severity.WARNING,
-                summary,
+            return self.problem(
+                Severity.WARNING, Code.THP_ALWAYS, summary,
                 advice="echo madvise > /sys/kernel/mm/transparent_hugepage/enabled; echo "
                 "madvise > /sys/kernel/mm/transparent_hugepage/defrag (boot: "
                 "transparent_hugepage=madvise)",
-                facts=facts,
-                codes=(Code.THP_ALWAYS,),
-            )
-        return self.finding(Severity.OK, summary, facts=facts)
+                facts=facts)
+        return self.ok(summary, facts)
 
 
 class SwapCheck(Check):
@@ -64,11 +61,8 @@ class SwapCheck(Check):
         devices = [line.split()[0] for line in swaps.splitlines()[1:] if line.split()]
         facts = {"devices": devices, "swappiness": s.read_int("proc/sys/vm/swappiness")}
         if devices:
-            return self.finding(
-                Severity.WARNING,
-                f"swap on: {', '.join(devices)}",
+            return self.problem(
+                Severity.WARNING, Code.SWAP_ON, f"swap on: {', '.join(devices)}",
                 advice="swapoff -a (or at least sysctl vm.swappiness=0) on a real-time system",
-                facts=facts,
-                codes=(Code.SWAP_ON,),
-            )
-        return self.finding(Severity.OK, "no swap", facts=facts)
+                facts=facts)
+        return self.ok("no swap", facts)

@@ -107,13 +107,9 @@ class RtPrivilegeCheck(Check):
             no_lock = euid != 0 and memlock is not None and 0 <= memlock < 64 * 2**20
             if no_rt or no_lock:
                 code = Code.NO_RT_PRIORITY if no_rt else Code.NO_MEMLOCK
-                return self.finding(
-                    Severity.WARNING,
-                    summary + " (not attempted: not the live system)",
-                    advice=grant,
-                    facts=facts,
-                    codes=(code,),
-                )
+                return self.problem(
+                    Severity.WARNING, code, summary + " (not attempted: not the live system)",
+                    advice=grant, facts=facts)
             return self.finding(
                 Severity.INFO, summary + " (not attempted: not the live system)", facts=facts
             )
@@ -123,22 +119,17 @@ class RtPrivilegeCheck(Check):
                 if euid == 0 and fifo == "EPERM"
                 else ""
             )
-            return self.finding(
-                Severity.CRITICAL,
+            return self.problem(
+                Severity.CRITICAL, Code.NO_RT_PRIORITY,
                 f"{summary}; SCHED_FIFO refused: {fifo}{hint}",
                 advice=grant
                 if euid != 0
                 else "give this process's cpu cgroup RT runtime "
                 "(see rt-group) or move it to the root cgroup",
-                facts=facts,
-                codes=(Code.NO_RT_PRIORITY,),
-            )
+                facts=facts)
         if mlock is not None or (euid != 0 and memlock is not None and 0 <= memlock < 64 * 2**20):
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.NO_MEMLOCK,
                 f"{summary}; memory locking limited ({mlock or 'small RLIMIT_MEMLOCK'})",
-                advice=grant,
-                facts=facts,
-                codes=(Code.NO_MEMLOCK,),
-            )
-        return self.finding(Severity.OK, f"{summary}; SCHED_FIFO and mlock work", facts=facts)
+                advice=grant, facts=facts)
+        return self.ok(f"{summary}; SCHED_FIFO and mlock work", facts)

@@ -30,20 +30,13 @@ class RtThrottlingCheck(Check):
         if runtime is None or period is None:
             return self.unknown("kernel.sched_rt_runtime_us / _period_us not readable", facts)
         if runtime < 0:
-            return self.finding(
-                Severity.INFO,
-                "RT throttling disabled (runtime -1)",
+            return self.problem(
+                Severity.INFO, Code.RT_THROTTLING_OFF, "RT throttling disabled (runtime -1)",
                 advice="keep it only while measuring on isolated CPUs; restore with sysctl "
                 "kernel.sched_rt_runtime_us=950000 (a runaway RT loop can hang its CPU)",
-                facts=facts,
-                codes=(Code.RT_THROTTLING_OFF,),
-            )
+                facts=facts)
         if runtime >= period:
-            return self.finding(
-                Severity.OK,
-                f"RT tasks may use the whole period ({runtime}/{period} µs)",
-                facts=facts,
-            )
+            return self.ok(f"RT tasks may use the whole period ({runtime}/{period} µs)", facts)
         gap_ms = (period - runtime) / 1000
         summary = (
             f"RT throttling at {runtime}/{period} µs: a busy RT loop is stopped "
@@ -54,7 +47,7 @@ class RtThrottlingCheck(Check):
             "kernel.sched_rt_runtime_us=-1 for the duration of the run"
         )
         sev = Severity.WARNING if runtime * 100 < period * 95 else Severity.INFO
-        return self.finding(sev, summary, advice=advice, facts=facts, codes=(Code.RT_THROTTLING,))
+        return self.problem(sev, Code.RT_THROTTLING, summary, advice=advice, facts=facts)
 
 
 def _cpu_cgroup(ctx: Context) -> tuple[str | None, str | None]:
@@ -107,7 +100,7 @@ class RtGroupCheck(Check):
             "cgroup": path,
         }
         if built == "n":
-            return self.finding(Severity.OK, "CONFIG_RT_GROUP_SCHED not set", facts=facts)
+            return self.ok("CONFIG_RT_GROUP_SCHED not set", facts)
         if mount is None or path is None:
             if built == "y":
                 return self.finding(
@@ -130,16 +123,14 @@ class RtGroupCheck(Check):
             return self.unknown(f"cpu.rt_runtime_us of {path} not readable", facts)
         zero = [p for p, v in chain if v == 0]
         if zero:
-            return self.finding(
-                Severity.CRITICAL,
+            return self.problem(
+                Severity.CRITICAL, Code.RT_GROUP_ZERO,
                 f"cpu cgroup {zero[0]} has cpu.rt_runtime_us=0: SCHED_FIFO fails with EPERM",
                 advice=f"give it RT runtime, parents first (echo 950000 > {mount}<group>/"
                 f"cpu.rt_runtime_us for each group down to {path}), or move the shell "
                 f"to the root group: echo $$ > {mount}/cgroup.procs",
-                facts=facts,
-                codes=(Code.RT_GROUP_ZERO,),
-            )
-        return self.finding(Severity.OK, f"cpu cgroup {path}: rt_runtime_us={own}", facts=facts)
+                facts=facts)
+        return self.ok(f"cpu cgroup {path}: rt_runtime_us={own}", facts)
 
 
 class TimerMigrationCheck(Check):
@@ -156,14 +147,10 @@ class TimerMigrationCheck(Check):
         if value is None:
             return self.unknown("kernel.timer_migration not readable", facts)
         if value:
-            return self.finding(
-                Severity.INFO,
-                "timer_migration=1",
-                advice="sysctl kernel.timer_migration=0",
-                facts=facts,
-                codes=(Code.TIMER_MIGRATION,),
-            )
-        return self.finding(Severity.OK, "timer_migration=0", facts=facts)
+            return self.problem(
+                Severity.INFO, Code.TIMER_MIGRATION, "timer_migration=1",
+                advice="sysctl kernel.timer_migration=0", facts=facts)
+        return self.ok("timer_migration=0", facts)
 
 
 class WatchdogCheck(Check):
@@ -194,23 +181,17 @@ class WatchdogCheck(Check):
         on_cpus = set(ctx.cpus) if mask is None else set(mask) & set(ctx.cpus)
         housekeeping = format_cpulist(ctx.housekeeping)
         if nmi and enabled != 0:
-            return self.finding(
-                Severity.WARNING,
-                "NMI (hard lockup) watchdog on",
-                advice="sysctl kernel.nmi_watchdog=0 (boot: nmi_watchdog=0)",
-                facts=facts,
-                codes=(Code.NMI_WATCHDOG,),
-            )
+            return self.problem(
+                Severity.WARNING, Code.NMI_WATCHDOG, "NMI (hard lockup) watchdog on",
+                advice="sysctl kernel.nmi_watchdog=0 (boot: nmi_watchdog=0)", facts=facts)
         if soft and enabled != 0 and on_cpus:
-            return self.finding(
-                Severity.INFO,
+            return self.problem(
+                Severity.INFO, Code.SOFT_WATCHDOG,
                 f"soft lockup watchdog on CPUs {format_cpulist(on_cpus)}",
                 advice=f"sysctl kernel.watchdog_cpumask={housekeeping} (boot: nowatchdog "
                 "or nosoftlockup)",
-                facts=facts,
-                codes=(Code.SOFT_WATCHDOG,),
-            )
-        return self.finding(Severity.OK, "no lockup watchdog on the measured CPUs", facts=facts)
+                facts=facts)
+        return self.ok("no lockup watchdog on the measured CPUs", facts)
 
 
 _KTHREADS = ("ksoftirqd/", "ktimers/", "rcuc/", "rcuop/", "rcuog/", "migration/", "irq/")
@@ -245,15 +226,12 @@ class KthreadCheck(Check):
             f"{k}: " + ", ".join(f"{n}x {lab}" for lab, n in sorted(v.items()))
             for k, v in sorted(summary.items())
         )
-        return self.finding(
-            Severity.INFO,
-            text,
+        return self.problem(
+            Severity.INFO, Code.KTHREAD_PRIORITIES, text,
             advice="run the measured thread above the threads it does not depend on "
             "(e.g. SCHED_FIFO 95 > irq threads at 50); raise the IRQ thread that "
             "delivers your event: chrt -f -p 96 <pid of irq/N-name>",
-            facts=facts,
-            codes=(Code.KTHREAD_PRIORITIES,),
-        )
+            facts=facts)
 
 
 class WorkqueueCheck(Check):
@@ -281,11 +259,8 @@ class WorkqueueCheck(Check):
         if on:
             hk = ctx.housekeeping
             hk_mask = format(sum(1 << c for c in hk), "x")
-            return self.finding(
-                Severity.WARNING,
+            return self.problem(
+                Severity.WARNING, Code.WORKQUEUE_ON_ISOLATED,
                 f"unbound workqueues may run on isolated CPUs {format_cpulist(on)}",
-                advice=f"echo {hk_mask} > /sys/devices/virtual/workqueue/cpumask",
-                facts=facts,
-                codes=(Code.WORKQUEUE_ON_ISOLATED,),
-            )
-        return self.finding(Severity.OK, "unbound workqueues kept off isolated CPUs", facts=facts)
+                advice=f"echo {hk_mask} > /sys/devices/virtual/workqueue/cpumask", facts=facts)
+        return self.ok("unbound workqueues kept off isolated CPUs", facts)
