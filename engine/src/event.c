@@ -31,8 +31,8 @@ static const char *const gclk_names[] = { "monotonic", "realtime", "hte", NULL }
 
 enum {
 	O_SOURCE, O_DEVICE, O_LINE, O_EDGE, O_GPIO_CLOCK, O_BIND, O_RATE, O_GEN_CPU, O_CPU,
-	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT,
-	O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_CPU_OLD, O_N
+	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV, 
+	O_CPU_OLD, O_N
 };
 
 static const struct opt_def ev_opts[O_N] = {
@@ -62,24 +62,17 @@ static const struct opt_def ev_opts[O_N] = {
 			 "until SIGINT/SIGTERM (or --count)" },
 	[O_COUNT_EV] = { "count", OPT_INT, "N", "stop after N events", 1, INT64_MAX / 2, NULL,
 			 NULL, "until --duration or SIGINT/SIGTERM" },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU other than --cpus"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
 struct ev_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int source;
 	struct evsrc_cfg src;
 	int cpu;
 	enum rt_policy policy;
 	int priority;
 	uint64_t duration_ns, count;
-	uint64_t window_ns;
 };
 
 struct ev_ctx {
@@ -108,9 +101,12 @@ static int ev_bad(struct ev_ctx *ctx, char *err, size_t len, const char *msg)
 	return -EINVAL;
 }
 
-static int ev_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		   const struct probe_env *env, char *err, size_t errlen)
+static int ev_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	const struct probe_env *env = a->env;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct ev_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
 							      ~(size_t)(RL_CACHELINE - 1));
 	if (!ctx)
@@ -118,6 +114,7 @@ static int ev_init(void **out, const struct run_opts **run, const struct opt_val
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->src.fd = -1;
 	struct ev_cfg *c = &ctx->cfg_store;
+	c->run = a->run;
 	c->source = (int)v[O_SOURCE].i;
 	c->src.device = v[O_DEVICE].set ? v[O_DEVICE].s : NULL;
 	c->src.line = (int)v[O_LINE].i;
@@ -151,23 +148,9 @@ static int ev_init(void **out, const struct run_opts **run, const struct opt_val
 	c->src.gen_priority = c->priority > 1 ? c->priority - 1 : c->priority;
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->count = v[O_COUNT_EV].set ? (uint64_t)v[O_COUNT_EV].i : 0;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = -1;
-	cpu_set_t used;
-	CPU_ZERO(&used);
 	if (c->cpu >= 0)
-		CPU_SET(c->cpu, &used);
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
-			       &c->run.housekeeping, err, errlen) != 0) {
-		free(ctx);
-		return -EINVAL;
-	}
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+		CPU_SET(c->cpu, &a->used);
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
@@ -188,11 +171,11 @@ static void ev_write_config(const void *p, struct jsonw *w)
 	jw_int(w, "priority", c->priority);
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "count", c->count);
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_uint(w, "window_ns", c->window_ns);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_uint(w, "window_ns", c->run->window_ns);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 }
 
 static void write_clock(struct jsonw *w, const struct ev_ctx *ctx, bool final)
@@ -314,7 +297,7 @@ static int ev_prepare(void *p, struct probe_plan *plan)
 	ctx->src_open = true;
 	e = measure_conversion(ctx);
 	if (!e)
-		e = channel_create(&ctx->ch, "latency", c->cpu, c->window_ns, 0);
+		e = channel_create(&ctx->ch, "latency", c->cpu, c->run->window_ns, 0);
 	struct probe_thread *pt = e ? NULL : probe_plan_threads(plan, 1);
 	if (!e && !pt)
 		e = -ENOMEM;
@@ -335,20 +318,6 @@ static void ev_thread_ready(void *p, struct probe_thread *pt)
 {
 	struct ev_ctx *ctx = p;
 	atomic_store(&ctx->ch->tid, pt->rt.tid);
-}
-
-static void ev_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
-{
-	const struct ev_cfg *c = ((const struct ev_ctx *)p)->cfg;
-	if (v->thread)
-		snprintf(buf, len,
-			 "cannot run the handling thread as %s priority %d%s: run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
-			 rt_policy_names[c->policy], c->priority,
-			 v->thread->rt.pin_err ? " on its CPU" : "");
-	else
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root, or pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
 }
 
 /* The source starts delivering events now. */
@@ -375,15 +344,14 @@ static void ev_write_effective(const void *p, struct jsonw *w, enum effective_pa
 }
 
 /* The conversion offset is measured again at the end. */
-static void ev_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-		       size_t errlen)
+static void ev_ended(void *p, struct probe_end *e)
 {
 	struct ev_ctx *ctx = p;
 	uint64_t unc_end;
 	ctx->rt_end_valid = clk_realtime_minus_mono(16, &ctx->rt_off_end, &unc_end) == 0;
 	if (ctx->run_err)
-		snprintf(err, errlen, "%s source: %s", ctx->src.ops->name, strerror(ctx->run_err));
-	reporter_outcome_stopped(o, interrupted, err);
+		snprintf(e->err, e->errlen, "%s source: %s", ctx->src.ops->name,
+			 strerror(ctx->run_err));
 }
 
 static void ev_fini(void *p)
@@ -407,16 +375,18 @@ const struct probe_ops event_probe = {
 		 "with a measured offset, reported with its uncertainty). See docs/probes/event.md.",
 	.opts = ev_opts,
 	.n_opts = O_N,
+	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared_at = O_CPU_OLD,
+	.housekeeping_help = "first online CPU other than --cpus",
 	.stack = THREAD_STACK,
 	.init = ev_init,
 	.fini = ev_fini,
 	.prepare = ev_prepare,
 	.thread_ready = ev_thread_ready,
-	.explain = ev_explain,
 	.start = ev_start,
 	.write_config = ev_write_config,
 	.write_effective = ev_write_effective,
 	.write_extra = write_extra,
 	.measure = ev_measure,
-	.outcome = ev_outcome,
+	.ended = ev_ended,
 };

@@ -34,7 +34,7 @@ static const char *const mode_names[] = { "amdahl", "pairs", "sharing", NULL };
 
 enum {
 	O_MODE, O_CPUS, O_POLICY, O_PRIORITY, O_REPEATS, O_SERIAL, O_WS, O_RUN_LEN, O_OPS,
-	O_BATCH, O_MLOCK, O_SNAPSHOT, O_OUTPUT, O_ALLOW_NON_RT, O_COUNT
+	O_BATCH, O_COUNT
 };
 
 static const struct opt_def ifr_opts[O_COUNT] = {
@@ -61,23 +61,20 @@ static const struct opt_def ifr_opts[O_COUNT] = {
 		    1000000000, NULL, "200000", NULL },
 	[O_BATCH] = { "batch", OPT_INT, "N", "sharing: operations per recorded value", 1, 100000,
 		      NULL, "100", NULL },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "run even if the policy/pinning/mlock did not take effect", 0, 0, NULL,
-			     "false", NULL },
 };
 
-static int ifr_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		    const struct probe_env *env, char *err, size_t errlen)
+static int ifr_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct ifr_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	struct ifr_cfg *c = &ctx->cfg_store;
+	c->run = a->run; /* no --housekeeping: the coordinator sleeps, the reporter shares its CPUs */
 	c->mode = (int)v[O_MODE].i;
-	const cpu_set_t *cpus = v[O_CPUS].set ? &v[O_CPUS].cpus : env->online;
+	const cpu_set_t *cpus = v[O_CPUS].set ? &v[O_CPUS].cpus : a->env->online;
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, cpus))
 			c->cpus[c->n_cpus++] = i;
@@ -109,14 +106,7 @@ static int ifr_init(void **out, const struct run_opts **run, const struct opt_va
 	c->run_ns = (uint64_t)v[O_RUN_LEN].i;
 	c->ops = (uint64_t)v[O_OPS].i;
 	c->batch = (uint64_t)v[O_BATCH].i;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = -1;
-	c->run.housekeeping = -1; /* the coordinator sleeps: the reporter shares its CPUs */
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
@@ -137,10 +127,10 @@ static void ifr_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "run_length_ns", c->run_ns);
 	jw_uint(w, "ops", c->ops);
 	jw_uint(w, "batch", c->batch);
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_str_or_null(w, "output", c->run.output);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_str_or_null(w, "output", c->run->output);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 }
 
 static void write_raw(struct jsonw *w, const char *key, const uint64_t *v, uint64_t n)
@@ -364,18 +354,6 @@ static void ifr_thread_ready(void *p, struct probe_thread *pt)
 			atomic_store(&ctx->chans[i]->tid, pt->rt.tid);
 }
 
-/* A failed mlockall is named before a worker's set-up. */
-static void ifr_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
-{
-	(void)p;
-	if (v->mlock_err)
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root, pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
-	else
-		probe_explain_thread(&v->thread->rt, buf, len);
-}
-
 static int ifr_start(void *p, const struct probe_start *s)
 {
 	struct ifr_ctx *ctx = p;
@@ -439,8 +417,6 @@ static void ifr_stop(void *p)
 static void ifr_fini(void *p)
 {
 	struct ifr_ctx *ctx = p;
-	if (!ctx)
-		return;
 	for (size_t i = 0; i < ctx->n_ch; i++)
 		channel_destroy(ctx->chans[i]);
 	if (ctx->w)
@@ -469,12 +445,13 @@ const struct probe_ops interfere_probe = {
 		 "--mode sharing: shared atomic vs per-CPU vs false-shared counters.",
 	.opts = ifr_opts,
 	.n_opts = O_COUNT,
+	.shared = RUN_OPTS_COMMON,
+	.shared_at = O_COUNT,
 	.stack = IFR_STACK,
 	.init = ifr_init,
 	.fini = ifr_fini,
 	.prepare = ifr_prepare,
 	.thread_ready = ifr_thread_ready,
-	.explain = ifr_explain,
 	.start = ifr_start,
 	.write_config = ifr_write_config,
 	.write_effective = ifr_write_effective,

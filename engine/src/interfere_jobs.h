@@ -23,7 +23,7 @@
 enum { MODE_AMDAHL, MODE_PAIRS, MODE_SHARING };
 
 struct ifr_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int mode;
 	int cpus[CPU_SETSIZE];
 	size_t n_cpus;

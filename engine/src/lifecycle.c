@@ -86,44 +86,6 @@ static bool run_finished(const void *arg)
 	return atomic_load(&r->ending) == 0;
 }
 
-void probe_explain_thread(const struct rt_thread *t, char *buf, size_t len)
-{
-	if (t->pin_err) {
-		snprintf(buf, len,
-			 "cannot pin a measuring thread to CPU %d (%s): run in a cpuset that contains it, or pass --allow-non-rt",
-			 t->cpu, strerror(-t->pin_err));
-		return;
-	}
-	snprintf(buf, len,
-		 "cannot set policy %s priority %d on CPU %d (%s): run as root or grant CAP_SYS_NICE, or use --policy other, or pass --allow-non-rt",
-		 rt_policy_names[t->req.policy], t->req.priority, t->cpu,
-		 t->sched_err ? strerror(-t->sched_err) : "not in effect after setting");
-}
-
-/* explain() of a probe that has no words of its own. */
-static void explain_default(const struct rt_verdict *v, char *buf, size_t len)
-{
-	if (v->thread) {
-		const struct rt_thread *t = &v->thread->rt;
-		char where[32] = "";
-		if (t->cpu >= 0)
-			snprintf(where, sizeof(where), " on CPU %d", t->cpu);
-		snprintf(buf, len,
-			 "cannot set %s priority %d%s for %s (%s): run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
-			 rt_policy_label(t->req.policy), t->req.priority, where, t->role,
-			 t->pin_err ? strerror(-t->pin_err)
-			 : t->sched_err ? strerror(-t->sched_err) : "not in effect after setting");
-	} else if (v->mlock_err) {
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, or pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
-	} else {
-		snprintf(buf, len,
-			 "cannot hold /dev/cpu_dma_latency (%s): run as root, drop --dma-latency, or pass --allow-non-rt",
-			 strerror(-v->dma_err));
-	}
-}
-
 /*
  * Step 4, the real-time check: rt_valid when every measuring thread runs as it asked
  * and memory is locked (if asked). why (empty when all is well) also names a DMA
@@ -138,12 +100,8 @@ static bool check_rt(const struct run *r, char *why, size_t len)
 			v.thread = t;
 	}
 	why[0] = '\0';
-	if (v.thread || v.mlock_err || v.dma_err) {
-		if (r->p->explain)
-			r->p->explain(r->ctx, &v, why, len);
-		else
-			explain_default(&v, why, len);
-	}
+	if (v.thread || v.mlock_err || v.dma_err)
+		probe_explain(&v, why, len);
 	return !v.thread && !v.mlock_err;
 }
 
@@ -322,10 +280,16 @@ static int run_probe(struct run *r)
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char err[160] = "";
-	if (p->outcome)
-		p->outcome(r->ctx, interrupted, &o, err, sizeof(err));
-	else
-		reporter_outcome_stopped(&o, interrupted, NULL);
+	struct probe_end end = { .interrupted = interrupted, .err = err, .errlen = sizeof(err) };
+	if (p->ended)
+		p->ended(r->ctx, &end);
+	const struct probe_threshold *thr = r->plan.threshold;
+	if (thr && atomic_load(&thr->taken)) {
+		reporter_outcome_threshold(&o, thr->chan, thr->value_ns, thr->at_ns);
+	} else if (!reporter_outcome_stopped(&o, end.interrupted, err) && end.check_failed) {
+		o.status = "check_failed";
+		o.exit_code = RL_EXIT_THRESHOLD;
+	}
 	return reporter_conclude(rep, &o, out_err, p->name);
 }
 

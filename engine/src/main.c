@@ -77,19 +77,21 @@ static int list_probes_json(void)
 	jw_arr_begin(&w, "probes");
 	for (size_t i = 0; probe_table[i]; i++) {
 		const struct probe_ops *p = probe_table[i];
+		struct probe_opt_table t;
+		probe_opt_table(p, &t);
 		jw_obj_begin(&w, NULL);
 		jw_str(&w, "name", p->name);
 		jw_str(&w, "summary", p->summary);
 		jw_str_or_null(&w, "unavailable", p->unavailable);
 		jw_str_or_null(&w, "positional", p->positional);
 		jw_arr_begin(&w, "options");
-		for (size_t k = 0; k < p->n_opts; k++) {
+		for (size_t k = 0; k < t.n; k++) {
 			/* an old spelling: listed like the option it stands for, with alias_of */
-			const struct opt_def *d = opts_target(p->opts, p->n_opts, k);
+			const struct opt_def *d = opts_target(t.defs, t.n, k);
 			if (!d)
 				continue;
 			jw_obj_begin(&w, NULL);
-			jw_str(&w, "name", p->opts[k].name);
+			jw_str(&w, "name", t.defs[k].name);
 			jw_str(&w, "type", opt_type_names[d->type]);
 			jw_str(&w, "help", d->help);
 			if (d->type == OPT_INT || d->type == OPT_DURATION || d->type == OPT_SIZE ||
@@ -104,14 +106,14 @@ static int list_probes_json(void)
 				jw_arr_end(&w);
 			}
 			jw_str_or_null(&w, "default", d->def);
-			if (d != &p->opts[k]) {
+			if (d != &t.defs[k]) {
 				jw_str(&w, "alias_of", d->name);
 			} else {
 				jw_arr_begin(&w, "aliases");
-				for (size_t a = 0; a < p->n_opts; a++)
-					if (p->opts[a].type == OPT_ALIAS &&
-					    opts_target(p->opts, p->n_opts, a) == d)
-						jw_str(&w, NULL, p->opts[a].name);
+				for (size_t a = 0; a < t.n; a++)
+					if (t.defs[a].type == OPT_ALIAS &&
+					    opts_target(t.defs, t.n, a) == d)
+						jw_str(&w, NULL, t.defs[a].name);
 				jw_arr_end(&w);
 			}
 			jw_obj_end(&w);
@@ -126,11 +128,11 @@ static int list_probes_json(void)
 	return e;
 }
 
-static void probe_help(const struct probe_ops *p)
+static void probe_help(const struct probe_ops *p, const struct probe_opt_table *t)
 {
 	printf("usage: rtlab-probe %s [OPTIONS]\n\n%s\n\noptions:\n", p->name,
 	       p->usage ? p->usage : p->summary);
-	opts_help(stdout, p->opts, p->n_opts);
+	opts_help(stdout, t->defs, t->n);
 	printf("  %-28s show this help\n", "--help");
 }
 
@@ -180,12 +182,12 @@ static int start_lifeline(const char *who)
  */
 static const char *const file_options[] = { "output", "samples" };
 
-static int check_file_options(const struct probe_ops *p, const struct opt_value *vals,
+static int check_file_options(const struct probe_opt_table *t, const struct opt_value *vals,
 			      char *err, size_t errlen)
 {
 	for (size_t k = 0; k < sizeof(file_options) / sizeof(file_options[0]); k++) {
-		int i = opts_find(p->opts, p->n_opts, file_options[k]);
-		if (i < 0 || !vals[i].given || p->opts[i].type != OPT_STRING)
+		int i = opts_find(t->defs, t->n, file_options[k]);
+		if (i < 0 || !vals[i].given || t->defs[i].type != OPT_STRING)
 			continue;
 		if (strcmp(file_options[k], "output") == 0 && strcmp(vals[i].s, "-") == 0)
 			continue;
@@ -246,7 +248,9 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 			opt_shown(cmd, shown, sizeof(shown)));
 		return RL_EXIT_USAGE;
 	}
-	struct opt_value *vals = calloc(p->n_opts ? p->n_opts : 1, sizeof(*vals));
+	struct probe_opt_table table;
+	probe_opt_table(p, &table);
+	struct opt_value *vals = calloc(table.n + p->n_opts + 1, sizeof(*vals));
 	if (!vals) {
 		fprintf(stderr, "rtlab-probe: out of memory\n");
 		return RL_EXIT_ERROR;
@@ -270,14 +274,14 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		pargv = rewritten;
 		pargc++;
 	}
-	int r = opts_parse(p->opts, p->n_opts, pargc, pargv, &online, vals, err, sizeof(err));
+	int r = opts_parse(table.defs, table.n, pargc, pargv, &online, vals, err, sizeof(err));
 	free(rewritten); /* option values point into argv, not into this array */
 	if (r == OPTS_HELP) {
-		probe_help(p);
+		probe_help(p, &table);
 		free(vals);
 		return RL_EXIT_OK;
 	}
-	if (r || check_file_options(p, vals, err, sizeof(err)) != 0) {
+	if (r || check_file_options(&table, vals, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
 		free(vals);
 		return RL_EXIT_USAGE;
@@ -288,9 +292,19 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		return RL_EXIT_SKIPPED;
 	}
 
+	/* the shared options into run, the probe's own after the merged table's values */
+	struct run_opts run;
+	struct opt_value *own = vals + table.n;
+	probe_opt_split(&table, vals, own, &run);
+	struct probe_args args = {
+		.vals = own, .run = &run, .env = &env, .err = err, .errlen = sizeof(err),
+	};
+	CPU_ZERO(&args.used);
 	void *ctx = NULL;
-	const struct run_opts *run = NULL;
-	r = p->init(&ctx, &run, vals, &env, err, sizeof(err));
+	r = p->init(&ctx, &args);
+	if (!r && (r = probe_housekeeping(&table, vals, &online, &args.used, &run.housekeeping,
+					  err, sizeof(err))) != 0)
+		p->fini(ctx);
 	free(vals);
 	if (r == -EINVAL) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
@@ -304,7 +318,7 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		p->fini(ctx);
 		return RL_EXIT_ERROR;
 	}
-	int code = lifecycle_run(p, ctx, run, &env);
+	int code = lifecycle_run(p, ctx, &run, &env);
 	p->fini(ctx);
 	return code;
 }

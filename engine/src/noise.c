@@ -27,11 +27,12 @@
 
 static const char *const counter_names[] = { "auto", "counter", "monotonic", NULL };
 
+/* its own options; the shared ones (NOISE_SHARED) come before O_THRESHOLD_OLD */
 enum {
 	O_CPUS, O_POLICY, O_PRIORITY, O_DURATION, O_GAP, O_RECORD, O_MAX_GAPS, O_THRESHOLD,
-	O_CLOCKSRC, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT,
-	O_THRESHOLD_OLD, O_COUNT
+	O_CLOCKSRC, O_THRESHOLD_OLD, O_COUNT
 };
+#define NOISE_SHARED (RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW))
 
 static const struct opt_def noise_opts[O_COUNT] = {
 	[O_CPUS] = { "cpus", OPT_CPULIST, NULL, "CPUs to measure, one polling thread each", 0, 0,
@@ -59,19 +60,11 @@ static const struct opt_def noise_opts[O_COUNT] = {
 	[O_CLOCKSRC] = { "counter", OPT_ENUM, "SRC",
 			 "what the loop reads: counter (TSC/cntvct), monotonic (vDSO clock_gettime)",
 			 0, 0, counter_names, "auto", NULL },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not measured, else unpinned"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
-			     "measure even if the policy/pinning/mlock did not take effect", 0, 0,
-			     NULL, "false", NULL },
 	[O_THRESHOLD_OLD] = OPT_DEF_ALIAS("threshold", "stop-threshold"),
 };
 
 struct noise_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int cpus[CPU_SETSIZE];
 	size_t n_cpus;
 	enum rt_policy policy;
@@ -82,7 +75,6 @@ struct noise_cfg {
 	uint64_t max_gaps;
 	uint64_t threshold_ns;	/* 0: none */
 	int counter_idx;
-	uint64_t window_ns;
 	int64_t rt_runtime_us, rt_period_us; /* -2: unknown */
 	uint64_t throttle_ns;	/* expected throttling gap (fifo/rr only), 0: none */
 };
@@ -122,9 +114,7 @@ struct noise_ctx {
 	struct noise_thread *threads;
 	struct channel **chans;
 	atomic_bool stop;
-	atomic_int thr_taken;
-	size_t thr_chan;
-	uint64_t thr_gap, thr_at;
+	struct probe_threshold thr;
 	uint64_t start_ticks;
 	uint64_t end_ticks;	/* UINT64_MAX: none */
 	struct gap_rec *scratch;
@@ -138,13 +128,17 @@ static int64_t kernel_int(const char *path)
 	return sf_read_int(path, &v) == 0 ? v : -2;
 }
 
-static int noise_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		      const struct probe_env *env, char *err, size_t errlen)
+static int noise_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	const struct probe_env *env = a->env;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct noise_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	struct noise_cfg *c = &ctx->cfg_store;
+	c->run = a->run;
 	int first = -1, online = CPU_COUNT(env->online);
 	for (int i = 0; i < CPU_SETSIZE; i++) {
 		bool take;
@@ -185,27 +179,13 @@ static int noise_init(void **out, const struct run_opts **run, const struct opt_
 	c->max_gaps = (uint64_t)v[O_MAX_GAPS].i;
 	c->threshold_ns = v[O_THRESHOLD].set ? (uint64_t)v[O_THRESHOLD].i : 0;
 	c->counter_idx = (int)v[O_CLOCKSRC].i;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = -1;
-	cpu_set_t measured;
-	CPU_ZERO(&measured);
 	for (size_t k = 0; k < c->n_cpus; k++)
-		CPU_SET(c->cpus[k], &measured);
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, &measured, &c->run.housekeeping,
-			       err, errlen) != 0) {
-		free(ctx);
-		return -EINVAL;
-	}
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+		CPU_SET(c->cpus[k], &a->used);
 	c->rt_runtime_us = kernel_int("/proc/sys/kernel/sched_rt_runtime_us");
 	c->rt_period_us = kernel_int("/proc/sys/kernel/sched_rt_period_us");
 	if (c->policy == RT_FIFO || c->policy == RT_RR)
 		c->throttle_ns = noise_throttle_gap_ns(c->rt_runtime_us, c->rt_period_us);
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
@@ -225,12 +205,12 @@ static void noise_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "max_gaps", c->max_gaps);
 	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
 	jw_str(w, "counter", counter_names[c->counter_idx]);
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_uint(w, "window_ns", c->window_ns);
-	jw_str_or_null(w, "output", c->run.output);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_uint(w, "window_ns", c->run->window_ns);
+	jw_str_or_null(w, "output", c->run->output);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 }
 
 /* The rare path: a gap above --gap-threshold (kept out of the loop body). */
@@ -270,12 +250,7 @@ static __attribute__((noinline)) bool on_gap(struct noise_thread *t, uint64_t no
 		}
 	}
 	if (c->threshold_ns && gap > c->threshold_ns) {
-		int expected = 0;
-		if (atomic_compare_exchange_strong(&ctx->thr_taken, &expected, 1)) {
-			ctx->thr_chan = t->idx;
-			ctx->thr_gap = gap;
-			ctx->thr_at = at;
-		}
+		probe_threshold_claim(&ctx->thr, t->idx, gap, at);
 		atomic_store(&ctx->stop, true);
 		return true;
 	}
@@ -397,7 +372,7 @@ static int noise_prepare(void *p, struct probe_plan *plan)
 	for (size_t i = 0; i < c->n_cpus; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "cpu%d", c->cpus[i]);
-		int e = channel_create(&ctx->chans[i], name, c->cpus[i], c->window_ns, 0);
+		int e = channel_create(&ctx->chans[i], name, c->cpus[i], c->run->window_ns, 0);
 		if (e) {
 			fprintf(stderr, "rtlab-probe noise: cannot allocate a channel: %s\n",
 				strerror(-e));
@@ -414,6 +389,7 @@ static int noise_prepare(void *p, struct probe_plan *plan)
 	plan->chans = ctx->chans;
 	plan->n_chans = c->n_cpus;
 	plan->stop = &ctx->stop;
+	plan->threshold = &ctx->thr;
 	return 0;
 }
 
@@ -422,18 +398,6 @@ static void noise_thread_ready(void *p, struct probe_thread *pt)
 	(void)p;
 	struct noise_thread *t = pt->arg;
 	atomic_store(&t->ch->tid, pt->rt.tid);
-}
-
-/* A failed mlockall is named before a thread's set-up. */
-static void noise_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
-{
-	(void)p;
-	if (v->mlock_err)
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
-	else
-		probe_explain_thread(&v->thread->rt, buf, len);
 }
 
 /* Every channel starts at the same counter reading: the start on the counter's scale. */
@@ -473,27 +437,10 @@ static void noise_write_logs(const void *p, struct jsonw *w, int fd)
 			"a busy RT loop is throttled by sched_rt_runtime_us: expect one gap of about sched_rt_period_us - sched_rt_runtime_us per period (counted as throttle_gaps); use --policy other to measure OS noise without it");
 }
 
-static void noise_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-			  size_t errlen)
-{
-	struct noise_ctx *ctx = p;
-	(void)err;
-	(void)errlen;
-	if (atomic_load(&ctx->thr_taken))
-		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_gap, ctx->thr_at);
-	else
-		reporter_outcome_stopped(o, interrupted, NULL);
-}
-
 static void noise_fini(void *p)
 {
 	struct noise_ctx *ctx = p;
-	if (!ctx)
-		return;
-	if (ctx->chans)
-		for (size_t i = 0; i < ctx->cfg->n_cpus; i++)
-			channel_destroy(ctx->chans[i]);
-	free(ctx->chans);
+	probe_free_channels(ctx->chans, ctx->cfg->n_cpus);
 	free(ctx->threads);
 	free(ctx->scratch);
 	free(ctx);
@@ -508,17 +455,18 @@ const struct probe_ops noise_probe = {
 		 "busy fifo/rr loop is throttled (sched_rt_runtime_us) into ~50 ms gaps.",
 	.opts = noise_opts,
 	.n_opts = O_COUNT,
+	.shared = NOISE_SHARED,
+	.shared_at = O_THRESHOLD_OLD,
+	.housekeeping_help = "first online CPU not measured, else unpinned",
 	.stack = NOISE_STACK,
 	.init = noise_init,
 	.fini = noise_fini,
 	.prepare = noise_prepare,
 	.thread_ready = noise_thread_ready,
-	.explain = noise_explain,
 	.start = noise_start,
 	.write_config = noise_write_config,
 	.write_effective = noise_write_effective,
 	.write_logs = noise_write_logs,
 	.write_extra = noise_extra,
 	.measure = noise_measure,
-	.outcome = noise_outcome,
 };

@@ -112,20 +112,4 @@ const struct opt_def *opts_target(const struct opt_def *defs, size_t n, size_t i
 /* The single CPU of a CPULIST option limited to one CPU (max 1); -1 if not set. */
 int opts_one_cpu(const struct opt_value *v);
 
-/* Option definitions shared, identically, by the measuring probes' tables. */
-#define OPT_DEF_MLOCK { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, \
-	"true", NULL }
-#define OPT_DEF_SNAPSHOT { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records", \
-	(int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
-#define OPT_DEF_WINDOW { "window", OPT_DURATION, NULL, "length of a per-window maximum", \
-	(int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL }
-#define OPT_DEF_OUTPUT { "output", OPT_STRING, "FILE", \
-	"write the JSON Lines to FILE (a regular file or a new one; - is stdout)", 0, 0, NULL, NULL, \
-	"stdout" }
-#define OPT_DEF_ALLOW_NON_RT { "allow-non-rt", OPT_BOOL, NULL, \
-	"measure even without RT scheduling/mlock (rt_valid=false)", 0, 0, NULL, "false", NULL }
-/* The reporter's CPU; `when_unset` says which CPU the probe picks without it. */
-#define OPT_DEF_HOUSEKEEPING(when_unset) { "housekeeping", OPT_INT, "CPU", \
-	"CPU of the reporter thread", 0, CPU_SETSIZE - 1, NULL, NULL, when_unset }
-
 #endif

@@ -31,8 +31,8 @@ enum { T_CLOCK, T_SYSCALL, T_TIMER, T_SWITCH, T_WAKE, T_COUNT };
 static const char *const test_names[T_COUNT] = { "clock", "syscall", "timer", "switch", "wake" };
 
 enum {
-	O_CPU, O_OTHER_CPU, O_PRIORITY, O_LOOPS, O_DURATION, O_MLOCK, O_HOUSEKEEPING,
-	O_SNAPSHOT, O_WINDOW, O_OUTPUT, O_ALLOW_NON_RT, O_TEST_DURATION, O_CPU_OLD,
+	O_CPU, O_OTHER_CPU, O_PRIORITY, O_LOOPS, O_DURATION, 
+	O_TEST_DURATION, O_CPU_OLD,
 	O_OTHER_CPU_OLD, O_COUNT
 };
 
@@ -50,12 +50,6 @@ static const struct opt_def overhead_opts[O_COUNT] = {
 			 "run all the tests for this long in total (shared equally) instead of --loops",
 			 (int64_t)NS_PER_MS, (int64_t)(1000 * 3600 * NS_PER_SEC), NULL, NULL,
 			 "use --loops" },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not used, else unpinned"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_TEST_DURATION] = { "test-duration", OPT_DURATION, NULL,
 			      "run each test for this long instead of --loops", (int64_t)NS_PER_MS,
 			      (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "use --loops" },
@@ -64,13 +58,12 @@ static const struct opt_def overhead_opts[O_COUNT] = {
 };
 
 struct ov_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int cpu, other_cpu;	/* other_cpu -1: no wake test */
 	int priority;
 	uint64_t loops;
 	uint64_t duration_ns;	/* per test; 0: use loops */
 	uint64_t total_ns;	/* all the tests (duration_ns x tests) */
-	uint64_t window_ns;
 };
 
 struct ov_ctx {
@@ -91,15 +84,19 @@ struct ov_ctx {
 	atomic_bool quit;
 };
 
-static int overhead_init(void **out, const struct run_opts **run, const struct opt_value *v,
-			 const struct probe_env *env, char *err, size_t errlen)
+static int overhead_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	const struct probe_env *env = a->env;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct ov_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(struct ov_ctx) + RL_CACHELINE - 1) &
 							   ~(size_t)(RL_CACHELINE - 1));
 	if (!ctx)
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
 	struct ov_cfg *c = &ctx->cfg_store;
+	c->run = a->run;
 	int last = -1;
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, env->online))
@@ -134,22 +131,10 @@ static int overhead_init(void **out, const struct run_opts **run, const struct o
 		c->duration_ns = (uint64_t)v[O_TEST_DURATION].i;
 		c->total_ns = c->duration_ns * tests;
 	}
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = -1;
-	cpu_set_t used;
-	CPU_ZERO(&used);
-	CPU_SET(c->cpu, &used);
+	CPU_SET(c->cpu, &a->used);
 	if (c->other_cpu >= 0)
-		CPU_SET(c->other_cpu, &used);
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, &used, &c->run.housekeeping,
-			       err, errlen) != 0)
-		goto bad;
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+		CPU_SET(c->other_cpu, &a->used);
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 bad:
@@ -179,11 +164,11 @@ static void overhead_write_config(const void *p, struct jsonw *w)
 		jw_null(w, "duration_ns");
 		jw_null(w, "test_duration_ns");
 	}
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_uint(w, "window_ns", c->window_ns);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_uint(w, "window_ns", c->run->window_ns);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 }
 
 static void same_main(struct ov_ctx *ctx)
@@ -310,7 +295,7 @@ static int overhead_prepare(void *p, struct probe_plan *plan)
 			break;
 		wake_chan_name(name, sizeof(name), test_names[k], k == T_WAKE ? c->other_cpu : -1,
 			       c->cpu);
-		int e = channel_create(&ctx->chans[k], name, c->cpu, c->window_ns, 0);
+		int e = channel_create(&ctx->chans[k], name, c->cpu, c->run->window_ns, 0);
 		if (e) {
 			fprintf(stderr, "rtlab-probe overhead: cannot allocate a channel: %s\n",
 				strerror(-e));
@@ -364,13 +349,11 @@ static void overhead_stop(void *p)
 		wake_post(&ctx->x_go);
 }
 
-static void overhead_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-			     size_t errlen)
+static void overhead_ended(void *p, struct probe_end *e)
 {
 	struct ov_ctx *ctx = p;
 	if (ctx->run_err)
-		snprintf(err, errlen, "timerfd: %s", strerror(ctx->run_err));
-	reporter_outcome_stopped(o, interrupted, err);
+		snprintf(e->err, e->errlen, "timerfd: %s", strerror(ctx->run_err));
 }
 
 static void overhead_fini(void *p)
@@ -394,6 +377,9 @@ const struct probe_ops overhead_probe = {
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
 	.opts = overhead_opts,
 	.n_opts = O_COUNT,
+	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared_at = O_TEST_DURATION,
+	.housekeeping_help = "first online CPU not used, else unpinned",
 	.stack = THREAD_STACK,
 	.init = overhead_init,
 	.fini = overhead_fini,
@@ -402,5 +388,5 @@ const struct probe_ops overhead_probe = {
 	.write_config = overhead_write_config,
 	.measure = overhead_measure,
 	.stop = overhead_stop,
-	.outcome = overhead_outcome,
+	.ended = overhead_ended,
 };

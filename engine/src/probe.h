@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The probe interface. A probe is one file that defines one `const struct probe_ops`,
- * listed once in probes.def. main() looks the probe up, parses its options from the
- * declarative table and calls init; the lifecycle (lifecycle.h) then runs it: the
+ * listed once in probes.def. main() looks the probe up, parses its options (the probe's
+ * own table merged with the shared options it takes: probe_opts.c) and calls init with
+ * the shared ones already in a struct run_opts; the lifecycle (lifecycle.h) then runs it: the
  * output, the threads and their set-up, the real-time check, the header, the
  * reporter, the wait and the outcome are the lifecycle's; what the probe measures,
  * and what it adds to the header, the snapshots and the outcome, come from the
@@ -30,7 +31,18 @@ struct probe_env {
 	const cpu_set_t *online;
 };
 
-/* The options of a run that every probe has (or lacks: the neutral value), frozen by init. */
+/* The options every probe may share, declared once (probe_opts.c); a probe takes a set of
+ * them (probe_ops.shared) and reads their values in its struct run_opts. */
+enum run_opt {
+	RUN_MLOCK, RUN_DMA, RUN_HOUSEKEEPING, RUN_SNAPSHOT, RUN_WINDOW, RUN_THRESHOLD,
+	RUN_SAMPLES, RUN_OUTPUT, RUN_ALLOW_NON_RT, RUN_OPT_COUNT
+};
+#define RUN_OPT(name) (1u << RUN_##name)
+/* The set that every measuring probe takes */
+#define RUN_OPTS_COMMON (RUN_OPT(MLOCK) | RUN_OPT(SNAPSHOT) | RUN_OPT(OUTPUT) | RUN_OPT(ALLOW_NON_RT))
+
+/* The shared options of a run, parsed by the core (the neutral value where the probe does
+ * not take one); frozen before the probe's init, but for housekeeping (after it). */
 struct run_opts {
 	const char *output;	/* --output; NULL: stdout */
 	const char *samples;	/* --samples; NULL: none */
@@ -38,8 +50,25 @@ struct run_opts {
 	int64_t dma_us;		/* --dma-latency; -1: not touched */
 	int housekeeping;	/* the reporter's CPU; -1: not pinned */
 	uint64_t snapshot_ns;	/* --snapshot-interval */
-	bool trace;		/* open tracefs: a threshold stops the trace (probe_plan.trace) */
+	uint64_t window_ns;	/* --window */
+	uint64_t threshold_ns;	/* --stop-threshold; 0: none */
+	bool trace;		/* open tracefs: --stop-threshold stops the trace (probe_plan.trace) */
 	bool allow_non_rt;	/* measure even when the real-time set-up failed */
+};
+
+/* What init receives. */
+struct probe_args {
+	const struct opt_value *vals;	/* the probe's own options, parallel to probe_ops.opts */
+	const struct run_opts *run;	/* the shared options; lives as long as the probe's context */
+	const struct probe_env *env;
+	char *err;			/* room for a one-line message */
+	size_t errlen;
+	/*
+	 * Set by init: the CPUs its measuring threads are pinned to. Without --housekeeping
+	 * the reporter takes the first online CPU outside them; when init leaves it empty
+	 * (nothing pinned), the reporter is not pinned.
+	 */
+	cpu_set_t used;
 };
 
 /* A thread of the probe, described by prepare(). */
@@ -63,12 +92,25 @@ struct probe_plan {
 	size_t n_threads;
 	/* set by the lifecycle before prepare: the open tracefs of run_opts.trace, or NULL */
 	const struct rt_trace *trace;
+	/* NULL, or the probe's stop threshold: a claimed one is the run's outcome */
+	struct probe_threshold *threshold;
 };
+
+/* A stop threshold crossed: the first channel to claim it is the run's outcome. */
+struct probe_threshold {
+	atomic_int taken;
+	size_t chan;
+	uint64_t value_ns, at_ns;
+};
+
+/* Channel chan saw value_ns at at_ns into the run; true for the first claim only. */
+bool probe_threshold_claim(struct probe_threshold *t, size_t chan, uint64_t value_ns,
+			   uint64_t at_ns);
 
 /* n zeroed threads (cpu -1) for prepare() to describe; the run owns them. NULL: no memory. */
 struct probe_thread *probe_plan_threads(struct probe_plan *plan, size_t n);
 
-/* Why a run is not real-time, for probe_ops.explain (what is 0 or NULL is fine). */
+/* Why a run is not real-time (what is 0 or NULL is fine). */
 struct rt_verdict {
 	const struct probe_thread *thread;	/* the first that does not run as it asked */
 	int mlock_err;
@@ -76,11 +118,18 @@ struct rt_verdict {
 };
 
 /*
- * The usual words for a measuring thread that does not run as it asked: "cannot pin
- * a measuring thread to CPU N (why): ..." or "cannot set policy P priority N on CPU N
- * (why): ...", for an explain() that uses them.
+ * One line: why the run is not real-time and how to fix it, one wording per advice
+ * for every probe (the thread first, then mlockall, then /dev/cpu_dma_latency).
  */
-void probe_explain_thread(const struct rt_thread *t, char *buf, size_t len);
+void probe_explain(const struct rt_verdict *v, char *buf, size_t len);
+
+/* What a probe adds to the end of its run (probe_ops.ended). */
+struct probe_end {
+	bool interrupted;	/* SIGINT/SIGTERM; the probe may set it (a signal meanwhile) */
+	char *err;		/* the probe names a failure of its threads here: an "error" */
+	size_t errlen;
+	bool check_failed;	/* the probe's own checks failed: "check_failed", exit 3 */
+};
 
 /* When the measurement starts (lifecycle: now + 20 ms, so no thread misses it). */
 struct probe_start {
@@ -98,8 +147,12 @@ struct probe_ops {
 	const char *name;
 	const char *summary;	/* one line, for `rtlab-probe list` */
 	const char *usage;	/* short description printed above the options */
-	const struct opt_def *opts;
+	const struct opt_def *opts;	/* the probe's own options */
 	size_t n_opts;
+	/* the shared options it takes (RUN_OPT bits), listed in --help before opts[shared_at] */
+	unsigned shared;
+	size_t shared_at;
+	const char *housekeeping_help;	/* RUN_HOUSEKEEPING: which CPU the reporter takes without it */
 	/* NULL, or why this build/platform cannot run the probe (exit 4). */
 	const char *unavailable;
 	/*
@@ -110,12 +163,12 @@ struct probe_ops {
 	size_t stack;		/* stack size of the probe's threads */
 
 	/*
-	 * Freeze the parsed values into the probe's const configuration, allocate its
-	 * context, and point *run at the shared options in it. Returns 0, or -EINVAL with a
-	 * one-line message naming the option (usage error, exit 2), or another -errno.
+	 * Freeze the probe's own option values into its const configuration and allocate its
+	 * context (keeping args->run), and say which CPUs it pins (args->used). Returns 0, or
+	 * -EINVAL with a one-line message naming the option in args->err (usage error, exit
+	 * 2), or another -errno.
 	 */
-	int (*init)(void **ctx, const struct run_opts **run, const struct opt_value *vals,
-		    const struct probe_env *env, char *err, size_t errlen);
+	int (*init)(void **ctx, struct probe_args *args);
 	void (*fini)(void *ctx);
 
 	/* ---- the run, in the lifecycle's order; NULL where marked optional ---- */
@@ -125,9 +178,6 @@ struct probe_ops {
 	int (*prepare)(void *ctx, struct probe_plan *plan);
 	/* Optional. In each thread, after its set-up, before it waits for the start. */
 	void (*thread_ready)(void *ctx, struct probe_thread *t);
-	/* Optional. One line: why the run is not real-time and how to fix it (the probe's
-	 * own words; default: lifecycle.c). */
-	void (*explain)(const void *ctx, const struct rt_verdict *v, char *buf, size_t len);
 	/* The start is decided (the threads are still waiting): note it. 0, or an exit code
 	 * after one line on stderr (the run is abandoned). */
 	int (*start)(void *ctx, const struct probe_start *s);
@@ -147,10 +197,10 @@ struct probe_ops {
 	bool (*wait)(void *ctx, bool (*finished)(const void *arg), const void *arg);
 	/* Optional. End the threads that run until stopped (the others have returned). */
 	void (*stop)(void *ctx);
-	/* Optional. What the run came to, after every thread was joined: fill o (completed,
-	 * exit 0 on entry; err: room for a message). Default: interrupted or completed. */
-	void (*outcome)(void *ctx, bool interrupted, struct reporter_outcome *o, char *err,
-			size_t errlen);
+	/* Optional. After every thread was joined: the probe's own end of the run (e). The
+	 * outcome is then the core's: the threshold claimed, else interrupted, else e->err,
+	 * else e->check_failed, else completed. */
+	void (*ended)(void *ctx, struct probe_end *e);
 };
 
 /* The probes of probes.def, and the NULL-terminated table of them (probe.c). */
@@ -161,7 +211,33 @@ extern const struct probe_ops *const probe_table[];
 
 const struct probe_ops *probe_find(const char *name);
 
-/* ---- what the probes' init functions share (probe_opts.c) ---- */
+/* ---- the options of a probe: its own merged with the shared ones (probe_opts.c) ---- */
+
+#define PROBE_OPTS_MAX 64
+
+struct probe_opt_table {
+	struct opt_def defs[PROBE_OPTS_MAX];
+	size_t n;
+	int own[PROBE_OPTS_MAX];	/* index in probe_ops.opts, or -1: a shared option */
+	int shared[RUN_OPT_COUNT];	/* index in defs, or -1: not taken */
+};
+
+/* The table that --help, `list --json` and the parser see, in --help's order. */
+void probe_opt_table(const struct probe_ops *p, struct probe_opt_table *t);
+
+/* From the values parsed with t: the probe's own (n_opts of them) and the shared run options
+ * (housekeeping: the CPU given, else -1 until probe_housekeeping). */
+void probe_opt_split(const struct probe_opt_table *t, const struct opt_value *vals,
+		     struct opt_value *own, struct run_opts *run);
+
+/*
+ * --housekeeping after init: the given CPU, which must be online, else the first online
+ * CPU not in `used` (none with `used` empty), else -1 (the reporter is not pinned).
+ * Returns 0 or -EINVAL with a one-line message.
+ */
+int probe_housekeeping(const struct probe_opt_table *t, const struct opt_value *vals,
+		       const cpu_set_t *online, const cpu_set_t *used, int *out, char *err,
+		       size_t errlen) RL_WUR;
 
 /*
  * --priority: the value given (v), which must be in the policy's range (else -EINVAL
@@ -180,13 +256,7 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
 		     char *err, size_t errlen) RL_WUR;
 
-/*
- * --housekeeping (the reporter thread's CPU): the given CPU, which must be online,
- * else the first online CPU not in `used`, else -1 (the reporter is not pinned).
- * With `used` NULL nothing is chosen automatically. Returns 0 or -EINVAL with a
- * one-line message.
- */
-int probe_housekeeping(const struct opt_value *v, const cpu_set_t *online,
-		       const cpu_set_t *used, int *out, char *err, size_t errlen) RL_WUR;
+/* The channels of a probe destroyed and their array freed (NULL entries and array: none). */
+void probe_free_channels(struct channel **chans, size_t n);
 
 #endif

@@ -1,10 +1,101 @@
 /* SPDX-License-Identifier: MIT */
-/* What the probes' init functions share (probe.h): --priority, --duration/--loops and
- * --housekeeping. */
+/*
+ * What the probes share (probe.h): the shared options, declared once and merged into each
+ * probe's table; --priority, --duration/--loops and --housekeeping; the stop threshold;
+ * the words that explain a run that is not real-time.
+ */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "probe.h"
+
+/* The shared options, in the order --help lists them (housekeeping's default: the probe's). */
+static const struct opt_def run_opt_defs[RUN_OPT_COUNT] = {
+	[RUN_MLOCK] = { "mlock", OPT_BOOL, NULL, "lock all memory (mlockall)", 0, 0, NULL, "true",
+			NULL },
+	[RUN_DMA] = { "dma-latency", OPT_INT, "US",
+		      "hold /dev/cpu_dma_latency at US microseconds during the run", 0, INT32_MAX,
+		      NULL, NULL, "not touched" },
+	[RUN_HOUSEKEEPING] = { "housekeeping", OPT_INT, "CPU", "CPU of the reporter thread", 0,
+			       CPU_SETSIZE - 1, NULL, NULL, NULL },
+	[RUN_SNAPSHOT] = { "snapshot-interval", OPT_DURATION, NULL, "period of snapshot records",
+			   (int64_t)(10 * NS_PER_MS), (int64_t)(3600 * NS_PER_SEC), NULL, "1s",
+			   NULL },
+	[RUN_WINDOW] = { "window", OPT_DURATION, NULL, "length of a per-window maximum",
+			 (int64_t)NS_PER_MS, (int64_t)(3600 * NS_PER_SEC), NULL, "1s", NULL },
+	[RUN_THRESHOLD] = { "stop-threshold", OPT_DURATION, NULL,
+			    "stop with exit 3 when a latency exceeds this (and stop tracing)", 1,
+			    (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "none" },
+	[RUN_SAMPLES] = { "samples", OPT_STRING, "FILE", "write every sample to FILE (binary)", 0,
+			  0, NULL, NULL, "none" },
+	[RUN_OUTPUT] = { "output", OPT_STRING, "FILE",
+			 "write the JSON Lines to FILE (a regular file or a new one; - is stdout)",
+			 0, 0, NULL, NULL, "stdout" },
+	[RUN_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
+			       "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
+			       NULL, "false", NULL },
+};
+
+static void add_def(struct probe_opt_table *t, const struct opt_def *d, int own)
+{
+	if (t->n < PROBE_OPTS_MAX) {
+		t->defs[t->n] = *d;
+		t->own[t->n++] = own;
+	}
+}
+
+void probe_opt_table(const struct probe_ops *p, struct probe_opt_table *t)
+{
+	t->n = 0;
+	for (size_t i = 0; i <= p->n_opts; i++) {
+		if (i == p->shared_at)
+			for (int k = 0; k < RUN_OPT_COUNT; k++) {
+				t->shared[k] = -1;
+				if (!(p->shared & (1u << k)))
+					continue;
+				t->shared[k] = (int)t->n;
+				add_def(t, &run_opt_defs[k], -1);
+				if (k == RUN_HOUSEKEEPING)
+					t->defs[t->n - 1].def_help = p->housekeeping_help;
+			}
+		if (i < p->n_opts)
+			add_def(t, &p->opts[i], (int)i);
+	}
+}
+
+/* The value of shared option k, or NULL where the probe does not take it. */
+static const struct opt_value *shared_val(const struct probe_opt_table *t,
+					  const struct opt_value *vals, enum run_opt k)
+{
+	return t->shared[k] >= 0 && vals[t->shared[k]].set ? &vals[t->shared[k]] : NULL;
+}
+
+void probe_opt_split(const struct probe_opt_table *t, const struct opt_value *vals,
+		     struct opt_value *own, struct run_opts *run)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->own[i] >= 0)
+			own[t->own[i]] = vals[i];
+	const struct opt_value *v;
+	*run = (struct run_opts){ .dma_us = -1, .housekeeping = -1 };
+	run->mlock = (v = shared_val(t, vals, RUN_MLOCK)) && v->i;
+	if ((v = shared_val(t, vals, RUN_DMA)))
+		run->dma_us = v->i;
+	if ((v = shared_val(t, vals, RUN_SNAPSHOT)))
+		run->snapshot_ns = (uint64_t)v->i;
+	if ((v = shared_val(t, vals, RUN_WINDOW)))
+		run->window_ns = (uint64_t)v->i;
+	if ((v = shared_val(t, vals, RUN_THRESHOLD)))
+		run->threshold_ns = (uint64_t)v->i;
+	run->trace = run->threshold_ns != 0; /* the threshold stops the trace too */
+	if ((v = shared_val(t, vals, RUN_SAMPLES)))
+		run->samples = v->s;
+	if ((v = shared_val(t, vals, RUN_OUTPUT)))
+		run->output = v->s;
+	run->allow_non_rt = (v = shared_val(t, vals, RUN_ALLOW_NON_RT)) && v->i;
+}
 
 int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_default, int *out,
 		   char *err, size_t errlen)
@@ -46,11 +137,15 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 	return 0;
 }
 
-int probe_housekeeping(const struct opt_value *v, const cpu_set_t *online,
-		       const cpu_set_t *used, int *out, char *err, size_t errlen)
+int probe_housekeeping(const struct probe_opt_table *t, const struct opt_value *vals,
+		       const cpu_set_t *online, const cpu_set_t *used, int *out, char *err,
+		       size_t errlen)
 {
 	*out = -1;
-	if (v->set) {
+	if (t->shared[RUN_HOUSEKEEPING] < 0)
+		return 0;
+	const struct opt_value *v = shared_val(t, vals, RUN_HOUSEKEEPING);
+	if (v) {
 		int hk = (int)v->i;
 		if (!CPU_ISSET(hk, online)) {
 			char on[256];
@@ -62,7 +157,7 @@ int probe_housekeeping(const struct opt_value *v, const cpu_set_t *online,
 		*out = hk;
 		return 0;
 	}
-	if (!used)
+	if (CPU_COUNT(used) == 0)
 		return 0;
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, online) && !CPU_ISSET(i, used)) {
@@ -70,4 +165,53 @@ int probe_housekeeping(const struct opt_value *v, const cpu_set_t *online,
 			break;
 		}
 	return 0;
+}
+
+bool probe_threshold_claim(struct probe_threshold *t, size_t chan, uint64_t value_ns,
+			   uint64_t at_ns)
+{
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&t->taken, &expected, 1))
+		return false;
+	t->chan = chan;
+	t->value_ns = value_ns;
+	t->at_ns = at_ns;
+	return true;
+}
+
+void probe_explain(const struct rt_verdict *v, char *buf, size_t len)
+{
+	const struct rt_thread *t = v->thread ? &v->thread->rt : NULL;
+	if (t && t->pin_err) {
+		snprintf(buf, len,
+			 "cannot pin the measuring thread to CPU %d (%s): the CPU is not in this process's cpuset; run in a cpuset that contains it, or pass --allow-non-rt",
+			 t->cpu, strerror(-t->pin_err));
+	} else if (t) {
+		char where[64];
+		if (t->cpu >= 0)
+			snprintf(where, sizeof(where), "CPU %d", t->cpu);
+		else
+			snprintf(where, sizeof(where), "the %s thread", t->role);
+		snprintf(buf, len,
+			 "cannot set %s priority %d on %s (%s): run as root or grant CAP_SYS_NICE, raise 'ulimit -r' to %d, or use a cgroup with RT runtime (RT group scheduling: cpu.rt_runtime_us > 0); or pass --allow-non-rt",
+			 rt_policy_label(t->req.policy), t->req.priority, where,
+			 t->sched_err ? strerror(-t->sched_err) : "not in effect after setting",
+			 t->req.priority);
+	} else if (v->mlock_err) {
+		snprintf(buf, len,
+			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, raise 'ulimit -l', or pass --no-mlock or --allow-non-rt",
+			 strerror(-v->mlock_err));
+	} else {
+		snprintf(buf, len,
+			 "cannot hold /dev/cpu_dma_latency (%s): run as root, or drop --dma-latency, or pass --allow-non-rt",
+			 strerror(-v->dma_err));
+	}
+}
+
+void probe_free_channels(struct channel **chans, size_t n)
+{
+	if (chans)
+		for (size_t i = 0; i < n; i++)
+			channel_destroy(chans[i]);
+	free(chans);
 }

@@ -33,8 +33,8 @@ enum { PL_SAME, PL_CROSS, PL_BOTH };
 enum {
 	O_MECH, O_PLACEMENT, O_CPU, O_WAKER_CPU, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS,
 	O_BUSY, O_ORDER, O_ORDER_WORKERS, O_ORDER_ROUNDS, O_ORDER_WORK, O_PI, O_PI_BUSY,
-	O_PI_HOLD, O_PI_ROUNDS, O_STRICT, O_MLOCK, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW,
-	O_OUTPUT, O_ALLOW_NON_RT, O_CPU_OLD, O_COUNT
+	O_PI_HOLD, O_PI_ROUNDS, O_STRICT, 
+	O_CPU_OLD, O_COUNT
 };
 
 static const struct opt_def switch_opts[O_COUNT] = {
@@ -87,17 +87,11 @@ static const struct opt_def switch_opts[O_COUNT] = {
 	[O_STRICT] = { "check-strict", OPT_BOOL, NULL,
 		       "exit 3 (status check_failed) when the order or PI check fails", 0, 0, NULL,
 		       "false", NULL },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not used, else unpinned"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 };
 
 struct sw_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	unsigned mechs;
 	int placement;
 	int cpu;
@@ -109,7 +103,6 @@ struct sw_cfg {
 	bool busy;
 	struct sw_check_cfg check;
 	bool strict;
-	uint64_t window_ns;
 };
 
 struct sw_ctx;
@@ -167,13 +160,17 @@ static int first_other(const cpu_set_t *s, int not)
 	return -1;
 }
 
-static int switch_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		       const struct probe_env *env, char *err, size_t errlen)
+static int switch_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	const struct probe_env *env = a->env;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct sw_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	struct sw_cfg *c = &ctx->cfg_store;
+	c->run = a->run;
 	int e = wake_parse_mechs(v[O_MECH].s, &c->mechs, err, errlen);
 	if (e)
 		goto bad;
@@ -222,22 +219,10 @@ static int switch_init(void **out, const struct run_opts **run, const struct opt
 		goto bad;
 	}
 	c->strict = v[O_STRICT].i != 0;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = -1;
-	cpu_set_t used;
-	CPU_ZERO(&used);
-	CPU_SET(c->cpu, &used);
+	CPU_SET(c->cpu, &a->used);
 	if (c->waker_cpu >= 0)
-		CPU_SET(c->waker_cpu, &used);
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, &used, &c->run.housekeeping,
-			       err, errlen) != 0)
-		goto bad;
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+		CPU_SET(c->waker_cpu, &a->used);
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 bad:
@@ -273,11 +258,11 @@ static void switch_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "pi_hold_ns", k->pi_hold_ns);
 	jw_int(w, "pi_rounds", k->pi_rounds);
 	jw_bool(w, "check_strict", c->strict);
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_uint(w, "window_ns", c->window_ns);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_uint(w, "window_ns", c->run->window_ns);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 }
 
 /* ---- measuring threads ---- */
@@ -406,7 +391,7 @@ static int switch_setup(struct sw_ctx *ctx)
 			if (e)
 				return e;
 			p->open = true;
-			e = channel_create(&ctx->chans[i], name, c->cpu, c->window_ns, 0);
+			e = channel_create(&ctx->chans[i], name, c->cpu, c->run->window_ns, 0);
 			if (e)
 				return e;
 			p->ch = ctx->chans[i];
@@ -516,32 +501,27 @@ static void switch_write_checks(void *p, struct jsonw *w, bool final)
 }
 
 /* The checks run now, on the measured CPU, after measuring. */
-static void switch_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-			   size_t errlen)
+static void switch_ended(void *p, struct probe_end *e)
 {
 	struct sw_ctx *ctx = p;
 	const struct sw_cfg *c = ctx->cfg;
-	if (!interrupted && (c->check.order || c->check.pi)) {
+	if (!e->interrupted && (c->check.order || c->check.pi)) {
 		sw_checks_run(&c->check, &ctx->checks);
 		/* a signal that arrived meanwhile still counts */
 		sigset_t pend;
 		sigpending(&pend);
 		if (sigismember(&pend, SIGINT) || sigismember(&pend, SIGTERM))
-			interrupted = true;
+			e->interrupted = true;
 	}
-	for (size_t i = 0; i < ctx->n_pairs && !err[0]; i++)
+	for (size_t i = 0; i < ctx->n_pairs && !e->err[0]; i++)
 		if (ctx->pairs[i].run_err)
-			snprintf(err, errlen, "waiting on %s: %s", ctx->chans[i]->name,
+			snprintf(e->err, e->errlen, "waiting on %s: %s", ctx->chans[i]->name,
 				 strerror(ctx->pairs[i].run_err));
-	for (size_t i = 0; i < ctx->n_wakers && !err[0]; i++)
+	for (size_t i = 0; i < ctx->n_wakers && !e->err[0]; i++)
 		if (ctx->wakers[i].run_err)
-			snprintf(err, errlen, "waker on CPU %d: %s", ctx->wakers[i].cpu,
+			snprintf(e->err, e->errlen, "waker on CPU %d: %s", ctx->wakers[i].cpu,
 				 strerror(ctx->wakers[i].run_err));
-	if (!reporter_outcome_stopped(o, interrupted, err) && c->strict &&
-	    sw_checks_failed(&ctx->checks)) {
-		o->status = "check_failed";
-		o->exit_code = RL_EXIT_THRESHOLD;
-	}
+	e->check_failed = c->strict && sw_checks_failed(&ctx->checks);
 }
 
 static void switch_fini(void *p)
@@ -575,6 +555,9 @@ const struct probe_ops switch_probe = {
 		 "priority-inheritance check (result.checks). JSON Lines go to stdout or --output.",
 	.opts = switch_opts,
 	.n_opts = O_COUNT,
+	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared_at = O_CPU_OLD,
+	.housekeeping_help = "first online CPU not used, else unpinned",
 	.stack = THREAD_STACK,
 	.init = switch_init,
 	.fini = switch_fini,
@@ -585,5 +568,5 @@ const struct probe_ops switch_probe = {
 	.write_extra = switch_write_checks,
 	.measure = switch_measure,
 	.stop = switch_stop,
-	.outcome = switch_outcome,
+	.ended = switch_ended,
 };

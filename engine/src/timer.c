@@ -18,11 +18,13 @@
 
 static const char *const clock_names[] = { "monotonic", "realtime", NULL };
 
+/* its own options; the shared ones (TIMER_SHARED) come before O_DL_RUNTIME */
 enum {
-	O_CPUS, O_POLICY, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS, O_CLOCK, O_MLOCK,
-	O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_THRESHOLD, O_SAMPLES, O_OUTPUT,
-	O_ALLOW_NON_RT, O_DL_RUNTIME, O_THRESHOLD_OLD, O_COUNT
+	O_CPUS, O_POLICY, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS, O_CLOCK, O_DL_RUNTIME,
+	O_THRESHOLD_OLD, O_COUNT
 };
+#define TIMER_SHARED (RUN_OPTS_COMMON | RUN_OPT(DMA) | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW) | \
+		      RUN_OPT(THRESHOLD) | RUN_OPT(SAMPLES))
 
 static const struct opt_def timer_opts[O_COUNT] = {
 	[O_CPUS] = { "cpus", OPT_CPULIST, NULL, "CPUs to measure, one pinned thread each",
@@ -41,20 +43,6 @@ static const struct opt_def timer_opts[O_COUNT] = {
 		      INT64_MAX / 2, NULL, NULL, "until SIGINT/SIGTERM" },
 	[O_CLOCK] = { "clock", OPT_ENUM, "CLOCK", "clock of the deadlines", 0, 0, clock_names,
 		      "monotonic", NULL },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_DMA] = { "dma-latency", OPT_INT, "US",
-		    "hold /dev/cpu_dma_latency at US microseconds during the run", 0, INT32_MAX,
-		    NULL, NULL, "not touched" },
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU not measured, else unpinned"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_THRESHOLD] = { "stop-threshold", OPT_DURATION, NULL,
-			  "stop with exit 3 when a latency exceeds this (and stop tracing)", 1,
-			  (int64_t)(3600 * NS_PER_SEC), NULL, NULL, "none" },
-	[O_SAMPLES] = { "samples", OPT_STRING, "FILE", "write every sample to FILE (binary)", 0,
-			0, NULL, NULL, "none" },
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_DL_RUNTIME] = { "dl-runtime", OPT_DURATION, NULL,
 			   "SCHED_DEADLINE runtime per period (policy deadline only)",
 			   (int64_t)NS_PER_US, (int64_t)(10 * NS_PER_SEC), NULL, "100us", NULL },
@@ -63,7 +51,7 @@ static const struct opt_def timer_opts[O_COUNT] = {
 
 /* Frozen after init. */
 struct timer_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int cpus[CPU_SETSIZE];
 	size_t n_cpus;
 	enum rt_policy policy;
@@ -73,8 +61,6 @@ struct timer_cfg {
 	uint64_t loops;		/* 0: none */
 	int clock_idx;
 	clockid_t clock;
-	uint64_t window_ns;
-	uint64_t threshold_ns;	/* 0: none */
 	uint64_t dl_runtime_ns;
 };
 
@@ -94,53 +80,40 @@ struct timer_ctx {
 	struct timer_thread *threads;
 	struct channel **chans;
 	atomic_bool stop;
-	atomic_int thr_taken;
-	size_t thr_chan;
-	uint64_t thr_latency, thr_at;
+	struct probe_threshold thr;
 	uint64_t start_ns;	/* run start on cfg->clock */
 	const struct rt_trace *trace;	/* tracefs, open for the threshold; NULL: none */
 };
 
-static int timer_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		      const struct probe_env *env, char *err, size_t errlen)
+static int timer_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
 	struct timer_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	struct timer_cfg *c = &ctx->cfg_store;
-	const cpu_set_t *cpus = v[O_CPUS].set ? &v[O_CPUS].cpus : env->online;
+	c->run = a->run;
+	const cpu_set_t *cpus = v[O_CPUS].set ? &v[O_CPUS].cpus : a->env->online;
 	for (int i = 0; i < CPU_SETSIZE; i++)
 		if (CPU_ISSET(i, cpus))
 			c->cpus[c->n_cpus++] = i;
+	a->used = *cpus;
 	c->policy = (enum rt_policy)v[O_POLICY].i;
-	if (probe_priority(c->policy, &v[O_PRIORITY], 99, &c->priority, err, errlen) != 0)
+	if (probe_priority(c->policy, &v[O_PRIORITY], 99, &c->priority, a->err, a->errlen) != 0)
 		goto bad;
 	c->interval_ns = (uint64_t)v[O_INTERVAL].i;
 	if (probe_run_length(&v[O_DURATION], &v[O_LOOPS], c->interval_ns, &c->duration_ns,
-			     &c->loops, err, errlen) != 0)
+			     &c->loops, a->err, a->errlen) != 0)
 		goto bad;
 	c->clock_idx = (int)v[O_CLOCK].i;
 	c->clock = c->clock_idx == 1 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = v[O_DMA].set ? v[O_DMA].i : -1;
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, cpus, &c->run.housekeeping, err,
-			       errlen) != 0)
-		goto bad;
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->threshold_ns = v[O_THRESHOLD].set ? (uint64_t)v[O_THRESHOLD].i : 0;
-	c->run.trace = c->threshold_ns != 0; /* the threshold stops the trace too */
 	c->dl_runtime_ns = (uint64_t)v[O_DL_RUNTIME].i;
 	if (c->policy == RT_DEADLINE && c->dl_runtime_ns > c->interval_ns) {
-		snprintf(err, errlen, "--dl-runtime: must not exceed --interval (%llu ns)",
+		snprintf(a->err, a->errlen, "--dl-runtime: must not exceed --interval (%llu ns)",
 			 (unsigned long long)c->interval_ns);
 		goto bad;
 	}
-	c->run.samples = v[O_SAMPLES].set ? v[O_SAMPLES].s : NULL;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 bad:
@@ -161,14 +134,14 @@ static void timer_write_config(const void *p, struct jsonw *w)
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "loops", c->loops);
 	jw_str(w, "clock", clock_names[c->clock_idx]);
-	jw_bool(w, "mlock", c->run.mlock);
-	jw_int_or_null(w, "dma_latency_us", c->run.dma_us);
-	jw_int_or_null(w, "housekeeping_cpu", c->run.housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run.snapshot_ns);
-	jw_uint(w, "window_ns", c->window_ns);
-	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
-	jw_str_or_null(w, "samples_file", c->run.samples);
-	jw_bool(w, "allow_non_rt", c->run.allow_non_rt);
+	jw_bool(w, "mlock", c->run->mlock);
+	jw_int_or_null(w, "dma_latency_us", c->run->dma_us);
+	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
+	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
+	jw_uint(w, "window_ns", c->run->window_ns);
+	jw_uint_or_null(w, "threshold_ns", c->run->threshold_ns);
+	jw_str_or_null(w, "samples_file", c->run->samples);
+	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
 	if (c->policy == RT_DEADLINE)
 		jw_uint(w, "dl_runtime_ns", c->dl_runtime_ns);
 	else
@@ -178,17 +151,13 @@ static void timer_write_config(const void *p, struct jsonw *w)
 static void on_threshold(struct timer_thread *t, uint64_t at, uint64_t lat)
 {
 	struct timer_ctx *ctx = t->ctx;
-	int expected = 0;
-	if (atomic_compare_exchange_strong(&ctx->thr_taken, &expected, 1)) {
-		ctx->thr_chan = t->idx;
-		ctx->thr_latency = lat;
-		ctx->thr_at = at;
+	if (probe_threshold_claim(&ctx->thr, t->idx, lat, at)) {
 		if (ctx->trace) {
 			char msg[160];
 			snprintf(msg, sizeof(msg),
 				 "rtlab-probe: threshold exceeded on %s: latency %llu ns > %llu ns at %llu ns\n",
 				 t->ch->name, (unsigned long long)lat,
-				 (unsigned long long)ctx->cfg->threshold_ns, (unsigned long long)at);
+				 (unsigned long long)ctx->cfg->run->threshold_ns, (unsigned long long)at);
 			rt_trace_stop(ctx->trace, msg);
 		}
 	}
@@ -205,7 +174,7 @@ static void timer_measure(void *p, struct probe_thread *pt)
 	const uint64_t interval = c->interval_ns;
 	const uint64_t start = ctx->start_ns;
 	const uint64_t end = c->duration_ns ? start + c->duration_ns : UINT64_MAX;
-	const uint64_t threshold = c->threshold_ns ? c->threshold_ns : UINT64_MAX;
+	const uint64_t threshold = c->run->threshold_ns ? c->run->threshold_ns : UINT64_MAX;
 	const uint64_t loops = c->loops ? c->loops : UINT64_MAX;
 	uint64_t n = 0;
 	uint64_t next = period_first(start, rl_now_ns(clk), interval);
@@ -262,8 +231,8 @@ static int timer_prepare(void *p, struct probe_plan *plan)
 	for (size_t i = 0; i < c->n_cpus; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "cpu%d", c->cpus[i]);
-		int e = channel_create(&ctx->chans[i], name, c->cpus[i], c->window_ns,
-				       c->run.samples ? ring_entries(c) : 0);
+		int e = channel_create(&ctx->chans[i], name, c->cpus[i], c->run->window_ns,
+				       c->run->samples ? ring_entries(c) : 0);
 		if (e) {
 			fprintf(stderr, "rtlab-probe timer: cannot allocate a channel: %s\n",
 				strerror(-e));
@@ -284,6 +253,7 @@ static int timer_prepare(void *p, struct probe_plan *plan)
 	plan->chans = ctx->chans;
 	plan->n_chans = c->n_cpus;
 	plan->stop = &ctx->stop;
+	plan->threshold = &ctx->thr;
 	return 0;
 }
 
@@ -294,31 +264,6 @@ static void timer_thread_ready(void *p, struct probe_thread *pt)
 	atomic_store(&t->ch->tid, pt->rt.tid);
 }
 
-/* One line: why we cannot measure with real-time settings, and how to fix it. */
-static void timer_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
-{
-	const struct timer_cfg *c = ((const struct timer_ctx *)p)->cfg;
-	const struct rt_thread *t = v->thread ? &v->thread->rt : NULL;
-	if (t && t->pin_err)
-		snprintf(buf, len,
-			 "cannot pin the measuring thread to CPU %d (%s): the CPU is not in this process's cpuset; run in a cpuset that contains it, or pass --allow-non-rt",
-			 t->cpu, strerror(-t->pin_err));
-	else if (t)
-		snprintf(buf, len,
-			 "cannot set %s priority %d on CPU %d (%s): run as root or grant CAP_SYS_NICE, raise 'ulimit -r' to %d, or use a cgroup with RT runtime (RT group scheduling: cpu.rt_runtime_us > 0); or pass --allow-non-rt",
-			 rt_policy_label(c->policy), c->priority, t->cpu,
-			 t->sched_err ? strerror(-t->sched_err) : "not in effect after setting",
-			 c->priority);
-	else if (v->mlock_err)
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, raise 'ulimit -l', or pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
-	else
-		snprintf(buf, len,
-			 "cannot hold /dev/cpu_dma_latency (%s): run as root, or drop --dma-latency, or pass --allow-non-rt",
-			 strerror(-v->dma_err));
-}
-
 static int timer_start(void *p, const struct probe_start *s)
 {
 	struct timer_ctx *ctx = p;
@@ -326,29 +271,20 @@ static int timer_start(void *p, const struct probe_start *s)
 	return 0;
 }
 
-static void timer_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-			  size_t errlen)
+/* A thread's clock_nanosleep that failed is the run's error. */
+static void timer_ended(void *p, struct probe_end *e)
 {
 	struct timer_ctx *ctx = p;
-	for (size_t i = 0; i < ctx->cfg->n_cpus && !err[0]; i++)
+	for (size_t i = 0; i < ctx->cfg->n_cpus && !e->err[0]; i++)
 		if (ctx->threads[i].run_err)
-			snprintf(err, errlen, "clock_nanosleep on %s: %s", ctx->chans[i]->name,
+			snprintf(e->err, e->errlen, "clock_nanosleep on %s: %s", ctx->chans[i]->name,
 				 strerror(ctx->threads[i].run_err));
-	if (atomic_load(&ctx->thr_taken))
-		reporter_outcome_threshold(o, ctx->thr_chan, ctx->thr_latency, ctx->thr_at);
-	else
-		reporter_outcome_stopped(o, interrupted, err);
 }
 
 static void timer_fini(void *p)
 {
 	struct timer_ctx *ctx = p;
-	if (!ctx)
-		return;
-	if (ctx->chans)
-		for (size_t i = 0; i < ctx->cfg->n_cpus; i++)
-			channel_destroy(ctx->chans[i]);
-	free(ctx->chans);
+	probe_free_channels(ctx->chans, ctx->cfg->n_cpus);
 	free(ctx->threads);
 	free(ctx);
 }
@@ -361,14 +297,16 @@ const struct probe_ops timer_probe = {
 		 "woke. Missed periods are counted. JSON Lines go to stdout or --output.",
 	.opts = timer_opts,
 	.n_opts = O_COUNT,
+	.shared = TIMER_SHARED,
+	.shared_at = O_DL_RUNTIME,
+	.housekeeping_help = "first online CPU not measured, else unpinned",
 	.stack = THREAD_STACK,
 	.init = timer_init,
 	.fini = timer_fini,
 	.prepare = timer_prepare,
 	.thread_ready = timer_thread_ready,
-	.explain = timer_explain,
 	.start = timer_start,
 	.write_config = timer_write_config,
 	.measure = timer_measure,
-	.outcome = timer_outcome,
+	.ended = timer_ended,
 };

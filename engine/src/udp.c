@@ -35,8 +35,8 @@
 enum {
 	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
 	O_CPU, O_POLICY, O_PRIORITY, O_BUSY_POLL, O_RECV, O_WAIT, O_TIMESTAMPS, O_SHARED_CLOCK,
-	O_MAX_RATE, O_BURST, O_MLOCK, O_DMA, O_HOUSEKEEPING, O_SNAPSHOT, O_WINDOW, O_OUTPUT,
-	O_ALLOW_NON_RT, O_PACE, O_CPU_OLD,
+	O_MAX_RATE, O_BURST, 
+	O_PACE, O_CPU_OLD,
 	O_DATAPATH, O_IFNAME, O_XDP_QUEUE, O_XDP_MODE, /* the AF_XDP path: udp_xdp.h */
 	O_N
 };
@@ -90,15 +90,6 @@ static const struct opt_def udp_opts[O_N] = {
 			 1, 10000000, NULL, "100000", NULL },
 	[O_BURST] = { "burst", OPT_INT, "N", "reflect: token bucket size", 1, 1000000, NULL, "64",
 		      NULL },
-	[O_MLOCK] = OPT_DEF_MLOCK,
-	[O_DMA] = { "dma-latency", OPT_INT, "US",
-		    "hold /dev/cpu_dma_latency at US microseconds during the run", 0, INT32_MAX,
-		    NULL, NULL, "not touched" },
-	[O_HOUSEKEEPING] = OPT_DEF_HOUSEKEEPING("first online CPU other than --cpu"),
-	[O_SNAPSHOT] = OPT_DEF_SNAPSHOT,
-	[O_WINDOW] = OPT_DEF_WINDOW,
-	[O_OUTPUT] = OPT_DEF_OUTPUT,
-	[O_ALLOW_NON_RT] = OPT_DEF_ALLOW_NON_RT,
 	[O_CPU_OLD] = OPT_DEF_ALIAS("cpu", "cpus"),
 	[O_PACE] = { "pace", OPT_ENUM, "HOW",
 		     "ping with --rate: wait for each send deadline in clock_nanosleep (sleep, as a control loop does) or spin reading the clock (busy, as a polling loop does: the CPU never idles)",
@@ -130,9 +121,11 @@ static bool is_wildcard(const struct sockaddr_storage *a)
 	return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
 }
 
-static int udp_init(void **out, const struct run_opts **run, const struct opt_value *v,
-		    const struct probe_env *env, char *err, size_t errlen)
+static int udp_init(void **out, struct probe_args *a)
 {
+	const struct opt_value *v = a->vals;
+	char *err = a->err;
+	size_t errlen = a->errlen;
 	struct udp_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
 							       ~(size_t)(RL_CACHELINE - 1));
 	if (!ctx)
@@ -141,6 +134,7 @@ static int udp_init(void **out, const struct run_opts **run, const struct opt_va
 	ctx->fd = ctx->ep = -1;
 	ctx->ts.phc.fd = -1;
 	struct udp_cfg *c = &ctx->cfg_store;
+	c->run = a->run;
 	if (!v[O_MODE].set)
 		return bad(err, errlen, "give the mode: `udp reflect ...` or `udp ping ...` (--mode reflect|ping)", ctx);
 	c->mode = (int)v[O_MODE].i;
@@ -197,21 +191,8 @@ static int udp_init(void **out, const struct run_opts **run, const struct opt_va
 		return bad(err, errlen, "--shared-clock: only for ping", ctx);
 	c->max_rate = (uint64_t)v[O_MAX_RATE].i;
 	c->burst = (uint64_t)v[O_BURST].i;
-	c->run.mlock = v[O_MLOCK].i != 0;
-	c->run.dma_us = v[O_DMA].set ? v[O_DMA].i : -1;
-	cpu_set_t used;
-	CPU_ZERO(&used);
 	if (c->cpu >= 0)
-		CPU_SET(c->cpu, &used);
-	if (probe_housekeeping(&v[O_HOUSEKEEPING], env->online, c->cpu >= 0 ? &used : NULL,
-			       &c->run.housekeeping, err, errlen) != 0) {
-		free(ctx);
-		return -EINVAL;
-	}
-	c->run.snapshot_ns = (uint64_t)v[O_SNAPSHOT].i;
-	c->window_ns = (uint64_t)v[O_WINDOW].i;
-	c->run.output = v[O_OUTPUT].set ? v[O_OUTPUT].s : NULL;
-	c->run.allow_non_rt = v[O_ALLOW_NON_RT].i != 0;
+		CPU_SET(c->cpu, &a->used);
 	c->path = (int)v[O_DATAPATH].i;
 	c->ifname = v[O_IFNAME].set ? v[O_IFNAME].s : NULL;
 	c->xdp_queue = (uint32_t)v[O_XDP_QUEUE].i;
@@ -228,7 +209,6 @@ static int udp_init(void **out, const struct run_opts **run, const struct opt_va
 		return bad(err, errlen, "--ifname, --xdp-queue, --xdp-mode: only with --path xdp", ctx);
 	}
 	ctx->cfg = c;
-	*run = &c->run;
 	*out = ctx;
 	return 0;
 }
@@ -253,7 +233,7 @@ static int make_channels(struct udp_ctx *ctx)
 	for (int k = 0; k < K_N; k++) {
 		if (!on[k])
 			continue;
-		int e = channel_create(&ctx->ch[k], udp_chan_names[k], c->cpu, c->window_ns, 0);
+		int e = channel_create(&ctx->ch[k], udp_chan_names[k], c->cpu, c->run->window_ns, 0);
 		if (e)
 			return e;
 		ctx->chans[ctx->n_chans++] = ctx->ch[k];
@@ -401,29 +381,6 @@ static void udp_thread_ready(void *p, struct probe_thread *pt)
 	}
 }
 
-static void udp_explain(const void *p, const struct rt_verdict *v, char *buf, size_t len)
-{
-	const struct udp_cfg *c = ((const struct udp_ctx *)p)->cfg;
-	const struct rt_thread *t = v->thread ? &v->thread->rt : NULL;
-	if (t && t->pin_err)
-		snprintf(buf, len,
-			 "cannot pin the socket thread to CPU %d (%s): run in a cpuset that contains it, or pass --allow-non-rt",
-			 c->cpu, strerror(-t->pin_err));
-	else if (t)
-		snprintf(buf, len,
-			 "cannot set %s priority %d on the socket thread (%s): run as root or grant CAP_SYS_NICE, or pass --allow-non-rt",
-			 rt_policy_names[c->policy], c->priority,
-			 t->sched_err ? strerror(-t->sched_err) : "not in effect after setting");
-	else if (v->mlock_err)
-		snprintf(buf, len,
-			 "cannot lock memory with mlockall (%s): run as root or grant CAP_IPC_LOCK, or pass --no-mlock or --allow-non-rt",
-			 strerror(-v->mlock_err));
-	else
-		snprintf(buf, len,
-			 "cannot hold /dev/cpu_dma_latency (%s): run as root, drop --dma-latency, or pass --allow-non-rt",
-			 strerror(-v->dma_err));
-}
-
 static int udp_start(void *p, const struct probe_start *s)
 {
 	struct udp_ctx *ctx = p;
@@ -443,14 +400,12 @@ static void udp_measure(void *p, struct probe_thread *pt)
 	ctx->have_ru = getrusage(RUSAGE_THREAD, &ctx->ru) == 0; /* the result reads it */
 }
 
-static void udp_outcome(void *p, bool interrupted, struct reporter_outcome *o, char *err,
-			size_t errlen)
+static void udp_ended(void *p, struct probe_end *e)
 {
 	struct udp_ctx *ctx = p;
-	ctx->interrupted = interrupted; /* the reporter reads it after reporter_finish's lock */
+	ctx->interrupted = e->interrupted; /* the reporter reads it after reporter_finish's lock */
 	if (ctx->run_err)
-		snprintf(err, errlen, "socket thread: %s", strerror(ctx->run_err));
-	reporter_outcome_stopped(o, interrupted, err);
+		snprintf(e->err, e->errlen, "socket thread: %s", strerror(ctx->run_err));
 }
 
 const struct probe_ops udp_probe = {
@@ -484,13 +439,15 @@ const struct probe_ops udp_probe = {
 #endif
 	.opts = udp_opts,
 	.n_opts = O_N,
+	.shared = RUN_OPTS_COMMON | RUN_OPT(DMA) | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared_at = O_PACE,
+	.housekeeping_help = "first online CPU other than --cpu",
 	.positional = "mode",
 	.stack = THREAD_STACK,
 	.init = udp_init,
 	.fini = udp_fini,
 	.prepare = udp_prepare,
 	.thread_ready = udp_thread_ready,
-	.explain = udp_explain,
 	.start = udp_start,
 	.write_config = udp_write_config,
 	.write_effective = udp_write_effective,
@@ -498,5 +455,5 @@ const struct probe_ops udp_probe = {
 	.write_extra = udp_write_counters,
 	.measure = udp_measure,
 	.wait = udp_wait,
-	.outcome = udp_outcome,
+	.ended = udp_ended,
 };

@@ -41,7 +41,7 @@ extern const char *const udp_mode_names[], *const udp_recv_names[], *const udp_w
 	*const udp_pace_names[], *const udp_path_names[], *const udp_xdp_mode_names[];
 
 struct udp_cfg {
-	struct run_opts run;
+	const struct run_opts *run;
 	int mode;
 	struct sockaddr_storage bind, peer;
 	socklen_t bind_len, peer_len;
@@ -61,7 +61,6 @@ struct udp_cfg {
 	int recv_call, wait_how, pace, ts;
 	bool shared_clock;
 	uint64_t max_rate, burst;
-	uint64_t window_ns;
 	int path, xdp_mode;
 	const char *ifname;	/* xdp: NULL = derived */
 	uint32_t xdp_queue;

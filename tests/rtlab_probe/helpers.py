@@ -67,6 +67,19 @@ def run_probe(
     )
 
 
+def probe_list(probe: str) -> list[dict[str, Any]]:
+    """The probes of `rtlab-probe list --json`, with their option tables."""
+    r = run_probe(probe, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    probes: list[dict[str, Any]] = json.loads(r.stdout)["probes"]
+    return probes
+
+
+def option_of(probe: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The option `name` of one probe of probe_list, or None."""
+    return next((o for o in probe["options"] if o["name"] == name), None)
+
+
 # the usual RLIMIT_MEMLOCK of an unprivileged user (8 MiB): what mlockall(MCL_FUTURE) may lock
 USER_MEMLOCK = 8 << 20
 

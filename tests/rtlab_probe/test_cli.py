@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from .helpers import run_probe
+from .helpers import option_of, probe_list, run_probe
 
 
 def test_version(probe_bin: str) -> None:
@@ -92,15 +92,20 @@ def test_output_unwritable(probe_bin: str) -> None:
     assert "--output '/nonexistent-dir/x.jsonl': its directory does not exist" in r.stderr
 
 
-@pytest.mark.parametrize("probe,extra", [
-    ("timer", []), ("noise", []), ("switch", []), ("overhead", []),
-    ("event", ["--source", "soft"]),  # regression: event accepted an offline CPU silently
-])
-def test_housekeeping_must_be_online(probe_bin: str, probe: str, extra: list[str]) -> None:
-    r = run_probe(probe_bin, probe, *extra, "--housekeeping", "999")
-    assert r.returncode == 2, r.stderr
-    assert "--housekeeping: CPU 999 is not online" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+# what a probe needs besides the option under test to get past its own checks
+NEEDS = {"event": ["--source", "soft"],
+         "udp": ["ping", "--peer", "127.0.0.1:7000", "--session", "x"]}
+
+
+def test_housekeeping_must_be_online(probe_bin: str) -> None:
+    """Every probe with --housekeeping (from `list --json`) refuses an offline CPU."""
+    probes = [p["name"] for p in probe_list(probe_bin) if option_of(p, "housekeeping")]
+    assert len(probes) >= 5, probes  # regression: event accepted an offline CPU silently
+    for probe in probes:
+        r = run_probe(probe_bin, probe, *NEEDS.get(probe, []), "--housekeeping", "999")
+        assert r.returncode == 2, (probe, r.stderr)
+        assert "--housekeeping: CPU 999 is not online" in r.stderr, probe
+        assert len(r.stderr.strip().splitlines()) == 1, probe
 
 
 def test_list_json_matches_the_option_tables(probe_bin: str) -> None:
@@ -199,13 +204,17 @@ def test_old_and_new_spelling_together_is_given_twice(probe_bin: str, probe: str
     assert r.stderr.strip().endswith(f"{old}: given more than once (it is {new})"), r.stderr
 
 
-@pytest.mark.parametrize("probe", ["switch", "overhead", "event"])
-def test_single_cpu_probes_take_one_cpu(probe_bin: str, probe: str) -> None:
+def test_single_cpu_probes_take_one_cpu(probe_bin: str) -> None:
+    """Every probe whose --cpus takes one CPU (max 1 in `list --json`) says so."""
     last, first = _two_cpus()
-    r = run_probe(probe_bin, probe, "--cpus", f"{first},{last}")
-    assert r.returncode == 2 and r.stdout == ""
-    assert f"--cpus: '{first},{last}' names 2 CPUs; this probe runs on one CPU" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    probes = [p["name"] for p in probe_list(probe_bin)
+              if (o := option_of(p, "cpus")) and o.get("max") == 1]
+    assert len(probes) >= 3, probes
+    for probe in probes:
+        r = run_probe(probe_bin, probe, "--cpus", f"{first},{last}")
+        assert r.returncode == 2 and r.stdout == "", probe
+        assert f"--cpus: '{first},{last}' names 2 CPUs; this probe runs on one CPU" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, probe
 
 
 def test_overhead_duration_is_the_whole_run(probe_bin: str) -> None:
