@@ -31,9 +31,10 @@ static const char *const gclk_names[] = { "monotonic", "realtime", "hte", NULL }
 
 enum {
 	O_SOURCE, O_DEVICE, O_LINE, O_EDGE, O_GPIO_CLOCK, O_BIND, O_RATE, O_GEN_CPU, O_CPU,
-	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV, 
+	O_POLICY, O_PRIORITY, O_DURATION, O_COUNT_EV,
 	O_CPU_OLD, O_N
 };
+#define EVENT_SHARED (RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW))
 
 static const struct opt_def ev_opts[O_N] = {
 	[O_SOURCE] = { "source", OPT_ENUM, "SRC", "event source", 0, 0, src_names, "soft", NULL },
@@ -171,11 +172,7 @@ static void ev_write_config(const void *p, struct jsonw *w)
 	jw_int(w, "priority", c->priority);
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "count", c->count);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, EVENT_SHARED & ~RUN_OPT(OUTPUT));
 }
 
 static void write_clock(struct jsonw *w, const struct ev_ctx *ctx, bool final)
@@ -375,7 +372,7 @@ const struct probe_ops event_probe = {
 		 "with a measured offset, reported with its uncertainty). See docs/probes/event.md.",
 	.opts = ev_opts,
 	.n_opts = O_N,
-	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared = EVENT_SHARED,
 	.shared_at = O_CPU_OLD,
 	.housekeeping_help = "first online CPU other than --cpus",
 	.stack = THREAD_STACK,

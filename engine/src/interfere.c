@@ -127,10 +127,7 @@ static void ifr_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "run_length_ns", c->run_ns);
 	jw_uint(w, "ops", c->ops);
 	jw_uint(w, "batch", c->batch);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_str_or_null(w, "output", c->run->output);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, RUN_OPTS_COMMON);
 }
 
 static void write_raw(struct jsonw *w, const char *key, const uint64_t *v, uint64_t n)

@@ -205,12 +205,7 @@ static void noise_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "max_gaps", c->max_gaps);
 	jw_uint_or_null(w, "threshold_ns", c->threshold_ns);
 	jw_str(w, "counter", counter_names[c->counter_idx]);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_str_or_null(w, "output", c->run->output);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, NOISE_SHARED);
 }
 
 /* The rare path: a gap above --gap-threshold (kept out of the loop body). */

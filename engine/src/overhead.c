@@ -31,10 +31,11 @@ enum { T_CLOCK, T_SYSCALL, T_TIMER, T_SWITCH, T_WAKE, T_COUNT };
 static const char *const test_names[T_COUNT] = { "clock", "syscall", "timer", "switch", "wake" };
 
 enum {
-	O_CPU, O_OTHER_CPU, O_PRIORITY, O_LOOPS, O_DURATION, 
+	O_CPU, O_OTHER_CPU, O_PRIORITY, O_LOOPS, O_DURATION,
 	O_TEST_DURATION, O_CPU_OLD,
 	O_OTHER_CPU_OLD, O_COUNT
 };
+#define OVERHEAD_SHARED (RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW))
 
 static const struct opt_def overhead_opts[O_COUNT] = {
 	[O_CPU] = { "cpus", OPT_CPULIST, "CPU", "CPU of the driver thread (and the same-CPU partner)",
@@ -164,11 +165,7 @@ static void overhead_write_config(const void *p, struct jsonw *w)
 		jw_null(w, "duration_ns");
 		jw_null(w, "test_duration_ns");
 	}
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, OVERHEAD_SHARED & ~RUN_OPT(OUTPUT));
 }
 
 static void same_main(struct ov_ctx *ctx)
@@ -377,7 +374,7 @@ const struct probe_ops overhead_probe = {
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
 	.opts = overhead_opts,
 	.n_opts = O_COUNT,
-	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared = OVERHEAD_SHARED,
 	.shared_at = O_TEST_DURATION,
 	.housekeeping_help = "first online CPU not used, else unpinned",
 	.stack = THREAD_STACK,

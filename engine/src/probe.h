@@ -256,6 +256,11 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
 		     char *err, size_t errlen) RL_WUR;
 
+/* The header's config members of the shared options in `which` (RUN_OPT bits), in the
+ * order of enum run_opt: mlock, dma_latency_us, housekeeping_cpu, snapshot_interval_ns,
+ * window_ns, threshold_ns, samples_file, output, allow_non_rt. */
+void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigned which);
+
 /* The channels of a probe destroyed and their array freed (NULL entries and array: none). */
 void probe_free_channels(struct channel **chans, size_t n);
 

@@ -208,6 +208,28 @@ void probe_explain(const struct rt_verdict *v, char *buf, size_t len)
 	}
 }
 
+void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigned which)
+{
+	if (which & RUN_OPT(MLOCK))
+		jw_bool(w, "mlock", run->mlock);
+	if (which & RUN_OPT(DMA))
+		jw_int_or_null(w, "dma_latency_us", run->dma_us);
+	if (which & RUN_OPT(HOUSEKEEPING))
+		jw_int_or_null(w, "housekeeping_cpu", run->housekeeping);
+	if (which & RUN_OPT(SNAPSHOT))
+		jw_uint(w, "snapshot_interval_ns", run->snapshot_ns);
+	if (which & RUN_OPT(WINDOW))
+		jw_uint(w, "window_ns", run->window_ns);
+	if (which & RUN_OPT(THRESHOLD))
+		jw_uint_or_null(w, "threshold_ns", run->threshold_ns);
+	if (which & RUN_OPT(SAMPLES))
+		jw_str_or_null(w, "samples_file", run->samples);
+	if (which & RUN_OPT(OUTPUT))
+		jw_str_or_null(w, "output", run->output);
+	if (which & RUN_OPT(ALLOW_NON_RT))
+		jw_bool(w, "allow_non_rt", run->allow_non_rt);
+}
+
 void probe_free_channels(struct channel **chans, size_t n)
 {
 	if (chans)

@@ -33,9 +33,10 @@ enum { PL_SAME, PL_CROSS, PL_BOTH };
 enum {
 	O_MECH, O_PLACEMENT, O_CPU, O_WAKER_CPU, O_PRIORITY, O_INTERVAL, O_DURATION, O_LOOPS,
 	O_BUSY, O_ORDER, O_ORDER_WORKERS, O_ORDER_ROUNDS, O_ORDER_WORK, O_PI, O_PI_BUSY,
-	O_PI_HOLD, O_PI_ROUNDS, O_STRICT, 
+	O_PI_HOLD, O_PI_ROUNDS, O_STRICT,
 	O_CPU_OLD, O_COUNT
 };
+#define SWITCH_SHARED (RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW))
 
 static const struct opt_def switch_opts[O_COUNT] = {
 	[O_MECH] = { "mechanism", OPT_STRING, "LIST",
@@ -258,11 +259,7 @@ static void switch_write_config(const void *p, struct jsonw *w)
 	jw_uint(w, "pi_hold_ns", k->pi_hold_ns);
 	jw_int(w, "pi_rounds", k->pi_rounds);
 	jw_bool(w, "check_strict", c->strict);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, SWITCH_SHARED & ~RUN_OPT(OUTPUT));
 }
 
 /* ---- measuring threads ---- */
@@ -555,7 +552,7 @@ const struct probe_ops switch_probe = {
 		 "priority-inheritance check (result.checks). JSON Lines go to stdout or --output.",
 	.opts = switch_opts,
 	.n_opts = O_COUNT,
-	.shared = RUN_OPTS_COMMON | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared = SWITCH_SHARED,
 	.shared_at = O_CPU_OLD,
 	.housekeeping_help = "first online CPU not used, else unpinned",
 	.stack = THREAD_STACK,

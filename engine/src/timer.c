@@ -134,14 +134,7 @@ static void timer_write_config(const void *p, struct jsonw *w)
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "loops", c->loops);
 	jw_str(w, "clock", clock_names[c->clock_idx]);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "dma_latency_us", c->run->dma_us);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_uint_or_null(w, "threshold_ns", c->run->threshold_ns);
-	jw_str_or_null(w, "samples_file", c->run->samples);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, TIMER_SHARED & ~RUN_OPT(OUTPUT));
 	if (c->policy == RT_DEADLINE)
 		jw_uint(w, "dl_runtime_ns", c->dl_runtime_ns);
 	else

@@ -35,7 +35,7 @@
 enum {
 	O_MODE, O_BIND, O_PEER, O_SESSION, O_RATE, O_SIZE, O_DURATION, O_COUNT_PKTS, O_TIMEOUT,
 	O_CPU, O_POLICY, O_PRIORITY, O_BUSY_POLL, O_RECV, O_WAIT, O_TIMESTAMPS, O_SHARED_CLOCK,
-	O_MAX_RATE, O_BURST, 
+	O_MAX_RATE, O_BURST,
 	O_PACE, O_CPU_OLD,
 	O_DATAPATH, O_IFNAME, O_XDP_QUEUE, O_XDP_MODE, /* the AF_XDP path: udp_xdp.h */
 	O_N
@@ -439,7 +439,7 @@ const struct probe_ops udp_probe = {
 #endif
 	.opts = udp_opts,
 	.n_opts = O_N,
-	.shared = RUN_OPTS_COMMON | RUN_OPT(DMA) | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW),
+	.shared = UDP_SHARED,
 	.shared_at = O_PACE,
 	.housekeeping_help = "first online CPU other than --cpu",
 	.positional = "mode",

@@ -40,6 +40,9 @@ enum { PATH_SOCKET, PATH_XDP };
 extern const char *const udp_mode_names[], *const udp_recv_names[], *const udp_wait_names[],
 	*const udp_pace_names[], *const udp_path_names[], *const udp_xdp_mode_names[];
 
+/* the shared options udp takes (probe.h) */
+#define UDP_SHARED (RUN_OPTS_COMMON | RUN_OPT(DMA) | RUN_OPT(HOUSEKEEPING) | RUN_OPT(WINDOW))
+
 struct udp_cfg {
 	const struct run_opts *run;
 	int mode;

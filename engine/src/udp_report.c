@@ -55,12 +55,7 @@ void udp_write_config(const void *p, struct jsonw *w)
 	jw_bool(w, "shared_clock", c->shared_clock);
 	jw_uint(w, "max_rate_pps", c->max_rate);
 	jw_uint(w, "burst", c->burst);
-	jw_bool(w, "mlock", c->run->mlock);
-	jw_int_or_null(w, "dma_latency_us", c->run->dma_us);
-	jw_int_or_null(w, "housekeeping_cpu", c->run->housekeeping);
-	jw_uint(w, "snapshot_interval_ns", c->run->snapshot_ns);
-	jw_uint(w, "window_ns", c->run->window_ns);
-	jw_bool(w, "allow_non_rt", c->run->allow_non_rt);
+	probe_write_run_config(w, c->run, UDP_SHARED & ~RUN_OPT(OUTPUT));
 	jw_str(w, "path", udp_path_names[c->path]);
 	jw_str_or_null(w, "ifname", c->ifname);
 	jw_uint(w, "xdp_queue", c->xdp_queue);
