@@ -115,12 +115,7 @@ static void ifr_write_config(const void *p, struct jsonw *w)
 {
 	const struct ifr_cfg *c = ((const struct ifr_ctx *)p)->cfg;
 	jw_str(w, "mode", mode_names[c->mode]);
-	jw_arr_begin(w, "cpus");
-	for (size_t i = 0; i < c->n_cpus; i++)
-		jw_int(w, NULL, c->cpus[i]);
-	jw_arr_end(w);
-	jw_str(w, "policy", rt_policy_names[c->policy]);
-	jw_int(w, "priority", c->priority);
+	probe_write_threads_config(w, c->cpus, c->n_cpus, c->policy, c->priority);
 	jw_uint(w, "repeats", c->repeats);
 	jw_uint(w, "serial_permille", c->serial_pm);
 	jw_uint(w, "working_set_bytes", c->ws_bytes);

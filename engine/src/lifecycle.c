@@ -70,6 +70,8 @@ static void *thread_main(void *arg)
 	struct probe_thread *t = &r->plan.threads[m->index];
 	if (!t->helper)
 		rt_thread_setup(&t->rt);
+	if (t->chan)
+		atomic_store(&t->chan->tid, t->rt.tid);
 	if (r->p->thread_ready)
 		r->p->thread_ready(r->ctx, t);
 	if (crew_wait_go(&r->crew))

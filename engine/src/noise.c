@@ -193,12 +193,7 @@ static int noise_init(void **out, struct probe_args *a)
 static void noise_write_config(const void *p, struct jsonw *w)
 {
 	const struct noise_cfg *c = ((const struct noise_ctx *)p)->cfg;
-	jw_arr_begin(w, "cpus");
-	for (size_t i = 0; i < c->n_cpus; i++)
-		jw_int(w, NULL, c->cpus[i]);
-	jw_arr_end(w);
-	jw_str(w, "policy", rt_policy_names[c->policy]);
-	jw_int(w, "priority", c->priority);
+	probe_write_threads_config(w, c->cpus, c->n_cpus, c->policy, c->priority);
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint(w, "gap_threshold_ns", c->gap_ns);
 	jw_uint(w, "record_gaps_above_ns", c->record_ns);
@@ -380,19 +375,13 @@ static int noise_prepare(void *p, struct probe_plan *plan)
 		pt[i].rt.cpu = c->cpus[i];
 		pt[i].rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
 		pt[i].arg = &ctx->threads[i];
+		pt[i].chan = ctx->chans[i];
 	}
 	plan->chans = ctx->chans;
 	plan->n_chans = c->n_cpus;
 	plan->stop = &ctx->stop;
 	plan->threshold = &ctx->thr;
 	return 0;
-}
-
-static void noise_thread_ready(void *p, struct probe_thread *pt)
-{
-	(void)p;
-	struct noise_thread *t = pt->arg;
-	atomic_store(&t->ch->tid, pt->rt.tid);
 }
 
 /* Every channel starts at the same counter reading: the start on the counter's scale. */
@@ -457,7 +446,6 @@ const struct probe_ops noise_probe = {
 	.init = noise_init,
 	.fini = noise_fini,
 	.prepare = noise_prepare,
-	.thread_ready = noise_thread_ready,
 	.start = noise_start,
 	.write_config = noise_write_config,
 	.write_effective = noise_write_effective,

@@ -75,6 +75,7 @@ struct probe_args {
 struct probe_thread {
 	struct rt_thread rt;	/* role, CPU and scheduling asked for; read back */
 	void *arg;		/* the probe's own per-thread object */
+	struct channel *chan;	/* NULL, or the channel that records the thread's tid once set up */
 	/* runs until the probe's stop() ends it; the other threads end the run when all
 	 * of them have returned from measure() */
 	bool until_stopped;
@@ -260,6 +261,10 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
  * order of enum run_opt: mlock, dma_latency_us, housekeeping_cpu, snapshot_interval_ns,
  * window_ns, threshold_ns, samples_file, output, allow_non_rt. */
 void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigned which);
+
+/* The header's config members "cpus", "policy" and "priority" of a probe's measuring threads. */
+void probe_write_threads_config(struct jsonw *w, const int *cpus, size_t n, enum rt_policy policy,
+				int priority);
 
 /* The channels of a probe destroyed and their array freed (NULL entries and array: none). */
 void probe_free_channels(struct channel **chans, size_t n);

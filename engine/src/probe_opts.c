@@ -230,6 +230,17 @@ void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigne
 		jw_bool(w, "allow_non_rt", run->allow_non_rt);
 }
 
+void probe_write_threads_config(struct jsonw *w, const int *cpus, size_t n, enum rt_policy policy,
+				int priority)
+{
+	jw_arr_begin(w, "cpus");
+	for (size_t i = 0; i < n; i++)
+		jw_int(w, NULL, cpus[i]);
+	jw_arr_end(w);
+	jw_str(w, "policy", rt_policy_names[policy]);
+	jw_int(w, "priority", priority);
+}
+
 void probe_free_channels(struct channel **chans, size_t n)
 {
 	if (chans)

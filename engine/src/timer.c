@@ -124,12 +124,7 @@ bad:
 static void timer_write_config(const void *p, struct jsonw *w)
 {
 	const struct timer_cfg *c = ((const struct timer_ctx *)p)->cfg;
-	jw_arr_begin(w, "cpus");
-	for (size_t i = 0; i < c->n_cpus; i++)
-		jw_int(w, NULL, c->cpus[i]);
-	jw_arr_end(w);
-	jw_str(w, "policy", rt_policy_names[c->policy]);
-	jw_int(w, "priority", c->priority);
+	probe_write_threads_config(w, c->cpus, c->n_cpus, c->policy, c->priority);
 	jw_uint(w, "interval_ns", c->interval_ns);
 	jw_uint_or_null(w, "duration_ns", c->duration_ns);
 	jw_uint_or_null(w, "loops", c->loops);
@@ -242,19 +237,13 @@ static int timer_prepare(void *p, struct probe_plan *plan)
 			.dl_period_ns = c->interval_ns,
 		};
 		pt[i].arg = &ctx->threads[i];
+		pt[i].chan = ctx->chans[i];
 	}
 	plan->chans = ctx->chans;
 	plan->n_chans = c->n_cpus;
 	plan->stop = &ctx->stop;
 	plan->threshold = &ctx->thr;
 	return 0;
-}
-
-static void timer_thread_ready(void *p, struct probe_thread *pt)
-{
-	(void)p;
-	struct timer_thread *t = pt->arg;
-	atomic_store(&t->ch->tid, pt->rt.tid);
 }
 
 static int timer_start(void *p, const struct probe_start *s)
@@ -297,7 +286,6 @@ const struct probe_ops timer_probe = {
 	.init = timer_init,
 	.fini = timer_fini,
 	.prepare = timer_prepare,
-	.thread_ready = timer_thread_ready,
 	.start = timer_start,
 	.write_config = timer_write_config,
 	.measure = timer_measure,
