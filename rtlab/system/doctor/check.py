@@ -168,12 +168,18 @@ class Context:
 
 
 class Check:
-    """One concern. Subclasses set `id`, `title`, `why` and implement `run`."""
+    """One concern. Subclasses set `id` and `title`, say in their docstring why the
+    concern shapes latency (every finding's `why`), and implement `run`."""
 
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""
     why: ClassVar[str] = ""
     per_cpu: ClassVar[bool] = False  # narrowed by --cpus
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__:
+            cls.why = " ".join(cls.__doc__.split())
 
     def applies(self, ctx: Context) -> bool:
         return True

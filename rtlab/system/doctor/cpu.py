@@ -28,13 +28,12 @@ def _read_cpu_models(ctx: Context) -> CpuModels:
 
 
 class CpuModelCheck(Check):
+    """Latency depends on the core: a small in-order core (Cortex-A53, A55) wakes and switches
+    more slowly than a big out-of-order one, and on big.LITTLE the same work gives different
+    latencies on the two kinds of CPU."""
+
     id = "cpu-model"
     title = "Processor cores"
-    why = (
-        "Latency depends on the core: a small in-order core (Cortex-A53, A55) wakes and "
-        "switches more slowly than a big out-of-order one, and on big.LITTLE the same "
-        "work gives different latencies on the two kinds of CPU."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -76,12 +75,11 @@ class CpuModelCheck(Check):
 
 
 class SmtCheck(Check):
+    """SMT siblings share a core's execution units and L1/L2 caches, so work on a sibling slows
+    and delays the measured thread."""
+
     id = "smt"
     title = "SMT (hyper-threading) siblings"
-    why = (
-        "SMT siblings share a core's execution units and L1/L2 caches, so work on a "
-        "sibling slows and delays the measured thread."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -137,12 +135,11 @@ class SmtCheck(Check):
 
 
 class CacheCheck(Check):
+    """CPUs that share an L2 or L3 cache evict each other's data, so a memory-heavy neighbour
+    adds cache-miss latency to the measured thread."""
+
     id = "cache"
     title = "Cache topology (shared L2/L3)"
-    why = (
-        "CPUs that share an L2 or L3 cache evict each other's data, so a memory-heavy "
-        "neighbour adds cache-miss latency to the measured thread."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -214,12 +211,11 @@ def _dma_holders(ctx: Context) -> list[int]:
 
 
 class IdleCheck(Check):
+    """Waking from a deep idle state costs its exit latency (tens to hundreds of µs) before the
+    woken task can run."""
+
     id = "idle"
     title = "CPU idle states and cpu_dma_latency"
-    why = (
-        "Waking from a deep idle state costs its exit latency (tens to hundreds of µs) "
-        "before the woken task can run."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -298,12 +294,11 @@ def _self_pid(ctx: Context) -> int:
 
 
 class CpufreqCheck(Check):
+    """A governor that lowers the clock makes the first microseconds after a wake-up slower and
+    varying; boost/turbo makes frequency depend on the other cores' load."""
+
     id = "cpufreq"
     title = "CPU frequency governor and boost"
-    why = (
-        "A governor that lowers the clock makes the first microseconds after a wake-up "
-        "slower and varying; boost/turbo makes frequency depend on the other cores' load."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -357,12 +352,11 @@ _SLOW = ("hpet", "acpi_pm", "pit", "jiffies", "refined-jiffies")
 
 
 class ClocksourceCheck(Check):
+    """Every timestamp and timer reads the clocksource: the TSC/arch counter costs tens of ns
+    from user space, HPET or ACPI PM timer reads cost about a microsecond."""
+
     id = "clocksource"
     title = "Clocksource and TSC stability"
-    why = (
-        "Every timestamp and timer reads the clocksource: the TSC/arch counter costs tens "
-        "of ns from user space, HPET or ACPI PM timer reads cost about a microsecond."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -428,12 +422,11 @@ def _steal_percent(ctx: Context) -> float | None:
 
 
 class VirtualizationCheck(Check):
+    """In a virtual machine the host can deschedule a vCPU for milliseconds; the guest cannot
+    prevent it, so the maximum latency is set by the host."""
+
     id = "virt"
     title = "Virtualization and steal time"
-    why = (
-        "In a virtual machine the host can deschedule a vCPU for milliseconds; the guest "
-        "cannot prevent it, so the maximum latency is set by the host."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -484,12 +477,11 @@ class VirtualizationCheck(Check):
 
 
 class MitigationsCheck(Check):
+    """Mitigations add work to every kernel entry/exit and context switch (retpolines, IBRS,
+    buffer clearing, flushes), which adds to wake-up latency."""
+
     id = "mitigations"
     title = "CPU vulnerability mitigations"
-    why = (
-        "Mitigations add work to every kernel entry/exit and context switch "
-        "(retpolines, IBRS, buffer clearing, flushes), which adds to wake-up latency."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -520,12 +512,11 @@ class MitigationsCheck(Check):
 
 
 class NumaCheck(Check):
+    """Automatic NUMA balancing unmaps pages to sample accesses, so a real-time task takes page
+    faults; remote-node memory is slower."""
+
     id = "numa"
     title = "NUMA nodes and automatic NUMA balancing"
-    why = (
-        "Automatic NUMA balancing unmaps pages to sample accesses, so a real-time task "
-        "takes page faults; remote-node memory is slower."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:

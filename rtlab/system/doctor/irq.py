@@ -8,12 +8,11 @@ from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
 
 
 class IrqbalanceCheck(Check):
+    """irqbalance periodically rewrites IRQ affinities, and may move device interrupts onto the
+    measured CPUs in the middle of a run."""
+
     id = "irqbalance"
     title = "irqbalance daemon"
-    why = (
-        "irqbalance periodically rewrites IRQ affinities, and may move device interrupts "
-        "onto the measured CPUs in the middle of a run."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -33,12 +32,11 @@ class IrqbalanceCheck(Check):
 
 
 class IrqAffinityCheck(Check):
+    """A device interrupt delivered to an isolated CPU preempts the measured thread for the
+    hard IRQ handler (and its thread on PREEMPT_RT)."""
+
     id = "irq-affinity"
     title = "IRQ affinity vs isolated CPUs"
-    why = (
-        "A device interrupt delivered to an isolated CPU preempts the measured thread for "
-        "the hard IRQ handler (and its thread on PREEMPT_RT)."
-    )
     per_cpu = True
 
     def applies(self, ctx: Context) -> bool:

@@ -23,12 +23,11 @@ def _read_preemption(ctx: Context) -> Preemption:
 
 
 class PreemptionCheck(Check):
+    """Without PREEMPT_RT, interrupt handlers, softirqs and spinlocked kernel sections cannot
+    be preempted, so a woken RT task waits for them (up to milliseconds)."""
+
     id = "preempt"
     title = "Kernel preemption model"
-    why = (
-        "Without PREEMPT_RT, interrupt handlers, softirqs and spinlocked kernel sections "
-        "cannot be preempted, so a woken RT task waits for them (up to milliseconds)."
-    )
 
     def run(self, ctx: Context) -> Finding:
         try:
@@ -75,12 +74,11 @@ class PreemptionCheck(Check):
 
 
 class TickCheck(Check):
+    """The periodic tick interrupts every busy CPU HZ times a second; only NO_HZ_FULL with
+    nohz_full= stops it on CPUs that run a single task."""
+
     id = "hz-tick"
     title = "Timer tick (HZ, NO_HZ_FULL)"
-    why = (
-        "The periodic tick interrupts every busy CPU HZ times a second; only NO_HZ_FULL "
-        "with nohz_full= stops it on CPUs that run a single task."
-    )
 
     def run(self, ctx: Context) -> Finding:
         cfg = ctx.kconfig
@@ -131,12 +129,11 @@ def _isolcpus_list(value: str | None) -> list[int]:
 
 
 class IsolationCheck(Check):
+    """On a CPU that is not isolated, ordinary tasks, kernel threads, timers and RCU callbacks
+    compete with the measured thread."""
+
     id = "isolation"
     title = "CPU isolation (isolcpus, nohz_full, rcu_nocbs, irqaffinity)"
-    why = (
-        "On a CPU that is not isolated, ordinary tasks, kernel threads, timers and RCU "
-        "callbacks compete with the measured thread."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:

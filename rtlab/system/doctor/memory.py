@@ -18,12 +18,11 @@ def _bracketed(text: str | None) -> str | None:
 
 
 class ThpCheck(Check):
+    """With THP 'always', page faults may compact memory synchronously and khugepaged collapses
+    pages in the background, both causing stalls of milliseconds."""
+
     id = "thp"
     title = "Transparent huge pages"
-    why = (
-        "With THP 'always', page faults may compact memory synchronously and khugepaged "
-        "collapses pages in the background, both causing stalls of milliseconds."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -46,12 +45,11 @@ class ThpCheck(Check):
 
 
 class SwapCheck(Check):
+    """A page that was swapped out costs a disk read to fault back in; mlockall protects the
+    probe, not the tasks it interacts with."""
+
     id = "swap"
     title = "Swap"
-    why = (
-        "A page that was swapped out costs a disk read to fault back in; mlockall protects "
-        "the probe, not the tasks it interacts with."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys

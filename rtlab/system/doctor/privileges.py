@@ -61,12 +61,11 @@ def _limits_file(text: str | None) -> dict[str, int | None]:
 
 
 class RtPrivilegeCheck(Check):
+    """Without SCHED_FIFO the probe competes as an ordinary task, and without locked memory it
+    takes page faults: both measure the setup, not the system."""
+
     id = "rt-privileges"
     title = "Real-time priority and memory locking for rtlab"
-    why = (
-        "Without SCHED_FIFO the probe competes as an ordinary task, and without locked "
-        "memory it takes page faults: both measure the setup, not the system."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys

@@ -11,12 +11,11 @@ _POLICY = {0: "OTHER", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEADLINE"}
 
 
 class RtThrottlingCheck(Check):
+    """RT throttling stops all real-time tasks of a CPU once they used the runtime of a period,
+    so a busy-looping RT thread is frozen for the rest of the period."""
+
     id = "rt-throttle"
     title = "RT throttling (sched_rt_runtime_us / sched_rt_period_us)"
-    why = (
-        "RT throttling stops all real-time tasks of a CPU once they used the runtime "
-        "of a period, so a busy-looping RT thread is frozen for the rest of the period."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -83,12 +82,11 @@ def _cpu_cgroup(ctx: Context) -> tuple[str | None, str | None]:
 
 
 class RtGroupCheck(Check):
+    """With CONFIG_RT_GROUP_SCHED every cpu cgroup has its own RT budget; in a group with
+    cpu.rt_runtime_us 0, SCHED_FIFO fails with EPERM even for root."""
+
     id = "rt-group"
     title = "RT group scheduling (cpu cgroup cpu.rt_runtime_us)"
-    why = (
-        "With CONFIG_RT_GROUP_SCHED every cpu cgroup has its own RT budget; in a group "
-        "with cpu.rt_runtime_us 0, SCHED_FIFO fails with EPERM even for root."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -134,12 +132,11 @@ class RtGroupCheck(Check):
 
 
 class TimerMigrationCheck(Check):
+    """With timer migration on, timers of idle CPUs are moved to busy ones, so unrelated timer
+    callbacks can land on the measured CPU."""
+
     id = "timer-migration"
     title = "Timer migration (kernel.timer_migration)"
-    why = (
-        "With timer migration on, timers of idle CPUs are moved to busy ones, so "
-        "unrelated timer callbacks can land on the measured CPU."
-    )
 
     def run(self, ctx: Context) -> Finding:
         value = ctx.sys.read_int("proc/sys/kernel/timer_migration")
@@ -154,12 +151,11 @@ class TimerMigrationCheck(Check):
 
 
 class WatchdogCheck(Check):
+    """The hard lockup watchdog fires a perf NMI on every CPU periodically and the soft lockup
+    watchdog a timer plus a stopper thread, both on the measured CPUs."""
+
     id = "watchdog"
     title = "Lockup watchdogs (NMI, soft lockup)"
-    why = (
-        "The hard lockup watchdog fires a perf NMI on every CPU periodically and the soft "
-        "lockup watchdog a timer plus a stopper thread, both on the measured CPUs."
-    )
     per_cpu = True
 
     def run(self, ctx: Context) -> Finding:
@@ -198,12 +194,11 @@ _KTHREADS = ("ksoftirqd/", "ktimers/", "rcuc/", "rcuop/", "rcuog/", "migration/"
 
 
 class KthreadCheck(Check):
+    """A measured RT thread at or below the priority of IRQ threads, ktimers or rcuc waits for
+    them; above them, it can starve the work it depends on."""
+
     id = "kthreads"
     title = "Kernel thread priorities (ksoftirqd, ktimers, rcuc, irq threads)"
-    why = (
-        "A measured RT thread at or below the priority of IRQ threads, ktimers or rcuc "
-        "waits for them; above them, it can starve the work it depends on."
-    )
 
     def run(self, ctx: Context) -> Finding:
         s = ctx.sys
@@ -235,12 +230,11 @@ class KthreadCheck(Check):
 
 
 class WorkqueueCheck(Check):
+    """Unbound kernel work (writeback, crypto, ...) runs on any CPU in the workqueue cpumask,
+    including isolated CPUs unless they are removed from it."""
+
     id = "workqueue"
     title = "Unbound workqueue CPU mask"
-    why = (
-        "Unbound kernel work (writeback, crypto, ...) runs on any CPU in the workqueue "
-        "cpumask, including isolated CPUs unless they are removed from it."
-    )
 
     def applies(self, ctx: Context) -> bool:
         return bool(ctx.isolated)
