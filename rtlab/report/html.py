@@ -8,21 +8,13 @@ section shows and how to read it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab import __version__
-from rtlab.analysis.compare import (
-    TABLE_LEVELS,
-    build_configs,
-    compare_configs,
-    mixed_quantities,
-    side_by_side,
-)
+from rtlab.analysis.compare import build_configs, compare_configs, mixed_quantities
 from rtlab.analysis.evt import (
     BOOT_RESAMPLES,
     BOOT_SIZE,
@@ -33,16 +25,17 @@ from rtlab.analysis.evt import (
 from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo
 from rtlab.analysis.stats import PercentileInterval
-from rtlab.cpulist import format_cpulist
 from rtlab.errors import RtlabError
+from rtlab.report.html_blocks import esc, figure_html
+from rtlab.report.html_compare import comparison_section, side_by_side_section
+from rtlab.report.html_facts import doctor_findings, provenance_section
 from rtlab.report.spikes import spike_row, summary_line
 from rtlab.report.terminal import channel_label, interval_us, is_wide, row_intervals, verdict
 from rtlab.results.model import RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
-from rtlab.textfmt import NA, bounded_us, duration, human, preemption, processor, seconds, us
+from rtlab.textfmt import NA, duration, human, seconds, us
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rtlab.analysis.compare import Config, PairComparison
     from rtlab.analysis.slo import Slo, SloReport
     from rtlab.results.model import Channel, Phase, RunResult
 
@@ -106,10 +99,6 @@ a claimed maximum. Read its assumptions and warnings before quoting a number.</l
 """
 
 
-def _e(v: object) -> str:
-    return escape(str(v), quote=True)
-
-
 def _class_for(result: RunResult, slo: SloReport | None) -> str:
     """Red: failed, threshold hit or SLO violated; amber: the measurement is incomplete or
     not valid (partial, not real-time, missed periods) or the SLO undecided (the run too
@@ -135,14 +124,14 @@ def _pct_td(s: ChannelSummary, q: float, ivs: dict[float, PercentileInterval]) -
         return f"<td>{us(s.p(q))}</td>"
     tip = (f"{iv.level:.0%} confidence interval {interval_us(iv)} µs (distribution-free"
            + (f"; widened: {iv.widened})" if iv.widened else ")"))
-    under = f"<span class='ci'>{_e(interval_us(iv))}</span>" if is_wide(iv) else ""
-    return f"<td title='{_e(tip)}'>{us(s.p(q))}{under}</td>"
+    under = f"<span class='ci'>{esc(interval_us(iv))}</span>" if is_wide(iv) else ""
+    return f"<td title='{esc(tip)}'>{us(s.p(q))}{under}</td>"
 
 
 def _summary_row(s: ChannelSummary, label: str, css: str = "",
                  ivs: dict[float, PercentileInterval] | None = None) -> str:
     ivs = ivs or {}
-    cells = [f"<td class='l'>{_e(label)}</td>", f"<td>{s.samples:,}</td>",
+    cells = [f"<td class='l'>{esc(label)}</td>", f"<td>{s.samples:,}</td>",
              f"<td>{us(s.min_ns)}</td>", f"<td>{us(s.mean_ns)}</td>", f"<td>{us(s.mode_ns)}</td>",
              *(_pct_td(s, q, ivs) for q in DEFAULT_PERCENTILES),
              f"<td>{us(s.max_ns)}</td>", f"<td>{seconds(s.max_at_ns)}</td>",
@@ -154,7 +143,7 @@ def _summary_row(s: ChannelSummary, label: str, css: str = "",
 def _summary_table(phase: Phase, probe: str) -> str:
     heads = ["channel", "samples", "min", "avg", "mode",
              *(percentile_label(q) for q in DEFAULT_PERCENTILES), "max", "max at", "missed"]
-    out = ["<table><tr>", *(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>"
+    out = ["<table><tr>", *(f"<th{' class=l' if i == 0 else ''}>{esc(h)}</th>"
                             for i, h in enumerate(heads)), "</tr>"]
     wide = False
     for ch in phase.channels:
@@ -174,278 +163,12 @@ def _summary_table(phase: Phase, probe: str) -> str:
     return "".join(out)
 
 
-def _fig(fig: Any) -> str:
-    from rtlab.report.plots import figure_svg
-
-    svg = figure_svg(fig)
-    fig.clear()
-    return f"<div class='fig'>{svg}</div>"
-
-
-def _scalar(v: Any) -> bool:
-    return v is None or isinstance(v, str | int | float | bool)
-
-
-def _text(v: Any) -> str:
-    """A scalar as a reader expects it: yes/no, none, numbers and words as they are."""
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
-
-
-def _cpus(v: Any) -> str:
-    """A CPU list as '0-3,6' ('none' when empty or unknown)."""
-
-    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return format_cpulist(v) if v else "none"
-    return _text(v) if v not in ("", None) else "none"
-
-
-def _value_html(v: Any, key: str = "") -> str:
-    if isinstance(v, list) and all(_scalar(x) for x in v):
-        if key in ("argv", "command", "command_line"):
-            return f"<code>{_e(' '.join(map(str, v)))}</code>"
-        return _e(", ".join(map(_text, v))) if v else "none"
-    if isinstance(v, dict) and all(_scalar(x) or (isinstance(x, list) and all(map(_scalar, x)))
-                                   for x in v.values()):
-        # a flat record: one line of `key value` pairs, nulls left out
-        items = [f"<span class='muted'>{_e(k)}</span> "
-                 + (_e(human(x)) if k.endswith("_ns") and isinstance(x, int)
-                    and not isinstance(x, bool) else _value_html(x, k))
-                 for k, x in v.items() if x is not None and x != []]
-        return " · ".join(items) if items else "none"
-    if isinstance(v, dict | list):
-        return f"<pre>{_e(json.dumps(v, indent=1, default=str))}</pre>"
-    if v is None:
-        return f"<span class='muted'>{NA}</span>"
-    return _e(_text(v))
-
-
-def _kv_table(pairs: Sequence[tuple[str, Any]]) -> str:
-    rows = [f"<tr><th class='l'>{_e(k)}</th><td class='kv'>{_value_html(v, k)}</td></tr>"
-            for k, v in pairs if v not in (None, "", [], {})]
-    return "<table>" + "".join(rows) + "</table>" if rows else ""
-
-
-def _records_table(records: Sequence[Any], prefer: Sequence[str] = ()) -> str:
-    dicts = [r for r in records if isinstance(r, dict)]
-    if not dicts:
-        return "<ul>" + "".join(f"<li>{_e(r)}</li>" for r in records) + "</ul>"
-    keys: list[str] = [k for k in prefer if any(k in d for d in dicts)]
-    for d in dicts:
-        keys += [k for k in d if k not in keys]
-    keys = keys[:9]
-    head = "".join(f"<th class='l'>{_e(k)}</th>" for k in keys)
-    body = "".join("<tr>" + "".join(f"<td class='kv'>{_cell(d.get(k), k)}</td>" for k in keys)
-                   + "</tr>" for d in dicts)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _cell(v: Any, key: str) -> str:
-    if isinstance(v, int) and not isinstance(v, bool) and key.endswith("_ns"):
-        return _e(human(v) if not key.startswith("at") else seconds(v))
-    return _value_html(v, key)
-
-
-def _provenance(result: RunResult) -> str:
-    prov = result.provenance or {}
-    eng = prov.get("engine") or {}
-    host = prov.get("host") or {}
-    system = result.system
-    eff = eng.get("effective") or {}
-    parts = ["<h3>Configuration and provenance</h3>"]
-    parts.append(_kv_table([
-        ("host", system.get("hostname") or host.get("hostname")),
-        ("kernel", " ".join(str(x) for x in (system.get("release"), system.get("version"))
-                            if x)),
-        ("preemption model", preemption(system)),
-        ("kernel command line", system.get("cmdline")),
-        ("CPU model", processor(system)),
-        ("CPUs online / isolated / nohz_full",
-         " / ".join(_cpus(system.get(k)) for k in ("cpus_online", "cpus_isolated", "nohz_full"))
-         if system else None),
-        ("clocksource", system.get("clocksource")),
-        ("sched_rt_runtime_us", system.get("sched_rt_runtime_us")),
-        ("probe", result.probe),
-        ("scenario", f"{result.scenario.get('name') or NA} (hash "
-                     f"{str(result.scenario.get('hash') or NA)[:12]})"),
-        ("real-time valid", result.rt_valid),
-        ("engine", f"{eng.get('engine_version') or NA}: {' '.join(map(str, eng.get('argv') or []))}"
-         if eng else None),
-        ("requested configuration", eng.get("config")),
-        ("memory locking (requested / effect)", eff.get("mlock")),
-        ("cpu_dma_latency", eff.get("dma_latency")),
-        ("started / ended (UTC)", f"{host.get('start_wall') or NA} / {host.get('end_wall') or NA}"
-         if host else None),
-        ("rtlab command", " ".join(map(str, host.get("command_line") or [])) or None),
-        ("transport", host.get("transport")),
-        ("imported", prov.get("imported")),
-    ]))
-    threads = eff.get("threads")
-    if threads:
-        parts.append("<p><b>Measuring threads as read back from the kernel</b></p>")
-        parts.append(_records_table(threads, ("channel", "cpu", "tid", "policy", "priority",
-                                              "affinity", "errors")))
-    shield = prov.get("shield") or host.get("shield")
-    if shield:
-        parts.append("<p><b>Shield: requested vs in effect</b></p>")
-        parts.append(_shield_html(shield))
-    doctor = prov.get("doctor")
-    if doctor:
-        parts.append("<p><b>Doctor findings before the run</b></p>")
-        parts.append(_doctor_html(doctor))
-    loads = prov.get("loads")
-    if not loads:
-        loads = [{"phase": ph.get("name"), **ld} for ph in host.get("phases") or []
-                 if isinstance(ph, dict) for ld in ph.get("loads") or [] if isinstance(ld, dict)]
-        loads = [{k: ld.get(k) for k in ("phase", "name", "kind", "argv", "cpus", "status",
-                                         "exit_status", "died_early") if k in ld}
-                 for ld in loads]
-    if loads:
-        parts.append("<p><b>Loads</b></p>")
-        if isinstance(loads, list):
-            parts.append(_records_table(loads, ("phase", "kind", "name", "argv", "command",
-                                                "cpus")))
-        else:
-            parts.append(_value_html(loads))
-    return "".join(parts)
-
-
-_SEVERITY = ("critical", "warning", "unknown", "info", "ok")
-
-
-def _findings(doctor: Any) -> list[dict[str, Any]]:
-    items = doctor.get("findings") if isinstance(doctor, dict) else doctor
-    items = [d for d in items or [] if isinstance(d, dict)]
-    rank = {s: i for i, s in enumerate(_SEVERITY)}
-    return sorted(items, key=lambda d: rank.get(str(d.get("severity") or d.get("status")), 2))
-
-
-def _doctor_html(doctor: Any) -> str:
-    out = []
-    summary = doctor.get("summary") if isinstance(doctor, dict) else None
-    if isinstance(summary, dict) and isinstance(summary.get("counts"), dict):
-        counts = ", ".join(f"{n} {k}" for k in _SEVERITY
-                           if (n := summary["counts"].get(k)))
-        out.append(f"<p>{_e(counts)} (worst: {_e(summary.get('worst') or NA)})</p>")
-    elif summary:
-        out.append(f"<p>{_value_html(summary)}</p>")
-    if isinstance(doctor, dict) and doctor.get("error"):
-        out.append(f"<p>doctor failed: {_e(doctor['error'])}</p>")
-    items = _findings(doctor)
-    ok = [d for d in items if (d.get("severity") or d.get("status")) == "ok"]
-    shown = [{k: d.get(k) for k in ("check", "severity", "status", "title", "summary",
-                                    "message", "advice") if k in d}
-             for d in items if d not in ok]
-    if shown:
-        out.append(_records_table(shown, ("check", "severity", "status", "title")))
-    if ok:
-        names = ", ".join(str(d.get("title") or d.get("check")) for d in ok)
-        out.append(f"<p class='sub'>ok: {_e(names)}</p>")
-    return "".join(out)
-
-
-def _own_on_shield(cpus: Any) -> str:
-    """"CPU 1: rtlab runner (...) [pid 812]; ..." from the check's own_tasks."""
-    if not isinstance(cpus, dict):
-        return ""
-    parts = []
-    for cpu, c in cpus.items():
-        seen: dict[Any, str] = {}
-        for t in (c.get("own_tasks") or []) if isinstance(c, dict) else []:
-            if isinstance(t, dict):
-                seen.setdefault(t.get("pid"), f"{t.get('what')} [pid {t.get('pid')}]")
-        if seen:
-            parts.append(f"CPU {cpu}: " + ", ".join(seen.values()))
-    return "; ".join(parts)
-
-
-def _phase_check_text(chk: dict[str, Any]) -> str:
-    """One line: the shield re-checked at the end of a phase (docs/system.md)."""
-    if chk.get("error"):
-        return f"not possible: {chk['error']}"
-    new, problems = chk.get("new_tasks") or [], chk.get("problems") or []
-    if new:
-        more = int(chk.get("new_tasks_total") or len(new)) - 5
-        head = "NEW tasks that may run on shielded CPUs: " + ", ".join(
-            f"{t.get('comm')}[{t.get('tid')}] (CPU {t.get('cpu')})" for t in new[:5]) + (
-            f" and {more} more" if more > 0 else "")
-    elif problems:
-        head = (f"{len(problems)} problem(s), no task new since the start: "
-                + "; ".join(map(str, problems[:2])))
-    else:
-        head = "still in effect"
-    parts = [head]
-    fired = chk.get("irqs_fired") or {}
-    if fired:
-        parts.append("IRQs handled there during the phase: " + "; ".join(
-            f"CPU {c}: " + ", ".join(f"IRQ {i} ×{n}" for i, n in sorted(
-                irqs.items(), key=lambda kv: -int(kv[1]))[:5])
-            for c, irqs in fired.items()))
-    return "; ".join(parts)
-
-
-def _shield_html(shield: Any) -> str:
-    """What was asked for and what the kernel reported afterwards, in words; the full
-    record folded below it."""
-    if not isinstance(shield, dict):
-        return _value_html(shield)
-    req, eff = shield.get("requested"), shield.get("in_effect")
-    if not req and not eff:
-        return "<p>no shield: the scenario asks for none (or the run used --no-shield)</p>"
-    rows: list[tuple[str, Any]] = []
-    if isinstance(req, dict):
-        asked = [k for k in ("cpuset", "tasks", "kthreads", "irqs", "default_smp_affinity")
-                 if req.get(k)]
-        rows += [("measured (shielded) CPUs", _cpus(req.get("user"))),
-                 ("system CPUs", _cpus(req.get("system"))),
-                 ("moves asked for", ", ".join(asked) or "none")]
-    if isinstance(eff, dict):
-        inner = eff.get("in_effect") if isinstance(eff.get("in_effect"), dict) else {}
-        plan = eff.get("plan") if isinstance(eff.get("plan"), dict) else {}
-        ok = inner.get("ok")
-        rows.append(("in effect", "yes, verified" if ok else "not completely (see below)"
-                     if ok is False else NA))
-        own = _own_on_shield(inner.get("cpus"))
-        if own:
-            rows.append(("the run's own processes there (not leaks)", own))
-        if plan:
-            rows.append(("plan", f"{plan.get('backend') or ''} cpuset "
-                         f"{plan.get('shield_cgroup') or ''}: {plan.get('tasks_moved', 0)} "
-                         f"tasks, {plan.get('kthreads_moved', 0)} kthreads and "
-                         f"{len(plan.get('irqs_planned') or [])} IRQs to move"))
-    for chk in shield.get("phase_checks") or []:
-        if isinstance(chk, dict):
-            rows.append((f"checked again after phase {chk.get('phase', '?')}",
-                         _phase_check_text(chk)))
-    released = shield.get("released")
-    if isinstance(released, dict):
-        rows.append(("restored after the run",
-                     f"{released.get('restored', 0)} change(s) undone, "
-                     f"{released.get('failed', 0)} failed" + (
-                         f" ({released['error']})" if released.get("error") else "")))
-    out = [_kv_table(rows)]
-    problems = eff.get("problems") if isinstance(eff, dict) else None
-    if problems:
-        out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(p)}</li>" for p in problems)
-                   + "</ul>")
-    refused = eff.get("refused") if isinstance(eff, dict) else None
-    if refused:
-        out.append("<p class='sub'>refused by the kernel: " + _e("; ".join(
-            str(r.get("error") if isinstance(r, dict) else r) for r in refused)) + "</p>")
-    out.append("<details><summary>the complete shield record</summary>"
-               f"<pre>{_e(json.dumps(shield, indent=1, default=str))}</pre></details>")
-    return "".join(out)
-
-
 def _spike_table(spikes: Sequence[Any], limit: int = 50) -> str:
 
     dicts = [s for s in spikes if isinstance(s, dict)]
     worst = sorted(dicts, key=lambda s: -int(s.get("latency_ns") or 0))[:limit]
     worst.sort(key=lambda s: int(s.get("at_ns") or 0))
-    rows = "".join("<tr>" + "".join(f"<td{' class=kv' if i == 4 else ''}>{_e(c)}</td>"
+    rows = "".join("<tr>" + "".join(f"<td{' class=kv' if i == 4 else ''}>{esc(c)}</td>"
                                     for i, c in enumerate(spike_row(s))) + "</tr>"
                    for s in worst)
     more = (f"<p class='sub'>the {limit} worst of {len(dicts)} shown</p>"
@@ -460,9 +183,9 @@ def _phase_spikes(phase: Phase) -> str:
     if summary is None and not spikes:
         return ""
 
-    out = [f"<h4>Spike attributions (phase {_e(phase.name)})</h4>"]
+    out = [f"<h4>Spike attributions (phase {esc(phase.name)})</h4>"]
     if summary is not None:
-        out.append(f"<p>{_e(summary_line(summary, getattr(phase, 'trace', None)))}</p>")
+        out.append(f"<p>{esc(summary_line(summary, getattr(phase, 'trace', None)))}</p>")
     if spikes:
         out.append("<p class='sub'>what the kernel trace shows was running or pending on the "
                    "CPU while the latency built up</p>")
@@ -508,7 +231,7 @@ def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str
         "dependent windows; a tail that keeps getting heavier beyond the run is "
         "under-estimated by any fit (docs/report.md, “Worst-case statistics”).</p>")
     if est.warnings:
-        out.append("<ul class='warn-list'>" + "".join(f"<li>⚠ {_e(w)}</li>"
+        out.append("<ul class='warn-list'>" + "".join(f"<li>⚠ {esc(w)}</li>"
                                                       for w in est.warnings) + "</ul>")
     if not est.usable:
         return "".join(out)
@@ -532,23 +255,23 @@ def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str
         else:
             support = f"not yet: needs {_dur(need)} without exceeding it"
         rows.append(
-            f"<tr><td class='l'>{_e(human(lv))}{tag}</td><td{model}>{_pct(p1)}</td>"
+            f"<tr><td class='l'>{esc(human(lv))}{tag}</td><td{model}>{_pct(p1)}</td>"
             f"<td{model}>{_pct(p24)}"
             + (f" <span class='muted'>[{_pct(iv[0])} – {_pct(iv[1])}]</span>" if iv else "")
             + f"</td><td{model}>{_dur(rp)}</td><td>{seen:,}</td><td class='l'>{support}</td></tr>")
     fit_state = ("acceptable" if est.fit_ok
                  else "POOR: do not trust the model columns") + f"; model: {est.model}"
-    typical = _e(human(est.typical_worst_ns(DAY_NS)))
+    typical = esc(human(est.typical_worst_ns(DAY_NS)))
     wi = est.interval("worst", 0, DAY_NS)
-    typical += f" [{_e(human(wi[0]))} – {_e(human(wi[1]))}]" if wi else ""
+    typical += f" [{esc(human(wi[0]))} – {esc(human(wi[1]))}]" if wi else ""
     tail_worst = est.tail_worst_ns(DAY_NS)
     tail_note = ("" if tail_worst is None or est.tail is None else
                  f"; from the largest {est.tail.m:,} maxima alone (tail model): "
-                 f"{_e(human(tail_worst))}")
+                 f"{esc(human(tail_worst))}")
     out.append(
         f"<p>{est.n_windows:,} windows of {est.window_ns / 1e9:g} s ({_dur(run_ns)}); fit "
         f"{fit_state} (KS distance {est.ks_distance:.3f}, limit {est.ks_critical:.3f}"
-        + "".join(f"; {_e(c.name)}: {c.z:.1f} s.e." for c in est.checks if c.z is not None)
+        + "".join(f"; {esc(c.name)}: {c.z:.1f} s.e." for c in est.checks if c.z is not None)
         + "); "
         + (f"typical (median) worst case within 24 h: <b>{typical}</b>{tail_note}</p>"
            if est.fit_ok else
@@ -563,7 +286,7 @@ def _evt_section(channels: Sequence[Channel], budgets: Sequence[int], title: str
         "24 h) with no window above a budget shows, at 95 % confidence, that the budget is "
         f"exceeded less than once per 24 h (zero-failure Poisson bound). This run: "
         f"{_dur(run_ns)}.</p>")
-    out.append(_fig(evt_figure(est, maxima, f"{title}: window maxima vs fitted models")))
+    out.append(figure_html(evt_figure(est, maxima, f"{title}: window maxima vs fitted models")))
     return "".join(out)
 
 
@@ -591,7 +314,7 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     label = f"phase {phase.name}" + (f" ({duration(phase.elapsed_ns)})"
                                      if phase.elapsed_ns is not None else "")
     if several:
-        out.append(f"<h3>{_e(label)}</h3>")
+        out.append(f"<h3>{esc(label)}</h3>")
     out.append(_summary_table(phase, result.probe))
     chans = [c for c in phase.channels]
     if not any(c.samples for c in chans):
@@ -599,17 +322,17 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
         return "".join(out)
     # one channel per CPU (timer, noise, ...), or channels of other kinds (udp: rtt, stack...)
     per = "CPU" if all(c.name == f"cpu{c.cpu}" for c in chans) else "channel"
-    out.append(f"<h4>Histograms per {per} ({_e(label)})</h4>")
-    out.append(_fig(hist_figure(chans)))
+    out.append(f"<h4>Histograms per {per} ({esc(label)})</h4>")
+    out.append(figure_html(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
     cuts = [censored_of(result, [c.name]) for c in chans]
     if (merged := phase.all_row(result.probe)) is not None:
         series.append(("all", merged))
         cuts.append(censored_of(result, [c.name for c in phase.headline(result.probe)]))
-    out.append(f"<h4>Complementary CDF ({_e(label)})</h4>")
-    out.append(_fig(ccdf_figure(series, censored=cuts)))
-    out.append(f"<h4>Maxima over time ({_e(label)})</h4>")
-    out.append(_fig(timeline_figure(chans, end_ns=phase.elapsed_ns)))
+    out.append(f"<h4>Complementary CDF ({esc(label)})</h4>")
+    out.append(figure_html(ccdf_figure(series, censored=cuts)))
+    out.append(f"<h4>Maxima over time ({esc(label)})</h4>")
+    out.append(figure_html(timeline_figure(chans, end_ns=phase.elapsed_ns)))
     out.append(_evt_section(phase.headline(result.probe), budgets,
                             f"run {result.run_id} {phase.name}"))
     out.append(_phase_spikes(phase))
@@ -622,14 +345,14 @@ def _explain(result: RunResult) -> str:
     if not doctor:
         return ""
     top = doctor.get("top") if isinstance(doctor, dict) else None
-    items = [d for d in (top or _findings(doctor)) if isinstance(d, dict)
+    items = [d for d in (top or doctor_findings(doctor)) if isinstance(d, dict)
              and (d.get("severity") or d.get("status")) in ("critical", "warning", "warn")][:3]
     if not items:
         return ""
     lines = "".join(
-        f"<li>[{_e(d.get('severity') or d.get('status'))}] {_e(d.get('title') or d.get('check'))}"
-        f": {_e(d.get('summary') or d.get('message') or '')}"
-        + (f" → <i>{_e(d['advice'])}</i>" if d.get("advice") else "") + "</li>"
+        f"<li>[{esc(d.get('severity') or d.get('status'))}] {esc(d.get('title') or d.get('check'))}"
+        f": {esc(d.get('summary') or d.get('message') or '')}"
+        + (f" → <i>{esc(d['advice'])}</i>" if d.get("advice") else "") + "</li>"
         for d in items)
     return ("<div class='explain'>what may explain these numbers (rtlab doctor, before the "
             f"run):<ul>{lines}</ul></div>")
@@ -642,7 +365,7 @@ _SLO_CELL = {"met": ("pass", "pass"), "undecided": ("undecided", "UNDECIDED"),
 def _slo_section(report: SloReport) -> str:
     cls = {"met": "ok", "undecided": "warn"}.get(report.verdict, "bad")
     out = [f"<h2>Service-level objective</h2><div class='verdict {cls}'>"
-           f"{_e(report.summary())}</div>"]
+           f"{esc(report.summary())}</div>"]
     if report.undecided:
         out.append("<p class='sub'>UNDECIDED: the 95 % confidence interval of the percentile "
                    "contains the bound (or is unbounded), so this run cannot show the clause "
@@ -652,84 +375,11 @@ def _slo_section(report: SloReport) -> str:
     rows = sorted(report.outcomes, key=lambda o: order.get(o.status, 0))
     body = "".join(
         f"<tr><td class='{_SLO_CELL[o.status][0]}'>{_SLO_CELL[o.status][1]}"
-        f"</td><td class='l'>{_e(o.run_id)}</td><td class='l'>{_e(o.phase)}</td>"
-        f"<td class='l'>{_e(o.channel)}</td><td class='l'>{_e(o.reason)}</td></tr>"
+        f"</td><td class='l'>{esc(o.run_id)}</td><td class='l'>{esc(o.phase)}</td>"
+        f"<td class='l'>{esc(o.channel)}</td><td class='l'>{esc(o.reason)}</td></tr>"
         for o in rows[:500])
     out.append("<table><tr><th>result</th><th class='l'>run</th><th class='l'>phase</th>"
                f"<th class='l'>channel</th><th class='l'>check</th></tr>{body}</table>")
-    return "".join(out)
-
-
-def comparison_table(configs: Sequence[Config]) -> str:
-
-    heads = ["configuration", "runs", "samples", "duration", "min", "avg", "mode",
-             *(percentile_label(q) for q in TABLE_LEVELS), "max", "median window max"]
-    rows = []
-    for c in configs:
-        rows.append(
-            f"<tr><td class='l'>{_e(c.display)}</td><td>{len(c.runs)}</td>"
-            f"<td>{c.channel.samples:,}</td><td>{_e(duration(c.duration_ns))}</td>"
-            f"<td>{us(c.value('min'))}</td><td>{us(c.value('avg'))}</td>"
-            f"<td>{us(c.value('mode'))}</td>"
-            + "".join(f"<td>{_e(bounded_us(c.value(q), c.lower_bound(q)))}</td>"
-                      for q in TABLE_LEVELS)
-            + f"<td>{us(c.value('max'))}</td><td>{us(c.value('window'))}</td></tr>")
-    head = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(heads))
-    bound = ("; ≥ = beyond the peer tool's histogram range, only a lower bound is known"
-             if any(c.censored for c in configs) else "")
-    return (f"<table><tr>{head}</tr>{''.join(rows)}</table><p class='sub'>latency in µs, all "
-            "channels of a configuration merged; the max of a longer run is higher just "
-            "because it saw more samples: compare the median window maxima (same window "
-            f"length){_e(bound)}</p>")
-
-
-def side_by_side_section(configs: Sequence[Config]) -> str:
-    """Boards side by side per CPU (`--by host`): p99, p99.99 and max of each."""
-
-    heads = "".join(f"<th colspan='3'>{_e(c.display)}</th>" for c in configs)
-    sub = "".join("<th>p99</th><th>p99.99</th><th>max</th>" for _ in configs)
-    rows = []
-    for name, chans in side_by_side(configs):
-        cells = []
-        for ch in chans:
-            if ch is None or not ch.samples:
-                cells.append("<td>-</td><td>-</td><td>-</td>")
-                continue
-            s = ch.summary()
-            cells.append(f"<td>{us(s.p(99.0))}</td><td>{us(s.p(99.99))}</td>"
-                         f"<td>{us(s.max_ns)}</td>")
-        rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
-    return ("<h3>Per CPU, side by side</h3><table><tr><th class='l' rowspan='2'>channel</th>"
-            f"{heads}</tr><tr>{sub}</tr>{''.join(rows)}</table>"
-            "<p class='sub'>latency in µs; each board's runs merged per channel</p>")
-
-
-def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison]) -> str:
-    from rtlab.report.plots import ccdf_figure, hist_overlay_figure
-
-    out = ["<h2>Comparison</h2>", comparison_table(configs)]
-    out.append(_fig(hist_overlay_figure([c.channel for c in configs],
-                                        "histograms, configurations overlaid",
-                                        labels=[c.display for c in configs])))
-    out.append(_fig(ccdf_figure([(c.display, c.channel) for c in configs],
-                                "P(latency > x), configurations overlaid",
-                                censored=[(c.censored, c.censored_above_ns)
-                                          if c.censored and c.censored_above_ns is not None
-                                          else None for c in configs])))
-    if pairs:
-        out.append("<h3>Changes against the baseline (first configuration)</h3>")
-        out.append(
-            "<p class='sub'>Tail percentiles: two-proportion test of the fraction of samples "
-            "above the pooled percentile (significant: p &lt; 0.01, a change of at least "
-            "5 % and, with several runs per configuration, runs that do not overlap; it "
-            "assumes independent samples, which clustered spikes are not, so treat "
-            "borderline results with care). Maxima: runs of different length are not "
-            "comparable directly, so the distributions of per-window maxima are compared "
-            "(Mann-Whitney U); the change shown is that of the median window maximum.</p>")
-        for pc in pairs:
-            items = "".join(f"<li>{_e(ch.describe())}</li>" for ch in pc.changes)
-            out.append(f"<p><b>{_e(pc.b.display)}</b> vs <b>{_e(pc.a.display)}</b></p>"
-                       f"<ul>{items}</ul>")
     return "".join(out)
 
 
@@ -753,8 +403,8 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{_e(title)}</h1><p class='sub'>generated by rtlab {_e(__version__)} on {now}"
+           f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{esc(title)}</h1><p class='sub'>generated by rtlab {esc(__version__)} on {now}"
            "</p>"]
     for r in results:
         host = r.system.get("hostname") or (r.provenance.get("host") or {}).get("hostname")
@@ -762,34 +412,34 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
         head = (f"run {r.run_id} · {r.probe} · host {host or NA}{f' ({cpu})' if cpu else ''}"
                 f" · kernel {r.system.get('release') or NA} ({r.system.get('preempt') or NA})")
         out.append(f"<div class='verdict {_class_for(r, slo_report)}'><div class='sub'>"
-                   f"{_e(head)}</div>{_e(verdict(r))}{_explain(r)}</div>")
+                   f"{esc(head)}</div>{esc(verdict(r))}{_explain(r)}</div>")
     if slo_report is not None:
         out.append(_slo_section(slo_report))
     out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")
     unlike = mixed_quantities(results) if len(results) > 1 else None
     if unlike is not None:  # each run is shown, none is compared with another
-        out.append(f"<ul class='warn-list'><li>runs not compared: {_e(unlike)}</li></ul>")
+        out.append(f"<ul class='warn-list'><li>runs not compared: {esc(unlike)}</li></ul>")
     elif len(results) > 1:
 
         configs = build_configs(results, compare_by)
         mixed = mixed_load_notes(results)
         if mixed:
-            out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(n)}</li>" for n in mixed)
+            out.append("<ul class='warn-list'>" + "".join(f"<li>{esc(n)}</li>" for n in mixed)
                        + "</ul>")
         out.append(comparison_section(configs, compare_configs(configs)))
         if compare_by == "host" and len(configs) > 1:
             out.append(side_by_side_section(configs))
     budgets = _budgets(slo)
     for r in results:
-        out.append(f"<h2>Run {_e(r.run_id)}</h2>")
+        out.append(f"<h2>Run {esc(r.run_id)}</h2>")
         if r.notes:
-            out.append("<ul class='warn-list'>" + "".join(f"<li>{_e(n)}</li>" for n in r.notes)
+            out.append("<ul class='warn-list'>" + "".join(f"<li>{esc(n)}</li>" for n in r.notes)
                        + "</ul>")
         several = len(r.phases) > 1
         for phase in r.phases:
             out.append(_phase_section(r, phase, budgets, several))
         out.append(_spikes(r))
-        out.append(_provenance(r))
+        out.append(provenance_section(r))
     out.append("</body></html>\n")
     return "".join(out)
 

@@ -27,10 +27,20 @@ from typing import TYPE_CHECKING, Any
 from rtlab.analysis.compare import beyond_range
 from rtlab.analysis.evt import merged_window_series, window_series
 from rtlab.errors import UsageError
+from rtlab.report.plot_style import (
+    RC,
+    color,
+    headroom,
+    new_figure,
+    no_minor_ticks,
+    plain_ticks,
+    pow10_ticks,
+    us_text,
+)
 from rtlab.results.model import Channel as _Channel
 from rtlab.results.summary import mode
 from rtlab.results.windows import WindowMaxima
-from rtlab.textfmt import human, shown
+from rtlab.textfmt import shown
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -42,86 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, Phase, RunResult
 
 MAX_POINTS = 1500
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf", "#d62728")
-_RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10,
-       "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5}
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    """A figure with fixed margins (constrained layout costs seconds with many panels)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    top = 1 - 0.45 / height
-    fig.subplots_adjust(left=0.08, right=0.985, bottom=0.55 / height + 0.02, top=top,
-                        hspace=0.9 / max(height, 1) * 2.2, wspace=0.12)
-    return fig
-
-
-def _no_minor(ax: Any) -> None:
-    """Log axes get dozens of minor ticks per panel; they dominate drawing time."""
-    from matplotlib.ticker import NullLocator
-
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_minor_locator(NullLocator())
-
-
-def color(i: int) -> str:
-    return _COLORS[i % len(_COLORS)]
-
-
-def _plain(axis: Any, lo: float | None = None, hi: float | None = None,
-           inches: float = 5.0, vertical: bool = False) -> None:
-    """Plain numbers (0.5, 10, 2000) instead of 10^x on a logarithmic µs axis. Ticks at
-    1-2-5 steps when there is room (a latency axis often spans less than two decades; one
-    label per decade leaves it unreadable), 1-3 or one per decade on wide ranges so that
-    labels like 5000 10000 20000 do not run into each other. Major ticks only: minor
-    ones cost drawing time."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    subs: tuple[float, ...] = (1.0, 2.0, 5.0)
-    if lo and hi and hi > lo > 0:
-        per_decade = inches / max(math.log10(hi / lo), 0.3)
-        need = 0.5 if vertical else 1.0  # labels stacked need less room than side by side
-        subs = (1.0, 2.0, 5.0) if per_decade >= 2.2 * need else (1.0, 3.0) \
-            if per_decade >= 1.2 * need else (1.0,)
-    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-
-
-def _headroom(ax: Any, lo: float, hi: float, fraction: float) -> None:
-    """Log y-limits [lo, top] with the top `fraction` of the axes left empty above `hi`,
-    for labels and legends that must not hide data."""
-    lo = max(lo, 1e-300)
-    hi = max(hi, lo * 1.0001)
-    top = hi * (hi / lo) ** (fraction / (1 - fraction))
-    ax.set_ylim(lo, top)
-
-
-_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _pow10(axis: Any) -> None:
-    """10⁴-style labels on a logarithmic count axis, without mathtext (slow)."""
-    from matplotlib.ticker import FuncFormatter
-
-    def fmt(v: float, _pos: int) -> str:
-        if v <= 0:
-            return ""
-        e = math.log10(v)
-        if abs(e - round(e)) > 1e-6:
-            return ""
-        e = round(e)
-        return f"{v:g}" if -1 <= e <= 2 else "10" + str(e).translate(_SUP)
-
-    axis.set_major_formatter(FuncFormatter(fmt))
-
-
-def _us_text(ns: float) -> str:
-
-    return human(ns)
-
 
 def hist_steps(hist: LogLinHistogram) -> tuple[list[float], list[float]]:
     """Contiguous stair edges (µs) and values (samples per µs) of the non-empty buckets,
@@ -158,8 +88,8 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
     from matplotlib import rc_context
 
 
-    with rc_context(_RC):
-        fig = _new_figure(11, 5.0)
+    with rc_context(RC):
+        fig = new_figure(11, 5.0)
         ax = fig.subplots()
         names = list(labels) if labels is not None else [_label(c) for c in channels]
         # counts: the axis reaches down to one sample; fractions: to the smallest value
@@ -180,29 +110,29 @@ def hist_overlay_figure(channels: Sequence[Channel], title: str = "",
                         transform=ax.get_xaxis_transform(), clip_on=False)
         merged = _Channel.merged("all", list(channels))
         m = mode(merged.hist) if labels is None else None
-        # the labels sit just above the data, the legend above them (see _headroom below)
+        # the labels sit just above the data, the legend above them (see headroom below)
         label_y = max(ymax, 1e-300) * 1.8
         if m is not None:
             ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
-            ax.annotate(f"mode (all) {_us_text(m)}", (m / 1000, label_y), xytext=(3, 0),
+            ax.annotate(f"mode (all) {us_text(m)}", (m / 1000, label_y), xytext=(3, 0),
                         textcoords="offset points", fontsize=8, color="#444", va="bottom")
         if merged.max_ns is not None:
             worst = max(channels, key=lambda c: c.max_ns or 0)
             ax.axvline(merged.max_ns / 1000, color="#d62728", linewidth=1.2)
-            ax.annotate(f"max {_us_text(merged.max_ns)} ({names[list(channels).index(worst)]})",
+            ax.annotate(f"max {us_text(merged.max_ns)} ({names[list(channels).index(worst)]})",
                         (merged.max_ns / 1000, label_y), xytext=(-3, 0),
                         textcoords="offset points", ha="right", va="bottom", fontsize=8,
                         color="#d62728", fontweight="bold")
         ax.set_yscale("log")
         rows = math.ceil(len(channels) / 6)
         if ymax > 0:  # room for the labels (one line) and the legend's rows
-            _headroom(ax, ymin / 1.5, ymax, min(0.14 + 0.045 * rows, 0.4))
+            headroom(ax, ymin / 1.5, ymax, min(0.14 + 0.045 * rows, 0.4))
         ax.set_xscale("log")
         if xmax > 0:
             ax.set_xlim(xmin / 1.15, xmax * 1.5)
-            _plain(ax.xaxis, xmin / 1.15, xmax * 1.5, 9.5)
-        _pow10(ax.yaxis)
-        _no_minor(ax)
+            plain_ticks(ax.xaxis, xmin / 1.15, xmax * 1.5, 9.5)
+        pow10_ticks(ax.yaxis)
+        no_minor_ticks(ax)
         what = "CPU" if labels is None else "configuration"
         ax.set_xlabel(f"latency (µs, log scale); ▼ = maximum of each {what}")
         ax.set_ylabel("samples per µs" if labels is None else "fraction of samples per µs")
@@ -221,11 +151,11 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
 
     if len(channels) > OVERLAY_ABOVE:
         return hist_overlay_figure(channels, title)
-    with rc_context(_RC):
+    with rc_context(RC):
         n = max(1, len(channels))
         ncols = 1 if n == 1 else 2 if n <= 4 else 3 if n <= 9 else 4
         nrows = math.ceil(n / ncols)
-        fig = _new_figure(11, 0.6 + 2.3 * nrows)
+        fig = new_figure(11, 0.6 + 2.3 * nrows)
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         xmin, xmax = math.inf, 0.0
         ymin, ymax = 1.0, 1.0
@@ -241,12 +171,12 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
             m = mode(ch.hist)
             if m is not None:
                 ax.axvline(m / 1000, color="#444", linestyle="--", linewidth=0.8)
-                ax.annotate(f"mode {_us_text(m)}", (m / 1000, 1),
+                ax.annotate(f"mode {us_text(m)}", (m / 1000, 1),
                             xycoords=("data", "axes fraction"), xytext=(3, -12),
                             textcoords="offset points", fontsize=8, color="#444")
             if ch.max_ns is not None:
                 ax.axvline(ch.max_ns / 1000, color="#d62728", linewidth=1.2)
-                ax.annotate(f"max {_us_text(ch.max_ns)}", (ch.max_ns / 1000, 1),
+                ax.annotate(f"max {us_text(ch.max_ns)}", (ch.max_ns / 1000, 1),
                             xycoords=("data", "axes fraction"), xytext=(-3, -24),
                             textcoords="offset points", ha="right", fontsize=8, color="#d62728",
                             fontweight="bold")
@@ -256,15 +186,15 @@ def hist_figure(channels: Sequence[Channel], title: str = "") -> Figure:
             axes[j // ncols][j % ncols].set_visible(False)
         ax0 = axes[0][0]
         ax0.set_yscale("log")
-        _headroom(ax0, ymin / 1.5, ymax, 0.2)  # the mode and max labels sit above the data
-        _pow10(ax0.yaxis)
+        headroom(ax0, ymin / 1.5, ymax, 0.2)  # the mode and max labels sit above the data
+        pow10_ticks(ax0.yaxis)
         if xmax > 0:
             ax0.set_xscale("log")
             ax0.set_xlim(xmin / 1.15, xmax * 1.5)
-            _plain(ax0.xaxis, xmin / 1.15, xmax * 1.5, 10.0 / ncols)
+            plain_ticks(ax0.xaxis, xmin / 1.15, xmax * 1.5, 10.0 / ncols)
         for row in axes:
             for ax in row:
-                _no_minor(ax)
+                no_minor_ticks(ax)
         for row in axes:
             row[0].set_ylabel("samples per µs")
         for ax in axes[-1]:
@@ -314,8 +244,8 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
     only an upper bound there (the true curve lies between it and zero)."""
     from matplotlib import rc_context
 
-    with rc_context(_RC):
-        fig = _new_figure(width, height)
+    with rc_context(RC):
+        fig = new_figure(width, height)
         ax = fig.subplots()
         floor = 1.0
         xmin, xmax = math.inf, 0.0
@@ -330,13 +260,13 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
             # at 1/N at the max to show where the data stop
             ys_plot = [y if y > 0 else 1 / n for y in ys]
             cut = censored[i] if censored is not None and i < len(censored) else None
-            text = f"{label} (max {_us_text(ch.max_ns or 0)})"
+            text = f"{label} (max {us_text(ch.max_ns or 0)})"
             if cut and cut[0] > 0:
                 above = max(cut[1], 1) / 1000
                 k = next((j for j, x in enumerate(xs) if x > above), len(xs))
                 if 0 < k < len(xs):
-                    text = (f"{label} (max {_us_text(ch.max_ns or 0)}; {cut[0]} beyond "
-                            f"{_us_text(cut[1])}: dashed = upper bound)")
+                    text = (f"{label} (max {us_text(ch.max_ns or 0)}; {cut[0]} beyond "
+                            f"{us_text(cut[1])}: dashed = upper bound)")
                     ax.step([*xs[:k], above], [*ys_plot[:k], ys_plot[k - 1]], where="post",
                             color=color(i), linewidth=1.2, label=text)
                     ax.step([above, *xs[k:]], [ys_plot[k - 1], *ys_plot[k:]], where="post",
@@ -355,9 +285,9 @@ def ccdf_figure(series: Sequence[tuple[str, Channel]], title: str = "",
         ax.set_yscale("log")
         ax.set_ylim(bottom=floor / 2, top=1.5)
         if xmax > 0:
-            _plain(ax.xaxis, xmin, xmax, width * 0.85)
-        _pow10(ax.yaxis)
-        _no_minor(ax)
+            plain_ticks(ax.xaxis, xmin, xmax, width * 0.85)
+        pow10_ticks(ax.yaxis)
+        no_minor_ticks(ax)
         ax.set_xlabel("latency x (µs, log scale)")
         ax.set_ylabel("fraction of samples > x")
         if len(series) <= 12:
@@ -405,8 +335,8 @@ def timeline_figure(channels: Sequence[Channel], title: str = "", *,
     from matplotlib import rc_context
 
 
-    with rc_context(_RC):
-        fig = _new_figure(11, 3.8)
+    with rc_context(RC):
+        fig = new_figure(11, 3.8)
         ax = fig.subplots()
         idx, vals, window_ns = merged_window_series(channels)
         if not window_ns or not len(idx):
@@ -450,9 +380,9 @@ def timeline_figure(channels: Sequence[Channel], title: str = "", *,
                         xytext=(3, 3), textcoords="offset points", fontsize=8, color="#555")
         ax.set_yscale("log")
         hi = float(vals.max()) / 1000
-        _headroom(ax, lo / 1.3, hi, 0.18)  # the legend sits above the data, never on it
-        _plain(ax.yaxis, lo / 1.3, hi * 2, 2.8, vertical=True)
-        _no_minor(ax)
+        headroom(ax, lo / 1.3, hi, 0.18)  # the legend sits above the data, never on it
+        plain_ticks(ax.yaxis, lo / 1.3, hi * 2, 2.8, vertical=True)
+        no_minor_ticks(ax)
         ax.set_xlim(float(t[0]) / scale, end_s / scale)
         ax.set_xlabel(f"run time ({unit}); one point per {w_s:g} s window"
                       + (" (downsampled, maxima kept)" if len(vals) > MAX_POINTS else ""))
@@ -468,8 +398,8 @@ def evt_figure(est: EvtEstimate, maxima_ns: np.ndarray, title: str = "") -> Figu
     import numpy as np
     from matplotlib import rc_context
 
-    with rc_context(_RC):
-        fig = _new_figure(11, 3.6)
+    with rc_context(RC):
+        fig = new_figure(11, 3.6)
         ax = fig.subplots()
         x = np.sort(maxima_ns.astype(np.float64) / 1000)
         n = len(x)
@@ -497,9 +427,9 @@ def evt_figure(est: EvtEstimate, maxima_ns: np.ndarray, title: str = "") -> Figu
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.3 / n, top=1.5)
-        _plain(ax.xaxis, float(grid[0]), float(grid[-1]), 9.0)
-        _pow10(ax.yaxis)
-        _no_minor(ax)
+        plain_ticks(ax.xaxis, float(grid[0]), float(grid[-1]), 9.0)
+        pow10_ticks(ax.yaxis)
+        no_minor_ticks(ax)
         ax.set_xlabel("window maximum (µs, log)")
         ax.set_ylabel("P(window maximum > x)")
         ax.legend(loc="lower left", fontsize=8)
@@ -513,7 +443,7 @@ def figure_svg(fig: Figure) -> str:
     from matplotlib import rc_context
 
     buf = io.StringIO()
-    with rc_context(_RC):
+    with rc_context(RC):
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
     start = text.find("<svg")
@@ -530,7 +460,7 @@ def save_figure(fig: Figure, path: str | Path, option: str = "--output") -> Path
     from rtlab.fileio import check_output, open_output
 
     target = check_output(path, option)
-    with open_output(path, option) as f, rc_context(_RC):
+    with open_output(path, option) as f, rc_context(RC):
         fig.savefig(f, format=fmt, dpi=110)
     return target or path
 
@@ -618,7 +548,7 @@ def day_figure(bd: BoardDay) -> Figure:
 
     from rtlab.scenario.units import format_duration
 
-    fig = _new_figure(10.0, 7.0)
+    fig = new_figure(10.0, 7.0)
     top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
     hours = np.arange(bd.slots) * bd.slot_s / 3600 + bd.slot_s / 7200
     for i, cd in enumerate(bd.cpus):
@@ -641,7 +571,7 @@ def day_figure(bd: BoardDay) -> Figure:
     bottom.set_ylabel("samples per µs")
     bottom.set_title("latency histogram of the day")
     for ax in (top, bottom):
-        _no_minor(ax)
+        no_minor_ticks(ax)
         if bd.cpus:
             ax.legend(loc="upper right", fontsize=7, ncol=min(len(bd.cpus), 8))
     return fig
