@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from rtlab.errors import SkippedError
-from rtlab.trace.attribution import Spike, attribute_run, is_virtualized, read_samples
+from rtlab.trace.attribution import attribute_run, is_virtualized
+from rtlab.trace.causes import Spike
+from rtlab.trace.spike_sources import read_samples
 from rtlab.trace.tracefs import Recorder, TraceFS
 
 MAX_SPIKE_RECORDS = 1000  # cause records stored per phase (the worst)

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import bisect
 import re
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from rtlab.trace.causes import Cause, Component, Spike, fmt_ns
 from rtlab.trace.ringbuf import Event
+from rtlab.trace.spike_sources import read_samples, spikes_from_markers, spikes_from_samples
 
 SOFTIRQ_NAMES = (
     "HI",
@@ -64,159 +65,6 @@ _VECTOR_EVENTS = frozenset(
         "reboot",
     }
 )
-
-
-@dataclass(frozen=True)
-class Spike:
-    """One late wake-up: times are absolute CLOCK_MONOTONIC ns."""
-
-    cpu: int
-    deadline_ns: int
-    wake_ns: int
-    tid: int | None = None  # the measuring thread; inferred from sched_switch when None
-    source: str = "samples"
-
-    @property
-    def latency_ns(self) -> int:
-        return self.wake_ns - self.deadline_ns
-
-
-@dataclass
-class Component:
-    """Time of one interfering thing inside [deadline, wake] (exclusive of nested ones)."""
-
-    kind: str  # irq | softirq | vector | hrtimer | ipi | task | idle | wake_path | gap
-    name: str
-    ident: int | None = None  # irq number, softirq vector, pid
-    duration_ns: int = 0
-    count: int = 0
-    prio: int | None = None  # kernel prio for tasks (0..99 RT, 100..139 normal)
-
-    def label(self) -> str:
-        if self.kind == "irq":
-            return f"irq {self.ident} {self.name}"
-        if self.kind == "softirq":
-            return f"softirq {self.name}"
-        if self.kind == "task":
-            pr = f" {_prio_text(self.prio)}" if self.prio is not None else ""
-            return f"task {self.name}[{self.ident}]{pr}"
-        return f"{self.kind} {self.name}".strip()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "id": self.ident,
-            "duration_ns": self.duration_ns,
-            "count": self.count,
-            "prio": self.prio,
-        }
-
-
-def _prio_text(prio: int) -> str:
-    return f"rt{99 - prio}" if prio < 100 else f"nice{prio - 120}"
-
-
-def _fmt_ns(ns: int) -> str:
-    if abs(ns) >= 1_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1_000:
-        return f"{ns / 1e3:.0f} µs"
-    return f"{ns} ns"
-
-
-UNEXPLAINED_LABELS = {
-    None: "host/hypervisor or SMI",
-    True: "host/hypervisor",
-    False: "SMI/firmware/hardware",
-}
-
-
-@dataclass
-class Cause:
-    """Why one spike was late. Offsets (`*_ns` of milestones) are relative to the deadline."""
-
-    cpu: int
-    deadline_ns: int
-    wake_ns: int
-    latency_ns: int
-    tid: int | None
-    source: str
-    coverage: str  # full | partial | none
-    timer_expire_ns: int | None = None  # the probe's hrtimer callback started
-    waking_ns: int | None = None  # sched_waking of the probe thread
-    wakeup_ns: int | None = None  # sched_wakeup
-    switch_in_ns: int | None = None  # sched_switch to the probe thread
-    idle_exit_ns: int | None = None  # cpu_idle leave after the deadline
-    components: list[Component] = field(default_factory=list)
-    unexplained_ns: int = 0
-    accounted_ns: int = 0
-    notes: list[str] = field(default_factory=list)
-    virtualized: bool | None = None
-
-    def by_kind(self, kind: str) -> list[Component]:
-        return [c for c in self.components if c.kind == kind]
-
-    def interference(self) -> list[Component]:
-        """Named causes (everything except the probe's own wake path), largest first."""
-        return sorted(
-            (c for c in self.components if c.kind not in ("wake_path", "idle", "gap")),
-            key=lambda c: -c.duration_ns,
-        )
-
-    def top(self) -> str:
-        """The largest share: 'unexplained' or a component label."""
-        best = max(self.interference(), key=lambda c: c.duration_ns, default=None)
-        if best is None or self.unexplained_ns >= best.duration_ns:
-            return "unexplained"
-        return best.label()
-
-    def summary(self, max_items: int = 4) -> str:
-        parts = []
-        what = UNEXPLAINED_LABELS[self.virtualized]
-        items: list[tuple[int, str]] = []
-        if self.unexplained_ns > 0:
-            items.append(
-                (self.unexplained_ns, f"{_fmt_ns(self.unexplained_ns)} unexplained ({what})")
-            )
-        for c in self.interference():
-            if c.duration_ns >= 1000 or c.duration_ns * 100 >= self.latency_ns:
-                n = f" ×{c.count}" if c.count > 1 else ""
-                items.append((c.duration_ns, f"{c.label()} {_fmt_ns(c.duration_ns)}{n}"))
-        wp = sum(c.duration_ns for c in self.by_kind("wake_path"))
-        if wp * 10 >= self.latency_ns:
-            items.append((wp, f"own wake path {_fmt_ns(wp)}"))
-        items.sort(key=lambda t: -t[0])
-        parts = [t for _, t in items[:max_items]]
-        if len(items) > max_items:
-            parts.append(f"+{len(items) - max_items} more")
-        if self.coverage == "none":
-            parts = ["no trace for this window"]
-        return f"{_fmt_ns(self.latency_ns)}: " + (", ".join(parts) if parts else "nothing traced")
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "cpu": self.cpu,
-            "deadline_ns": self.deadline_ns,
-            "wake_ns": self.wake_ns,
-            "latency_ns": self.latency_ns,
-            "tid": self.tid,
-            "source": self.source,
-            "coverage": self.coverage,
-            "milestones": {
-                "timer_expire_ns": self.timer_expire_ns,
-                "waking_ns": self.waking_ns,
-                "wakeup_ns": self.wakeup_ns,
-                "switch_in_ns": self.switch_in_ns,
-                "idle_exit_ns": self.idle_exit_ns,
-            },
-            "components": [c.to_dict() for c in self.components],
-            "unexplained_ns": self.unexplained_ns,
-            "accounted_ns": self.accounted_ns,
-            "top": self.top(),
-            "summary": self.summary(),
-            "notes": list(self.notes),
-        }
 
 
 # -- the replay ------------------------------------------------------------------------
@@ -524,7 +372,7 @@ def attribute_spike(
     if idle is not None and idle_allowance_ns:
         allowed = min(idle.duration_ns, idle_allowance_ns)
         unexplained -= allowed
-        cause.notes.append(f"{_fmt_ns(allowed)} of idle counted as normal idle exit")
+        cause.notes.append(f"{fmt_ns(allowed)} of idle counted as normal idle exit")
     # Drop zero-time entries of things that ended before the deadline.
     cause.components = sorted(
         (c for c in comps.values() if c.duration_ns > 0 or c.count), key=lambda c: -c.duration_ns
@@ -534,86 +382,6 @@ def attribute_spike(
     if cause.coverage == "partial":
         cause.notes.append("trace starts after the deadline: the start of the window is missing")
     return cause
-
-
-# -- spike sources ---------------------------------------------------------------------
-
-SAMPLES_MAGIC = b"RTLABSMP"
-
-
-def read_samples(path: str | Path) -> list[tuple[int, int, int]]:
-    """The probe's --samples file -> [(channel_index, at_ns, value_ns)] (see engine-output.md)."""
-    data = Path(path).read_bytes()
-    if len(data) < 16 or data[:8] != SAMPLES_MAGIC:
-        raise ValueError(f"{path}: not an rtlab samples file")
-    version, rsize = struct.unpack_from("<II", data, 8)
-    if version != 1 or rsize < 24:
-        raise ValueError(f"{path}: unsupported samples version {version} / record size {rsize}")
-    out = []
-    for off in range(16, len(data) - rsize + 1, rsize):
-        ch, _res, at, val = struct.unpack_from("<IIQQ", data, off)
-        out.append((ch, at, val))
-    return out
-
-
-def spikes_from_samples(
-    samples: Iterable[tuple[int, int, int]],
-    start_monotonic_ns: int,
-    threshold_ns: int,
-    channel_cpus: Sequence[int | None],
-    channel_tids: Sequence[int | None] | None = None,
-    at_is_deadline: bool = True,
-) -> list[Spike]:
-    """Samples above `threshold_ns` -> Spikes. `at_ns` is the deadline (or, with
-    at_is_deadline=False, the wake time) relative to start_monotonic_ns."""
-    out = []
-    for ch, at, val in samples:
-        if val <= threshold_ns or ch >= len(channel_cpus) or channel_cpus[ch] is None:
-            continue
-        t = start_monotonic_ns + at
-        d, w = (t, t + val) if at_is_deadline else (t - val, t)
-        tid = channel_tids[ch] if channel_tids and ch < len(channel_tids) else None
-        out.append(Spike(int(channel_cpus[ch]), d, w, tid, "samples"))  # type: ignore[arg-type]
-    return out
-
-
-_MARKER_RE = re.compile(r"\brtlab spike\b(?P<kv>.*)$")
-
-
-def parse_spike_marker(text: str, ts: int, start_monotonic_ns: int | None = None) -> Spike | None:
-    """`rtlab spike cpu=N lat=NNN [deadline=ABS_NS | at=REL_NS] [tid=T]` -> Spike.
-
-    `deadline` is absolute CLOCK_MONOTONIC ns, `at` the deadline relative to the
-    run start. Without either, the marker's own time stamp is taken as the wake time
-    (an upper bound: the marker is written after the wake-up).
-    """
-    m = _MARKER_RE.search(text)
-    if not m:
-        return None
-    kv = dict(re.findall(r"(\w+)=(-?\d+)", m["kv"]))
-    if "cpu" not in kv or "lat" not in kv:
-        return None
-    lat = int(kv["lat"])
-    if "deadline" in kv:
-        dl = int(kv["deadline"])
-    elif "at" in kv and start_monotonic_ns is not None:
-        dl = start_monotonic_ns + int(kv["at"])
-    else:
-        dl = ts - lat
-    tid = int(kv["tid"]) if "tid" in kv else None
-    return Spike(int(kv["cpu"]), dl, dl + lat, tid, "marker")
-
-
-def spikes_from_markers(
-    events: Iterable[Event], start_monotonic_ns: int | None = None
-) -> list[Spike]:
-    out = []
-    for ev in events:
-        if ev.name == "print":
-            s = parse_spike_marker(str(ev.fields.get("buf", "")), ev.ts, start_monotonic_ns)
-            if s:
-                out.append(s)
-    return out
 
 
 # -- a whole run -----------------------------------------------------------------------

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rtlab.trace.attribution import Cause, attribute_run, is_virtualized
+from rtlab.trace.attribution import attribute_run, is_virtualized
+from rtlab.trace.causes import Cause
 from rtlab.trace.tracefs import Recorder
 
 HERE = Path(__file__).parent

@@ -7,15 +7,10 @@ import random
 import struct
 from pathlib import Path
 
-from rtlab.trace.attribution import (
-    Spike,
-    attribute_run,
-    attribute_spike,
-    parse_spike_marker,
-    read_samples,
-    summarize,
-)
+from rtlab.trace.attribution import attribute_run, attribute_spike, summarize
+from rtlab.trace.causes import Spike
 from rtlab.trace.ringbuf import Event
+from rtlab.trace.spike_sources import parse_spike_marker, read_samples
 
 D = 10_000_000_000  # deadline
 TID = 500

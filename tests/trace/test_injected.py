@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from rtlab.errors import SkippedError
-from rtlab.trace.attribution import Cause, Spike, attribute_run
+from rtlab.trace.attribution import attribute_run
+from rtlab.trace.causes import Cause, Spike
 from rtlab.trace.tracefs import TraceFS
 from tests.support.paths import SPINNER
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.trace.attribution import spikes_from_markers
 from rtlab.trace.capture import TraceCapture
 from rtlab.trace.formats import parse_format, parse_header_event, parse_header_page
 from rtlab.trace.ringbuf import RB_MISSED_EVENTS, RB_MISSED_STORED, PageDecoder, page_info
+from rtlab.trace.spike_sources import spikes_from_markers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cpu1-sleeper"
 
