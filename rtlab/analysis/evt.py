@@ -67,16 +67,30 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rtlab.analysis.evt_models import (
+    K_LIMIT,
+    GevFit,
+    GpdTail,
+    fit_gev,
+    fit_gumbel,
+    gev_from_b,
+    gpd_k_rows,
+    gpd_rows,
+    gumbel_from_b,
+    pwm_rows,
+    q_rows,
+    t_rows,
+    tail_p_rows,
+    tail_q_rows,
+)
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from rtlab.results.model import Channel, RunResult
 
-EULER = 0.5772156649015329
-LN2, LN3 = math.log(2), math.log(3)
 MIN_WINDOWS = 30
 DAY_NS = 86_400 * 1_000_000_000
-K_LIMIT = 0.9  # PWM shape estimates are clamped to [-K_LIMIT, K_LIMIT]
 LEVEL = 0.95  # the interval level the report states (its true coverage: docs/report.md)
 BOOT_LEVEL = 0.95  # the central bootstrap percentiles used for a LEVEL interval (the upper
 # end: the higher of the quoted model's and the tail model's percentile)
@@ -153,170 +167,6 @@ def merged_window_series(channels: Sequence[Channel]
 
 
 
-@dataclass(frozen=True)
-class GevFit:
-    """GEV in Hosking's parametrisation (x in µs): F(x) = exp(-(1 - k (x-mu)/sigma)^(1/k)).
-
-    k < 0: heavy (Fréchet) tail, k = 0: Gumbel, k > 0: bounded tail (upper end mu + sigma/k).
-    The usual shape xi of the literature is -k.
-    """
-
-    mu: float
-    sigma: float
-    k: float
-
-    def _t(self, x: float) -> float:
-        if self.sigma <= 0:
-            return 0.0 if x >= self.mu else math.inf
-        if abs(self.k) < 1e-9:
-            return math.exp(-(x - self.mu) / self.sigma)
-        y = 1 - self.k * (x - self.mu) / self.sigma
-        if y <= 0:
-            return 0.0 if self.k > 0 else math.inf
-        return y ** (1 / self.k)
-
-    def cdf(self, x: float) -> float:
-        return math.exp(-self._t(x))
-
-    def exceed_within(self, x: float, blocks: float) -> float:
-        """P(the maximum of `blocks` windows exceeds x)."""
-        return -math.expm1(-blocks * self._t(x))
-
-    def quantile(self, p: float) -> float:
-        t = -math.log(p)
-        if abs(self.k) < 1e-9:
-            return self.mu - self.sigma * math.log(t)
-        return self.mu + self.sigma * (1 - t ** self.k) / self.k
-
-
-# ---- vectorised probability-weighted moments: one fit per row of a sorted matrix ----
-
-def _pwm_rows(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b0, b1, b2 of each row of `xs` (sorted ascending along the last axis)."""
-    import numpy as np
-
-    n = xs.shape[-1]
-    i = np.arange(n, dtype=np.float64)
-    w1 = i / (n - 1)
-    w2 = i * (i - 1) / ((n - 1) * (n - 2))
-    # multiply and sum, not np.dot: BLAS threads spin on a busy machine (100x slower)
-    return xs.mean(-1), (xs * w1).sum(-1) / n, (xs * w2).sum(-1) / n
-
-
-def _gumbel_from_b(b0: np.ndarray, b1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    sigma = (2 * b1 - b0) / LN2
-    return b0 - EULER * sigma, sigma
-
-
-def _gev_from_b(b0: np.ndarray, b1: np.ndarray, b2: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mu, sigma, k) arrays; Gumbel where the shape is ~0 or undefined."""
-    import numpy as np
-
-    l2 = 2 * b1 - b0
-    denom = 3 * b2 - b0
-    with np.errstate(all="ignore"):
-        c = l2 / denom - LN2 / LN3
-        k = 7.8590 * c + 2.9554 * c * c
-    gum = ~np.isfinite(k) | (denom == 0) | (l2 <= 0) | (np.abs(k) < 1e-6)
-    k = np.clip(np.where(gum, 0.0, k), -K_LIMIT, K_LIMIT)
-    kk = np.where(gum, 1.0, k)
-    g = np.fromiter((math.gamma(1 + v) for v in kk.ravel()), np.float64,
-                    kk.size).reshape(kk.shape)
-    with np.errstate(all="ignore"):
-        sigma = np.where(gum, l2 / LN2, l2 * kk / (g * (1 - 2.0 ** -kk)))
-        mu = np.where(gum, b0 - EULER * sigma, b0 + sigma * (g - 1) / kk)
-    return mu, sigma, k
-
-
-def _gpd_rows(top: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(threshold u, scale alpha, shape k) of a generalised Pareto distribution fitted by
-    probability-weighted moments (Hosking & Wallis 1987; Hosking's sign: k < 0 heavy) to
-    the excesses of each row's values over its smallest one, u (rows sorted ascending).
-    Rows without spread get alpha = 0."""
-    import numpy as np
-
-    y = top[..., 1:] - top[..., :1]
-    m = y.shape[-1]
-    p = (np.arange(1, m + 1, dtype=np.float64) - 0.35) / m
-    a0 = y.mean(-1)
-    a1 = (y * (1 - p)).sum(-1) / m
-    with np.errstate(all="ignore"):
-        k = a0 / (a0 - 2 * a1) - 2
-        alpha = 2 * a0 * a1 / (a0 - 2 * a1)
-    k = np.clip(np.nan_to_num(k, nan=0.0), -K_LIMIT, K_LIMIT)
-    alpha = np.where(np.isfinite(alpha) & (alpha > 0), alpha, 0.0)
-    return top[..., 0], alpha, k
-
-
-def _gpd_k_rows(top: np.ndarray) -> np.ndarray:
-    """Shape k of `_gpd_rows`."""
-    return _gpd_rows(top)[2]
-
-
-def _tail_sf_rows(u: np.ndarray, alpha: np.ndarray, k: np.ndarray, rate: float,
-                  x: float) -> np.ndarray:
-    """P(one window's maximum > x) under GPD tails (threshold u exceeded by a fraction
-    `rate` of the windows); 0 where x is below the threshold (the tail model says nothing
-    there) or the row has no scale."""
-    import numpy as np
-
-    with np.errstate(all="ignore"):
-        z = (x - u) / alpha
-        kk = np.where(k == 0, 1.0, k)
-        y = 1 - kk * z
-        s = np.where(k == 0, np.exp(-z),
-                     np.where(y > 0, np.abs(y) ** (1 / kk), np.where(kk > 0, 0.0, np.inf)))
-        sf = rate * np.minimum(s, 1.0)
-    return np.where((x >= u) & (alpha > 0), sf, 0.0)
-
-
-def _tail_q_rows(u: np.ndarray, alpha: np.ndarray, k: np.ndarray, rate: float,
-                 sf: float) -> np.ndarray:
-    """The level that one window's maximum exceeds with probability `sf` under GPD tails
-    (the threshold where sf >= rate)."""
-    import numpy as np
-
-    r = min(1.0, sf / rate)
-    kk = np.where(k == 0, 1.0, k)
-    with np.errstate(all="ignore"):
-        return u + np.where(k == 0, -alpha * math.log(r), alpha * (1 - r ** kk) / kk)
-
-
-def _q_rows(mu: np.ndarray, sigma: np.ndarray, k: np.ndarray, p: float) -> np.ndarray:
-    """Quantile p of GEVs given as arrays."""
-    import numpy as np
-
-    t = -math.log(p)
-    kk = np.where(k == 0, 1.0, k)
-    with np.errstate(all="ignore"):
-        return np.where(k == 0, mu - sigma * math.log(t), mu + sigma * (1 - t ** kk) / kk)
-
-
-def _t_rows(mu: np.ndarray, sigma: np.ndarray, k: np.ndarray, x: float) -> np.ndarray:
-    """-ln F(x) of GEVs given as arrays."""
-    import numpy as np
-
-    with np.errstate(all="ignore"):
-        z = (x - mu) / sigma
-        kk = np.where(k == 0, 1.0, k)
-        y = 1 - kk * z
-        tk = np.where(y > 0, np.abs(y) ** (1 / kk), np.where(kk > 0, 0.0, np.inf))
-        return np.where(k == 0, np.exp(-z), tk)
-
-
-def fit_gumbel(sorted_x: np.ndarray) -> GevFit:
-    b0, b1, _ = _pwm_rows(sorted_x)
-    mu, sigma = _gumbel_from_b(b0, b1)
-    return GevFit(float(mu), float(sigma), 0.0)
-
-
-def fit_gev(sorted_x: np.ndarray) -> GevFit:
-    """PWM estimate (Hosking et al. 1985); Gumbel when the shape is ~0."""
-    mu, sigma, k = _gev_from_b(*_pwm_rows(sorted_x))
-    return GevFit(float(mu), float(sigma), float(k))
-
-
 def reblock(maxima: np.ndarray, r: int) -> np.ndarray:
     """Maxima of r consecutive windows (a trailing incomplete group is left out)."""
     n = len(maxima) // r * r
@@ -376,40 +226,6 @@ class TailCheck:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "statistic": self.statistic, "z": self.z,
                 "failed": self.failed}
-
-
-@dataclass(frozen=True)
-class GpdTail:
-    """The tail model: a generalised Pareto distribution (Hosking's sign: k < 0 heavy)
-    fitted to the excesses of the largest `m` window maxima over the next one, `u` (µs),
-    which a fraction `rate` = m / n of the windows exceed. It uses only the top of the
-    data, so it follows a tail that gets heavier (or lighter) beyond the bulk, at the
-    price of a larger spread."""
-
-    u: float
-    alpha: float
-    k: float
-    m: int
-    rate: float
-
-    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        import numpy as np
-
-        return np.array([self.u]), np.array([self.alpha]), np.array([self.k])
-
-    def exceed_within(self, x: float, blocks: float) -> float:
-        """P(the maximum of `blocks` windows exceeds x) (0 below the threshold)."""
-        return float(_tail_p_rows(self._rows(), self.rate, x, blocks)[0])
-
-    def quantile_within(self, p: float, blocks: float) -> float:
-        """The level below which the maximum of `blocks` windows stays with probability p."""
-        return float(_tail_q_rows(*self._rows(), self.rate, -math.log(p) / blocks)[0])
-
-
-def _tail_p_rows(tail: tuple, rate: float, x: float, blocks: float) -> np.ndarray:
-    import numpy as np
-
-    return -np.expm1(blocks * np.log1p(-_tail_sf_rows(*tail, rate, x)))
 
 
 def tail_size(n: int) -> int:
@@ -478,18 +294,18 @@ class EvtEstimate:
     def _p_rows(self, gev: tuple, gum: tuple, x_us: float, blocks: float) -> np.ndarray:
         import numpy as np
 
-        pg = -np.expm1(-blocks * _t_rows(*gev, x_us))
+        pg = -np.expm1(-blocks * t_rows(*gev, x_us))
         if self.bounded:
             return pg
-        return np.maximum(pg, -np.expm1(-blocks * _t_rows(gum[0], gum[1], 0.0 * gum[0], x_us)))
+        return np.maximum(pg, -np.expm1(-blocks * t_rows(gum[0], gum[1], 0.0 * gum[0], x_us)))
 
     def _worst_rows(self, gev: tuple, gum: tuple, p: float) -> np.ndarray:
         import numpy as np
 
-        qg = _q_rows(*gev, p)
+        qg = q_rows(*gev, p)
         if self.bounded:
             return 1000 * qg
-        return 1000 * np.maximum(qg, _q_rows(gum[0], gum[1], 0.0 * gum[0], p))
+        return 1000 * np.maximum(qg, q_rows(gum[0], gum[1], 0.0 * gum[0], p))
 
     def _point(self) -> tuple[tuple, tuple]:
         import numpy as np
@@ -539,11 +355,11 @@ class EvtEstimate:
         if what == "p":
             vals = self._p_rows(b.gev, b.gumbel, arg / 1000, blocks)
             if b.tail is not None and self.tail is not None:
-                tail_rows = _tail_p_rows(b.tail, self.tail.rate, arg / 1000, blocks)
+                tail_rows = tail_p_rows(b.tail, self.tail.rate, arg / 1000, blocks)
         else:
             vals = self._worst_rows(b.gev, b.gumbel, 0.5 ** (1 / blocks))
             if b.tail is not None and self.tail is not None:
-                tail_rows = 1000 * _tail_q_rows(*b.tail, self.tail.rate, math.log(2) / blocks)
+                tail_rows = 1000 * tail_q_rows(*b.tail, self.tail.rate, math.log(2) / blocks)
         bl = boot_level(self.n_windows) if level is None else level
         i_lo = int((1 - bl) / 2 * (len(vals) - 1))
         i_hi = round((1 + bl) / 2 * (len(vals) - 1))
@@ -652,25 +468,25 @@ def _bootstrap(x_time: np.ndarray, r: int, block: int, seed: int = BOOT_SEED,
         xs = src[(starts[:, :, None] + offs).reshape(c, mm) % n_u]
         if r > 1:
             xr = np.sort(xs.reshape(c, -1, r).max(axis=2), axis=1)
-            parts[6].append(_gev_from_b(*_pwm_rows(xr))[2])
+            parts[6].append(gev_from_b(*pwm_rows(xr))[2])
         xs.sort(axis=1)
-        b0, b1, b2 = _pwm_rows(xs)
-        mu, sigma, k = _gev_from_b(b0, b1, b2)
-        gm, gs = _gumbel_from_b(b0, b1)
+        b0, b1, b2 = pwm_rows(xs)
+        mu, sigma, k = gev_from_b(b0, b1, b2)
+        gm, gs = gumbel_from_b(b0, b1)
         for i, v in enumerate((mu, sigma, k, gm, gs)):
             parts[i].append(v)
         if npot:
-            parts[5].append(k - _gpd_k_rows(xs[:, mm - npot - 1:]))
+            parts[5].append(k - gpd_k_rows(xs[:, mm - npot - 1:]))
         if mt:
-            for i, v in enumerate(_gpd_rows(xs[:, mm - mt - 1:])):
+            for i, v in enumerate(gpd_rows(xs[:, mm - mt - 1:])):
                 parts[7 + i].append(v)
     arr = [np.concatenate(p) if p else None for p in parts]
     mu, sigma, k, gm, gs, pot, rb, tu, ta, tk = arr
     ok = (sigma > 0) & (gs > 0) & np.isfinite(mu) & np.isfinite(gm)
     f = min(1.0, math.sqrt(mm / n))
     if f < 1:  # m-out-of-n: shrink the spread around the full-sample fit by sqrt(m/n)
-        b = _pwm_rows(np.sort(x_time))
-        hat = (*_gev_from_b(*b), *_gumbel_from_b(b[0], b[1]))
+        b = pwm_rows(np.sort(x_time))
+        hat = (*gev_from_b(*b), *gumbel_from_b(b[0], b[1]))
         mu, sigma, k, gm, gs = (h + f * (v - h) for h, v in zip(hat, (mu, sigma, k, gm, gs),
                                                                   strict=True))
         if pot is not None:
@@ -720,7 +536,7 @@ def fit_window_maxima(maxima_ns: np.ndarray, window_ns: int | None, *,
     r = reblock_factor(n)
     est.dependence_lag = dependence_lag(x_time)
     m = tail_size(n)
-    tu, ta, tk = (float(v) for v in _gpd_rows(x[n - m - 1:]))
+    tu, ta, tk = (float(v) for v in gpd_rows(x[n - m - 1:]))
     if ta > 0:
         est.tail = GpdTail(tu, ta, tk, m, m / n)
     boot, est.block_windows = _bootstrap(x_time, r, block_length(x_time), seed, resamples,
@@ -735,7 +551,7 @@ def fit_window_maxima(maxima_ns: np.ndarray, window_ns: int | None, *,
     xs = x[::step]
     ranks = np.arange(step, step * len(xs) + 1, step, dtype=np.float64)[:len(xs)]
     g = est.gev
-    cdf = np.exp(-_t_rows(np.array(g.mu), np.array(g.sigma), np.array(g.k), xs))
+    cdf = np.exp(-t_rows(np.array(g.mu), np.array(g.sigma), np.array(g.k), xs))
     d = float(max(np.max(np.abs(ranks / n - cdf)), np.max(np.abs((ranks - step) / n - cdf))))
     est.ks_distance = d
     # 1.36/sqrt(n) is the 5 % critical value with known parameters; with estimated
@@ -745,7 +561,7 @@ def fit_window_maxima(maxima_ns: np.ndarray, window_ns: int | None, *,
     est.tail_p = est.p_exceed(float(x[-1]) * 1000 - 1e-3, n * est.window_ns)
     if n >= 100 and boot.pot_d is not None:
         top = x[n - pot_size(n) - 1:]
-        kp = float(_gpd_k_rows(top))
+        kp = float(gpd_k_rows(top))
         dp = k - kp
         zp = _z(dp, boot.pot_d)
         est.checks.append(TailCheck("peaks over threshold", kp, zp,
@@ -760,7 +576,7 @@ def fit_window_maxima(maxima_ns: np.ndarray, window_ns: int | None, *,
         # the tail model's 24-h worst case against the quoted model's, in standard errors
         # of their difference over the resamples
         blocks = DAY_NS / est.window_ns
-        diff = (1000 * _tail_q_rows(*boot.tail, est.tail.rate, math.log(2) / blocks)
+        diff = (1000 * tail_q_rows(*boot.tail, est.tail.rate, math.log(2) / blocks)
                 - est._worst_rows(boot.gev, boot.gumbel, 0.5 ** (1 / blocks)))
         tw = est.tail_worst_ns(DAY_NS)
         mw = est.typical_worst_ns(DAY_NS)
