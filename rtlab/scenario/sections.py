@@ -273,6 +273,20 @@ def probes(ctx: Ctx, raws: list[dict[str, Any]], online: Sequence[int],
     return out
 
 
+def named_entry(ctx: Ctx, raw: Mapping[str, Any], keys: Sequence[str], table: str, i: int,
+                what: str) -> tuple[Getter, str, str]:
+    """Entry i of an array of tables ([[phase]], [[matrix.variant]]) that must have a name:
+    its keys checked; its getter, key path and name."""
+    path = f"{table}[{i}]"
+    check_keys(ctx, raw, keys, path, table, i)
+    g = Getter(ctx, raw, path, table, i)
+    if "name" not in raw:
+        raise ctx.fail(f"{path}.name", f"missing; every {what} needs a name", table, i, None)
+    name = g.str("name", None, NAME_RE, "a name of letters, digits, _ . -")
+    assert name is not None
+    return g, path, name
+
+
 def phases(ctx: Ctx, raws: list[dict[str, Any]], loads: list[LoadSpec]
             ) -> list[tuple[str, int, list[str]]]:
     names = [ld.name for ld in loads]
@@ -280,14 +294,7 @@ def phases(ctx: Ctx, raws: list[dict[str, Any]], loads: list[LoadSpec]
         return [("main", DEFAULT_PHASE_NS, names)]
     out: list[tuple[str, int, list[str]]] = []
     for i, raw in enumerate(raws):
-        path = f"phase[{i}]"
-        check_keys(ctx, raw, PHASE_KEYS, path, "phase", i)
-        g = Getter(ctx, raw, path, "phase", i)
-        if "name" not in raw:
-            raise ctx.fail(f"{path}.name", "missing; every [[phase]] needs a name",
-                           "phase", i, None)
-        name = g.str("name", None, NAME_RE, "a name of letters, digits, _ . -")
-        assert name is not None
+        g, path, name = named_entry(ctx, raw, PHASE_KEYS, "phase", i, "[[phase]]")
         if any(n == name for n, _, _ in out):
             raise g.fail("name", f"duplicate phase name {name!r}")
         if "duration" not in raw:
@@ -320,14 +327,7 @@ def variants(ctx: Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
     seen: dict[str, int] = {}  # name -> index: duplicates found in linear time
     names = [ld.name for ld in loads]
     for i, raw in enumerate(raws):
-        path = f"matrix.variant[{i}]"
-        check_keys(ctx, raw, VARIANT_KEYS, path, "matrix.variant", i)
-        g = Getter(ctx, raw, path, "matrix.variant", i)
-        if "name" not in raw:
-            raise ctx.fail(f"{path}.name", "missing; every variant needs a name",
-                           "matrix.variant", i, None)
-        name = g.str("name", None, NAME_RE, "a name of letters, digits, _ . -")
-        assert name is not None
+        g, _, name = named_entry(ctx, raw, VARIANT_KEYS, "matrix.variant", i, "variant")
         if name in seen:
             raise g.fail("name", f"duplicate variant name {name!r} (also "
                          f"matrix.variant[{seen[name]}])")
@@ -340,6 +340,7 @@ def variants(ctx: Ctx, matrix: Mapping[str, Any], loads: list[LoadSpec]
                     "shield": shield, "loads": g.names("loads", names, "load"),
                     "index": i})
     return out
+
 
 def targets(ctx: Ctx, head: Mapping[str, Any]) -> list[str]:
     """`[scenario] targets`: the boards the scenario is measured on (docs/boards.md)."""
