@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.devices import device_nodes
 from tests.support.env import REPO, subprocess_env
+from tests.support.procs import children_of
 
 DATA = REPO / "tests" / "support" / "data"
 CASE_TIMEOUT_S = 30  # a case that blocks (a FIFO, an endless device) fails, never hangs
@@ -132,18 +133,7 @@ def snapshot(roots: list[Path], named: list[Path]) -> dict[str, tuple[object, ..
 
 def children() -> set[int]:
     """Processes whose parent is this one (a case must leave none behind)."""
-    me = str(os.getpid())
-    out = set()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat_ = (d / "stat").read_text()
-        except OSError:
-            continue
-        if stat_[stat_.rindex(")") + 2:].split()[1] == me:
-            out.add(int(d.name))
-    return out
+    return children_of(os.getpid())
 
 
 def cgroups() -> set[str]:

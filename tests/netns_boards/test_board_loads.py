@@ -27,6 +27,8 @@ import pytest
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import SkippedError
 from rtlab.exitcodes import ExitCode
+from tests.support.procs import group_members
+from tests.support.store_reading import stored_dicts
 
 from .nsboard import NsBoard
 
@@ -34,40 +36,14 @@ WAIT = 60.0  # generous: a loaded 2-vCPU VM
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _members(pgid: int) -> list[int]:
-    """Live processes of group pgid on this machine (= the namespace board's)."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        f = text[text.rindex(")") + 2:].split()
-        if f[0] != "Z" and int(f[2]) == pgid:
-            out.append(int(entry.name))
-    return out
-
-
 def _wait_empty(pgid: int, timeout: float = WAIT) -> float:
     """Seconds until group pgid had no live member (fails after timeout)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if not _members(pgid):
+        if not group_members(pgid):
             return time.monotonic() - t0
         time.sleep(0.05)
-    pytest.fail(f"processes of group {pgid} still alive after {timeout:g} s: {_members(pgid)}")
-
-
-def _stored(store: Path) -> list[dict[str, Any]]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(store))
-    try:
-        return [s.get(r.id).to_dict() for r in s.list(None)]
-    finally:
-        s.close()
+    pytest.fail(f"processes of group {pgid} still alive after {timeout:g} s: {group_members(pgid)}")
 
 
 def _loads_of(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,7 +59,7 @@ def test_stress_ng_on_the_board_is_recorded_and_gone_after_the_run(
     proc = cli("run", "quick", "--duration", "4s", "--no-report", "--no-progress",
                "--target", board.name)
     assert proc.returncode == 0, proc.stderr
-    (run,) = _stored(cli.store)
+    (run,) = stored_dicts(cli.store)
     (ld,) = _loads_of(run)
     assert ld["kind"] == "stress" and ld["target"] == board.name
     assert ld["status"] == "stopped" and not ld["died_early"], ld
@@ -97,7 +73,7 @@ def test_stress_ng_on_the_board_is_recorded_and_gone_after_the_run(
     assert p["board_command"][6:] == ld["argv"]
     assert p["end"]["type"] == "exec_done" and p["end"]["stopped"] and p["end"]["group_empty"]
     assert p["workers_seen"] > 0 and p["pgid"] == p["pid"] > 1
-    assert _members(p["pgid"]) == []  # the engine reaped the group before it exited
+    assert group_members(p["pgid"]) == []  # the engine reaped the group before it exited
     assert "nothing to restore" in cli("restore", "--target", board.name, store=False).stdout
 
 
@@ -112,7 +88,7 @@ def test_builtin_load_on_the_board_is_labelled(board: NsBoard, cli: Any,
                     '[[phase]]\nname = "loaded"\nduration = "3s"\nloads = ["hog"]\n')
     proc = cli("run", str(scen), "--no-report", "--no-progress", "--target", board.name)
     assert proc.returncode == 0, proc.stderr
-    (run,) = _stored(cli.store)
+    (run,) = stored_dicts(cli.store)
     (ld,) = _loads_of(run)
     assert ld["kind"] == "builtin" and "not stress-ng" in ld["label"]
     assert "stress-ng" not in " ".join(ld["argv"])
@@ -123,7 +99,7 @@ def test_builtin_load_on_the_board_is_labelled(board: NsBoard, cli: Any,
     (p,) = ld["processes"]
     assert p["board_command"] == [engine, "--stdin-lifeline", *ld["argv"][1:]]
     assert p["workers_seen"] == 2 and p["end"]["type"] == "load_result"
-    assert _members(p["pgid"]) == []
+    assert group_members(p["pgid"]) == []
 
 
 @pytest.mark.usefixtures("require_root")
@@ -161,9 +137,9 @@ def test_kill9_of_the_host_leaves_no_load_on_the_board(board: NsBoard, cli: Any,
         assert spawned is not None, "the load's group was never journaled on the board"
         pgid = int(spawned["pgid"])
         deadline = time.monotonic() + WAIT
-        while len(_members(pgid)) < 3 and time.monotonic() < deadline:  # load + 2 workers
+        while len(group_members(pgid)) < 3 and time.monotonic() < deadline:  # load + 2 workers
             time.sleep(0.05)
-        assert len(_members(pgid)) == 3
+        assert len(group_members(pgid)) == 3
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
@@ -192,18 +168,26 @@ def test_exec_of_a_missing_tool_on_the_board_is_exit_4(board: NsBoard, cli: Any,
         "rtlab-probe exec: rtlab-no-such-tool: not found on this machine (not in PATH)"]
 
 
-class NoStressNg(LocalTransport):
-    """A "board" whose shell finds no stress-ng: its commands run with an empty PATH."""
+class PosingAsBoard(LocalTransport):
+    """This machine's transport, named like a board: `board_name` is its target and it
+    is not local, so the code under test takes the path it takes for a board."""
 
     name = "fake"
+    board_name = "board"
 
     @property
     def target(self) -> str:
-        return "board7"
+        return self.board_name
 
     @property
     def is_local(self) -> bool:
         return False
+
+
+class NoStressNg(PosingAsBoard):
+    """A "board" whose shell finds no stress-ng: its commands run with an empty PATH."""
+
+    board_name = "board7"
 
     def command_argv(self, argv: list[str]) -> list[str]:
         assert argv[0] == "sh"  # the check is a fixed `sh -c` script
@@ -265,28 +249,20 @@ def test_builtin_kind_runs_here_too_and_is_labelled(probe_bin: str,
     with LoadSet([load], settle_s=0.3) as ls:
         assert not ls.died()
         pgid = load.procs[0].pgid
-        assert len(_members(pgid)) == 3  # the load process and its two workers
+        assert len(group_members(pgid)) == 3  # the load process and its two workers
     d = ls.describe()[0]
     assert d["kind"] == "builtin" and "not stress-ng" in d["label"]
     assert d["argv"] == [probe_bin, "load", "--cpu", "1", "--vm", "1", "--vm-bytes", "4M",
                          "--cpus", str(cpu)]
     assert d["builtin"]["status"] == "interrupted" and d["status"] == "stopped"
-    assert _members(pgid) == []
+    assert group_members(pgid) == []
 
 
-class EngineHere(LocalTransport):
+class EngineHere(PosingAsBoard):
     """A "board" that is this machine reached without SSH: the remote-load code path
     (engine-started groups, lifeline, records) with no connection in between."""
 
-    name = "fake"
-
-    @property
-    def target(self) -> str:
-        return "here"
-
-    @property
-    def is_local(self) -> bool:
-        return False
+    board_name = "here"
 
     @property
     def engine_path(self) -> str:
@@ -330,7 +306,7 @@ def test_a_board_load_that_ends_by_itself_died_early(probe_bin: str) -> None:
     (pd,) = d["processes"]
     assert pd["end"]["type"] == "exec_done" and not pd["end"]["stopped"]
     assert pd["board_command"][:3] == [probe_bin, "--stdin-lifeline", "exec"]
-    assert _members(p.pgid) == []
+    assert group_members(p.pgid) == []
 
 
 def test_a_board_load_is_stopped_through_its_lifeline(probe_bin: str) -> None:
@@ -343,12 +319,12 @@ def test_a_board_load_is_stopped_through_its_lifeline(probe_bin: str) -> None:
                                  "cpus": [cpu]}), EngineHere(probe_bin))
     with LoadSet([load], settle_s=0.3) as ls:
         (p,) = load.procs
-        assert p.workers_seen == 2 and len(_members(p.pgid)) == 3
+        assert p.workers_seen == 2 and len(group_members(p.pgid)) == 3
     assert ls.stop_result["killed"] == []  # ended by the engine, not by dropping ssh
     d = ls.describe()[0]
     assert d["status"] == "stopped" and not d["died_early"] and d["exit_status"] == 130
     assert d["builtin"]["status"] == "interrupted" and d["target"] == "here"
-    assert _members(p.pgid) == []
+    assert group_members(p.pgid) == []
 
 
 def test_competing_timer_threads_on_a_board_report_back(probe_bin: str) -> None:
@@ -370,4 +346,4 @@ def test_competing_timer_threads_on_a_board_report_back(probe_bin: str) -> None:
     assert d["processes"][0]["board_command"][2:6] == ["exec", "--cpus", str(cpu), "--"]
     (ch,) = d["competitor"]["channels"]
     assert ch["cpu"] == cpu and ch["samples"] > 0
-    assert _members(load.procs[0].pgid) == []
+    assert group_members(load.procs[0].pgid) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rtlab.results.store import Store
 from tests.support.paths import REPO
-from tests.support.waiting import wait_for
+from tests.support.waiting import stop, wait_for
 
 from .nsboard import NsBoard
 
@@ -57,12 +57,7 @@ def test_board_gone_and_back(require_root: None, board: NsBoard, probe_bin: str,
         wait_for(lambda: board_state(state, board.name).get("gaps", 0) >= 1
                  and board_state(state, board.name).get("up"), 90, "the board back")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        code = stop(proc, signal.SIGTERM, 60)
     err = proc.stderr.read() if proc.stderr else ""
     assert code == 130, err
     assert f"{board.name}: down:" in err

@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.procs import children_of, group_members
+from tests.support.store_reading import stored_dicts
+
 from .nsboard import NsBoard, board_link, ns_board
-from .test_board_loads import _loads_of, _members, _stored
+from .test_board_loads import _loads_of
 
 OSADL = (Path(__file__).resolve().parents[2] / "scenarios" / "osadl-style.toml").read_text()
 
@@ -39,7 +42,7 @@ def _osadl_load(run: dict[str, Any]) -> dict[str, Any]:
 
 def _nothing_left(ld: dict[str, Any]) -> None:
     for p in ld["processes"]:
-        assert _members(p["pgid"]) == [], p["name"]
+        assert group_members(p["pgid"]) == [], p["name"]
     io_dir = ld["engine_load"]["io_dir"]
     assert io_dir and io_dir.startswith("/tmp/rtlab-load-") and not os.path.exists(io_dir)
 
@@ -49,7 +52,7 @@ def test_osadl_style_sends_to_this_machine(board: NsBoard, cli: Any) -> None:
     proc = cli("run", "osadl-style", "--duration", "6s", "--no-report", "--no-progress",
                "--target", board.name, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    (run,) = _stored(cli.store)
+    (run,) = stored_dicts(cli.store)
     assert run["status"] == "completed", run["notes"]  # "invalid" if the numbers disagree
     ld = _osadl_load(run)
     assert ld["status"] == "stopped" and not ld["died_early"], ld["stderr_tail"]
@@ -76,7 +79,7 @@ def test_peer_none_leaves_the_network_part_out_in_one_note(board: NsBoard, cli: 
     proc = cli("run", str(_scenario(tmp_path, "none")), "--duration", "4s", "--no-report",
                "--no-progress", "--target", board.name, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    (run,) = _stored(cli.store)
+    (run,) = stored_dicts(cli.store)
     ld = _osadl_load(run)
     assert ld["network"]["left_out"] == 'peer = "none"' and ld["network"]["sent"] is None
     assert [p["name"] for p in ld["processes"]] == ["rtlab-probe-load"]
@@ -97,7 +100,7 @@ def test_osadl_between_two_boards(board: NsBoard, cli: Any, tmp_path: Path) -> N
         proc = cli("run", str(scen), "--duration", "4s", "--no-report", "--no-progress",
                    "--target", board.name, env={"RTLAB_SSH_CONFIG": str(cfg)}, timeout=300)
         assert proc.returncode == 0, proc.stderr
-        (run,) = _stored(cli.store)
+        (run,) = stored_dicts(cli.store)
         ld = _osadl_load(run)
         net = ld["network"]
         assert net["peer"] == f"board {other.name}" and net["to"] == f"{addr_b}:7500"
@@ -117,16 +120,13 @@ def test_osadl_between_two_boards(board: NsBoard, cli: Any, tmp_path: Path) -> N
 def _children_with(pid: int, word: str) -> list[int]:
     """Processes whose parent is pid and whose command line has word (this machine)."""
     out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for child in sorted(children_of(pid)):
         try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ")
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and word.encode() in cmd:
-            out.append(int(entry.name))
+        if word.encode() in cmd:
+            out.append(child)
     return out
 
 
@@ -172,15 +172,15 @@ def test_kill9_of_the_host_leaves_nothing_of_osadl(board: NsBoard, cli: Any,
             time.sleep(0.1)
         assert new and sinks and len(spawned) == 2, (new, sinks, spawned)
         groups = [os.getpgid(p) for p in sinks] + spawned
-        assert all(_members(g) for g in groups)
+        assert all(group_members(g) for g in groups)
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (any(d.exists() for d in new)
-                                           or any(_members(g) for g in groups)):
+                                           or any(group_members(g) for g in groups)):
         time.sleep(0.1)
     assert not any(d.exists() for d in new), new
-    assert not any(_members(g) for g in groups)
+    assert not any(group_members(g) for g in groups)
     out = cli("restore", "--target", board.name, store=False)
     assert out.returncode == 0 and "nothing to restore" in out.stdout, out.stdout + out.stderr

@@ -15,29 +15,12 @@ import pytest
 
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
+from tests.support.cli_errors import one_error_line
+from tests.support.store_reading import stored_dicts
 
 from .nsboard import NsBoard
 
 pytestmark = pytest.mark.usefixtures("require_root")
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    """The CLI failed with exactly one error line and no traceback."""
-    err = proc.stderr.strip()
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rtlab"), err
-    return lines[0]
-
-
-def stored_runs(store: Path) -> list[dict[str, object]]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(store))
-    try:
-        return [s.get(r.id).to_dict() for r in s.list(None)]
-    finally:
-        s.close()
 
 
 @pytest.mark.parametrize("text", ["board7", "root@board7", "board7:2222", "lab@10.0.2.15:22",
@@ -67,7 +50,7 @@ def test_run_on_a_board_streams_and_stores_its_provenance(board: NsBoard, cli) -
     engines = sorted(p.name for p in Path(cli.engine_dir).iterdir()
                      if p.name.startswith("rtlab-probe-"))
     assert len(engines) == 1  # copied once, content-addressed, reused
-    runs = stored_runs(cli.store)
+    runs = stored_dicts(cli.store)
     assert len(runs) == 2
     targets = [r["provenance"]["host"]["target"] for r in runs]  # type: ignore[index]
     assert [t["copied"] for t in sorted(targets, key=lambda t: not t["copied"])] == [True, False]
@@ -125,8 +108,8 @@ def test_unusable_boards_are_one_line(board: NsBoard, cli, alias: str, expect: s
     proc = cli("run", "--probe", "timer", "--duration", "1s", "--no-report",
                "--target", target)
     assert proc.returncode == 1
-    assert expect in one_line_error(proc)
-    assert not Path(cli.store).exists() or not stored_runs(cli.store)
+    assert expect in one_error_line(proc)
+    assert not Path(cli.store).exists() or not stored_dicts(cli.store)
 
 
 def test_refused_key_is_one_line(board: NsBoard, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -138,7 +121,7 @@ def test_refused_key_is_one_line(board: NsBoard, cli, tmp_path: Path) -> None:  
     proc = cli("doctor", "--target", board.name, env={"RTLAB_SSH_CONFIG": str(cfg)},
                store=False)
     assert proc.returncode == 1
-    assert "refused the login" in one_line_error(proc)
+    assert "refused the login" in one_error_line(proc)
 
 
 def test_metacharacters_reach_the_board_as_text(board: NsBoard, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -170,7 +153,7 @@ def test_an_engine_of_another_version_is_refused(board: NsBoard, cli, tmp_path: 
     proc = cli("board", "info", "--target", board.name,
                env={"RTLAB_ENGINES": str(tmp_path / "engines")}, store=False)
     assert proc.returncode != 0
-    assert "0.0.1" in one_line_error(proc)
+    assert "0.0.1" in one_error_line(proc)
 
 
 def test_killed_host_leaves_the_board_as_it_was(board: NsBoard, cli, tmp_path: Path,
@@ -253,9 +236,9 @@ def test_two_hosts_cannot_drive_one_board(board: NsBoard, cli, tmp_path: Path) -
         second = cli("run", "--probe", "timer", "--cpus", "0", "--duration", "1s",
                      "--no-report", "--target", board.name)
         assert second.returncode == 1
-        line = one_line_error(second)
+        line = one_error_line(second)
         assert "in use by rtlab run" in line and f"pid {first.pid}" in line
-        assert not stored_runs(cli.store)
+        assert not stored_dicts(cli.store)
     finally:
         first.terminate()
         _out, err = first.communicate(timeout=60)
@@ -285,14 +268,14 @@ def test_fetch_brings_home_what_a_killed_host_lost(board: NsBoard, cli, tmp_path
         time.sleep(0.2)
     p.send_signal(signal.SIGKILL)
     p.wait()
-    assert not stored_runs(cli.store)
+    assert not stored_dicts(cli.store)
     deadline = time.monotonic() + 60  # the board's engine ends as its stdin closes
     while time.monotonic() < deadline and not any(
             '"type":"result"' in f.read_text() for f in raw_dir.iterdir()):
         time.sleep(0.2)
     got = cli("results", "fetch", "--target", board.name)
     assert got.returncode == 0, got.stderr
-    runs = stored_runs(cli.store)
+    runs = stored_dicts(cli.store)
     assert len(runs) == 1 and runs[0]["partial"] and runs[0]["status"] == "partial"
     assert runs[0]["phases"][0]["channels"][0]["samples"] > 0
     notes = runs[0]["notes"]
@@ -314,7 +297,7 @@ def test_fetch_brings_home_what_a_killed_host_lost(board: NsBoard, cli, tmp_path
     assert said == bool(lost), (notes, lost)
     again = cli("results", "fetch", "--target", board.name)
     assert again.returncode == 0 and "already stored" in again.stdout
-    assert len(stored_runs(cli.store)) == 1
+    assert len(stored_dicts(cli.store)) == 1
 
 
 def test_two_boards_in_parallel_give_one_comparison(board: NsBoard, cli,
@@ -331,7 +314,7 @@ def test_two_boards_in_parallel_give_one_comparison(board: NsBoard, cli,
                    "--report", str(tmp_path / "r.html"),
                    env={"RTLAB_SSH_CONFIG": str(cfg)})
         assert proc.returncode == 0, proc.stderr
-    runs = stored_runs(cli.store)
+    runs = stored_dicts(cli.store)
     assert len(runs) == 2
     hosts = sorted(r["provenance"]["engine"]["system"]["hostname"] for r in runs)  # type: ignore[index]
     assert hosts == ["nsboard0", "nsboard1"]
@@ -377,7 +360,7 @@ def test_udp_ping_pong_between_two_boards(board: NsBoard, cli, tmp_path: Path) -
             held.kill()
             held.wait()
         assert policy == os.SCHED_OTHER  # the priority was undone at the end of the run
-    (run,) = stored_runs(cli.store)
+    (run,) = stored_dicts(cli.store)
     rtt = next(c for c in run["phases"][0]["channels"] if c["name"] == "rtt")  # type: ignore[index]
     assert rtt["samples"] > 100
     peer = run["provenance"]["host"]["udp_peer"] if "udp_peer" in run["provenance"]["host"] \
@@ -403,7 +386,7 @@ def test_seed_scenario_on_a_cgroup_v1_board(board: NsBoard, cli, probe_bin: str)
                "--target", board.name, timeout=300)
     after = read_facts(LocalTransport(probe_bin))
     assert proc.returncode == 0, proc.stderr
-    (run,) = stored_runs(cli.store)
+    (run,) = stored_dicts(cli.store)
     shield = run["provenance"]["host"]["shield"]  # type: ignore[index]
     assert shield["in_effect"]["in_effect"]["cgroup"]["backend"] == "v1"
     loads = {ld["name"]: ld for ld in run["provenance"]["host"]["phases"][0]["loads"]}  # type: ignore[index]

@@ -21,8 +21,8 @@ import pytest
 
 from rtlab.cli import main
 from rtlab.results.model import RunResult
-from rtlab.results.store import Store
 from tests.support.env import subprocess_env
+from tests.support.store_reading import stored_runs
 
 PROBE = """
 [[probe]]
@@ -150,14 +150,6 @@ def _import(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def _stored(store_path: Path) -> list[RunResult]:
-    store = Store.open(str(store_path))
-    try:
-        return [store.get(row.id) for row in store.list()]
-    finally:
-        store.close()
-
-
 def _check_killed_one(result: RunResult, files: dict[str, Path]) -> None:
     run_id = files["ID.jsonl"].stem
     assert result.run_id == run_id
@@ -184,7 +176,7 @@ def test_killed_run_imported_as_one_run(
     files = _copy(killed_one, store_path.parent / "runs")  # where the runner left them
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     _check_killed_one(result, files)
 
 
@@ -206,7 +198,7 @@ def test_first_phase_name_from_a_traced_run_s_files(
         files["ID.jsonl"].write_text(json.dumps(rec) + "\n" + "".join(rest))
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     assert [ph.name for ph in result.phases] == ["warm", "busy"]
     assert not any("in no raw file" in n for n in result.notes)
 
@@ -217,7 +209,7 @@ def test_any_phase_file_brings_the_whole_run_and_its_files(
     files = _copy(killed_one, tmp_path / "elsewhere")
     code, err = _import(capsys, str(files["ID.2-busy.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     _check_killed_one(result, files)
     runs = store_path.parent / "runs"
     assert sorted(p.name for p in runs.iterdir()) == sorted(p.name for p in files.values())
@@ -237,7 +229,7 @@ def test_lost_phase_file_the_rest_is_imported(
                        "header-only": lines[0], "empty": ""}[damage])
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     assert [ph.name for ph in result.phases] == ["phase1"]
     assert _samples(result) == [_raw_samples(files["ID.jsonl"])]
     why = f"phase busy lost: {second.name} holds no engine snapshot or result"
@@ -256,7 +248,7 @@ def test_no_file_yields_anything_nothing_stored(
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "nothing to import" in err, err
     assert "Traceback" not in err
-    assert _stored(store_path) == []
+    assert stored_runs(store_path) == []
     assert not (store_path.parent / "runs").exists()
 
 
@@ -270,7 +262,7 @@ def test_missing_middle_phase_makes_the_run_partial(
         p.rename(p.with_name(p.name.replace(".2-", ".3-")))
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     run_id = files["ID.jsonl"].stem
     assert [ph.name for ph in result.phases] == ["warm-up", "load-x"]
     assert f"phase 2 lost: no raw file {run_id}.2-*.jsonl" in result.notes
@@ -285,7 +277,7 @@ def test_multi_probe_phases_keep_their_label_prefixes(
                              "ID.2-load-x-zeta.jsonl", "ID.jsonl"]
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     # the first phase's name comes from its second probe's file, the first probe's label
     # from the later phase's files; the probes in the scenario's order
     assert [ph.name for ph in result.phases] == ["warm-up", "load-x"]
@@ -312,11 +304,11 @@ def test_completed_run_imports_as_the_runner_stored_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     runs, runner_store = completed_two
-    (stored,) = _stored(runner_store)
+    (stored,) = stored_runs(runner_store)
     files = _copy(runs, tmp_path / "elsewhere")
     code, err = _import(capsys, str(files["ID.2-load-x-zeta.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     assert result.run_id == stored.run_id
     assert [ph.to_dict() for ph in result.phases] == [ph.to_dict() for ph in stored.phases]
     assert (result.status, result.partial, result.rt_valid) == (
@@ -335,14 +327,14 @@ def test_stored_run_refused_and_one_file(
     # --one-file: just that file, as before (the raw file of phase 1 keeps the run id)
     code, err = _import(capsys, "--one-file", str(files["ID.jsonl"]))
     assert code == 0, err
-    (alone,) = _stored(store_path)
+    (alone,) = stored_runs(store_path)
     assert alone.run_id == run_id and [ph.name for ph in alone.phases] == ["main"]
     assert _samples(alone) == [_raw_samples(files["ID.jsonl"])]
     # the whole run has that id now: refused, from any of its files, nothing changed
     for name in ("ID.jsonl", "ID.2-busy.jsonl"):
         code, err = _import(capsys, str(files[name]))
         assert code == 1 and f"run {run_id} is already stored" in err, err
-    assert [r.to_dict() for r in _stored(store_path)] == [alone.to_dict()]
+    assert [r.to_dict() for r in stored_runs(store_path)] == [alone.to_dict()]
     # a later phase's file alone gets a new id; so does a file not named like a raw file
     code, err = _import(capsys, "--one-file", str(files["ID.2-busy.jsonl"]))
     assert code == 0, err
@@ -350,7 +342,7 @@ def test_stored_run_refused_and_one_file(
     shutil.copyfile(files["ID.2-busy.jsonl"], by_hand)
     code, err = _import(capsys, str(by_hand))
     assert code == 0, err
-    runs = _stored(store_path)
+    runs = stored_runs(store_path)
     assert len(runs) == 3 and len({r.run_id for r in runs}) == 3
     for r in runs:
         if r.run_id != run_id:
@@ -381,7 +373,7 @@ def test_the_runner_s_layout_names_every_phase_and_label(
     two = _with_layout(killed_two, tmp_path / "two")
     code, err = _import(capsys, str(two["ID.jsonl"]))
     assert code == 0, err
-    one_r, two_r = sorted(_stored(store_path), key=lambda r: r.run_id != files["ID.jsonl"].stem)
+    one_r, two_r = sorted(stored_runs(store_path), key=lambda r: r.run_id != files["ID.jsonl"].stem)
     assert [ph.name for ph in one_r.phases] == ["warm", "busy"]
     assert _samples(one_r) == [_raw_samples(files["ID.jsonl"]),
                                _raw_samples(files["ID.2-busy.jsonl"])]
@@ -405,7 +397,7 @@ def test_phases_the_host_never_reached_are_named(
         files.pop(key).unlink()  # as if the host died before phase 2 started
     code, err = _import(capsys, str(files["ID.jsonl"]))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     assert [ph.name for ph in result.phases] == ["warm-up"]
     assert "phases not run: load-x" in result.notes
     assert result.status == "partial" and result.partial
@@ -421,5 +413,5 @@ def test_a_raw_file_ending_in_zeros_keeps_its_lines(killed_one: Path, store_path
     first.write_bytes(first.read_bytes() + b"\0" * 4096)
     code, err = _import(capsys, str(first))
     assert code == 0, err
-    (result,) = _stored(store_path)
+    (result,) = stored_runs(store_path)
     assert _samples(result)[0] == _raw_samples(first)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,3 +30,14 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, *, poll: float 
     more = diag()
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})"
                          + (f"\n{more}" if more else ""))
+
+
+def stop(proc: subprocess.Popen[Any], sig: int, timeout: float) -> int:
+    """Send `sig` to `proc` and return its exit code; a process still running after
+    `timeout` seconds is killed, and the wait's TimeoutExpired goes on to the caller."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
