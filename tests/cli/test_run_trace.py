@@ -85,6 +85,12 @@ def _rtlab(args: list[str], probe: str, store: Path, timeout: float = 120
                           env=subprocess_env({"RTLAB_PROBE": probe}))
 
 
+def spun(spike: dict, pid: int) -> int:
+    """Nanoseconds task `pid` ran within a spike (its task components)."""
+    return sum(c["duration_ns"] for c in spike["components"]
+               if c["kind"] == "task" and c["id"] == pid)
+
+
 def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: None,
                                                tmp_path: Path) -> None:
     if not Path("/sys/kernel/tracing").is_dir() or "tracefs" not in Path(
@@ -121,13 +127,9 @@ def test_traced_run_names_the_injected_spinner(probe_bin: str, require_root: Non
     # preemptible), so the spinner's spikes are not required to be the majority of
     # the task spikes: at least 20 have the spinner running >= 150 µs (half a burst)
     # in them, and where it is most of the spike it is the top cause
-    def spun(s: dict) -> int:
-        return sum(c["duration_ns"] for c in s["components"]
-                   if c["kind"] == "task" and c["id"] == spinner.pid)
-
-    mine = [s for s in spikes if spun(s) >= 150_000]
+    mine = [s for s in spikes if spun(s, spinner.pid) >= 150_000]
     assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
-    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    dominated = [s for s in mine if 2 * spun(s, spinner.pid) > s["latency_ns"]]
     assert dominated and all(s["class"] == "task" and f"[{spinner.pid}] rt90" in s["top"]
                              for s in dominated), \
         [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
@@ -243,14 +245,10 @@ def test_traced_noise_run_classifies_gaps(probe_bin: str, require_root: None,
     # probe is SCHED_OTHER: other work on CPU 1 (a CPU hog) may take the CPU before
     # or after a burst within the same gap, and then dominates it; the burst is still
     # one of the gap's components
-    def spun(s: dict) -> int:
-        return sum(c["duration_ns"] for c in s["components"]
-                   if c["kind"] == "task" and c["id"] == spinner.pid)
-
-    mine = [s for s in spikes if spun(s) >= 300_000]
+    mine = [s for s in spikes if spun(s, spinner.pid) >= 300_000]
     assert len(mine) >= 20, [s["summary"] for s in spikes[:10]]
     # where the burst is most of the gap, the spinner is its top cause
-    dominated = [s for s in mine if 2 * spun(s) > s["latency_ns"]]
+    dominated = [s for s in mine if 2 * spun(s, spinner.pid) > s["latency_ns"]]
     assert all(f"[{spinner.pid}] rt90" in s["top"] for s in dominated), \
         [s["summary"] for s in dominated if f"[{spinner.pid}]" not in s["top"]][:5]
     st.close()
