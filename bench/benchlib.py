@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""What the benchmark scripts share: rtlab's own percentile rule on engine channels.
+"""What the benchmark scripts share: rtlab's own percentile rule on engine channels, the
+check of what a benchmark needs, and the writing of its report.
 
 The benchmarks run from the repository after `make setup`; they import the rtlab
 package from the source tree so their numbers are computed exactly as rtlab's
@@ -9,6 +10,8 @@ exact min/max; None where too few samples support the percentile).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,3 +46,17 @@ def write_report(text: str, out: str | Path) -> int:
     path.write_text(text + "\n")
     print(text)
     return 0
+
+
+def lacks(root: str | None = None, tools: Mapping[str, str] | None = None) -> bool:
+    """True, after one line on stderr, when this process is not root (`root` says why
+    the benchmark needs it) or a tool of `tools` is not on PATH (each tool's line); the
+    benchmark then exits 4 (skipped)."""
+    if root is not None and os.geteuid() != 0:
+        print(root, file=sys.stderr)
+        return True
+    for tool, why in (tools or {}).items():
+        if not shutil.which(tool):
+            print(why, file=sys.stderr)
+            return True
+    return False

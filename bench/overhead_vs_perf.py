@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
 
-from benchlib import channel_percentile, default_probe
+from benchlib import channel_percentile, default_probe, lacks
 
 
 def run_rtlab(probe: str, cpu: int, loops: int) -> dict[str, float]:
@@ -58,11 +56,8 @@ def main() -> int:
     ap.add_argument("--loops", type=int, default=20000, help="rtlab iterations per test")
     ap.add_argument("--probe", default=default_probe())
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("run as root (real SCHED_FIFO)", file=sys.stderr)
-        return 4
-    if not shutil.which("perf"):
-        print("needs perf (apt-get install linux-perf)", file=sys.stderr)
+    if lacks(root="run as root (real SCHED_FIFO)",
+             tools={"perf": "needs perf (apt-get install linux-perf)"}):
         return 4
     rows: dict[str, list[float]] = {}
     for r in range(a.rounds):

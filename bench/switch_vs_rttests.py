@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchlib import channel_percentile, default_probe
+from benchlib import channel_percentile, default_probe, lacks
 
 PEERS: dict[str, list[str]] = {
     "ptsematest": ["futex", "condvar"],
@@ -87,8 +87,7 @@ def main() -> int:
     ap.add_argument("--busy", action=argparse.BooleanOptionalAction, default=False,
                     help="our busy runner (peers have none; off for a like-for-like run)")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("needs root (SCHED_FIFO)", file=sys.stderr)
+    if lacks(root="needs root (SCHED_FIFO)"):
         return 4
     rows: list[tuple[str, str, dict[str, float], dict[str, float]]] = []
     for peer, mechs in PEERS.items():

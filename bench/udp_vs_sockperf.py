@@ -42,7 +42,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +50,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchlib import channel_percentile, default_probe
+from benchlib import channel_percentile, default_probe, lacks
 
 QS = (0.5, 0.99, 0.999)
 TRACING = Path("/sys/kernel/tracing")
@@ -365,11 +364,8 @@ def main() -> int:
     ap.add_argument("--xdp-mode", choices=("auto", "native", "generic"), default="auto",
                     help="the XDP hook of --xdp (default: auto, native where possible)")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("needs root (network namespaces)", file=sys.stderr)
-        return 4
-    if not shutil.which("sockperf"):
-        print("sockperf is not installed", file=sys.stderr)
+    if lacks(root="needs root (network namespaces)",
+             tools={"sockperf": "sockperf is not installed"}):
         return 4
     allres: dict[str, dict[str, list[dict]]] = {}
     if a.errqueue and not a.observer:
