@@ -150,6 +150,15 @@ def _import(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def _imported(capsys: pytest.CaptureFixture[str], store_path: Path, *argv: str | Path
+              ) -> RunResult:
+    """`rtlab results import ARGV...` exits 0, and the store then holds one run: it."""
+    code, err = _import(capsys, *map(str, argv))
+    assert code == 0, err
+    (result,) = stored_runs(store_path)
+    return result
+
+
 def _check_killed_one(result: RunResult, files: dict[str, Path]) -> None:
     run_id = files["ID.jsonl"].stem
     assert result.run_id == run_id
@@ -174,9 +183,7 @@ def test_killed_run_imported_as_one_run(
     killed_one: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _copy(killed_one, store_path.parent / "runs")  # where the runner left them
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     _check_killed_one(result, files)
 
 
@@ -196,9 +203,7 @@ def test_first_phase_name_from_a_traced_run_s_files(
         rec = json.loads(header)
         rec["config"]["samples_file"] = f"/elsewhere/runs/{run_id}.1-warm.samples"
         files["ID.jsonl"].write_text(json.dumps(rec) + "\n" + "".join(rest))
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     assert [ph.name for ph in result.phases] == ["warm", "busy"]
     assert not any("in no raw file" in n for n in result.notes)
 
@@ -207,9 +212,7 @@ def test_any_phase_file_brings_the_whole_run_and_its_files(
     killed_one: Path, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _copy(killed_one, tmp_path / "elsewhere")
-    code, err = _import(capsys, str(files["ID.2-busy.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.2-busy.jsonl"])
     _check_killed_one(result, files)
     runs = store_path.parent / "runs"
     assert sorted(p.name for p in runs.iterdir()) == sorted(p.name for p in files.values())
@@ -227,9 +230,7 @@ def test_lost_phase_file_the_rest_is_imported(
     lines = second.read_text().splitlines(keepends=True)
     second.write_text({"corrupt": "{\"type\": \"snap\n\x00\x01garbage\nnot json\n",
                        "header-only": lines[0], "empty": ""}[damage])
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     assert [ph.name for ph in result.phases] == ["phase1"]
     assert _samples(result) == [_raw_samples(files["ID.jsonl"])]
     why = f"phase busy lost: {second.name} holds no engine snapshot or result"
@@ -260,9 +261,7 @@ def test_missing_middle_phase_makes_the_run_partial(
     for key in ("ID.2-load-x-alpha.jsonl", "ID.2-load-x-zeta.jsonl"):
         p = files[key]
         p.rename(p.with_name(p.name.replace(".2-", ".3-")))
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     run_id = files["ID.jsonl"].stem
     assert [ph.name for ph in result.phases] == ["warm-up", "load-x"]
     assert f"phase 2 lost: no raw file {run_id}.2-*.jsonl" in result.notes
@@ -275,9 +274,7 @@ def test_multi_probe_phases_keep_their_label_prefixes(
     files = _copy(killed_two, store_path.parent / "runs")
     assert sorted(files) == ["ID.1-warm-up-alpha.jsonl", "ID.2-load-x-alpha.jsonl",
                              "ID.2-load-x-zeta.jsonl", "ID.jsonl"]
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     # the first phase's name comes from its second probe's file, the first probe's label
     # from the later phase's files; the probes in the scenario's order
     assert [ph.name for ph in result.phases] == ["warm-up", "load-x"]
@@ -306,9 +303,7 @@ def test_completed_run_imports_as_the_runner_stored_it(
     runs, runner_store = completed_two
     (stored,) = stored_runs(runner_store)
     files = _copy(runs, tmp_path / "elsewhere")
-    code, err = _import(capsys, str(files["ID.2-load-x-zeta.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.2-load-x-zeta.jsonl"])
     assert result.run_id == stored.run_id
     assert [ph.to_dict() for ph in result.phases] == [ph.to_dict() for ph in stored.phases]
     assert (result.status, result.partial, result.rt_valid) == (
@@ -325,9 +320,7 @@ def test_stored_run_refused_and_one_file(
     files = _copy(killed_one, tmp_path / "elsewhere")
     run_id = files["ID.jsonl"].stem
     # --one-file: just that file, as before (the raw file of phase 1 keeps the run id)
-    code, err = _import(capsys, "--one-file", str(files["ID.jsonl"]))
-    assert code == 0, err
-    (alone,) = stored_runs(store_path)
+    alone = _imported(capsys, store_path, "--one-file", files["ID.jsonl"])
     assert alone.run_id == run_id and [ph.name for ph in alone.phases] == ["main"]
     assert _samples(alone) == [_raw_samples(files["ID.jsonl"])]
     # the whole run has that id now: refused, from any of its files, nothing changed
@@ -395,9 +388,7 @@ def test_phases_the_host_never_reached_are_named(
     files = _with_layout(completed_two[0], tmp_path / "elsewhere")
     for key in ("ID.2-load-x-alpha.jsonl", "ID.2-load-x-zeta.jsonl"):
         files.pop(key).unlink()  # as if the host died before phase 2 started
-    code, err = _import(capsys, str(files["ID.jsonl"]))
-    assert code == 0, err
-    (result,) = stored_runs(store_path)
+    result = _imported(capsys, store_path, files["ID.jsonl"])
     assert [ph.name for ph in result.phases] == ["warm-up"]
     assert "phases not run: load-x" in result.notes
     assert result.status == "partial" and result.partial
