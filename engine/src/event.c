@@ -137,10 +137,9 @@ static int ev_init(void **out, struct probe_args *a)
 	if ((c->cpu >= 0 && !CPU_ISSET(c->cpu, env->online)) ||
 	    (c->src.gen_cpu >= 0 && !CPU_ISSET(c->src.gen_cpu, env->online)))
 		return ev_bad(ctx, err, errlen, "--gen-cpu: the CPU is not online");
-	c->policy = (enum rt_policy)v[O_POLICY].i;
-	if (c->policy == RT_DEADLINE)
-		return ev_bad(ctx, err, errlen, "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other");
-	if (probe_priority(c->policy, &v[O_PRIORITY], 98, &c->priority, err, errlen) != 0) {
+	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 98,
+				    "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other",
+				    &c->policy, &c->priority, err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
 	}
@@ -302,12 +301,8 @@ static int ev_prepare(void *p, struct probe_plan *plan)
 		fprintf(stderr, "rtlab-probe event: set-up failed: %s\n", strerror(-e));
 		return RL_EXIT_ERROR;
 	}
-	snprintf(pt->rt.role, sizeof(pt->rt.role), "%s", ctx->ch->name);
-	pt->rt.cpu = c->cpu;
-	pt->rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
-	plan->chans = &ctx->ch;
-	plan->n_chans = 1;
-	plan->stop = &ctx->stop;
+	probe_thread_place(pt, c->cpu, c->policy, c->priority, "%s", ctx->ch->name);
+	probe_plan_channels(plan, &ctx->ch, 1, &ctx->stop, NULL);
 	return 0;
 }
 
@@ -331,11 +326,9 @@ static int ev_start(void *p, const struct probe_start *s)
 	return 0;
 }
 
-static void ev_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+static void ev_write_effective(const void *p, struct jsonw *w)
 {
 	const struct ev_ctx *ctx = p;
-	if (part != EFFECTIVE_END)
-		return;
 	write_clock(w, ctx, false);
 	jw_str_or_null(w, "source_note", ctx->src.note[0] ? ctx->src.note : NULL);
 }
@@ -370,20 +363,12 @@ const struct probe_ops event_probe = {
 		 "or by the kernel at interrupt time); a pinned RT thread handles each one and\n"
 		 "records latency = handling time - capture time (converted to CLOCK_MONOTONIC\n"
 		 "with a measured offset, reported with its uncertainty). See docs/probes/event.md.",
-	.opts = ev_opts,
-	.n_opts = O_N,
-	.shared = EVENT_SHARED,
-	.shared_at = O_CPU_OLD,
+	PROBE_OPTIONS(ev_opts, EVENT_SHARED, O_CPU_OLD),
 	.housekeeping_help = "first online CPU other than --cpus",
 	.stack = THREAD_STACK,
-	.init = ev_init,
-	.fini = ev_fini,
-	.prepare = ev_prepare,
+	PROBE_HOOKS(ev),
 	.thread_ready = ev_thread_ready,
-	.start = ev_start,
-	.write_config = ev_write_config,
-	.write_effective = ev_write_effective,
+	.write_effective_end = ev_write_effective,
 	.write_extra = write_extra,
-	.measure = ev_measure,
 	.ended = ev_ended,
 };

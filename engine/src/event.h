@@ -47,6 +47,7 @@ struct evsrc;
 
 struct evsrc_ops {
 	const char *name;
+	const char *missing_uapi;	/* NULL, or the kernel uAPI this build lacks for it */
 	/* Open the device/socket; err gets a one-line reason. 0 or -errno
 	 * (-ENOENT/-ENODEV/-EOPNOTSUPP: the hardware or feature is missing). */
 	int (*open)(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len);
@@ -78,18 +79,34 @@ extern const struct evsrc_ops evsrc_soft, evsrc_net, evsrc_gpio, evsrc_ptp, evsr
  */
 int evsrc_poll(int fd, uint64_t deadline);
 
+/* A source's operations table. */
+#define EVSRC_OPS(name_, open_, arm_, wait_, close_)                                 \
+	{ .name = (name_), .open = (open_), .arm = (arm_), .wait = (wait_), .close = (close_) }
+
+/* The close of a source that holds only its descriptor: closed once, fd -1 (evsrc.c). */
+void evsrc_close_fd(struct evsrc *s);
+
+/*
+ * Open cfg->device (flags | O_CLOEXEC) for --source `source`: the descriptor, or -errno
+ * with a line in err that names `example` when --device is missing and says "no <what>
+ * here" when it cannot be opened (evsrc.c).
+ */
+int evsrc_open_device(const struct evsrc_cfg *cfg, int flags, const char *source,
+		      const char *example, const char *what, char *err, size_t len);
+
 /*
  * A source whose kernel uAPI this build's headers lack (evsrc.c): its open
- * says so ("this build's kernel headers have no <uapi>") and fails with -EOPNOTSUPP
- * (the probe is skipped); arm and wait answer -EOPNOTSUPP, close does nothing.
+ * says so ("this build's kernel headers have no <ops->missing_uapi>") and fails with
+ * -EOPNOTSUPP (the probe is skipped); arm and wait answer -EOPNOTSUPP, close does nothing.
  */
-int evsrc_unsupported_open(char *err, size_t len, const char *uapi);
+int evsrc_unsupported_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len);
 int evsrc_unsupported_arm(struct evsrc *s);
 int evsrc_unsupported_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev);
 void evsrc_unsupported_close(struct evsrc *s);
-#define EVSRC_UNSUPPORTED_OPS(name_, open_)                                          \
-	{ .name = (name_), .open = (open_), .arm = evsrc_unsupported_arm,             \
-	  .wait = evsrc_unsupported_wait, .close = evsrc_unsupported_close }
+#define EVSRC_UNSUPPORTED_OPS(name_, uapi)                                           \
+	{ .name = (name_), .missing_uapi = (uapi), .open = evsrc_unsupported_open,     \
+	  .arm = evsrc_unsupported_arm, .wait = evsrc_unsupported_wait,               \
+	  .close = evsrc_unsupported_close }
 
 /* ---- decoders (pure) -------------------------------------------------- */
 

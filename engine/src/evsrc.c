@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* What the event sources share (event.h): the wait for a readable descriptor, and the
- * operations of a source a build has no kernel uAPI for. */
+/* What the event sources share (event.h): the opening of a device, the wait for a readable
+ * descriptor, the close of a descriptor, and the operations of a source a build has no kernel uAPI for. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "event.h"
 
@@ -22,9 +25,33 @@ int evsrc_poll(int fd, uint64_t deadline)
 	}
 }
 
-int evsrc_unsupported_open(char *err, size_t len, const char *uapi)
+void evsrc_close_fd(struct evsrc *s)
 {
-	snprintf(err, len, "this build's kernel headers have no %s", uapi);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
+int evsrc_open_device(const struct evsrc_cfg *cfg, int flags, const char *source,
+		      const char *example, const char *what, char *err, size_t len)
+{
+	if (!cfg->device) {
+		snprintf(err, len, "--device: required for --source %s (e.g. %s)", source, example);
+		return -EINVAL;
+	}
+	int fd = open(cfg->device, flags | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, len, "%s: %s (no %s here)", cfg->device, strerror(e), what);
+		return -e;
+	}
+	return fd;
+}
+
+int evsrc_unsupported_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
+{
+	(void)cfg;
+	snprintf(err, len, "this build's kernel headers have no %s", s->ops->missing_uapi);
 	return -EOPNOTSUPP;
 }
 

@@ -61,16 +61,9 @@ static struct gpio_priv gpio_priv_store;
 
 static int gpio_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
-	if (!cfg->device) {
-		snprintf(err, len, "--device: required for --source gpio (e.g. /dev/gpiochip0)");
-		return -EINVAL;
-	}
-	int chip = open(cfg->device, O_RDONLY | O_CLOEXEC);
-	if (chip < 0) {
-		int e = errno;
-		snprintf(err, len, "%s: %s (no GPIO chip here)", cfg->device, strerror(e));
-		return -e;
-	}
+	int chip = evsrc_open_device(cfg, O_RDONLY, "gpio", "/dev/gpiochip0", "GPIO chip", err, len);
+	if (chip < 0)
+		return chip;
 	struct gpio_v2_line_request req;
 	memset(&req, 0, sizeof(req));
 	req.offsets[0] = (uint32_t)cfg->line;
@@ -140,20 +133,7 @@ static int gpio_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 	return 1;
 }
 
-static void gpio_close(struct evsrc *s)
-{
-	if (s->fd >= 0)
-		close(s->fd);
-	s->fd = -1;
-}
-
-const struct evsrc_ops evsrc_gpio = {
-	.name = "gpio",
-	.open = gpio_open,
-	.arm = gpio_arm,
-	.wait = gpio_wait,
-	.close = gpio_close,
-};
+const struct evsrc_ops evsrc_gpio = EVSRC_OPS("gpio", gpio_open, gpio_arm, gpio_wait, evsrc_close_fd);
 
 #else /* no GPIO v2 uAPI in the headers of this build */
 
@@ -169,12 +149,6 @@ int gpio_decode(struct gpio_state *st, const void *buf, size_t len, struct ev_ev
 	return -EOPNOTSUPP;
 }
 
-static int gpio_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
-{
-	(void)s, (void)cfg;
-	return evsrc_unsupported_open(err, len, "GPIO v2 character device uAPI");
-}
-
-const struct evsrc_ops evsrc_gpio = EVSRC_UNSUPPORTED_OPS("gpio", gpio_open);
+const struct evsrc_ops evsrc_gpio = EVSRC_UNSUPPORTED_OPS("gpio", "GPIO v2 character device uAPI");
 
 #endif

@@ -82,17 +82,4 @@ static int net_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 	}
 }
 
-static void net_close(struct evsrc *s)
-{
-	if (s->fd >= 0)
-		close(s->fd);
-	s->fd = -1;
-}
-
-const struct evsrc_ops evsrc_net = {
-	.name = "net",
-	.open = net_open,
-	.arm = net_arm,
-	.wait = net_wait,
-	.close = net_close,
-};
+const struct evsrc_ops evsrc_net = EVSRC_OPS("net", net_open, net_arm, net_wait, evsrc_close_fd);

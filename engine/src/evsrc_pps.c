@@ -49,16 +49,9 @@ static struct pps_priv pps_priv_store;
 
 static int pps_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
-	if (!cfg->device) {
-		snprintf(err, len, "--device: required for --source pps (e.g. /dev/pps0)");
-		return -EINVAL;
-	}
-	s->fd = open(cfg->device, O_RDWR | O_CLOEXEC);
-	if (s->fd < 0) {
-		int e = errno;
-		snprintf(err, len, "%s: %s (no PPS device here)", cfg->device, strerror(e));
-		return -e;
-	}
+	s->fd = evsrc_open_device(cfg, O_RDWR, "pps", "/dev/pps0", "PPS device", err, len);
+	if (s->fd < 0)
+		return s->fd;
 	s->domain = EV_REALTIME;
 	memset(&pps_priv_store, 0, sizeof(pps_priv_store));
 	s->priv = &pps_priv_store;
@@ -101,20 +94,7 @@ static int pps_wait(struct evsrc *s, uint64_t deadline, struct ev_event *ev)
 	}
 }
 
-static void pps_close(struct evsrc *s)
-{
-	if (s->fd >= 0)
-		close(s->fd);
-	s->fd = -1;
-}
-
-const struct evsrc_ops evsrc_pps = {
-	.name = "pps",
-	.open = pps_open,
-	.arm = pps_arm,
-	.wait = pps_wait,
-	.close = pps_close,
-};
+const struct evsrc_ops evsrc_pps = EVSRC_OPS("pps", pps_open, pps_arm, pps_wait, evsrc_close_fd);
 
 #else
 
@@ -129,12 +109,6 @@ int pps_decode(struct pps_state *st, const void *raw, struct ev_event *out)
 	return -EOPNOTSUPP;
 }
 
-static int pps_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
-{
-	(void)s, (void)cfg;
-	return evsrc_unsupported_open(err, len, "PPS uAPI");
-}
-
-const struct evsrc_ops evsrc_pps = EVSRC_UNSUPPORTED_OPS("pps", pps_open);
+const struct evsrc_ops evsrc_pps = EVSRC_UNSUPPORTED_OPS("pps", "PPS uAPI");
 
 #endif

@@ -74,16 +74,9 @@ static int ptp_measure(struct evsrc *s, char *err, size_t len)
 
 static int ptp_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
 {
-	if (!cfg->device) {
-		snprintf(err, len, "--device: required for --source ptp (e.g. /dev/ptp0)");
-		return -EINVAL;
-	}
-	s->fd = open(cfg->device, O_RDWR | O_CLOEXEC);
-	if (s->fd < 0) {
-		int e = errno;
-		snprintf(err, len, "%s: %s (no PTP hardware clock here)", cfg->device, strerror(e));
-		return -e;
-	}
+	s->fd = evsrc_open_device(cfg, O_RDWR, "ptp", "/dev/ptp0", "PTP hardware clock", err, len);
+	if (s->fd < 0)
+		return s->fd;
 	s->domain = EV_PHC;
 	memset(&ptp_priv_store, 0, sizeof(ptp_priv_store));
 	ptp_priv_store.index = (unsigned)cfg->line;
@@ -142,13 +135,7 @@ static void ptp_close(struct evsrc *s)
 	s->fd = -1;
 }
 
-const struct evsrc_ops evsrc_ptp = {
-	.name = "ptp",
-	.open = ptp_open,
-	.arm = ptp_arm,
-	.wait = ptp_wait,
-	.close = ptp_close,
-};
+const struct evsrc_ops evsrc_ptp = EVSRC_OPS("ptp", ptp_open, ptp_arm, ptp_wait, ptp_close);
 
 #else
 
@@ -164,12 +151,6 @@ int ptp_decode(struct ptp_state *st, const void *buf, size_t len, struct ev_even
 	return -EOPNOTSUPP;
 }
 
-static int ptp_open(struct evsrc *s, const struct evsrc_cfg *cfg, char *err, size_t len)
-{
-	(void)s, (void)cfg;
-	return evsrc_unsupported_open(err, len, "PTP clock uAPI");
-}
-
-const struct evsrc_ops evsrc_ptp = EVSRC_UNSUPPORTED_OPS("ptp", ptp_open);
+const struct evsrc_ops evsrc_ptp = EVSRC_UNSUPPORTED_OPS("ptp", "PTP clock uAPI");
 
 #endif

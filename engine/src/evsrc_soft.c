@@ -141,10 +141,4 @@ static void soft_close(struct evsrc *s)
 	s->priv = NULL;
 }
 
-const struct evsrc_ops evsrc_soft = {
-	.name = "soft",
-	.open = soft_open,
-	.arm = soft_arm,
-	.wait = soft_wait,
-	.close = soft_close,
-};
+const struct evsrc_ops evsrc_soft = EVSRC_OPS("soft", soft_open, soft_arm, soft_wait, soft_close);

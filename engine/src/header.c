@@ -58,7 +58,7 @@ static void write_effective(struct jsonw *w, const struct probe_ops *p, const vo
 			write_thread(w, &f->plan->threads[i].rt);
 	jw_arr_end(w);
 	if (p->write_effective)
-		p->write_effective(ctx, w, EFFECTIVE_AFTER_THREADS);
+		p->write_effective(ctx, w);
 	jw_obj_begin(w, "reporter");
 	jw_cpuset(w, "affinity", f->rep_aff);
 	jw_bool(w, "pinned", f->rep_pinned);
@@ -68,8 +68,8 @@ static void write_effective(struct jsonw *w, const struct probe_ops *p, const vo
 	jw_str_or_null(w, "tracefs", f->trace ? f->trace->path : NULL);
 	jw_bool(w, "marker", f->trace && f->trace->marker_fd >= 0);
 	jw_obj_end(w);
-	if (p->write_effective)
-		p->write_effective(ctx, w, EFFECTIVE_END);
+	if (p->write_effective_end)
+		p->write_effective_end(ctx, w);
 	jw_obj_end(w);
 }
 

@@ -88,16 +88,11 @@ static int ifr_init(void **out, struct probe_args *a)
 		free(ctx);
 		return -EINVAL;
 	}
-	c->policy = (enum rt_policy)v[O_POLICY].i;
-	if (c->policy == RT_DEADLINE) {
-		snprintf(err, errlen, "--policy: deadline is not supported here; use other, fifo or rr");
+	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 1,
+				    "--policy: deadline is not supported here; use other, fifo or rr",
+				    &c->policy, &c->priority, err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
-	}
-	int e = probe_priority(c->policy, &v[O_PRIORITY], 1, &c->priority, err, errlen);
-	if (e) {
-		free(ctx);
-		return e;
 	}
 	c->repeats = (unsigned)v[O_REPEATS].i;
 	c->serial_pm = (unsigned)v[O_SERIAL].i;
@@ -321,16 +316,13 @@ static int ifr_prepare(void *p, struct probe_plan *plan)
 			fprintf(stderr, "rtlab-probe interfere: out of memory (working set)\n");
 			return RL_EXIT_ERROR;
 		}
-		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "worker@cpu%d", c->cpus[i]);
-		pt[i].rt.cpu = c->cpus[i];
-		pt[i].rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
+		probe_thread_place(&pt[i], c->cpus[i], c->policy, c->priority, "worker@cpu%d",
+				   c->cpus[i]);
 		pt[i].arg = &ctx->w[i];
 		pt[i].until_stopped = true;
 	}
 	pt[c->n_cpus].helper = true; /* the coordinator: arg NULL */
-	plan->chans = ctx->chans;
-	plan->n_chans = ctx->n_ch;
-	plan->stop = &ctx->stop;
+	probe_plan_channels(plan, ctx->chans, ctx->n_ch, &ctx->stop, NULL);
 	return 0;
 }
 
@@ -353,12 +345,10 @@ static int ifr_start(void *p, const struct probe_start *s)
 	return 0;
 }
 
-static void ifr_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+static void ifr_write_effective(const void *p, struct jsonw *w)
 {
 	const struct ifr_ctx *ctx = p;
 	const struct ifr_cfg *c = ctx->cfg;
-	if (part != EFFECTIVE_AFTER_THREADS)
-		return;
 	counter_write_effective(w, &ctx->cnt, ctx->why_hw, false);
 	jw_obj_begin(w, "topology");
 	jw_int(w, "cpu_a", c->cpus[0]);
@@ -435,20 +425,12 @@ const struct probe_ops interfere_probe = {
 		 "--mode pairs: pointer chase / compute on CPU A alone and beside a partner\n"
 		 "of each topology class (smt, same_l2, same_l3, cross_l3) that exists.\n"
 		 "--mode sharing: shared atomic vs per-CPU vs false-shared counters.",
-	.opts = ifr_opts,
-	.n_opts = O_COUNT,
-	.shared = RUN_OPTS_COMMON,
-	.shared_at = O_COUNT,
+	PROBE_OPTIONS(ifr_opts, RUN_OPTS_COMMON, O_COUNT),
 	.stack = IFR_STACK,
-	.init = ifr_init,
-	.fini = ifr_fini,
-	.prepare = ifr_prepare,
+	PROBE_HOOKS(ifr),
 	.thread_ready = ifr_thread_ready,
-	.start = ifr_start,
-	.write_config = ifr_write_config,
 	.write_effective = ifr_write_effective,
 	.write_logs = ifr_write_logs,
 	.write_extra = ifr_extra,
-	.measure = ifr_measure,
 	.stop = ifr_stop,
 };

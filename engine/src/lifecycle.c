@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,26 @@ struct probe_thread *probe_plan_threads(struct probe_plan *plan, size_t n)
 	for (size_t i = 0; i < n; i++)
 		plan->threads[i].rt.cpu = -1;
 	return plan->threads;
+}
+
+void probe_thread_place(struct probe_thread *t, int cpu, enum rt_policy policy, int priority,
+			const char *role_fmt, ...)
+{
+	va_list ap;
+	va_start(ap, role_fmt);
+	vsnprintf(t->rt.role, sizeof(t->rt.role), role_fmt, ap);
+	va_end(ap);
+	t->rt.cpu = cpu;
+	t->rt.req = (struct rt_sched_req){ .policy = policy, .priority = priority };
+}
+
+void probe_plan_channels(struct probe_plan *plan, struct channel *const *chans, size_t n,
+			 atomic_bool *stop, struct probe_threshold *threshold)
+{
+	plan->chans = chans;
+	plan->n_chans = n;
+	plan->stop = stop;
+	plan->threshold = threshold;
 }
 
 static void *thread_main(void *arg)
@@ -162,7 +183,8 @@ static int start_threads(struct run *r)
 		ending += !r->plan.threads[i].until_stopped;
 	}
 	atomic_init(&r->ending, ending);
-	int e = crew_start(&r->crew, n, p->stack, thread_main, r->members, sizeof(*r->members));
+	int e = crew_start(&r->crew, n, p->stack ? p->stack : PROBE_STACK, thread_main, r->members,
+			   sizeof(*r->members));
 	if (e) {
 		fprintf(stderr, "rtlab-probe %s: cannot create a thread: %s\n", p->name,
 			strerror(-e));

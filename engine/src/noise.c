@@ -154,17 +154,11 @@ static int noise_init(void **out, struct probe_args *a)
 		if (take)
 			c->cpus[c->n_cpus++] = i;
 	}
-	c->policy = (enum rt_policy)v[O_POLICY].i;
-	if (c->policy == RT_DEADLINE) {
-		snprintf(err, errlen,
-			 "--policy: deadline cannot run a polling loop (it is throttled every period); use other, fifo or rr");
+	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 1,
+				    "--policy: deadline cannot run a polling loop (it is throttled every period); use other, fifo or rr",
+				    &c->policy, &c->priority, err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
-	}
-	int e = probe_priority(c->policy, &v[O_PRIORITY], 1, &c->priority, err, errlen);
-	if (e) {
-		free(ctx);
-		return e;
 	}
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->gap_ns = (uint64_t)v[O_GAP].i;
@@ -371,16 +365,11 @@ static int noise_prepare(void *p, struct probe_plan *plan)
 		ctx->threads[i].ctx = ctx;
 		ctx->threads[i].ch = ctx->chans[i];
 		ctx->threads[i].idx = i;
-		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "%s", name);
-		pt[i].rt.cpu = c->cpus[i];
-		pt[i].rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
+		probe_thread_place(&pt[i], c->cpus[i], c->policy, c->priority, "%s", name);
 		pt[i].arg = &ctx->threads[i];
 		pt[i].chan = ctx->chans[i];
 	}
-	plan->chans = ctx->chans;
-	plan->n_chans = c->n_cpus;
-	plan->stop = &ctx->stop;
-	plan->threshold = &ctx->thr;
+	probe_plan_channels(plan, ctx->chans, c->n_cpus, &ctx->stop, &ctx->thr);
 	return 0;
 }
 
@@ -399,12 +388,10 @@ static int noise_start(void *p, const struct probe_start *s)
 	return 0;
 }
 
-static void noise_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+static void noise_write_effective(const void *p, struct jsonw *w)
 {
 	const struct noise_ctx *ctx = p;
 	const struct noise_cfg *c = ctx->cfg;
-	if (part != EFFECTIVE_AFTER_THREADS)
-		return;
 	counter_write_effective(w, &ctx->cnt, ctx->why_hw, true);
 	if (c->rt_runtime_us > -2 && c->rt_period_us > -2) {
 		jw_int(w, "sched_rt_runtime_us", c->rt_runtime_us);
@@ -437,19 +424,11 @@ const struct probe_ops noise_probe = {
 		 "(TSC/cntvct when invariant and calibrated, else the vDSO CLOCK_MONOTONIC)\n"
 		 "and records every gap above --gap-threshold. Default policy is other: a\n"
 		 "busy fifo/rr loop is throttled (sched_rt_runtime_us) into ~50 ms gaps.",
-	.opts = noise_opts,
-	.n_opts = O_COUNT,
-	.shared = NOISE_SHARED,
-	.shared_at = O_THRESHOLD_OLD,
+	PROBE_OPTIONS(noise_opts, NOISE_SHARED, O_THRESHOLD_OLD),
 	.housekeeping_help = "first online CPU not measured, else unpinned",
 	.stack = NOISE_STACK,
-	.init = noise_init,
-	.fini = noise_fini,
-	.prepare = noise_prepare,
-	.start = noise_start,
-	.write_config = noise_write_config,
+	PROBE_HOOKS(noise),
 	.write_effective = noise_write_effective,
 	.write_logs = noise_write_logs,
 	.write_extra = noise_extra,
-	.measure = noise_measure,
 };

@@ -25,7 +25,6 @@
 #include "probe.h"
 #include "wake.h"
 
-#define THREAD_STACK (128 * 1024)
 
 enum { T_CLOCK, T_SYSCALL, T_TIMER, T_SWITCH, T_WAKE, T_COUNT };
 static const char *const test_names[T_COUNT] = { "clock", "syscall", "timer", "switch", "wake" };
@@ -312,9 +311,7 @@ static int overhead_prepare(void *p, struct probe_plan *plan)
 		describe(&pt[2], ctx, c->other_cpu, "waker", true);
 	ctx->driver = &pt[0];
 	ctx->partner = &pt[1];
-	plan->chans = ctx->chans;
-	plan->n_chans = ctx->n_chans;
-	plan->stop = &ctx->stop;
+	probe_plan_channels(plan, ctx->chans, ctx->n_chans, &ctx->stop, NULL);
 	return 0;
 }
 
@@ -372,18 +369,9 @@ const struct probe_ops overhead_probe = {
 		 "records every iteration: clock read pair, syscall round trip\n"
 		 "(getppid), timerfd arm+fire, same-CPU futex ping-pong (half round trip) and a\n"
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
-	.opts = overhead_opts,
-	.n_opts = O_COUNT,
-	.shared = OVERHEAD_SHARED,
-	.shared_at = O_TEST_DURATION,
+	PROBE_OPTIONS(overhead_opts, OVERHEAD_SHARED, O_TEST_DURATION),
 	.housekeeping_help = "first online CPU not used, else unpinned",
-	.stack = THREAD_STACK,
-	.init = overhead_init,
-	.fini = overhead_fini,
-	.prepare = overhead_prepare,
-	.start = overhead_start,
-	.write_config = overhead_write_config,
-	.measure = overhead_measure,
+	PROBE_HOOKS(overhead),
 	.stop = overhead_stop,
 	.ended = overhead_ended,
 };

@@ -111,6 +111,16 @@ bool probe_threshold_claim(struct probe_threshold *t, size_t chan, uint64_t valu
 /* n zeroed threads (cpu -1) for prepare() to describe; the run owns them. NULL: no memory. */
 struct probe_thread *probe_plan_threads(struct probe_plan *plan, size_t n);
 
+/* Thread t of the plan: on cpu (-1: unpinned), with policy and priority; its role is
+ * printf-like. */
+void probe_thread_place(struct probe_thread *t, int cpu, enum rt_policy policy, int priority,
+			const char *role_fmt, ...) RL_PRINTF(5, 6);
+
+/* prepare()'s channels (n of them, reported in order), its stop flag and its stop
+ * threshold (NULL: none). */
+void probe_plan_channels(struct probe_plan *plan, struct channel *const *chans, size_t n,
+			 atomic_bool *stop, struct probe_threshold *threshold);
+
 /* Why a run is not real-time (what is 0 or NULL is fine). */
 struct rt_verdict {
 	const struct probe_thread *thread;	/* the first that does not run as it asked */
@@ -138,12 +148,6 @@ struct probe_start {
 	int out_fd;		/* the output, for a probe's own log records */
 };
 
-/* The parts of the header's `effective` object that a probe adds. */
-enum effective_part {
-	EFFECTIVE_AFTER_THREADS,	/* after "threads" */
-	EFFECTIVE_END,			/* after "tracing", last */
-};
-
 struct probe_ops {
 	const char *name;
 	const char *summary;	/* one line, for `rtlab-probe list` */
@@ -161,7 +165,7 @@ struct probe_ops {
 	 * `rtlab-probe udp ping ...` is `rtlab-probe udp --mode ping ...`.
 	 */
 	const char *positional;
-	size_t stack;		/* stack size of the probe's threads */
+	size_t stack;		/* stack size of the probe's threads; 0: PROBE_STACK */
 
 	/*
 	 * Freeze the probe's own option values into its const configuration and allocate its
@@ -184,8 +188,10 @@ struct probe_ops {
 	int (*start)(void *ctx, const struct probe_start *s);
 	/* The members of the header's `config` object. */
 	void (*write_config)(const void *ctx, struct jsonw *w);
-	/* Optional. The probe's members of the header's `effective` object. */
-	void (*write_effective)(const void *ctx, struct jsonw *w, enum effective_part part);
+	/* Optional. The probe's members of the header's `effective` object after "threads". */
+	void (*write_effective)(const void *ctx, struct jsonw *w);
+	/* Optional. Its members at the end of `effective` (after "tracing"). */
+	void (*write_effective_end)(const void *ctx, struct jsonw *w);
 	/* Optional. The probe's `log` records after the header. */
 	void (*write_logs)(const void *ctx, struct jsonw *w, int fd);
 	/* Optional. The probe's members of every snapshot (final false) and of the result
@@ -203,6 +209,22 @@ struct probe_ops {
 	 * else e->check_failed, else completed. */
 	void (*ended)(void *ctx, struct probe_end *e);
 };
+
+/* The stack of a probe's threads where probe_ops.stack is 0. */
+#define PROBE_STACK ((size_t)128 * 1024)
+
+/* A descriptor's own options: the table (sized by its enum), the shared ones it takes and
+ * where --help lists them (probe_ops.opts, n_opts, shared, shared_at). */
+#define PROBE_OPTIONS(table, shared_, shared_at_)                                    \
+	.opts = (table), .n_opts = sizeof(table) / sizeof((table)[0]), .shared = (shared_), \
+	.shared_at = (shared_at_)
+
+/* The hooks every probe has, named <prefix>_init, _fini, _prepare, _start, _write_config
+ * and _measure; a descriptor adds its optional ones beside PROBE_HOOKS(prefix). */
+#define PROBE_HOOKS(prefix)                                                            \
+	.init = prefix##_init, .fini = prefix##_fini, .prepare = prefix##_prepare,     \
+	.start = prefix##_start, .write_config = prefix##_write_config,                \
+	.measure = prefix##_measure
 
 /* The probes of probes.def, and the NULL-terminated table of them (probe.c). */
 #define PROBE(name) extern const struct probe_ops name##_probe;
@@ -247,6 +269,15 @@ int probe_housekeeping(const struct probe_opt_table *t, const struct opt_value *
  */
 int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_default, int *out,
 		   char *err, size_t errlen) RL_WUR;
+
+/*
+ * --policy (v_policy) and --priority (v_priority) of a probe whose threads cannot run
+ * under SCHED_DEADLINE: -EINVAL with deadline_refusal as the message for deadline, else
+ * the policy and probe_priority's priority (rt_default for fifo/rr). 0 or -EINVAL.
+ */
+int probe_sched_no_deadline(const struct opt_value *v_policy, const struct opt_value *v_priority,
+			    int rt_default, const char *deadline_refusal, enum rt_policy *policy,
+			    int *priority, char *err, size_t errlen) RL_WUR;
 
 /*
  * --duration and --loops of a periodic probe (timer, switch): at most one of them, and

@@ -116,6 +116,18 @@ int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_defa
 	return 0;
 }
 
+int probe_sched_no_deadline(const struct opt_value *v_policy, const struct opt_value *v_priority,
+			    int rt_default, const char *deadline_refusal, enum rt_policy *policy,
+			    int *priority, char *err, size_t errlen)
+{
+	*policy = (enum rt_policy)v_policy->i;
+	if (*policy == RT_DEADLINE) {
+		snprintf(err, errlen, "%s", deadline_refusal);
+		return -EINVAL;
+	}
+	return probe_priority(*policy, v_priority, rt_default, priority, err, errlen);
+}
+
 int probe_run_length(const struct opt_value *duration, const struct opt_value *loops,
 		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
 		     char *err, size_t errlen)

@@ -25,7 +25,6 @@
 #include "switch_checks.h"
 #include "wake.h"
 
-#define THREAD_STACK (128 * 1024)
 
 static const char *const placement_names[] = { "same", "cross", "both", NULL };
 enum { PL_SAME, PL_CROSS, PL_BOTH };
@@ -418,9 +417,7 @@ static int switch_prepare(void *p, struct probe_plan *plan)
 		return RL_EXIT_ERROR;
 	}
 	for (size_t k = 0; k < ctx->n_pairs; k++, i++) {
-		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "%s", ctx->pairs[k].ch->name);
-		pt[i].rt.cpu = c->cpu;
-		pt[i].rt.req = (struct rt_sched_req){ .policy = RT_FIFO, .priority = c->priority };
+		probe_thread_place(&pt[i], c->cpu, RT_FIFO, c->priority, "%s", ctx->pairs[k].ch->name);
 		pt[i].arg = &ctx->pairs[k];
 		pt[i].until_stopped = true;
 	}
@@ -432,15 +429,11 @@ static int switch_prepare(void *p, struct probe_plan *plan)
 		pt[i].arg = &ctx->wakers[k];
 	}
 	if (c->busy) {
-		snprintf(pt[i].rt.role, sizeof(pt[i].rt.role), "busy@cpu%d", c->cpu);
-		pt[i].rt.cpu = c->cpu;
-		pt[i].rt.req = (struct rt_sched_req){ .policy = RT_OTHER, .priority = 0 };
+		probe_thread_place(&pt[i], c->cpu, RT_OTHER, 0, "busy@cpu%d", c->cpu);
 		pt[i].arg = &ctx->busy;
 		pt[i].until_stopped = true;
 	}
-	plan->chans = ctx->chans;
-	plan->n_chans = ctx->n_pairs;
-	plan->stop = &ctx->stop;
+	probe_plan_channels(plan, ctx->chans, ctx->n_pairs, &ctx->stop, NULL);
 	return 0;
 }
 
@@ -550,20 +543,11 @@ const struct probe_ops switch_probe = {
 		 "Latency = waiter running - wake request; one channel per mechanism and\n"
 		 "placement (futex@cpu1, futex@cpu0->cpu1). Then a priority-order check and a\n"
 		 "priority-inheritance check (result.checks). JSON Lines go to stdout or --output.",
-	.opts = switch_opts,
-	.n_opts = O_COUNT,
-	.shared = SWITCH_SHARED,
-	.shared_at = O_CPU_OLD,
+	PROBE_OPTIONS(switch_opts, SWITCH_SHARED, O_CPU_OLD),
 	.housekeeping_help = "first online CPU not used, else unpinned",
-	.stack = THREAD_STACK,
-	.init = switch_init,
-	.fini = switch_fini,
-	.prepare = switch_prepare,
+	PROBE_HOOKS(switch),
 	.thread_ready = switch_thread_ready,
-	.start = switch_start,
-	.write_config = switch_write_config,
 	.write_extra = switch_write_checks,
-	.measure = switch_measure,
 	.stop = switch_stop,
 	.ended = switch_ended,
 };

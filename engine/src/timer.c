@@ -14,7 +14,6 @@
 #include "period.h"
 #include "probe.h"
 
-#define THREAD_STACK (128 * 1024)
 
 static const char *const clock_names[] = { "monotonic", "realtime", NULL };
 
@@ -239,10 +238,7 @@ static int timer_prepare(void *p, struct probe_plan *plan)
 		pt[i].arg = &ctx->threads[i];
 		pt[i].chan = ctx->chans[i];
 	}
-	plan->chans = ctx->chans;
-	plan->n_chans = c->n_cpus;
-	plan->stop = &ctx->stop;
-	plan->threshold = &ctx->thr;
+	probe_plan_channels(plan, ctx->chans, c->n_cpus, &ctx->stop, &ctx->thr);
 	return 0;
 }
 
@@ -277,17 +273,8 @@ const struct probe_ops timer_probe = {
 	.usage = "Each measured CPU gets one pinned thread that sleeps on absolute deadlines\n"
 		 "(clock_nanosleep TIMER_ABSTIME) every --interval and records how late it\n"
 		 "woke. Missed periods are counted. JSON Lines go to stdout or --output.",
-	.opts = timer_opts,
-	.n_opts = O_COUNT,
-	.shared = TIMER_SHARED,
-	.shared_at = O_DL_RUNTIME,
+	PROBE_OPTIONS(timer_opts, TIMER_SHARED, O_DL_RUNTIME),
 	.housekeeping_help = "first online CPU not measured, else unpinned",
-	.stack = THREAD_STACK,
-	.init = timer_init,
-	.fini = timer_fini,
-	.prepare = timer_prepare,
-	.start = timer_start,
-	.write_config = timer_write_config,
-	.measure = timer_measure,
+	PROBE_HOOKS(timer),
 	.ended = timer_ended,
 };

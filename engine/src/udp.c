@@ -172,10 +172,9 @@ static int udp_init(void **out, struct probe_args *a)
 	c->count = v[O_COUNT_PKTS].set ? (uint64_t)v[O_COUNT_PKTS].i : 0;
 	c->timeout_ns = (uint64_t)v[O_TIMEOUT].i;
 	c->cpu = opts_one_cpu(&v[O_CPU]);	/* online: checked by the parser */
-	c->policy = (enum rt_policy)v[O_POLICY].i;
-	if (c->policy == RT_DEADLINE)
-		return bad(err, errlen, "--policy: deadline is not supported by udp (the socket thread is event-driven); use fifo, rr or other", ctx);
-	if (probe_priority(c->policy, &v[O_PRIORITY], 98, &c->priority, err, errlen) != 0) {
+	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 98,
+				    "--policy: deadline is not supported by udp (the socket thread is event-driven); use fifo, rr or other",
+				    &c->policy, &c->priority, err, errlen) != 0) {
 		free(ctx);
 		return -EINVAL;
 	}
@@ -351,12 +350,8 @@ static int udp_prepare(void *p, struct probe_plan *plan)
 		fprintf(stderr, "rtlab-probe udp: out of memory\n");
 		return RL_EXIT_ERROR;
 	}
-	snprintf(pt->rt.role, sizeof(pt->rt.role), "%s", ctx->chans[0]->name);
-	pt->rt.cpu = c->cpu;
-	pt->rt.req = (struct rt_sched_req){ .policy = c->policy, .priority = c->priority };
-	plan->chans = ctx->chans;
-	plan->n_chans = ctx->n_chans;
-	plan->stop = &ctx->stop;
+	probe_thread_place(pt, c->cpu, c->policy, c->priority, "%s", ctx->chans[0]->name);
+	probe_plan_channels(plan, ctx->chans, ctx->n_chans, &ctx->stop, NULL);
 	return 0;
 }
 
@@ -437,23 +432,15 @@ const struct probe_ops udp_probe = {
 #else
 		 "This rtlab-probe is built WITHOUT the AF_XDP path (meson -Daf_xdp).",
 #endif
-	.opts = udp_opts,
-	.n_opts = O_N,
-	.shared = UDP_SHARED,
-	.shared_at = O_PACE,
+	PROBE_OPTIONS(udp_opts, UDP_SHARED, O_PACE),
 	.housekeeping_help = "first online CPU other than --cpu",
 	.positional = "mode",
 	.stack = THREAD_STACK,
-	.init = udp_init,
-	.fini = udp_fini,
-	.prepare = udp_prepare,
+	PROBE_HOOKS(udp),
 	.thread_ready = udp_thread_ready,
-	.start = udp_start,
-	.write_config = udp_write_config,
-	.write_effective = udp_write_effective,
+	.write_effective_end = udp_write_effective,
 	.write_logs = udp_write_logs,
 	.write_extra = udp_write_counters,
-	.measure = udp_measure,
 	.wait = udp_wait,
 	.ended = udp_ended,
 };

@@ -147,7 +147,7 @@ static inline void inc(struct udp_ctx *c, int i)
 
 /* udp_report.c: the header's config and effective members, the logs, the counters */
 void udp_write_config(const void *p, struct jsonw *w);
-void udp_write_effective(const void *p, struct jsonw *w, enum effective_part part);
+void udp_write_effective(const void *p, struct jsonw *w);
 void udp_write_logs(const void *p, struct jsonw *w, int fd);
 void udp_write_counters(void *p, struct jsonw *w, bool final);
 

@@ -150,12 +150,10 @@ void udp_write_counters(void *arg, struct jsonw *w, bool final)
 		diagnose(ctx); /* its own line, written before the result's */
 }
 
-void udp_write_effective(const void *p, struct jsonw *w, enum effective_part part)
+void udp_write_effective(const void *p, struct jsonw *w)
 {
 	const struct udp_ctx *ctx = p;
 	const struct udp_cfg *c = ctx->cfg;
-	if (part != EFFECTIVE_END)
-		return;
 	jw_str(w, "path", ctx->xdp ? "xdp" : "socket");
 	if (ctx->xdp)
 		uxdp_write_effective(ctx->xdp, w, "xdp");

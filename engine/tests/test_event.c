@@ -6,6 +6,7 @@
  * the byte order and layout of the machine (and qemu-user guest) they run on.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,15 +184,39 @@ static void test_pps(void)
 /* A source the build has no uAPI for: opening it says which, every operation refuses. */
 static void test_unsupported(void)
 {
-	static const struct evsrc_ops none = EVSRC_UNSUPPORTED_OPS("none", NULL);
+	static const struct evsrc_ops none = EVSRC_UNSUPPORTED_OPS("none", "PPS uAPI");
 	char err[128] = "";
-	CHECK(evsrc_unsupported_open(err, sizeof(err), "PPS uAPI") == -EOPNOTSUPP);
-	CHECK(strcmp(err, "this build's kernel headers have no PPS uAPI") == 0);
 	struct evsrc s = { .ops = &none, .fd = -1 };
+	struct evsrc_cfg cfg = { .device = "/dev/pps0" };
+	CHECK(none.open(&s, &cfg, err, sizeof(err)) == -EOPNOTSUPP);
+	CHECK(strcmp(err, "this build's kernel headers have no PPS uAPI") == 0);
 	struct ev_event ev;
 	CHECK(none.arm(&s) == -EOPNOTSUPP);
 	CHECK(none.wait(&s, 0, &ev) == -EOPNOTSUPP);
 	none.close(&s);
+	CHECK(s.fd == -1);
+}
+
+/* A device source's open: --device required, a path that cannot be opened named. */
+static void test_open_device(void)
+{
+	char err[160] = "";
+	struct evsrc_cfg cfg = { .device = NULL };
+	CHECK(evsrc_open_device(&cfg, O_RDWR, "pps", "/dev/pps0", "PPS device", err,
+				sizeof(err)) == -EINVAL);
+	CHECK(strcmp(err, "--device: required for --source pps (e.g. /dev/pps0)") == 0);
+	cfg.device = "/nonexistent/pps9";
+	CHECK(evsrc_open_device(&cfg, O_RDWR, "pps", "/dev/pps0", "PPS device", err,
+				sizeof(err)) == -ENOENT);
+	CHECK(strcmp(err, "/nonexistent/pps9: No such file or directory (no PPS device here)") == 0);
+	cfg.device = "/dev/null";
+	int fd = evsrc_open_device(&cfg, O_RDONLY, "gpio", "/dev/gpiochip0", "GPIO chip", err,
+				   sizeof(err));
+	CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC));
+	struct evsrc s = { .fd = fd };
+	evsrc_close_fd(&s);
+	CHECK(s.fd == -1);
+	evsrc_close_fd(&s); /* closed once */
 	CHECK(s.fd == -1);
 }
 
@@ -214,6 +239,7 @@ int main(void)
 {
 	test_brackets();
 	test_unsupported();
+	test_open_device();
 	test_poll();
 #ifdef GPIO_V2_GET_LINE_IOCTL
 	test_gpio();
