@@ -26,6 +26,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -255,33 +256,54 @@ def check_directory(path: str | os.PathLike[str], what: str) -> Path:
         if exc.errno != errno.ENOENT:
             raise _path_error(exc, text, what) from None
         st = None
-    if st is not None:
-        if not stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{what} {_describe(text)} is {kind_of(st.st_mode)}, not a "
-                             "directory", hint="give a directory, or a new name for one")
-        existing = p
-    else:
-        if os.path.lexists(p):
-            raise UsageError(f"{what} {_describe(text)} is a symbolic link to a missing "
-                             "directory", hint="give the directory itself")
-        existing = p.parent
-        while not os.path.lexists(existing) and existing != existing.parent:
-            existing = existing.parent
-        try:
-            est = os.stat(existing)
-        except OSError as exc:
-            raise _path_error(exc, text, what) from None
-        if not stat.S_ISDIR(est.st_mode):
-            raise UsageError(f"{what} {_describe(text)}: {_describe(str(existing))} is "
-                             f"{kind_of(est.st_mode)}, not a directory")
-    fs = fs_type(existing.resolve())
-    if fs in PSEUDO_FS:
-        raise UsageError(f"{what} {_describe(text)} is on the kernel's {fs} filesystem, not "
-                         "a place for rtlab's files", hint="give a directory elsewhere")
-    if not os.access(existing, os.W_OK | os.X_OK):
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{what} {_describe(text)} is {kind_of(st.st_mode)}, not a "
+                         "directory", hint="give a directory, or a new name for one")
+    if st is None and os.path.lexists(p):
+        raise UsageError(f"{what} {_describe(text)} is a symbolic link to a missing "
+                         "directory", hint="give the directory itself")
+    try:
+        place = new_place(p)
+    except OSError as exc:
+        raise _path_error(exc, text, what) from None
+    if place.not_directory is not None:
+        raise UsageError(f"{what} {_describe(text)}: {_describe(str(place.existing))} is "
+                         f"{place.not_directory}, not a directory")
+    if place.pseudo_fs is not None:
+        raise UsageError(f"{what} {_describe(text)} is on the kernel's {place.pseudo_fs} "
+                         "filesystem, not a place for rtlab's files",
+                         hint="give a directory elsewhere")
+    if not place.writable:
         raise UsageError(f"{what} {_describe(text)}: permission denied",
                          hint="give a directory you may write into")
     return p
+
+
+@dataclass(frozen=True)
+class NewPlace:
+    """Where rtlab would create a file or directory: the nearest part of its path that
+    exists, and what keeps rtlab from creating the rest there (nothing: `not_directory`
+    and `pseudo_fs` None, `writable` True)."""
+
+    existing: Path
+    not_directory: str | None  # what `existing` is when it is not a directory
+    pseudo_fs: str | None  # the kernel filesystem `existing` is on (/proc, /sys, ...)
+    writable: bool  # this process may create files in `existing`
+
+
+def new_place(path: Path) -> NewPlace:
+    """What is in the way of creating `path` (an existing directory: of creating files in
+    it). Only looks; OSError (its `filename` the existing part) when that part cannot be
+    looked at (a symbolic link loop, no permission)."""
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    st = os.stat(existing)
+    if not stat.S_ISDIR(st.st_mode):
+        return NewPlace(existing, kind_of(st.st_mode), None, False)
+    fs = fs_type(existing.resolve())
+    return NewPlace(existing, None, fs if fs in PSEUDO_FS else None,
+                    os.access(existing, os.W_OK | os.X_OK))
 
 
 # input -------------------------------------------------------------------------------

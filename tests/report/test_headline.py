@@ -11,7 +11,7 @@ from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.report.exporters import get_exporter
 from rtlab.report.terminal import build_tables, verdict
 from rtlab.results.model import Phase, RunResult, headline_channels
-from rtlab.results.store import _row_values
+from rtlab.results.store.runs import row_values
 from rtlab.textfmt import human
 from tests.support.synth import channel_from_samples
 
@@ -45,7 +45,7 @@ def test_merge_verdict_and_store_use_the_round_trip_only() -> None:
     rtt = r.phases[0].channels[0]
     m = r.merged()
     assert m.samples == rtt.samples and m.max_ns == rtt.max_ns and m.min_ns == rtt.min_ns
-    row = _row_values(r)
+    row = row_values(r)
     assert row["samples"] == rtt.samples
     assert row["p99_ns"] == rtt.summary((99.0,)).p(99.0)
     # a merge of everything would put p99 far below the round trip's

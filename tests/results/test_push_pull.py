@@ -789,9 +789,9 @@ def test_raw_files_in_pieces_empty_and_damaged(pg_server: PgServer, tmp_path: Pa
     (its digest) and that run is not pulled."""
     from sqlalchemy import update
 
-    from rtlab.results import store as store_mod
+    from rtlab.results.store import raw_files
 
-    monkeypatch.setattr(store_mod, "RAW_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(raw_files, "RAW_CHUNK_BYTES", 1000)
     local = str(tmp_path / "laptop" / "rtlab.db")
     src = seed(local, ["d1000001", "d1000002"], size=10_500)
     (src.runs_dir / "d1000001.empty.jsonl").write_bytes(b"")

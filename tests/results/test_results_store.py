@@ -396,7 +396,7 @@ def test_stale_part_files_of_a_killed_copier_are_removed_a_living_ones_kept(
     another run's part and a name that merely looks alike stay."""
     import os
 
-    from rtlab.results.store import _remove_stale_parts
+    from rtlab.results.store.schema import remove_stale_parts
 
     dest = tmp_path / "0000abcd.jsonl"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -408,6 +408,6 @@ def test_stale_part_files_of_a_killed_copier_are_removed_a_living_ones_kept(
              f".{dest.name}.{dead.pid}.partial": True}
     for n in names:
         (tmp_path / n).write_bytes(b"x")
-    _remove_stale_parts(dest)
+    remove_stale_parts(dest)
     assert {n: (tmp_path / n).exists() for n in names} == names
-    _remove_stale_parts(tmp_path / "missing" / "x.jsonl")  # no directory: nothing to do
+    remove_stale_parts(tmp_path / "missing" / "x.jsonl")  # no directory: nothing to do

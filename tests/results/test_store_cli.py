@@ -21,9 +21,9 @@ import pytest
 from rtlab.cli import main
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
-from rtlab.results import store as store_mod
 from rtlab.results.model import load_result
 from rtlab.results.store import Store
+from rtlab.results.store import location as store_location
 from tests.support.env import subprocess_env
 from tests.support.pg_server import PgServer
 
@@ -157,7 +157,7 @@ def silent_server() -> Iterator[int]:
 def test_unresponsive_server_times_out(isolated: Path, silent_server: int,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """libpq waits forever by default; the store gives up after CONNECT_TIMEOUT_S."""
-    monkeypatch.setattr(store_mod, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(store_location, "CONNECT_TIMEOUT_S", 2)
     t0 = time.monotonic()
     with pytest.raises(RtlabError, match="timeout expired") as info:
         Store.open(f"postgresql://rtlab@127.0.0.1:{silent_server}/rtlab")
