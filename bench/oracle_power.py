@@ -40,11 +40,13 @@ from rtlab.analysis.calibrate import (
     STATS,
     run_from_samples,
     simulate,
+    simulated_shape,
     tail_shift,
     true_ratio,
 )
-from rtlab.analysis.compare import Config, _estimate, build_configs, compare_pair
+from rtlab.analysis.compare import _estimate, compare_pair
 from rtlab.analysis.compare_stats import Estimate, mean_estimate, window_max_estimate
+from rtlab.analysis.configs import Config, build_configs
 
 Z995 = 2.5758293035489004
 
@@ -89,7 +91,7 @@ def run_kind(kind: str, seconds: int, reps: int, seed: int) -> dict[str, dict[st
         xb = simulate(kind, seconds, rng)
         runs = [run_from_samples(f"A{rep}", xa, "A"), run_from_samples(f"B{rep}", xb, "B"),
                 run_from_samples(f"S{rep}", tail_shift(xb), "S")]
-        a, b, s = build_configs(runs, "kernel")
+        a, b, s = build_configs(runs, "kernel", shape_of=simulated_shape)
         ea, eb = estimates(a), estimates(b)
         for pair, other in (("aa", b), ("ab", s)):
             for ch in compare_pair(a, other).changes:

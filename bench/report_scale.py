@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.histogram import LogLinHistogram, bucket_bounds, index_of
 from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.windows import WindowMaxima
@@ -110,7 +111,8 @@ def main() -> int:
     build_s = time.perf_counter() - t0
     model_mb = rss_mb() - base
     print(f"result: {args.cpus} CPUs x {windows:,} windows, "
-          f"{result.merged().samples:,} samples; built in {build_s:.1f} s, "
+          f"{result.merged(probe_shape(result.probe)).samples:,} samples; "
+          f"built in {build_s:.1f} s, "
           f"model RSS {model_mb:.0f} MB")
 
     # Render in this process; a sampler thread records the RSS high-water mark of the
@@ -177,9 +179,9 @@ def end_to_end(result: RunResult, out: str, second: RunResult | None) -> None:
         db = str(Path(tmp) / "scale.db")
         t = time.perf_counter()
         store = Store.open(db)
-        store.add(result)
+        store.add(result, probe_shape)
         if second is not None:
-            store.add(second)
+            store.add(second, probe_shape)
         store.close()
         add_s = time.perf_counter() - t
         size = Path(db).stat().st_size / 1e6

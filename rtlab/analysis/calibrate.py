@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rtlab.results.histogram import index_array
+from rtlab.results.shape import ResultShape
 
+# the simulated runs are of no probe the host knows: one channel, the headline, "latency"
+SIMULATED_PROBE = "simulated"
 KINDS = ("independent", "ar1-0.99", "ar1-0.999", "bursts")
 MEDIAN_NS = 10_000.0
 SIGMA = 0.25
@@ -96,8 +99,16 @@ def tail_shift(x: np.ndarray) -> np.ndarray:
     return np.where(x > t90, (x * SHIFT).astype(np.int64), x)
 
 
-def run_from_samples(run_id: str, x: np.ndarray, label: str, *, window_hist: bool = True):  # type: ignore[no-untyped-def]
-    """A RunResult of one channel as the engine would record `x` at 1 kHz."""
+def simulated_shape(_probe: str) -> ResultShape:
+    """The result shape of every simulated run (`run_from_samples`): its one channel is the
+    headline (what `build_configs` is handed as `shape_of`)."""
+    return ResultShape()
+
+
+def run_from_samples(run_id: str, x: np.ndarray, label: str, *, window_hist: bool = True,  # type: ignore[no-untyped-def]
+                     probe: str = SIMULATED_PROBE):
+    """A RunResult of one channel as the engine would record `x` at 1 kHz (of `probe`:
+    by default none the host knows)."""
     from rtlab.results.histogram import LogLinHistogram
     from rtlab.results.model import Channel, Phase, RunResult
     from rtlab.results.windows import WindowHist, WindowMaxima
@@ -120,7 +131,7 @@ def run_from_samples(run_id: str, x: np.ndarray, label: str, *, window_hist: boo
                  window_ns=1_000_000_000, window_hist=wh)
     system = {"hostname": "sim", "release": label, "preempt": "rt"}
     return RunResult(
-        run_id=run_id, status="completed", probe="timer",
+        run_id=run_id, status="completed", probe=probe,
         phases=[Phase("main", [ch], nw * 1_000_000_000)], rt_valid=True,
         scenario={"name": "sim", "hash": "ab" * 32},
         provenance={"engine": {"engine_version": "sim", "system": system,
@@ -199,7 +210,8 @@ def run_cell(kind: str, seconds: int, reps: int, *, shifted: bool = False, runs:
              stats: Sequence[str] = STATS) -> Cell:
     """`reps` comparisons of A (runs x `seconds` of `kind`) against B (the same, tail
     shifted when `shifted`), through rtlab.analysis.compare."""
-    from rtlab.analysis.compare import build_configs, compare_configs
+    from rtlab.analysis.compare import compare_configs
+    from rtlab.analysis.configs import build_configs
 
     rng = np.random.default_rng(seed)
     cell = Cell(kind, seconds, runs, shifted, {s: Tally() for s in stats})
@@ -212,7 +224,7 @@ def run_cell(kind: str, seconds: int, reps: int, *, shifted: bool = False, runs:
                     x = tail_shift(x)
                 results.append(run_from_samples(f"{side}{rep:04d}{k}", x, side,
                                                 window_hist=window_hist))
-        (pc,) = compare_configs(build_configs(results, "kernel"))
+        (pc,) = compare_configs(build_configs(results, "kernel", shape_of=simulated_shape))
         for ch in pc.changes:
             if ch.what not in cell.tallies:
                 continue

@@ -33,25 +33,15 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
 
 "not significant" is a first-class answer.
 
-**One quantity**: runs are compared only when their probes measure the same quantity
-(`ProbeInfo.measures` in the probe registry: a timer's wake-up latency, a udp round
-trip, a noise gap...). `mixed_quantities` says why runs cannot be compared;
-`build_configs` refuses them (UsageError, exit 2) rather than print a ratio of a
-round trip to a wake-up latency.
-
-**Channel selection** (`--cpus`, `--channel`): `select_channels` gives each run as a copy
-holding only the selected channels (phases without one are left out), so every row,
-verdict, headline, window maximum and SLO gate computed from it sees the same channels.
+The configurations come from rtlab.analysis.configs (`build_configs`), the channels
+that count from rtlab.analysis.channel_select.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,343 +49,24 @@ import numpy as np
 from rtlab.analysis.batchstats import hist_arrays
 from rtlab.analysis.compare_stats import (
     Estimate,
-    Units,
     compare_estimates,
-    config_units,
     mean_estimate,
     percentile_estimate,
     window_max_estimate,
 )
-from rtlab.analysis.evt import run_window_maxima
-from rtlab.cpulist import format_cpulist
-from rtlab.errors import RtlabError, UsageError
-from rtlab.probes.registry import info as probe_info
-from rtlab.results.model import Channel, Phase, RunResult
-from rtlab.results.summary import mean, mode, percentile, percentile_label
-from rtlab.results.validate import first_problem
+from rtlab.analysis.configs import Config
+from rtlab.results.model import Channel
+from rtlab.results.summary import percentile, percentile_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.histogram import LogLinHistogram
-    from rtlab.results.model import Channel, Phase, RunResult
 
 TAIL_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
-TABLE_LEVELS: tuple[float, ...] = (99.0, 99.9, 99.99)
 ALPHA = 0.01
 MIN_REL_CHANGE = 0.05
 CONFIDENCE = 1 - ALPHA  # of the ratio intervals
 TARGET_CHANGE = 0.10  # "needs longer runs": what it takes to detect this change
 CENTRE_LEVELS: tuple[float, ...] = (50.0,)
-GROUP_KEYS = ("run", "kernel", "scenario", "variant", "host")
-
-
-def host_of(result: RunResult) -> str:
-    """The measured machine: the board's own hostname (from its engine), else the target
-    it was reached as, else the controlling host."""
-    host = result.provenance.get("host") or {}
-    target = host.get("target") or {}
-    return str(result.system.get("hostname") or target.get("target") or host.get("hostname")
-               or "unknown host")
-
-
-def host_cpu_model(runs: Iterable[RunResult]) -> str | None:
-    """The processor of a host's runs, as their engines named it (`system.cpu_model`):
-    the one name, or the different ones joined with " / " (e.g. a run of an older engine
-    that could not name an ARM core, or boards that share a host name); None when no
-    run recorded one."""
-    names = list(dict.fromkeys(str(m) for r in runs if (m := r.system.get("cpu_model"))))
-    return " / ".join(names) if names else None
-
-
-def group_key(result: RunResult, by: str) -> str:
-    if by == "host":
-        return host_of(result)
-    if by == "kernel":
-        return str(result.system.get("release") or "unknown kernel")
-    if by == "scenario":
-        return str(result.scenario.get("name") or "no scenario")
-    if by == "variant":
-        variant = result.scenario.get("variant") or result.provenance.get("variant")
-        return str(variant or result.scenario.get("name") or result.run_id)
-    return result.run_id
-
-
-def beyond_range(result: RunResult, channels: Collection[str] | None = None
-                 ) -> tuple[int, int | None]:
-    """Samples an imported run's peer tool counted beyond its histogram range (placed at
-    the max; docs/report.md#importers) and the smallest lower bound of their values, over
-    all channels or the named ones."""
-    beyond = (result.provenance.get("imported") or {}).get("beyond_range") or {}
-    items = [v for k, v in beyond.items() if (channels is None or k in channels)
-             and isinstance(v, dict) and v.get("count")]
-    if not items:
-        return 0, None
-    return (sum(int(v["count"]) for v in items),
-            min(int(v.get("above_ns") or 0) for v in items))
-
-
-_CPU_NAME = re.compile(r"(?P<prefix>(?:.*[.@])?cpu)(?P<cpu>[0-9]+)")
-
-
-def channel_cpu(ch: Channel) -> int | None:
-    """The CPU a channel measured on: its `cpu`, else the N of a name ending in `cpuN`
-    (`cpu1`, `timer.cpu1`, `thread@cpu1`); None for channels of no CPU (udp's `rtt`)."""
-    if ch.cpu is not None:
-        return ch.cpu
-    m = _CPU_NAME.fullmatch(ch.name)
-    return int(m["cpu"]) if m else None
-
-
-@dataclass(frozen=True)
-class ChannelSelection:
-    """Which channels of every run count (`--cpus LIST`, `--channel PATTERN`): a channel
-    is selected when it measured on one of `cpus` (when given) and its name matches one
-    of the shell patterns `patterns` (when given)."""
-
-    cpus: frozenset[int] | None = None
-    patterns: tuple[str, ...] = ()
-
-    @property
-    def everything(self) -> bool:
-        return self.cpus is None and not self.patterns
-
-    def matches(self, ch: Channel) -> bool:
-        if self.cpus is not None and channel_cpu(ch) not in self.cpus:
-            return False
-        return not self.patterns or any(fnmatchcase(ch.name, p) for p in self.patterns)
-
-    def describe(self) -> str:
-        """The selection as it was given: `--cpus 1 --channel thread@*`."""
-        parts = []
-        if self.cpus is not None:
-            parts.append(f"--cpus {format_cpulist(self.cpus)}")
-        if self.patterns:
-            parts.append(f"--channel {','.join(self.patterns)}")
-        return " ".join(parts) or "all channels"
-
-
-def channel_names(names: Iterable[str]) -> str:
-    """Channel names for one line, each once, three or more `cpuN` in a row folded into
-    a range: cpu0, cpu1, cpu2, cpu3, cpu5, thread@cpu0, rtt -> "cpu0-3, cpu5, thread@cpu0,
-    rtt" (a 64-CPU run's error message stays short)."""
-    groups: dict[tuple[str, bool], set[int]] = {}  # (prefix, numbered) -> CPUs
-    for name in names:
-        m = _CPU_NAME.fullmatch(name)
-        cpus = groups.setdefault((m["prefix"], True) if m else (name, False), set())
-        if m:
-            cpus.add(int(m["cpu"]))
-    out: list[str] = []
-    for (key, numbered), cpus in groups.items():
-        if not numbered:
-            out.append(key)
-            continue
-        for part in format_cpulist(cpus).split(","):
-            lo, _, hi = part.partition("-")
-            if hi and int(hi) - int(lo) >= 2:
-                out.append(f"{key}{part}")
-            else:
-                out += [f"{key}{c}" for c in range(int(lo), int(hi or lo) + 1)]
-    return ", ".join(out)
-
-
-def select_channels(results: Sequence[RunResult], selection: ChannelSelection
-                    ) -> list[RunResult]:
-    """Each run as a copy with the selected channels only (a note in the copy says what
-    was left out). UsageError (exit 2) naming the run and its channels when a run has
-    no selected channel; the results themselves are not changed."""
-    if selection.everything:
-        return list(results)
-    return [_select_run(r, selection) for r in results]
-
-
-def _select_phase(phase: Phase, selection: ChannelSelection) -> Phase:
-    """The phase with the selected channels, and the spike records of their CPUs."""
-    chans = [c for c in phase.channels if selection.matches(c)]
-    spikes = phase.spikes
-    if spikes is not None:
-        cpus = {channel_cpu(c) for c in chans}
-        spikes = [s for s in spikes if s.get("cpu") is None or s.get("cpu") in cpus]
-    return replace(phase, channels=chans, spikes=spikes)
-
-
-def _select_run(result: RunResult, selection: ChannelSelection) -> RunResult:
-    names = list(dict.fromkeys(ch.name for _, ch in result.channels()))
-    phases = [_select_phase(ph, selection) for ph in result.phases]
-    kept = [ph for ph in phases if ph.channels]
-    if not kept:
-        raise UsageError(f"run {result.run_id}: no channel matches {selection.describe()}; "
-                         f"its channels: {channel_names(names) or 'none'}")
-    chosen = list(dict.fromkeys(ch.name for ph in kept for ch in ph.channels))
-    left = [n for n in names if n not in chosen]
-    note = (f"channels selected with {selection.describe()}: {channel_names(chosen)}"
-            + (f" (not shown: {channel_names(left)})" if left else ""))
-    skipped = [ph.name for ph in phases if not ph.channels]
-    if skipped:
-        note += f"; phase{'s' if len(skipped) > 1 else ''} without them: {', '.join(skipped)}"
-    status, notes = result.status, [*result.notes, note]
-    problem = first_problem(result)  # a problem in a channel left out still counts
-    if problem is not None and status != "invalid":
-        status = "invalid"
-        notes.append(f"the numbers failed validation ({problem})")
-    return replace(result, phases=kept, notes=notes, status=status)
-
-
-@dataclass
-class Config:
-    """One configuration: runs merged into one channel (exact histogram merge)."""
-
-    label: str
-    runs: list[RunResult]
-    channel: Channel
-    window_maxima: np.ndarray
-    window_ns: int | None
-    duration_ns: int | None
-    censored: int = 0  # samples only known to be >= censored_above_ns (imported peers)
-    censored_above_ns: int | None = None
-    units: Units | None = None  # what the variance of its statistics is estimated from
-    cpu_model: str | None = None  # by host: the board's processor ("Cortex-A53")
-
-    @property
-    def display(self) -> str:
-        """The label as shown: by host with the processor, "board7 (Cortex-A53)", so the
-        boards side by side read as the cores they are."""
-        return f"{self.label} ({self.cpu_model})" if self.cpu_model else self.label
-
-    @property
-    def run_ids(self) -> list[str]:
-        return [r.run_id for r in self.runs]
-
-    def value(self, what: str | float) -> float | None:
-        ch = self.channel
-        if what == "min":
-            return ch.min_ns
-        if what == "max":
-            return ch.max_ns
-        if what == "avg":
-            return mean(ch.sum_ns, ch.samples)
-        if what == "mode":
-            return mode(ch.hist)
-        if what == "window":
-            return float(np.median(self.window_maxima)) if len(self.window_maxima) else None
-        assert isinstance(what, float)
-        return percentile(ch.hist, what, ch.min_ns, ch.max_ns)
-
-    def lower_bound(self, q: float) -> float | None:
-        """The percentile q as far as it is known: None when exact, else the lower bound of
-        an interval [bound, value] (q falls among samples a peer tool counted beyond its
-        histogram, which were placed at the max)."""
-        n = self.channel.samples
-        if not self.censored or not n or self.censored_above_ns is None:
-            return None
-        rank = math.ceil(Fraction(str(q)) / 100 * n)
-        return float(self.censored_above_ns) if rank > n - self.censored else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The configuration's row of `rtlab compare` as data (ns; null: too few samples
-        support it). `lower_bounds_ns`: a percentile only known to lie in [bound, value]."""
-        levels = [(percentile_label(q), q) for q in TABLE_LEVELS]
-        return {
-            "label": self.label,
-            "cpu_model": self.cpu_model,
-            "runs": [{"id": r.run_id, "status": r.status, "notes": list(r.notes)}
-                     for r in self.runs],
-            "samples": self.channel.samples,
-            "duration_ns": self.duration_ns,
-            "min_ns": self.value("min"), "avg_ns": self.value("avg"),
-            "mode_ns": self.value("mode"),
-            "percentiles_ns": {name: self.value(q) for name, q in levels},
-            "lower_bounds_ns": {name: self.lower_bound(q) for name, q in levels},
-            "max_ns": self.value("max"),
-            "median_window_max_ns": self.value("window"),
-            "window_ns": self.window_ns, "windows": len(self.window_maxima),
-            "beyond_range": ({"count": self.censored, "above_ns": self.censored_above_ns}
-                             if self.censored else None),
-        }
-
-
-def _refuse_unbelievable(result: RunResult) -> None:
-    """No comparison (a verdict) from a run whose numbers failed validation."""
-    why = first_problem(result) or (
-        "when it was stored (see its notes)" if result.status == "invalid" else None)
-    if why is not None:
-        raise RtlabError(f"run {result.run_id} failed validation ({why}): it is not compared",
-                         hint="its numbers contradict each other; measure again")
-
-
-def quantity(result: RunResult) -> str:
-    """What a run's headline values are ("wake-up latency", "round trip", "noise gap"...):
-    its probe's `measures` in the probe registry (an imported run has the probe whose
-    quantity the peer tool measured: cyclictest timer, sockperf udp, oslat noise)."""
-    return probe_info(result.probe).measures
-
-
-def mixed_quantities(results: Sequence[RunResult]) -> str | None:
-    """Why `results` cannot be compared with each other (their probes measure different
-    quantities, naming the first run of two of them), or None when they measure one."""
-    first: dict[str, RunResult] = {}
-    for r in results:
-        first.setdefault(quantity(r), r)
-    if len(first) < 2:
-        return None
-    (qa, a), (qb, b) = list(first.items())[:2]
-    more = f" (and {len(first) - 2} more quantities)" if len(first) > 2 else ""
-    return (f"run {a.run_id} measures {qa} (probe {a.probe}) and run {b.run_id} {qb} "
-            f"(probe {b.probe}){more}: a ratio of different quantities means nothing")
-
-
-def build_configs(results: Sequence[RunResult], by: str = "run") -> list[Config]:
-    """Group results (in the given order of first appearance) into configurations.
-    Runs of different quantities (`mixed_quantities`) are refused: UsageError."""
-    if by not in GROUP_KEYS:
-        raise ValueError(f"unknown grouping {by!r}")
-    why = mixed_quantities(results)
-    if why is not None:
-        raise UsageError(f"not compared: {why}",
-                         hint="compare runs of one quantity; `rtlab results list` shows "
-                         "each run's probe")
-    groups: dict[str, list[RunResult]] = {}
-    for r in results:
-        _refuse_unbelievable(r)
-        groups.setdefault(group_key(r, by), []).append(r)
-    configs = []
-    for label, runs in groups.items():
-        chans = [ch for r in runs for _, ch in r.headline_channels()]
-        merged = Channel.merged("all", chans)
-        maxima, window_ns = [], None
-        for r in runs:
-            m, w = run_window_maxima(r)
-            if window_ns is None:
-                window_ns = w
-            if w == window_ns and len(m):
-                maxima.append(m)
-        arr = np.concatenate(maxima) if maxima else np.zeros(0, dtype=np.int64)
-        durations = [r.elapsed_ns for r in runs]
-        duration = sum(d for d in durations if d) if any(durations) else None
-        cens = [beyond_range(r, {ch.name for _, ch in r.channels()}) for r in runs]
-        bounds = [b for c, b in cens if c and b is not None]
-        configs.append(Config(label, runs, merged, arr, window_ns, duration,
-                              sum(c for c, _ in cens), min(bounds) if bounds else None,
-                              config_units(runs, window_ns),
-                              host_cpu_model(runs) if by == "host" else None))
-    return configs
-
-
-def side_by_side(configs: Sequence[Config]) -> list[tuple[str, list[Channel | None]]]:
-    """The channels of every configuration side by side (the "Cortex-A53 vs Cortex-A9"
-    table: one row per CPU, one column per board): each channel name in order of first
-    appearance, with that configuration's runs' channels of that name merged (None where
-    a configuration has no such channel)."""
-    names: list[str] = []
-    per: list[dict[str, list[Channel]]] = []
-    for c in configs:
-        found: dict[str, list[Channel]] = {}
-        for r in c.runs:
-            for _, ch in r.headline_channels():
-                found.setdefault(ch.name, []).append(ch)
-                if ch.name not in names:
-                    names.append(ch.name)
-        per.append(found)
-    return [(name, [Channel.merged(name, f[name]) if name in f else None for f in per])
-            for name in names]
 
 
 @dataclass(frozen=True)
@@ -576,8 +247,8 @@ def mann_whitney(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 def _per_run(c: Config, q: float) -> list[int]:
     """Percentile q of each run of a configuration (all channels merged), where supported."""
     out = []
-    for r in c.runs:
-        m = r.merged()
+    for heads in c.run_headlines():
+        m = Channel.merged("all", heads)
         v = percentile(m.hist, q, m.min_ns, m.max_ns)
         if v is not None:
             out.append(v)

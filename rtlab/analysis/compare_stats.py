@@ -443,18 +443,19 @@ def compare_estimates(a: Estimate, b: Estimate, alpha: float, target: float) -> 
 
 
 # from results ---------------------------------------------------------------------------
-def run_windows(result, window_ns: int | None) -> tuple[RunWindows, int | None]:  # type: ignore[no-untyped-def]
-    """One run's windows with all headline channels merged per window, phase after phase
-    (windows of another length than `window_ns` are left out), and the sub_bits of its
-    per-window histograms (None when some channel has none or they do not add up)."""
+def run_windows(result, shape, window_ns: int | None) -> tuple[RunWindows, int | None]:  # type: ignore[no-untyped-def]
+    """One run's windows with all headline channels (of its probe's `shape`) merged per
+    window, phase after phase (windows of another length than `window_ns` are left out),
+    and the sub_bits of its per-window histograms (None when some channel has none or
+    they do not add up)."""
     ns, mx, sm, cums = [], [], [], []
     sub_bits: int | None = -1
     maxb = 0
     chans_all = []
     for phase in result.phases:
-        chans = [c for c in phase.headline(result.probe) if c.windows
+        chans = [c for c in phase.headline(shape) if c.windows
                  and (window_ns is None or c.window_ns == window_ns)]
-        chans_all += phase.headline(result.probe)
+        chans_all += phase.headline(shape)
         if not chans:
             continue
         idx = np.unique(np.concatenate([c.windows.index.astype(np.int64) for c in chans]))
@@ -507,12 +508,12 @@ def run_windows(result, window_ns: int | None) -> tuple[RunWindows, int | None]:
     return rw, sub_bits
 
 
-def config_units(runs, window_ns: int | None) -> Units:  # type: ignore[no-untyped-def]
-    """The units of a configuration's runs: batches of windows of per-window histograms
-    when every run has them, else of window maxima, else runs."""
+def config_units(runs, shapes, window_ns: int | None) -> Units:  # type: ignore[no-untyped-def]
+    """The units of a configuration's runs (`shapes`: their probes'): batches of windows
+    of per-window histograms when every run has them, else of window maxima, else runs."""
     rws, bits = [], []
-    for r in runs:
-        rw, b = run_windows(r, window_ns)
+    for r, shape in zip(runs, shapes, strict=True):
+        rw, b = run_windows(r, shape, window_ns)
         rws.append(rw)
         bits.append(b)
     has_windows = all(len(rw.n) for rw in rws)

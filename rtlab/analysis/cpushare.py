@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rtlab.probes.registry import info as probe_info
+from rtlab.results.shape import ResultShape
 
 SHARE_NOTE = 0.10  # a note from this share of the span on
 MIN_OTHER_NS = 20_000_000  # ... and at least this much time (two ticks at 100 Hz)
@@ -65,11 +65,12 @@ def cpu_shares(channels: Iterable[_Channel]) -> list[CpuShare]:
     return out
 
 
-def shared_cpu_notes(probe: str, channels: Iterable[_Channel],
+def shared_cpu_notes(shape: ResultShape, channels: Iterable[_Channel],
                      expected: set[int] | None) -> list[str]:
-    """Notes for measured CPUs where other work took a noticeable share of the time.
-    `expected`: CPUs where the phase's loads may run (None: every CPU), not noted."""
-    if not probe_info(probe).owns_its_cpus or expected is None:
+    """Notes for measured CPUs where other work took a noticeable share of the time, for
+    a probe whose channels own their CPUs (`shape`: its result shape). `expected`: CPUs
+    where the phase's loads may run (None: every CPU), not noted."""
+    if not shape.owns_its_cpus or expected is None:
         return []
     notes = []
     for s in cpu_shares(channels):

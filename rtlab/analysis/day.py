@@ -9,7 +9,7 @@ gap (shown as such, never as zero latency). Histograms of the runs that overlap 
 are merged whole (a run across midnight counts in both days; the slot maxima do not).
 
 A run of several phases (a scenario's `[[phase]]`s) keeps the engine header of its first
-phase only (rtlab.runner.run.merge_phases): each later phase's windows count from that
+phase only (rtlab.runner.outcome.merge_phases): each later phase's windows count from that
 phase's own engine start, which is not stored (`provenance.host.phases[].start_wall` is
 the controller's clock before the phase's loads started, not the engine's start, and an
 imported run has none). So only the first phase is placed (its span decides whether the
@@ -27,6 +27,7 @@ import numpy as np
 
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import RunResult
+from rtlab.results.shape import ShapeOf
 
 DAY_S = 86_400
 HOUR_S = 3_600
@@ -84,8 +85,8 @@ def run_span(result: RunResult) -> tuple[float, float] | None:
     return start / 1e9, start / 1e9 + elapsed / 1e9
 
 
-def board_day(host: str, day: date, results: Iterable[RunResult], slot_s: int = 300
-              ) -> BoardDay:
+def board_day(host: str, day: date, results: Iterable[RunResult], slot_s: int = 300, *,
+              shape_of: ShapeOf) -> BoardDay:
     if slot_s <= 0 or DAY_S % slot_s:
         raise ValueError(f"slot length {slot_s} s does not divide a day")
     t0, t1 = day_bounds(day)
@@ -101,7 +102,7 @@ def board_day(host: str, day: date, results: Iterable[RunResult], slot_s: int = 
             out.phases_not_shown[res.run_id] = [ph.name for ph in res.phases[1:]]
         start = span[0]
         for phase in res.phases[:1]:
-            for ch in phase.headline(res.probe):
+            for ch in phase.headline(shape_of(res.probe)):
                 cd = by_ch.setdefault(ch.name, CpuDay(ch.name, np.full(n, -1, np.int64),
                                                       np.zeros(n, np.int64),
                                                       LogLinHistogram(ch.hist.sub_bits)))

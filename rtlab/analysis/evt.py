@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from rtlab.results.model import Channel, RunResult
+    from rtlab.results.shape import ResultShape
 
 MIN_WINDOWS = 30
 DAY_NS = 86_400 * 1_000_000_000
@@ -127,15 +128,16 @@ def merged_window_maxima(channels: Sequence[Channel]) -> tuple[np.ndarray, int |
     return val, window_ns
 
 
-def run_window_maxima(result: RunResult) -> tuple[np.ndarray, int | None]:
-    """The worst-channel window maxima of every phase of a run, phase after phase (phases
-    run one after the other: their windows are never merged with each other)."""
+def run_window_maxima(result: RunResult, shape: ResultShape) -> tuple[np.ndarray, int | None]:
+    """The worst-channel window maxima (of the headline channels of its probe's `shape`)
+    of every phase of a run, phase after phase (phases run one after the other: their
+    windows are never merged with each other)."""
     import numpy as np
 
     window_ns = next((c.window_ns for _, c in result.channels() if c.window_ns), None)
     parts = []
     for phase in result.phases:
-        m, w = merged_window_maxima(phase.headline(result.probe))
+        m, w = merged_window_maxima(phase.headline(shape))
         if w == window_ns and len(m):
             parts.append(m)
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), window_ns

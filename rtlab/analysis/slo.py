@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 from rtlab.analysis.stats import PercentileInterval, channel_intervals, samples_to_bound
 from rtlab.errors import UsageError
 from rtlab.results.model import RunResult
+from rtlab.results.shape import ShapeOf
 from rtlab.results.summary import ChannelSummary
-from rtlab.results.validate import first_problem
+from rtlab.results.validate import failed_validation
 from rtlab.textfmt import duration, shown
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -328,16 +329,8 @@ def _needed(clause: Clause, iv: PercentileInterval, ch: Channel) -> int:
 
 
 def _unbelievable(result: RunResult) -> str | None:
-    """Why no clause may be checked on `result` (its numbers failed validation), or None.
-    Checked here too, not only when stored: a store written before validation existed
-    may hold such a result."""
-
-    why = first_problem(result)
-    if why is not None:
-        return f"the result failed validation ({why})"
-    if result.status == "invalid":
-        return "the result failed validation when it was stored (see its notes)"
-    return None
+    """Why no clause may be checked on `result` (its numbers failed validation), or None."""
+    return failed_validation(result, "the result", "when it was stored (see its notes)")
 
 
 def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSummary,
@@ -385,9 +378,11 @@ def _support(q: float) -> int:
     return int(1 / (1 - Fraction(str(q)) / 100))
 
 
-def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport:
-    """Check every clause on every headline channel (model.HEADLINE_CHANNELS: for udp the
-    round trip, not its parts) of every phase of one or several results."""
+def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult], *, shape_of: ShapeOf
+                 ) -> SloReport:
+    """Check every clause on every headline channel (of each run's probe's result shape,
+    `shape_of`: for udp the round trip, not its parts) of every phase of one or several
+    results."""
 
     results = [result] if isinstance(result, RunResult) else list(result)
     report = SloReport(slo)
@@ -399,7 +394,7 @@ def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult]) -> SloReport
                                         f"{clause.text}: not checked: {why}", "invalid")
                                 for clause in slo.clauses]
             continue
-        for phase, ch in res.headline_channels():
+        for phase, ch in res.headline_channels(shape_of(res.probe)):
             s = ch.summary(qs)
             ivs = channel_intervals(ch, qs) if qs and ch.hist.total else {}
             rate = (ch.samples / phase.elapsed_ns

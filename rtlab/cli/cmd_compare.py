@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rtlab.analysis.compare import TABLE_LEVELS, build_configs, compare_configs, side_by_side
+from rtlab.analysis.compare import compare_configs
+from rtlab.analysis.configs import TABLE_LEVELS, build_configs, side_by_side
 from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.cli.options import (
@@ -21,6 +22,7 @@ from rtlab.cpulist import format_cpulist
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html import render_html
 from rtlab.report.junit import junit_xml
 from rtlab.report.side_by_side import side_by_side_table
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:  # before the store is read
             check_output(path, option)
     results = load_selected(args, selection)
-    configs = build_configs(results, args.by)
+    configs = build_configs(results, args.by, shape_of=probe_shape)
     if len(configs) < 2:
         raise UsageError(f"nothing to compare: the runs form {len(configs)} configuration(s) "
                          f"by {args.by}", hint="give runs of different configurations")
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{pc.b.display} vs {pc.a.display} (baseline):", highlight=False)
         for ch in pc.changes:
             console.print(f"  {ch.describe()}", highlight=False, markup=False)
-    report = evaluate_slo(slo, results) if slo is not None else None
+    report = evaluate_slo(slo, results, shape_of=probe_shape) if slo is not None else None
     html = _write_files(args, results, slo, report)
     if html is not None:
         console.print(f"report written to {html}", highlight=False)
@@ -136,7 +138,7 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
     import sys
 
 
-    report = evaluate_slo(slo, results) if slo is not None else None
+    report = evaluate_slo(slo, results, shape_of=probe_shape) if slo is not None else None
     html = _write_files(args, results, slo, report)
     sbs = None
     if args.by == "host":

@@ -9,11 +9,13 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rtlab.analysis.compare import build_configs, compare_configs, host_cpu_model
+from rtlab.analysis.compare import compare_configs
+from rtlab.analysis.configs import build_configs, host_cpu_model
 from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
 from rtlab.cli.options import add_store_arg
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
 from rtlab.scenario.units import format_duration, parse_duration
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         results = [store.get(r.id) for r in rows]
     finally:
         store.close()
-    configs = build_configs(results, "kernel")
+    configs = build_configs(results, "kernel", shape_of=probe_shape)
     regress: dict[str, list[str]] = {}
     for prev, cur in itertools.pairwise(configs):
         pc = compare_configs([prev, cur])[0]
@@ -182,7 +184,7 @@ def run_day(args: argparse.Namespace) -> int:
         results = [store.get(r.id) for r in rows]
     finally:
         store.close()
-    bd = board_day(args.host, day, results, slot_s)
+    bd = board_day(args.host, day, results, slot_s, shape_of=probe_shape)
     if not bd.runs:
         raise UsageError(f"no stored {args.probe} runs of host {args.host!r} on "
                          f"{day.isoformat()}", hint="see `rtlab results list`")

@@ -18,6 +18,7 @@ from rtlab.cli.options import (
 )
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html import render_html
 from rtlab.report.junit import junit_xml
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if path_arg is not None:
             check_output(path_arg, option)
     results = load_selected(args, selection)
-    report = evaluate_slo(slo, results) if slo is not None else None
+    report = evaluate_slo(slo, results, shape_of=probe_shape) if slo is not None else None
     html_path = f"report-{results[0].run_id}.html" if args.output is None else args.output
     outputs = [(html_path, render_html(results, slo=slo, slo_report=report,
                                        compare_by=args.by), "--output")]

@@ -13,6 +13,7 @@ from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.probes.registry import names as probe_names
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html import own_report_path, render_html
 from rtlab.report.junit import junit_xml
 from rtlab.report.terminal import make_console
@@ -220,14 +221,15 @@ def _report_and_gate(args: argparse.Namespace, slo: Any, results: list[Any],
     codes: list[ExitCode] = []
     if slo is not None:
 
-        reports = [evaluate_slo(slo, r) for r in results]
+        reports = [evaluate_slo(slo, r, shape_of=probe_shape) for r in results]
         for r, rep in zip(results, reports, strict=True):
             console.print(f"run {r.run_id}: {rep.summary()}", highlight=False, markup=False)
             if not rep.passed:
                 codes.append(ExitCode.THRESHOLD)
     outputs: list[tuple[Any, Any, str]] = []
     if args.junit:  # with an SLO one testcase per clause and channel, else validity checks
-        outputs.append((args.junit, junit_xml(results, slo, evaluate_slo(slo, results)
+        outputs.append((args.junit, junit_xml(results, slo,
+                                              evaluate_slo(slo, results, shape_of=probe_shape)
                                               if slo is not None else None), "--junit"))
     if not args.no_report:
         target = args.report or own_report_path(store_display, results[-1].run_id)

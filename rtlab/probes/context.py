@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from rtlab.cpulist import format_cpulist
-from rtlab.probes.base import Phase, RunResult
+from rtlab.probes.description import Phase, RunResult
 
 
 def probe_cpus(result: RunResult) -> list[int]:

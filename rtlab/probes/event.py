@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rtlab.probes.base import Phase, ProbeInfo, RunResult
+from rtlab.probes.description import Phase, ProbeInfo, RunResult
+from rtlab.results.shape import ResultShape
 from rtlab.textfmt import human
 
 
@@ -29,5 +30,5 @@ def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
     return lines(phase.extras or {})
 
 
-INFO = ProbeInfo("event", measures="event latency", owns_its_cpus=True, single_cpu=True,
-                 phase_lines=phase_lines)
+INFO = ProbeInfo("event", ResultShape(measures="event latency", owns_its_cpus=True),
+                 single_cpu=True, phase_lines=phase_lines)

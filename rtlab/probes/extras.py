@@ -8,7 +8,7 @@ Built from what a stored result keeps: its channels and each phase's `extras`
 
 from __future__ import annotations
 
-from rtlab.probes.base import Phase, RunResult
+from rtlab.probes.description import Phase, RunResult
 from rtlab.probes.registry import info
 
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtlab.cpulist import format_cpulist
-from rtlab.probes.base import Phase, ProbeInfo, RunResult
 from rtlab.probes.context import probe_cpus, what_ran
+from rtlab.probes.description import Phase, ProbeInfo, RunResult
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.shape import ResultShape
 from rtlab.results.summary import percentile
 
 P_MIN, P_MAX = -1.0, 1.0  # the search interval of the fit
@@ -325,4 +326,5 @@ def _ns(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
-INFO = ProbeInfo("interfere", measures="run time", phase_lines=phase_lines, notes=notes)
+INFO = ProbeInfo("interfere", ResultShape(measures="run time"), phase_lines=phase_lines,
+                 notes=notes)

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtlab.probes.base import Phase, ProbeInfo, RunResult
+from rtlab.probes.description import Phase, ProbeInfo, RunResult
 from rtlab.results.histogram import bucket_bounds
+from rtlab.results.shape import ResultShape
 from rtlab.textfmt import human
 
 
@@ -112,5 +113,6 @@ def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
     return out
 
 
-INFO = ProbeInfo("noise", measures="noise gap", work_counter="loops", owns_its_cpus=True,
+INFO = ProbeInfo("noise", ResultShape(measures="noise gap", work_counter="loops",
+                                      owns_its_cpus=True),
                  lists_gaps=True, phase_lines=phase_lines)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult
+from rtlab.probes.description import Channel, Phase, ProbeInfo, RunResult
+from rtlab.results.shape import ResultShape
 from rtlab.textfmt import human
 
 
@@ -23,4 +24,5 @@ def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
     return lines(phase.channels)
 
 
-INFO = ProbeInfo("overhead", measures="cost", single_cpu=True, phase_lines=phase_lines)
+INFO = ProbeInfo("overhead", ResultShape(measures="cost"), single_cpu=True,
+                 phase_lines=phase_lines)

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""The probes the host knows, by name: each probe module's `INFO` (rtlab.probes.base).
+"""The probes the host knows, by name: each probe module's `INFO` (rtlab.probes.description).
 Adding a probe on the host is one module with its INFO and one entry here."""
 
 from __future__ import annotations
 
 from rtlab.probes import event, interfere, noise, overhead, switch, timer, udp
-from rtlab.probes.base import ProbeInfo, TwoEnded
+from rtlab.probes.description import ProbeInfo, TwoEnded
+from rtlab.results.shape import ResultShape
 
 PROBES: dict[str, ProbeInfo] = {m.INFO.name: m.INFO for m in (
     timer, noise, switch, overhead, interfere, udp, event)}
@@ -15,6 +16,13 @@ def info(name: str) -> ProbeInfo:
     """What the host knows of probe `name`; a probe it does not know (a newer engine's)
     gets the defaults: every channel is a headline, "latency"."""
     return PROBES.get(name) or ProbeInfo(name)
+
+
+def shape(name: str) -> ResultShape:
+    """What probe `name`'s results look like (rtlab.results.shape): what the result model
+    and the analysis are handed by the layers that know the probes
+    (`rtlab.results.shape.ShapeOf`)."""
+    return info(name).shape
 
 
 def names(*, single_cpu: bool | None = None) -> list[str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rtlab.probes.base import Channel, Phase, ProbeInfo, RunResult, TwoEnded
+from rtlab.probes.description import Channel, Phase, ProbeInfo, RunResult, TwoEnded
+from rtlab.results.shape import ResultShape
 from rtlab.textfmt import human
 
 # the counters people look at first, in this order; any others follow
@@ -64,6 +65,7 @@ HOST_CHOICES: dict[str, tuple[str, ...]] = {
 
 # The round trip is the headline, never merged with its own parts; the reflector has
 # no `rtt`: its headline is its `wakeup`.
-INFO = ProbeInfo("udp", measures="round trip", headline=("rtt", "wakeup"), owns_its_cpus=True,
-                 single_cpu=True, phase_lines=phase_lines, why_nothing=why_nothing,
+INFO = ProbeInfo("udp", ResultShape(measures="round trip", headline=("rtt", "wakeup"),
+                                    owns_its_cpus=True, why_nothing=why_nothing),
+                 single_cpu=True, phase_lines=phase_lines,
                  two_ended=TwoEnded(host_choices=HOST_CHOICES))

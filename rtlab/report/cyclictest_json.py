@@ -39,6 +39,7 @@ from email.utils import format_datetime
 from typing import Any
 
 from rtlab import __version__
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.cyclictest_hist import HIST_MAX, rebin_us
 from rtlab.report.export_base import Exporter
 from rtlab.results.model import Channel, Phase, RunResult
@@ -49,7 +50,7 @@ class CyclictestJsonExporter(Exporter):
     name, extension, media_type = "cyclictest-json", "json", "application/json"
 
     def serialize(self, result: RunResult) -> bytes:
-        threads = list(result.headline_channels())
+        threads = list(result.headline_channels(probe_shape(result.probe)))
         version = result.provenance.get("host", {}).get("rtlab_version") or __version__
         doc: dict[str, Any] = {
             "file_version": 1,
@@ -77,7 +78,7 @@ def return_code(result: RunResult) -> int:
     if (result.status != "completed" or result.partial or result.rt_valid is False
             or first_problem(result) is not None):
         return 1
-    if any(ch.samples == 0 for _, ch in result.headline_channels()):
+    if any(ch.samples == 0 for _, ch in result.headline_channels(probe_shape(result.probe))):
         return 1
     return 0
 

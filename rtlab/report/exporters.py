@@ -31,6 +31,7 @@ from typing import Any
 from rtlab import __version__
 from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
 from rtlab.probes.extras import extra_lines
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.cyclictest_hist import CyclictestHistExporter
 from rtlab.report.cyclictest_json import CyclictestJsonExporter
 from rtlab.report.export_base import Exporter
@@ -79,10 +80,10 @@ def derived_statistics(result: RunResult) -> dict[str, Any]:
     for phase in result.phases:
         chans = [{"name": ch.name, "cpu": ch.cpu, "samples": ch.samples,
                   "percentiles": intervals_json(row_intervals(ch))} for ch in phase.channels]
-        if (merged := phase.all_row(result.probe)) is not None:
+        if (merged := phase.all_row(probe_shape(result.probe))) is not None:
             chans.append({"name": "all", "cpu": None, "samples": merged.samples,
                           "percentiles": intervals_json(
-                              row_intervals(merged, phase.headline(result.probe)))})
+                              row_intervals(merged, phase.headline(probe_shape(result.probe))))})
         phases.append({"name": phase.name, "channels": chans})
     doc["percentile_intervals"] = {
         "level": DEFAULT_LEVEL, "method": INTERVAL_METHOD, "phases": phases}
@@ -106,7 +107,7 @@ def _summaries(result: RunResult) -> list[tuple[str, ChannelSummary, bool]]:
     for phase in result.phases:
         for ch in phase.channels:
             rows.append((phase.name, ch.summary(), False))
-        if (merged := phase.all_row(result.probe)) is not None:
+        if (merged := phase.all_row(probe_shape(result.probe))) is not None:
             rows.append((phase.name, merged.summary(), True))
     return rows
 
@@ -170,13 +171,13 @@ class MarkdownExporter(Exporter):
             out += [f"## Phase {phase.name} (latency in µs; {NA} = too few samples)", ""]
             out.append("| " + " | ".join(heads) + " |")
             out.append("|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|")
-            heads_ch = phase.headline(result.probe)
+            heads_ch = phase.headline(probe_shape(result.probe))
             summaries = [(channel_label(c), c.summary(), row_intervals(c))
                          for c in phase.channels]
             headline = [(lb, ivs) for (lb, _, ivs), c in zip(summaries, phase.channels,
                                                                strict=True)
                         if len(heads_ch) == 1 and c is heads_ch[0]]
-            if (merged := phase.all_row(result.probe)) is not None:
+            if (merged := phase.all_row(probe_shape(result.probe))) is not None:
                 ivs = row_intervals(merged, heads_ch)
                 summaries.append(("**all**", merged.summary(), ivs))
                 headline.append(("all", ivs))

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab import __version__
-from rtlab.analysis.compare import build_configs, compare_configs, mixed_quantities
+from rtlab.analysis.compare import compare_configs
+from rtlab.analysis.configs import build_configs, mixed_quantities
 from rtlab.analysis.evt import (
     BOOT_RESAMPLES,
     BOOT_SIZE,
@@ -26,6 +27,7 @@ from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo
 from rtlab.analysis.stats import PercentileInterval
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html_blocks import esc, figure_html
 from rtlab.report.html_compare import comparison_section, side_by_side_section
 from rtlab.report.html_facts import doctor_findings, provenance_section
@@ -150,8 +152,8 @@ def _summary_table(phase: Phase, probe: str) -> str:
         ivs = row_intervals(ch)
         wide = wide or any(is_wide(iv) for iv in ivs.values())
         out.append(_summary_row(ch.summary(), channel_label(ch), ivs=ivs))
-    if (merged := phase.all_row(probe)) is not None:
-        ivs = row_intervals(merged, phase.headline(probe))
+    if (merged := phase.all_row(probe_shape(probe))) is not None:
+        ivs = row_intervals(merged, phase.headline(probe_shape(probe)))
         wide = wide or any(is_wide(iv) for iv in ivs.values())
         out.append(_summary_row(merged.summary(), "all", "all", ivs))
     out.append("</table><p class='sub'>latency in µs; n/a = too few samples to support the "
@@ -326,14 +328,15 @@ def _phase_section(result: RunResult, phase: Phase, budgets: Sequence[int],
     out.append(figure_html(hist_figure(chans)))
     series = [(channel_label(c), c) for c in chans]
     cuts = [censored_of(result, [c.name]) for c in chans]
-    if (merged := phase.all_row(result.probe)) is not None:
+    if (merged := phase.all_row(probe_shape(result.probe))) is not None:
         series.append(("all", merged))
-        cuts.append(censored_of(result, [c.name for c in phase.headline(result.probe)]))
+        heads = phase.headline(probe_shape(result.probe))
+        cuts.append(censored_of(result, [c.name for c in heads]))
     out.append(f"<h4>Complementary CDF ({esc(label)})</h4>")
     out.append(figure_html(ccdf_figure(series, censored=cuts)))
     out.append(f"<h4>Maxima over time ({esc(label)})</h4>")
     out.append(figure_html(timeline_figure(chans, end_ns=phase.elapsed_ns)))
-    out.append(_evt_section(phase.headline(result.probe), budgets,
+    out.append(_evt_section(phase.headline(probe_shape(result.probe)), budgets,
                             f"run {result.run_id} {phase.name}"))
     out.append(_phase_spikes(phase))
     return "".join(out)
@@ -397,7 +400,7 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
     if not results:
         raise RtlabError("no runs to report")
     if slo is not None and slo_report is None:
-        slo_report = evaluate_slo(slo, results)
+        slo_report = evaluate_slo(slo, results, shape_of=probe_shape)
     ids = ", ".join(r.run_id for r in results)
     title = title or f"rtlab report: run{'s' if len(results) > 1 else ''} {ids}"
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -416,12 +419,12 @@ def render_html(results: Sequence[RunResult], *, slo: Slo | None = None,
     if slo_report is not None:
         out.append(_slo_section(slo_report))
     out.append(f"<details><summary>How to read this report</summary>{_HOWTO}</details>")
-    unlike = mixed_quantities(results) if len(results) > 1 else None
+    unlike = mixed_quantities(results, probe_shape) if len(results) > 1 else None
     if unlike is not None:  # each run is shown, none is compared with another
         out.append(f"<ul class='warn-list'><li>runs not compared: {esc(unlike)}</li></ul>")
     elif len(results) > 1:
 
-        configs = build_configs(results, compare_by)
+        configs = build_configs(results, compare_by, shape_of=probe_shape)
         mixed = mixed_load_notes(results)
         if mixed:
             out.append("<ul class='warn-list'>" + "".join(f"<li>{esc(n)}</li>" for n in mixed)

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rtlab.analysis.compare import TABLE_LEVELS, side_by_side
+from rtlab.analysis.configs import TABLE_LEVELS, side_by_side
 from rtlab.report.html_blocks import esc, figure_html
 from rtlab.results.summary import percentile_label
 from rtlab.textfmt import bounded_us, duration, us
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rtlab.analysis.compare import Config, PairComparison
+    from rtlab.analysis.compare import PairComparison
+    from rtlab.analysis.configs import Config
 
 
 def comparison_table(configs: Sequence[Config]) -> str:

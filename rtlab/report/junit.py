@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rtlab.analysis.slo import evaluate_slo
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.export_base import Exporter
 from rtlab.results.validate import first_problem
 
@@ -57,7 +58,7 @@ def junit_xml(results: Sequence[RunResult], slo: Slo | None = None,
     """JUnit XML of one or several runs, checked against `slo` (or its evaluated `report`)."""
 
     if slo is not None and report is None:
-        report = evaluate_slo(slo, results)
+        report = evaluate_slo(slo, results, shape_of=probe_shape)
     root = ET.Element("testsuites", name="rtlab")
     total = total_fail = 0
     for result in results:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtlab.analysis.compare import build_configs, side_by_side
+from rtlab.analysis.configs import build_configs, side_by_side
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.summary import percentile
 from rtlab.textfmt import us
 
@@ -38,7 +39,7 @@ def boards_side_by_side(results: list[Any], console: Any) -> None:
     for r in results:
         variants.setdefault(r.scenario.get("variant"), []).append(r)
     for name, group in variants.items():
-        configs = build_configs(group, "host")
+        configs = build_configs(group, "host", shape_of=probe_shape)
         if len(configs) > 1:
             if name is not None:
                 console.print(f"variant {name}: the boards side by side", style="bold",

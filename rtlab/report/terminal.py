@@ -8,10 +8,10 @@ from rich.table import Table
 
 from rtlab.analysis.stats import TAIL_PERCENTILES, PercentileInterval, channel_intervals
 from rtlab.probes.extras import extra_lines
-from rtlab.probes.registry import info as probe_info
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
-from rtlab.results.validate import first_problem
+from rtlab.results.validate import failed_validation
 from rtlab.textfmt import human, seconds, us
 
 TABLE_PERCENTILES = DEFAULT_PERCENTILES  # p50 p99 p99.9 p99.99 p99.9999
@@ -95,7 +95,7 @@ def build_tables(result: RunResult) -> list[Table]:
                      *(percentile_label(q) for q in TABLE_PERCENTILES), "max", "missed"):
             table.add_column(name, justify="right")
         headline: list[tuple[str, dict[float, PercentileInterval]]] = []
-        heads = phase.headline(result.probe)
+        heads = phase.headline(probe_shape(result.probe))
         marked = False
         for ch in phase.channels:
             ivs = row_intervals(ch)
@@ -103,7 +103,7 @@ def build_tables(result: RunResult) -> list[Table]:
             table.add_row(*_row(ch.summary(), channel_label(ch), ivs))
             if len(heads) == 1 and ch is heads[0]:
                 headline.append((channel_label(ch), ivs))
-        if (merged := phase.all_row(result.probe)) is not None:
+        if (merged := phase.all_row(probe_shape(result.probe))) is not None:
             ivs = row_intervals(merged, heads)
             table.add_row(*_row(merged.summary(), "all", ivs), style="bold")
             headline.append(("all", ivs))
@@ -118,13 +118,7 @@ def build_tables(result: RunResult) -> list[Table]:
 
 
 def _invalid_reason(result: RunResult) -> str | None:
-
-    found = first_problem(result)
-    if found is not None:
-        return f"the numbers failed validation ({found})"
-    if result.status == "invalid":
-        return "the numbers failed validation when the run was stored (see the notes)"
-    return None
+    return failed_validation(result, "the numbers", "when the run was stored (see the notes)")
 
 
 def verdict(result: RunResult) -> str:
@@ -142,12 +136,12 @@ def verdict(result: RunResult) -> str:
     invalid = _invalid_reason(result)
     if invalid is not None:  # no headline from numbers that contradict each other
         return f"[INVALID] {prefix}no result: {invalid}"
-    merged = result.merged()
-    what = probe_info(result.probe).measures
+    merged = result.merged(probe_shape(result.probe))
+    what = probe_shape(result.probe).measures
     if merged.samples == 0 or merged.max_ns is None:
         return f"{prefix}no samples were measured"
     s = merged.summary((99.0, 99.99))
-    phase, worst = max(((ph, ch) for ph, ch in result.headline_channels()
+    phase, worst = max(((ph, ch) for ph, ch in result.headline_channels(probe_shape(result.probe))
                         if ch.max_ns is not None),
                        key=lambda pc: pc[1].max_ns or 0)
     where = f" on {channel_label(worst)}" + (

@@ -20,12 +20,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from rtlab.errors import RtlabError
-from rtlab.probes.registry import info as probe_info
 from rtlab.results.histogram import LogLinHistogram
+from rtlab.results.shape import ResultShape
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, summarize
 from rtlab.results.windows import WindowHist, WindowMaxima
 
@@ -34,22 +33,6 @@ RESULT_SCHEMA_VERSION = 1
 # `invalid`: the numbers contradict each other (results.validate); kept for the record,
 # never believed: no verdict, headline or summary column is computed from them
 STATUSES = ("completed", "partial", "threshold", "failed", "invalid")
-
-
-def headline_channels(probe: str, channels: list[Channel]) -> list[Channel]:
-    """The channels of one phase that measure the probe's headline quantity: the first of
-    the probe's headline patterns (rtlab.probes: `ProbeInfo.headline`) that matches a
-    channel with samples; every channel for a probe without patterns. The others break
-    the headline down (udp: `rtt` is the round trip, `stack`, `peer.*`... its parts)."""
-    first_match: list[Channel] | None = None
-    for pattern in probe_info(probe).headline:
-        chosen = [c for c in channels if fnmatchcase(c.name, pattern)]
-        if any(c.samples for c in chosen):  # e.g. rtla's user@ columns, empty without -u
-            return chosen
-        first_match = first_match or chosen or None
-    # all empty: the headline is still the headline (udp's `rtt` with every reply lost),
-    # never its parts
-    return first_match if first_match is not None else list(channels)
 
 
 def new_run_id() -> str:
@@ -158,18 +141,18 @@ class Phase:
     # udp `udp`, ...: the engine's final record minus the common keys; docs/results.md)
     extras: dict[str, Any] | None = None
 
-    def headline(self, probe: str) -> list[Channel]:
-        """The channels of the probe's headline quantity (rtlab.probes: ProbeInfo.headline)."""
-        return headline_channels(probe, self.channels)
+    def headline(self, shape: ResultShape) -> list[Channel]:
+        """The channels of the probe's headline quantity (`ResultShape.headline`)."""
+        return shape.headline_channels(self.channels)
 
-    def merged(self, probe: str) -> Channel:
+    def merged(self, shape: ResultShape) -> Channel:
         """Exact merge of the headline channels (the `all` row)."""
-        return Channel.merged("all", self.headline(probe))
+        return Channel.merged("all", self.headline(shape))
 
-    def all_row(self, probe: str) -> Channel | None:
+    def all_row(self, shape: ResultShape) -> Channel | None:
         """The `all` row of tables and plots: the merge of the headline channels when
         there are several (one CPU each), None when one channel is the headline."""
-        return self.merged(probe) if len(self.headline(probe)) > 1 else None
+        return self.merged(shape) if len(self.headline(shape)) > 1 else None
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "elapsed_ns": self.elapsed_ns,
@@ -237,15 +220,16 @@ class RunResult:
             for ch in phase.channels:
                 yield phase, ch
 
-    def headline_channels(self) -> Iterator[tuple[Phase, Channel]]:
-        """(phase, channel) of the headline channels of every phase (`headline_channels`)."""
+    def headline_channels(self, shape: ResultShape) -> Iterator[tuple[Phase, Channel]]:
+        """(phase, channel) of the headline channels of every phase (`shape`: the
+        probe's, rtlab.probes.registry.shape)."""
         for phase in self.phases:
-            for ch in phase.headline(self.probe):
+            for ch in phase.headline(shape):
                 yield phase, ch
 
-    def merged(self) -> Channel:
+    def merged(self, shape: ResultShape) -> Channel:
         """Exact merge of the headline channels of every phase."""
-        return Channel.merged("all", [ch for _, ch in self.headline_channels()])
+        return Channel.merged("all", [ch for _, ch in self.headline_channels(shape)])
 
     @property
     def system(self) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
+from rtlab.results.shape import ShapeOf
 from rtlab.results.store import RawFile, Store, StoredRun
 from rtlab.results.validate import first_problem
 
@@ -116,9 +117,11 @@ def same_store(a: Store, b: Store) -> bool:
     return a.identity == b.identity
 
 
-def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool = False,
-             stop: Callable[[], bool] = lambda: False) -> TransferReport:
-    """Copy the selected runs of `source` that `dest` does not hold (module docstring).
+def transfer(source: Store, dest: Store, selection: Selection, *, shape_of: ShapeOf,
+             dry_run: bool = False, stop: Callable[[], bool] = lambda: False
+             ) -> TransferReport:
+    """Copy the selected runs of `source` that `dest` does not hold (module docstring);
+    `shape_of`: each run's probe's result shape (`Store.add`).
     Never raises for one run: a conflict or a refused run is reported and the others
     go on. A database error or an interruption stops the transfer; the report says how
     far it got (`stopped`, `interrupted`, `left`). `stop()` true (Ctrl-C, SIGTERM): stop
@@ -143,7 +146,7 @@ def transfer(source: Store, dest: Store, selection: Selection, *, dry_run: bool 
             if row.id in there:
                 _compare(source, dest, row.id, ours[row.id], there[row.id], report)
             else:
-                _copy_one(source, dest, row.id, report, dry_run, stop)
+                _copy_one(source, dest, row.id, report, dry_run, stop, shape_of)
     except (KeyboardInterrupt, _Stopped):
         report.interrupted = True
     except RtlabError as exc:
@@ -180,7 +183,7 @@ def _checked(chunks: Iterable[bytes], stop: Callable[[], bool]) -> Iterator[byte
 
 
 def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
-              dry_run: bool, stop: Callable[[], bool]) -> str:
+              dry_run: bool, stop: Callable[[], bool], shape_of: ShapeOf) -> str:
     try:
         run = source.stored(run_id)
     except RtlabError as exc:
@@ -199,7 +202,7 @@ def _copy_one(source: Store, dest: Store, run_id: str, report: TransferReport,
 
     if not dry_run:
         try:
-            stored = dest.add_copy(run, [(raw, content(raw)) for raw in files])
+            stored = dest.add_copy(run, [(raw, content(raw)) for raw in files], shape_of)
         except RtlabError as exc:
             if _is_fatal(exc) or stop():
                 raise

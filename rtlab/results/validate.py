@@ -25,7 +25,7 @@ or headline without any sign of it, so every result is checked here first
 
 `problems(result)` lists what is wrong (empty: consistent), each naming its phase and
 channel. Imports refuse a result with problems (`ensure_valid`); a live run keeps it
-with status `invalid` (runner.run.classify), and no verdict is computed from it
+with status `invalid` (runner.outcome.classify), and no verdict is computed from it
 (analysis.slo, report).
 """
 
@@ -34,10 +34,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rtlab.errors import UsageError
-from rtlab.probes.registry import info as probe_info
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import Channel, Phase, RunResult
+    from rtlab.results.shape import ResultShape
 
 INT64_MAX = (1 << 63) - 1
 
@@ -68,6 +68,19 @@ def first_problem(result: RunResult) -> str | None:
     return found[0] if found else None
 
 
+def failed_validation(result: RunResult, subject: str, when_stored: str) -> str | None:
+    """Why no verdict may rest on `result` ("<subject> failed validation (<its first
+    problem>)", or "<subject> failed validation <when_stored>" for a result stored as
+    `invalid`), None when it may be believed. Checked when read too, not only when
+    stored: a store written before validation existed may hold such a result."""
+    found = first_problem(result)
+    if found is not None:
+        return f"{subject} failed validation ({found})"
+    if result.status == "invalid":
+        return f"{subject} failed validation {when_stored}"
+    return None
+
+
 def ensure_valid(result: RunResult, source: str) -> None:
     """Refuse (UsageError, exit 2) a result read from `source` (a file name, with the
     record when known) that contradicts itself; nothing is stored."""
@@ -78,19 +91,19 @@ def ensure_valid(result: RunResult, source: str) -> None:
                          hint="the file is damaged or was edited; import an intact copy")
 
 
-def nothing_measured(result: RunResult) -> str | None:
-    """Why a phase of `result` measured nothing (a note), or None. A phase whose headline
-    channels hold no sample measured nothing, whatever the engine called it (e.g. `udp`
-    with every round trip lost); for an event-counting probe (`ProbeInfo.work_counter`)
-    it is a phase whose measuring threads did no work."""
+def nothing_measured(result: RunResult, shape: ResultShape) -> str | None:
+    """Why a phase of `result` measured nothing (a note), or None; `shape`: its probe's
+    (rtlab.probes.registry.shape). A phase whose headline channels hold no sample
+    measured nothing, whatever the engine called it (e.g. `udp` with every round trip
+    lost); for an event-counting probe (`ResultShape.work_counter`) it is a phase whose
+    measuring threads did no work."""
     for phase in result.phases:
-        probe = probe_info(result.probe)
-        if probe.work_counter is not None:  # a quiet CPU gives it no sample at all
-            why = _no_work(result.probe, probe.work_counter, phase)
-        elif phase.channels and not any(c.samples for c in phase.headline(result.probe)):
-            names = ", ".join(c.name for c in phase.headline(result.probe))
+        if shape.work_counter is not None:  # a quiet CPU gives it no sample at all
+            why = _no_work(result.probe, shape.work_counter, phase)
+        elif phase.channels and not any(c.samples for c in phase.headline(shape)):
+            names = ", ".join(c.name for c in phase.headline(shape))
             why = f"measured nothing: no sample on {names}" + (
-                probe.why_nothing(phase) if probe.why_nothing is not None else "")
+                shape.why_nothing(phase) if shape.why_nothing is not None else "")
         elif not phase.channels:
             why = "measured nothing: the engine reported no channel"
         else:
@@ -243,5 +256,5 @@ def _window_problems(ch: Channel) -> list[str]:
     return []
 
 
-__all__ = ["INT64_MAX", "channel_problems", "ensure_valid", "first_problem", "nothing_measured",
-           "problems"]
+__all__ = ["INT64_MAX", "channel_problems", "ensure_valid", "failed_validation", "first_problem",
+           "nothing_measured", "problems"]

@@ -31,6 +31,7 @@ from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import IMPORT_LIMIT, read_input
 from rtlab.probes.extras import probe_notes
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import ensure_valid, nothing_measured
@@ -67,7 +68,7 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
                                         *log_notes(col.stream.logs)])
     ensure_valid(result, _record(path, col))
     _conclude(result)
-    store.add(result)
+    store.add(result, probe_shape)
     _copy(path, store.raw_path(run_id))
     return result
 
@@ -96,7 +97,7 @@ def _record(path: Path, col: StreamCollector) -> str:
 def _conclude(result: RunResult) -> None:
     """A run that measured nothing is not `completed`, and the probe's own notes are
     added (as for a live run: runner.run)."""
-    why = nothing_measured(result)
+    why = nothing_measured(result, probe_shape(result.probe))
     if why is not None:
         result.notes.append(why)
         if result.status in ("completed", "threshold"):
@@ -262,7 +263,7 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     result.partial = result.partial or bool(lost)
     result.notes.append("imported from " + ", ".join(p.name for p in paths))
     _conclude(result)
-    store.add(result)
+    store.add(result, probe_shape)
     for p in paths:
         _copy(p, store.runs_dir / p.name)
     if written is not None:

@@ -25,6 +25,7 @@ from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import LoadSet
 from rtlab.probes.registry import info as probe_info
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.runner.control import RunControl
 from rtlab.runner.outcome import classify, combine_probes
@@ -166,7 +167,7 @@ def _measure(ctx: RunContext, index: int, phase: Phase, loads: dict[str, Any],
     base.notes += shield_notes + load_notes
     shielded = set(scenario.shield.user) if backend is not None and scenario.shield else None
     base.notes += shared_cpu_notes(
-        base.probe, [ch for res, _ in results for ch in res.phases[0].channels],
+        probe_shape(base.probe), [ch for res, _ in results for ch in res.phases[0].channels],
         _load_cpus(active, shielded, [ch.cpu for res, _ in results
                                       for ch in res.phases[0].channels]))
     if not phase.more_probes and len(results) > 1:  # one probe in parts: CPUs in order

@@ -32,6 +32,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.loads import from_spec
 from rtlab.loads.board import for_target
 from rtlab.loads.fallback import builtin_instead, fallback_note
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.runner.control import RunControl, handle_signals
 from rtlab.runner.outcome import STATUS_RANK, merge_phases, worst_exit
@@ -258,7 +259,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         result.provenance["doctor"] = host["doctor"]
         result.provenance["host"].pop("doctor", None)
     result.provenance["host"]["end_wall"] = host["end_wall"]
-    store.add(result)
+    store.add(result, probe_shape)
     return RunOutcome(result, code, first_raw, bool(loads_died))
 
 

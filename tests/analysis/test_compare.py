@@ -4,21 +4,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtlab.analysis.compare import (
-    ChannelSelection,
-    build_configs,
-    compare_configs,
-    select_channels,
-    side_by_side,
-)
+from rtlab.analysis.channel_select import ChannelSelection, select_channels
+from rtlab.analysis.compare import compare_configs
+from rtlab.analysis.configs import build_configs, side_by_side
 from rtlab.errors import UsageError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from tests.support.paths import DATA
 from tests.support.synth import channel_from_samples, synthetic_result
 
 
 def _changes(a, b) -> dict:
-    pc = compare_configs(build_configs([a, b]))[0]
+    pc = compare_configs(build_configs([a, b], shape_of=probe_shape))[0]
     return {c.what: c for c in pc.changes}
 
 
@@ -61,9 +58,9 @@ def test_max_of_runs_without_windows_is_not_compared() -> None:
 def test_group_by_kernel_merges_runs() -> None:
     runs = [synthetic_result(f"aaaa000{i}", seed=i, windows=10, release=rel)
             for i, rel in enumerate(["6.1", "6.1", "6.6"])]
-    configs = build_configs(runs, "kernel")
+    configs = build_configs(runs, "kernel", shape_of=probe_shape)
     assert [c.label for c in configs] == ["6.1", "6.6"]
-    assert configs[0].channel.samples == 2 * runs[0].merged().samples
+    assert configs[0].channel.samples == 2 * runs[0].merged(probe_shape(runs[0].probe)).samples
 
 
 def test_overlapping_runs_are_not_significant() -> None:
@@ -72,7 +69,7 @@ def test_overlapping_runs_are_not_significant() -> None:
          for i, m in ((1, 12_000), (2, 16_000))]
     b = [synthetic_result(f"bbbb000{i}", seed=10 + i, windows=30, release="B", median_ns=m)
          for i, m in ((1, 11_000), (2, 17_000))]
-    pc = compare_configs(build_configs([*a, *b], "kernel"))[0]
+    pc = compare_configs(build_configs([*a, *b], "kernel", shape_of=probe_shape))[0]
     p99 = next(c for c in pc.changes if c.what == "p99")
     assert not p99.significant and "overlap" in p99.note
 
@@ -83,7 +80,7 @@ def test_longer_run_with_better_windows_is_not_a_max_regression() -> None:
     a = synthetic_result("aaaa0001", seed=1, windows=60, median_ns=14_000, sigma=0.3)
     b = synthetic_result("aaaa0002", seed=2, windows=300, median_ns=12_000, sigma=0.3,
                          spike_prob=2e-6, spike_ns=3_000_000)
-    assert b.merged().max_ns > 10 * a.merged().max_ns
+    assert b.merged(probe_shape(b.probe)).max_ns > 10 * a.merged(probe_shape(a.probe)).max_ns
     mx = _changes(a, b)["max (median window max)"]
     assert mx.direction < 0 and not mx.regression
     assert mx.b_ns < mx.a_ns  # the median window maxima, not the overall maxima
@@ -93,7 +90,7 @@ def test_longer_run_with_better_windows_is_not_a_max_regression() -> None:
 def test_phases_are_not_merged_window_by_window() -> None:
     # two phases of 30 windows: 60 window maxima phase after phase, not 30 maxima of both
     r = synthetic_result("aaaa0001", windows=30, phases=("idle", "load"))
-    (cfg,) = build_configs([r])
+    (cfg,) = build_configs([r], shape_of=probe_shape)
     assert len(cfg.window_maxima) == 60
 
 
@@ -105,13 +102,13 @@ def test_imported_tail_beyond_the_peer_range_is_an_interval() -> None:
     base = synthetic_result("aaaa0001", windows=10, median_ns=12_000)
     # cyclictest -h 400: 4 of ~6000 samples beyond 400 µs; p99 and p99.9 are exact
     ct = import_file(data / "cyclictest.json", "cyclictest-json", "cccc0001")
-    cfg_a, cfg_b = build_configs([base, ct])
+    cfg_a, cfg_b = build_configs([base, ct], shape_of=probe_shape)
     assert cfg_b.censored == 4 and cfg_b.censored_above_ns == 400_000
     exact = {c.what: c for c in compare_configs([cfg_a, cfg_b])[0].changes}
     assert exact["p99.9"].b_lo is None and "%" in exact["p99.9"].describe()
     # cyclictest -N -h 300: every sample beyond 300 ns, so every percentile is an interval
     ns = import_file(data / "cyclictest_nsecs.json", "cyclictest-json", "cccc0002")
-    cfg_a, cfg_c = build_configs([base, ns])
+    cfg_a, cfg_c = build_configs([base, ns], shape_of=probe_shape)
     # known: every value is >= the min (7.6 µs), which is more than the 300-ns range says
     lo = cfg_c.channel.min_ns
     assert cfg_c.censored == cfg_c.channel.samples and cfg_c.censored_above_ns == lo
@@ -126,7 +123,7 @@ def test_note_names_the_configuration_with_one_run() -> None:
          for i in (1, 2)]
     b = synthetic_result("bbbb0001", seed=9, windows=30, release="B", median_ns=20_000,
                          window_hist=True)
-    pc = compare_configs(build_configs([*a, b], "kernel"))[0]
+    pc = compare_configs(build_configs([*a, b], "kernel", shape_of=probe_shape))[0]
     p99 = next(c for c in pc.changes if c.what == "p99")
     assert p99.significant and "one run of B" in p99.note
 
@@ -138,7 +135,7 @@ def test_unsupported_percentile_stays_na_even_when_censored() -> None:
 
     data = DATA
     (cfg,) = build_configs([import_file(data / "cyclictest_nsecs.json", "cyclictest-json",
-                                        "cccc0003")])
+                                        "cccc0003")], shape_of=probe_shape)
     assert cfg.value(99.99) is None  # ~6000 samples cannot support p99.99
     assert bounded_us(cfg.value(99.99), cfg.lower_bound(99.99)) == "n/a"
     assert bounded_us(cfg.value(99.0), cfg.lower_bound(99.0)).startswith("≥")
@@ -163,13 +160,14 @@ def test_cpus_selection_applies_to_rows_tails_and_window_maxima() -> None:
     assert merged["p99"].regression and merged["max (median window max)"].regression
     one = ChannelSelection(cpus=frozenset({1}))
     sa, sb = select_channels([a, b], one)
-    cfg_a, cfg_b = build_configs([sa, sb])
+    cfg_a, cfg_b = build_configs([sa, sb], shape_of=probe_shape)
     assert cfg_a.channel.samples == a.phases[0].channels[1].samples
     assert cfg_b.channel.max_ns == b.phases[0].channels[1].max_ns
     assert list(cfg_b.window_maxima) == [m for _, m, _ in b.phases[0].channels[1].windows]
     changes = {c.what: c for c in compare_configs([cfg_a, cfg_b])[0].changes}
     assert not any(c.significant for c in changes.values())  # CPU 1 did not change
-    assert sb.merged().max_ns == b.phases[0].channels[1].max_ns  # the verdict's headline
+    # the verdict's headline
+    assert sb.merged(probe_shape(sb.probe)).max_ns == b.phases[0].channels[1].max_ns
     # the runs themselves are untouched; the copies say what was selected
     assert [c.name for c in b.phases[0].channels] == ["cpu0", "cpu1"] and not b.notes
     assert sb.notes == ["channels selected with --cpus 1: cpu1 (not shown: cpu0)"]
@@ -218,7 +216,8 @@ def test_phases_without_a_selected_channel_are_left_out() -> None:
 def test_side_by_side_by_host_shows_the_selected_cpus_only() -> None:
     runs = [synthetic_result(f"aaaa000{i}", seed=i, windows=10, cpus=4, hostname=h)
             for i, h in ((1, "a53"), (2, "a9"))]
-    configs = build_configs(select_channels(runs, ChannelSelection(frozenset({1, 2}))), "host")
+    configs = build_configs(select_channels(runs, ChannelSelection(frozenset({1, 2}))), "host",
+                            shape_of=probe_shape)
     assert [c.label for c in configs] == ["a53", "a9"]
     assert [name for name, _ in side_by_side(configs)] == ["cpu1", "cpu2"]
 
@@ -293,12 +292,13 @@ def test_aa_of_correlated_runs_is_not_significant() -> None:
 
 
 def test_too_few_window_maxima_says_so_and_how_many() -> None:
-    from rtlab.analysis.compare import build_configs, compare_configs
+    from rtlab.analysis.compare import compare_configs
+    from rtlab.analysis.configs import build_configs
     from tests.support.synth import synthetic_result
 
     runs = [synthetic_result(f"aaaa000{i}", seed=i, windows=8, per_window=200)
             for i in (1, 2)]
-    (pc,) = compare_configs(build_configs(runs, "run"))
+    (pc,) = compare_configs(build_configs(runs, "run", shape_of=probe_shape))
     (mx,) = [c for c in pc.changes if c.what == "max"]
     assert mx.note is not None and mx.note.startswith(
         "too few window maxima (8 and 8; the test needs 10 each: measure longer)"), mx.note

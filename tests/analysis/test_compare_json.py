@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.analysis.compare import build_configs, compare_configs
+from rtlab.analysis.compare import compare_configs
+from rtlab.analysis.configs import build_configs
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from tests.support.paths import DATA
 from tests.support.synth import synthetic_result
@@ -27,7 +29,7 @@ def stored(store_path: Path) -> list[str]:
             synthetic_result("aaaa0003", seed=3, windows=60, release="6.6.0-rt",
                              median_ns=16_000, window_hist=True)]
     for r in runs:
-        s.add(r)
+        s.add(r, probe_shape)
     s.close()
     return [r.run_id for r in runs]
 
@@ -53,7 +55,7 @@ def test_compare_json_rows_changes_and_verdicts(stored: list[str], store_path: P
         results = [st.get(i) for i in stored]
     finally:
         st.close()
-    configs = build_configs(results, "kernel")
+    configs = build_configs(results, "kernel", shape_of=probe_shape)
     pairs = compare_configs(configs)
     rows = doc["configurations"]
     assert [r["label"] for r in rows] == [c.label for c in configs]
@@ -150,8 +152,8 @@ def test_compare_json_imported_tails_are_intervals(store_path: Path,
 
     data = DATA
     s = Store.open(str(store_path))
-    s.add(synthetic_result("aaaa0001", windows=10, median_ns=12_000))
-    s.add(import_file(data / "cyclictest_nsecs.json", "cyclictest-json", "cccc0002"))
+    s.add(synthetic_result("aaaa0001", windows=10, median_ns=12_000), probe_shape)
+    s.add(import_file(data / "cyclictest_nsecs.json", "cyclictest-json", "cccc0002"), probe_shape)
     s.close()
     code, out, _ = run_cli(capsys, "compare", "aaaa0001", "cccc0002", "--json")
     doc = json.loads(out)

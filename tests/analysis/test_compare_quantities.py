@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.analysis.compare import build_configs, mixed_quantities, quantity
+from rtlab.analysis.configs import build_configs, mixed_quantities, quantity
 from rtlab.cli import main
 from rtlab.errors import UsageError
-from rtlab.probes.registry import info as probe_info
+from rtlab.probes.registry import names
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from tests.support.paths import DATA
 from tests.support.synth import synthetic_result
@@ -22,24 +23,24 @@ from tests.support.synth import synthetic_result
 
 def test_quantity_comes_from_the_probe_registry() -> None:
     timer = synthetic_result("aaaa0001")
-    for probe in ("udp", "noise", "timer", "switch", "event"):
-        assert quantity(replace(timer, probe=probe)) == probe_info(probe).measures
-    assert quantity(replace(timer, probe="udp")) != quantity(timer)
+    for probe in [*names(), "from-a-newer-engine"]:
+        assert quantity(replace(timer, probe=probe), probe_shape) == probe_shape(probe).measures
+    assert quantity(replace(timer, probe="udp"), probe_shape) != quantity(timer, probe_shape)
 
 
 def test_mixed_quantities_names_the_first_run_of_each() -> None:
     a = synthetic_result("aaaa0001")
     b = synthetic_result("aaaa0002", seed=2)
     u = replace(synthetic_result("aaaa0003", seed=3), probe="udp")
-    assert mixed_quantities([a, b]) is None
-    why = mixed_quantities([a, b, u])
+    assert mixed_quantities([a, b], probe_shape) is None
+    why = mixed_quantities([a, b, u], probe_shape)
     assert why is not None and "run aaaa0001 measures wake-up latency (probe timer)" in why
     assert "run aaaa0003 round trip (probe udp)" in why
     # the switch probe's values are wake-up latencies too: comparable with a timer's
-    assert mixed_quantities([a, replace(b, probe="switch")]) is None
+    assert mixed_quantities([a, replace(b, probe="switch")], probe_shape) is None
     for by in ("run", "kernel", "host"):
         with pytest.raises(UsageError) as exc:
-            build_configs([a, u], by)
+            build_configs([a, u], by, shape_of=probe_shape)
         assert "not compared" in exc.value.one_line() and "\n" not in exc.value.one_line()
 
 

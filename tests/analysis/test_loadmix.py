@@ -11,6 +11,7 @@ from typing import Any
 
 from rtlab.analysis.loadmix import loads_run, mixed_load_notes
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from tests.support.synth import synthetic_result
 
@@ -45,8 +46,8 @@ def test_mixed_loads_are_named_and_same_loads_are_not() -> None:
 def test_compare_shows_the_note(tmp_path: Path, capsys: Any) -> None:
     db = str(tmp_path / "s.db")
     store = Store.open(db)
-    store.add(_run("aaaa0001", STRESS, 1))
-    store.add(_run("bbbb0002", FALLBACK, 2))
+    store.add(_run("aaaa0001", STRESS, 1), probe_shape)
+    store.add(_run("bbbb0002", FALLBACK, 2), probe_shape)
     store.close()
     html = tmp_path / "c.html"
     assert main(["compare", "aaaa0001", "bbbb0002", "--store", db, "--html", str(html)]) == 0

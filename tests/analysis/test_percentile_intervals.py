@@ -22,6 +22,7 @@ import calibrate_percentiles as cal
 
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.analysis.stats import DEFAULT_LEVEL, channel_intervals, rank_interval, samples_to_bound
+from rtlab.probes.registry import shape as probe_shape
 
 
 def _binom_cdf(n: int, p: Fraction, k: int) -> float:
@@ -122,11 +123,11 @@ def test_dependent_samples_keep_the_stated_coverage(family: str) -> None:
 
 def test_slo_met_violated_undecided() -> None:
     r = synthetic_result(windows=1000, median_ns=10_000, sigma=0.25)  # 10^6 per channel
-    met = evaluate_slo(parse_slo("p99.99 < 100us"), r)
+    met = evaluate_slo(parse_slo("p99.99 < 100us"), r, shape_of=probe_shape)
     assert met.verdict == "met" and met.passed
-    bad = evaluate_slo(parse_slo("p99 < 10us"), r)
+    bad = evaluate_slo(parse_slo("p99 < 10us"), r, shape_of=probe_shape)
     assert bad.verdict == "violated" and not bad.passed and "VIOLATED" in bad.summary()
-    short = evaluate_slo(parse_slo("p99.9999 < 100us and max < 1ms"), r)
+    short = evaluate_slo(parse_slo("p99.9999 < 100us and max < 1ms"), r, shape_of=probe_shape)
     assert short.verdict == "undecided" and not short.passed
     assert "NOT DECIDED" in short.summary() and "SLO met" not in short.summary()
     o = short.undecided[0]
@@ -138,8 +139,9 @@ def test_slo_met_violated_undecided() -> None:
     bound = max(iv.value_ns or 0 for iv in ivs)
     assert all(iv.low_ns is not None and iv.high_ns is not None and
                iv.low_ns < bound < iv.high_ns for iv in ivs)
-    assert evaluate_slo(parse_slo(f"p99.99 < {bound}ns"), r).verdict == "undecided"
-    both = evaluate_slo(parse_slo("p99.9999 < 100us and p50 < 1us"), r)
+    assert evaluate_slo(parse_slo(f"p99.99 < {bound}ns"), r,
+                        shape_of=probe_shape).verdict == "undecided"
+    both = evaluate_slo(parse_slo("p99.9999 < 100us and p50 < 1us"), r, shape_of=probe_shape)
     assert both.verdict == "violated" and "2 undecided" in both.summary()
     assert both.to_dict()["verdict"] == "violated"
 
@@ -148,8 +150,8 @@ def test_slo_lower_bounds_decide_unsupported_percentiles() -> None:
     """2000 samples cannot support p99.99 (n/a), but its interval's lower end can still
     show a bound violated; never met."""
     r = synthetic_result(windows=2, per_window=1000, median_ns=10_000)
-    assert evaluate_slo(parse_slo("p99.99 < 1us"), r).verdict == "violated"
-    rep = evaluate_slo(parse_slo("p99.99 < 1s"), r)
+    assert evaluate_slo(parse_slo("p99.99 < 1us"), r, shape_of=probe_shape).verdict == "violated"
+    rep = evaluate_slo(parse_slo("p99.99 < 1s"), r, shape_of=probe_shape)
     assert rep.verdict == "undecided" and "cannot support p99.99" in rep.outcomes[0].reason
 
 

@@ -8,6 +8,7 @@ import pytest
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from tests.support.synth import synthetic_result
 
 
@@ -31,16 +32,17 @@ def test_parse_errors_are_usage_errors(text: str) -> None:
 
 def test_evaluate_per_channel() -> None:
     r = synthetic_result(windows=20, median_ns=10_000, sigma=0.1)
-    ok = evaluate_slo(parse_slo("max < 1ms and p99 < 100us and missed <= 0"), r)
+    ok = evaluate_slo(parse_slo("max < 1ms and p99 < 100us and missed <= 0"), r,
+                      shape_of=probe_shape)
     assert ok.passed and len(ok.outcomes) == 6
-    bad = evaluate_slo(parse_slo("p50 < 5us"), r)
+    bad = evaluate_slo(parse_slo("p50 < 5us"), r, shape_of=probe_shape)
     assert not bad.passed and len(bad.failures) == 2
     assert "violated" in bad.summary()
 
 
 def test_unsupported_percentile_fails() -> None:
     r = synthetic_result(windows=2, per_window=1000)  # 2000 samples per channel
-    rep = evaluate_slo(parse_slo("p99.99 < 1s"), r)
+    rep = evaluate_slo(parse_slo("p99.99 < 1s"), r, shape_of=probe_shape)
     assert not rep.passed
     assert "cannot support p99.99" in rep.outcomes[0].reason
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import load_result
 from rtlab.results.store import Store
 from tests.support.env import subprocess_env
@@ -73,7 +74,7 @@ def test_run_store_list_show_export(
     code, out, _ = run_cli(capsys, "export", "last", "--format", "json")
     assert code == 0
     again = load_result(json.loads(out))
-    assert again.run_id == row.id and again.merged().samples == row.samples
+    assert again.run_id == row.id and again.merged(probe_shape(again.probe)).samples == row.samples
 
     code, out, _ = run_cli(capsys, "export", row.id, "--format", "csv")
     rows_csv = list(csv.DictReader(io.StringIO(out)))
@@ -200,7 +201,7 @@ def test_import_raw_file_recovers_run(
     store = Store.open(str(store_path))
     result = store.get("last")
     assert result.partial and result.status == "partial"
-    assert result.merged().samples == 2 * 2 * 500
+    assert result.merged(probe_shape(result.probe)).samples == 2 * 2 * 500
     assert store.raw_path(result.run_id).exists()
     # importing the stored raw file again cannot overwrite the run
     code, _, err = run_cli(capsys, "results", "import", str(store.raw_path(result.run_id)))

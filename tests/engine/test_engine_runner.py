@@ -18,6 +18,7 @@ from rtlab.engine.session import EngineSession
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from rtlab.runner import Privileges, RunOptions, run_scenario
 from rtlab.scenario import quick
@@ -103,7 +104,7 @@ def test_crash_keeps_last_snapshot(fake_probe: Callable[..., Path], store_path: 
     assert out.exit_code == ExitCode.ERROR
     r = out.result
     assert r.status == "partial" and r.partial
-    assert r.merged().samples == 2 * 500
+    assert r.merged(probe_shape(r.probe)).samples == 2 * 500
     assert any("SIGSEGV" in n for n in r.notes)
     assert Store.open(str(store_path)).get(r.run_id).partial
 
@@ -132,7 +133,8 @@ def test_silent_engine_is_killed_by_watchdog(
     out = run_scenario(quick(duration_ns=10**10, cpus=[0]), _opts(store_path, watchdog_s=1.0))
     assert time.monotonic() - t0 < 6
     r = out.result
-    assert out.exit_code == ExitCode.ERROR and r.partial and r.merged().samples == 500
+    assert out.exit_code == ExitCode.ERROR and r.partial
+    assert r.merged(probe_shape(r.probe)).samples == 500
     assert any("watchdog" in n for n in r.notes)
 
 

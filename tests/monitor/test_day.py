@@ -15,6 +15,7 @@ import pytest
 from rtlab.analysis.calibrate import run_from_samples
 from rtlab.analysis.day import board_day
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 
 DAY = date(2026, 11, 20)
@@ -27,7 +28,7 @@ def run_at(run_id: str, start_s: float, seconds: int, spikes: dict[int, int]):  
     x = np.full(seconds * 1000, 10_000, dtype=np.int64)
     for sec, v in spikes.items():
         x[sec * 1000 + 500] = v
-    r = run_from_samples(run_id, x, "6.1.0-rt")
+    r = run_from_samples(run_id, x, "6.1.0-rt", probe="timer")  # `history`'s default probe
     r.provenance["engine"]["start_realtime_ns"] = int(start_s * 1e9)
     r.provenance["engine"]["system"]["hostname"] = "board7"
     r.provenance["host"]["start_wall"] = datetime.fromtimestamp(start_s, UTC).isoformat()
@@ -47,7 +48,7 @@ def runs():  # type: ignore[no-untyped-def]
 
 
 def test_slot_maxima_and_gaps(runs) -> None:  # type: ignore[no-untyped-def]
-    bd = board_day("board7", DAY, runs, 300)
+    bd = board_day("board7", DAY, runs, 300, shape_of=probe_shape)
     (cd,) = bd.cpus
     assert bd.slots == 288 and len(bd.runs) == 3
     assert cd.slot_max[7] == 500_000
@@ -64,7 +65,7 @@ def test_history_day_cli(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str
     db = tmp_path / "s.db"
     s = Store.open(str(db))
     for r in runs:
-        s.add(r)
+        s.add(r, probe_shape)
     s.close()
     plot = tmp_path / "day.png"
     code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
@@ -99,7 +100,7 @@ def _stored(runs, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     db = tmp_path / "s.db"
     s = Store.open(str(db))
     for r in runs:
-        s.add(r)
+        s.add(r, probe_shape)
     s.close()
     return db
 
@@ -143,7 +144,7 @@ def test_day_plot_labels_the_slot(runs) -> None:  # type: ignore[no-untyped-def]
     from rtlab.report.plots import day_figure
 
     for slot_s, word in ((30, "30s"), (300, "5m"), (7200, "2h")):
-        top = day_figure(board_day("board7", DAY, runs, slot_s)).axes[0]
+        top = day_figure(board_day("board7", DAY, runs, slot_s, shape_of=probe_shape)).axes[0]
         assert top.get_ylabel() == f"max per {word} slot, µs"
         assert f"maximum latency per {word} slot" in top.get_title()
 
@@ -180,7 +181,7 @@ def test_multi_phase_run_shows_its_first_phase_only(tmp_path: Path,
     first phase's header): the later phases are left out, and said to be, never put at
     the first phase's start (the 800 µs of phase `load` landed at 10:01:40)."""
     run = two_phase_run("bbbb0001", T0 + 36000, (90_000, 800_000), (600, 600))
-    bd = board_day("board7", DAY, [run], 300)
+    bd = board_day("board7", DAY, [run], 300, shape_of=probe_shape)
     (cd,) = bd.cpus
     assert cd.max_ns == 90_000 and cd.slot_max[120] == 90_000
     assert {int(k) for k in np.nonzero(cd.slot_max >= 0)[0]} == {120, 121}
@@ -189,7 +190,7 @@ def test_multi_phase_run_shows_its_first_phase_only(tmp_path: Path,
     # a run whose first phase ended before the day is not in it, however long the later
     # phases were (the span was start + the longest phase's elapsed time)
     early = two_phase_run("bbbb0002", T0 - 700, (90_000, 800_000), (600, 3600))
-    assert board_day("board7", DAY, [early], 300).runs == []
+    assert board_day("board7", DAY, [early], 300, shape_of=probe_shape).runs == []
 
     db = _stored([run], tmp_path)
     code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),

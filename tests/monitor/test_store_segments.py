@@ -13,6 +13,7 @@ from rtlab.engine.jsonl import StreamCollector
 from rtlab.monitor.checkpoint import Checkpoint, Segment, StateDir
 from rtlab.monitor.segments import next_run_id, segment_result, store_segment
 from rtlab.monitor.service import Monitor, MonitorOptions
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 
 
@@ -78,7 +79,7 @@ def test_a_run_id_held_by_another_run_is_stepped_over_and_found_again(
     assert other is not None
     store = Store.open(str(tmp_path / "s.db"))
     try:
-        store.add(other)
+        store.add(other, probe_shape)
         outcome, run_id = store_segment(store, raw, seg, "this-monitor", None)
         assert (outcome, run_id) == ("stored", next_run_id("0000abcd"))
         # stored with its raw output, byte for byte

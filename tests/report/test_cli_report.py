@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from tests.support.synth import synthetic_result
 
@@ -19,7 +20,7 @@ def stored(store_path: Path) -> list[str]:
                              median_ns=16_000)]
     for i, r in enumerate(runs):
         r.provenance["host"]["start_wall"] = f"2026-01-0{i + 1}T00:00:00+00:00"
-        s.add(r)
+        s.add(r, probe_shape)
     s.close()
     return [r.run_id for r in runs]
 
@@ -107,7 +108,7 @@ def mbda(store_path: Path) -> list[str]:
         busy = synthetic_result("x", seed=i + 50, windows=60, median_ns=cpu0_ns)
         r.phases[0].channels[0] = busy.phases[0].channels[0]
         r.scenario = {"name": "multicore-migration", "hash": "cd" * 32, "variant": variant}
-        s.add(r)
+        s.add(r, probe_shape)
         ids.append(r.run_id)
     s.close()
     return ids

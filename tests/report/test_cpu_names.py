@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html import render_html
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
@@ -51,7 +52,7 @@ def stored(store_path: Path) -> list[str]:
     runs = [_a53(), _a9(), _board("aaaa0003", "rk3588", BIG_LITTLE, seed=3),
             _a53("aaaa0004", seed=4, release="6.6.0-rt")]
     for r in runs:
-        s.add(r)
+        s.add(r, probe_shape)
     s.close()
     return [r.run_id for r in runs]
 

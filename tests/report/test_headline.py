@@ -8,9 +8,10 @@ from rich.console import Console
 
 from rtlab.analysis.evt import run_window_maxima
 from rtlab.analysis.slo import evaluate_slo, parse_slo
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.exporters import get_exporter
 from rtlab.report.terminal import build_tables, verdict
-from rtlab.results.model import Phase, RunResult, headline_channels
+from rtlab.results.model import Phase, RunResult
 from rtlab.results.store.runs import row_values
 from rtlab.textfmt import human
 from tests.support.synth import channel_from_samples
@@ -35,17 +36,17 @@ def _udp_result(probe: str = "udp") -> RunResult:
 def test_headline_of_udp_is_rtt_and_of_a_reflector_its_wakeup() -> None:
     r = _udp_result()
     chans = r.phases[0].channels
-    assert [c.name for c in headline_channels("udp", chans)] == ["rtt"]
-    assert [c.name for c in headline_channels("udp", chans[1:])] == ["wakeup"]
-    assert headline_channels("timer", chans) == chans  # every channel of other probes
+    assert [c.name for c in probe_shape("udp").headline_channels(chans)] == ["rtt"]
+    assert [c.name for c in probe_shape("udp").headline_channels(chans[1:])] == ["wakeup"]
+    assert probe_shape("timer").headline_channels(chans) == chans  # every channel of other probes
 
 
 def test_merge_verdict_and_store_use_the_round_trip_only() -> None:
     r = _udp_result()
     rtt = r.phases[0].channels[0]
-    m = r.merged()
+    m = r.merged(probe_shape(r.probe))
     assert m.samples == rtt.samples and m.max_ns == rtt.max_ns and m.min_ns == rtt.min_ns
-    row = row_values(r)
+    row = row_values(r, probe_shape(r.probe))
     assert row["samples"] == rtt.samples
     assert row["p99_ns"] == rtt.summary((99.0,)).p(99.0)
     # a merge of everything would put p99 far below the round trip's
@@ -70,10 +71,11 @@ def test_no_all_row_for_one_headline_channel_but_for_several_cpus() -> None:
 
 def test_slo_and_worst_case_judge_the_round_trip() -> None:
     r = _udp_result()
-    report = evaluate_slo(parse_slo("p50 < 20us"), r)  # the parts pass it, rtt does not
+    # the parts pass it, rtt does not
+    report = evaluate_slo(parse_slo("p50 < 20us"), r, shape_of=probe_shape)
     assert {o.channel for o in report.outcomes} == {"rtt"}
     assert not report.passed
-    maxima, window_ns = run_window_maxima(r)
+    maxima, window_ns = run_window_maxima(r, probe_shape(r.probe))
     rtt = r.phases[0].channels[0]
     assert window_ns == WINDOW_NS and maxima.max() == rtt.max_ns
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from tests.support.devices import MINORS, device_nodes
 from tests.support.synth import synthetic_result
@@ -21,7 +22,7 @@ from tests.support.synth import synthetic_result
 @pytest.fixture
 def stored(store_path: Path) -> str:
     s = Store.open(str(store_path))
-    s.add(synthetic_result("bbbb0001", windows=20))
+    s.add(synthetic_result("bbbb0001", windows=20), probe_shape)
     s.close()
     return "bbbb0001"
 
@@ -119,8 +120,8 @@ def test_run_checks_its_outputs_before_measuring(stored: str, tmp_path: Path,
 def test_compare_checks_both_files_first_and_writes_both_or_none(
         store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = Store.open(str(store_path))
-    s.add(synthetic_result("cccc0001", windows=20))
-    s.add(synthetic_result("cccc0002", windows=20, seed=2))
+    s.add(synthetic_result("cccc0001", windows=20), probe_shape)
+    s.add(synthetic_result("cccc0002", windows=20, seed=2), probe_shape)
     s.close()
     html = tmp_path / "c.html"
     for path, words in bad_paths(tmp_path).items():

@@ -14,6 +14,7 @@ import pytest
 
 from rtlab.cli import main
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.importers import import_file, jitterdebugger
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.store import Store
@@ -120,12 +121,12 @@ def test_rtla_headline_is_the_task_latency_not_irq_and_thread_together() -> None
     """An rtla import is compared, gated and summarised on its thread@ (or user@)
     channels: with irq@ merged in, every period would count twice."""
     r = import_file(DATA / "rtla_timerlat_hist.txt", "rtla-timerlat-hist", "eeee0002")
-    head = [ch.name for _, ch in r.headline_channels()]
+    head = [ch.name for _, ch in r.headline_channels(probe_shape(r.probe))]
     assert head == ["thread@cpu0", "thread@cpu1"]
     thread = sum(c.samples for c in r.phases[0].channels if c.name.startswith("thread@"))
-    assert r.merged().samples == thread
+    assert r.merged(probe_shape(r.probe)).samples == thread
     u = import_file(DATA / "rtla_timerlat_hist_ns_b500.txt", "rtla-timerlat-hist", "eeee0012")
-    head_u = [ch.name for _, ch in u.headline_channels()]
+    head_u = [ch.name for _, ch in u.headline_channels(probe_shape(u.probe))]
     chans = {c.name: c for c in u.phases[0].channels}
     want = "user" if any(c.samples for n, c in chans.items() if n.startswith("user@")) \
         else "thread"
@@ -274,7 +275,7 @@ def test_live_cyclictest(tmp_path: Path) -> None:
                         "1", "-q", f"--json={js}"], stdout=out, check=True, timeout=30)
     a = import_file(js, "cyclictest-json", "live0001")
     b = import_file(txt, "cyclictest-hist", "live0002")
-    assert a.merged().samples == b.merged().samples > 0
+    assert a.merged(probe_shape(a.probe)).samples == b.merged(probe_shape(b.probe)).samples > 0
 
 
 @needs_root
@@ -329,7 +330,7 @@ def test_live_jitterdebugger(tmp_path: Path) -> None:
             continue
         channels = r.phases[0].channels
         assert [ch.samples for ch in channels] == counts and all(counts)
-        assert r.merged().samples == sum(counts)
+        assert r.merged(probe_shape(r.probe)).samples == sum(counts)
         return
     pytest.skip(f"jitterdebugger could not measure every CPU in {_JD_ATTEMPTS} attempts "
                 f"(a higher-priority task held one): {starved}")

@@ -20,6 +20,7 @@ import pytest
 
 from rtlab.cli import main
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.store import Store, content_digest
@@ -89,7 +90,7 @@ def seed(loc: str, ids: list[str], *, raw: bool = True, size: int = 3000,
     """Store runs (and their raw files in the store's raw directory)."""
     store = Store.open(loc)
     for i, run_id in enumerate(ids):
-        store.add(make_run(run_id, start=f"2026-11-01T10:{i % 60:02d}:00+00:00", **kw))  # type: ignore[arg-type]
+        store.add(make_run(run_id, start=f"2026-11-01T10:{i % 60:02d}:00+00:00", **kw), probe_shape)  # type: ignore[arg-type]
         if raw:
             for name, data in raw_content(run_id, size).items():
                 path = store.runs_dir / name
@@ -166,7 +167,7 @@ def test_selection_and_dry_run(dest: str, tmp_path: Path,
             "b0000003": ("board7", "noise", "2026-11-01T00:00:00+00:00"),
             "b0000004": ("board9", "timer", "2026-11-02T00:00:00+00:00")}
     for run_id, (host, probe, start) in runs.items():
-        store.add(make_run(run_id, host=host, probe=probe, start=start))
+        store.add(make_run(run_id, host=host, probe=probe, start=start), probe_shape)
 
     def push(*args: str) -> dict:
         code, doc, err = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
@@ -203,7 +204,7 @@ def test_same_id_other_content_is_a_conflict(dest: str, tmp_path: Path,
     local = str(tmp_path / "laptop" / "rtlab.db")
     seed(local, ["c0000001", "c0000002"])
     there = Store.open(dest)
-    there.add(make_run("c0000001", note="measured elsewhere"))
+    there.add(make_run("c0000001", note="measured elsewhere"), probe_shape)
     before = there.digests(["c0000001"])
     code, doc, err = run_cli(capsys, "results", "push", "--store", local, "--to", dest,
                              "--json")
@@ -227,13 +228,13 @@ def test_invalid_stays_invalid_and_inconsistent_is_refused(
     bad.phases[0].channels[0].samples += 1  # the histogram says otherwise
     bad.status, bad.partial = "invalid", True
     bad.notes.append("the engine's numbers failed validation: samples != histogram total")
-    src.add(bad)
-    src.add(make_run("d0000002"))
+    src.add(bad, probe_shape)
+    src.add(make_run("d0000002"), probe_shape)
     # a run stored before validation existed: inconsistent, yet `completed`
     worse = make_run("d0000003")
     worse.phases[0].channels[0].samples += 1
     text = json.dumps(worse.to_dict(packed=True)).encode()
-    src.add(make_run("d0000003"))
+    src.add(make_run("d0000003"), probe_shape)
     runs = src._tables["runs"]
     with src._engine.begin() as conn:
         conn.execute(update(runs).where(runs.c.id == "d0000003")
@@ -440,6 +441,7 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from tests.results.test_push_pull import make_run, seed
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 w, dest, go, shared, own, direct = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \\
     sys.argv[4].split(","), sys.argv[5].split(","), sys.argv[6].split(",")
@@ -451,7 +453,7 @@ while not go.exists():
 there = Store.open(dest)
 codes = []
 for i, run_id in enumerate(direct):  # as a monitor stores into the lab while people push
-    there.add(make_run(run_id, host=f"monitor{{w}}"))
+    there.add(make_run(run_id, host=f"monitor{{w}}"), probe_shape)
     codes.append(main(["results", "push", "--store", local, "--to", dest]))
 codes.append(main(["results", "push", "--store", local, "--to", dest]))
 print("codes", *codes, flush=True)
@@ -530,8 +532,8 @@ def test_a_run_stored_meanwhile_by_another_process_is_already_there(
             # what the other process stores right after we looked
             other = Store.open(dest)
             asked.update(("a1000001", "a1000002"))
-            other.add(make_run("a1000001", start="2026-11-01T10:00:00+00:00"))
-            other.add(make_run("a1000002", note="another board's run"))
+            other.add(make_run("a1000001", start="2026-11-01T10:00:00+00:00"), probe_shape)
+            other.add(make_run("a1000002", note="another board's run"), probe_shape)
             asked.clear()
             return {}
         return real_digests(self, ids)  # type: ignore[arg-type]
@@ -539,8 +541,8 @@ def test_a_run_stored_meanwhile_by_another_process_is_already_there(
     real_add_copy = Store.add_copy
     lost: list[tuple[str, bool]] = []
 
-    def spy(self: Store, run: object, files: object) -> bool:
-        stored = real_add_copy(self, run, files)  # type: ignore[arg-type]
+    def spy(self: Store, run: object, files: object, shape_of: object) -> bool:
+        stored = real_add_copy(self, run, files, shape_of)  # type: ignore[arg-type]
         lost.append((run.run_id, stored))  # type: ignore[attr-defined]
         return stored
 
@@ -666,12 +668,12 @@ def test_a_stop_between_two_chunks_takes_back_the_run_being_copied(
 
     source, there = Store.open(local), Store.open(dest)
     try:
-        rep = transfer(source, there, Selection(), stop=stop)
+        rep = transfer(source, there, Selection(), stop=stop, shape_of=probe_shape)
         assert rep.interrupted and rep.copied == [] and rep.left == 2
         assert there.select() == [] and there.raw_files("c0000001") == []
         if not there.keeps_raw_in_database:
             assert not any(p.is_file() for p in there.runs_dir.rglob("*"))
-        again = transfer(source, there, Selection())
+        again = transfer(source, there, Selection(), shape_of=probe_shape)
         assert again.complete and again.copied == ids
         assert raw_of(there, "c0000001") == raw_content("c0000001")
     finally:
@@ -709,7 +711,7 @@ def test_stores_of_an_older_rtlab(dest: str, tmp_path: Path,
     assert code == 0 and doc["already"] == ["b1000001", "b1000002"]
     there = Store.open(dest)
     assert raw_of(there, "b1000002") == raw_content("b1000002")
-    there.add(make_run("b1000003"))  # an ordinary store of a run records its digest
+    there.add(make_run("b1000003"), probe_shape)  # an ordinary store of a run records its digest
     with there._engine.connect() as conn:
         got = conn.execute(there._tables["run_digests"].select()).all()
     assert sorted(r.id for r in got) == ["b1000001", "b1000002", "b1000003"]
@@ -733,7 +735,7 @@ def test_lab_user_who_may_not_create_tables(pg_server: PgServer, tmp_path: Path,
         conn.execute("GRANT USAGE ON SEQUENCE runs_seq_seq TO labuser")
     user = owner.replace(f"{pg_server.user}@", "labuser@")
     store = Store.open(user)
-    store.add(make_run("c1000002"))  # as `rtlab run --store` does
+    store.add(make_run("c1000002"), probe_shape)  # as `rtlab run --store` does
     assert [r.id for r in store.select()] == ["c1000001", "c1000002"]
     mine = str(tmp_path / "mine" / "rtlab.db")
     code, doc, err = run_cli(capsys, "results", "pull", "--from", user, "--store", mine,

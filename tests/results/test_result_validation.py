@@ -17,6 +17,7 @@ import pytest
 from rtlab.analysis.slo import evaluate_slo, parse_slo
 from rtlab.cli import main
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.junit import junit_xml
 from rtlab.report.terminal import verdict
 from rtlab.results.histogram import LogLinHistogram, index_of
@@ -93,20 +94,23 @@ def test_windows_that_did_not_see_every_sample_need_not_reach_the_max() -> None:
 
 
 def test_nothing_measured() -> None:
-    assert nothing_measured(result_of(good_channel())) is None
-    assert nothing_measured(result_of(Channel("cpu0"), Channel("cpu1"))) == (
+    good = result_of(good_channel())
+    assert nothing_measured(good, probe_shape(good.probe)) is None
+    empty = result_of(Channel("cpu0"), Channel("cpu1"))
+    assert nothing_measured(empty, probe_shape(empty.probe)) == (
         "measured nothing: no sample on cpu0, cpu1")
     udp = RunResult(run_id="abcd0002", status="completed", probe="udp", phases=[Phase(
         "main", [Channel("rtt"), good_channel("stack")], 1,
         extras={"udp": {"sent": 30, "lost": 30}})])
-    assert nothing_measured(udp) == ("measured nothing: no sample on rtt "
-                                     "(30 of 30 round trips lost)")
+    assert nothing_measured(udp, probe_shape(udp.probe)) == (
+        "measured nothing: no sample on rtt (30 of 30 round trips lost)")
     # a quiet CPU gives the noise probe no gap: that is a measurement, not nothing
     quiet = RunResult(run_id="abcd0003", status="completed", probe="noise", phases=[Phase(
         "main", [Channel("cpu1")], 1, extras={"noise": {"channels": [{"loops": 10**9}]}})])
-    assert nothing_measured(quiet) is None
+    assert nothing_measured(quiet, probe_shape(quiet.probe)) is None
     quiet.phases[0].extras = {"noise": {"channels": [{"loops": 0}]}}
-    assert "no noise thread counted any loops" in (nothing_measured(quiet) or "")
+    assert "no noise thread counted any loops" in (
+        nothing_measured(quiet, probe_shape(quiet.probe)) or "")
 
 
 # --- no verdict on a bad result -------------------------------------------------------
@@ -115,7 +119,7 @@ def test_no_slo_verdict_junit_or_headline_on_an_inconsistent_result() -> None:
     ch = good_channel()
     ch.min_ns, ch.max_ns = -5_000, -1  # the case seen: "SLO met" on this
     res = result_of(ch)
-    report = evaluate_slo(parse_slo("max < 1us and p99 < 1us"), res)
+    report = evaluate_slo(parse_slo("max < 1us and p99 < 1us"), res, shape_of=probe_shape)
     assert not report.passed
     assert all("not checked: the result failed validation" in o.reason
                for o in report.outcomes)
@@ -125,7 +129,7 @@ def test_no_slo_verdict_junit_or_headline_on_an_inconsistent_result() -> None:
     assert verdict(res).startswith("[INVALID]") and "worst" not in verdict(res)
     # a stored `invalid` run (consistent or not now) is no more believed
     stored_invalid = result_of(good_channel(), status="invalid")
-    assert not evaluate_slo(parse_slo("max < 1s"), stored_invalid).passed
+    assert not evaluate_slo(parse_slo("max < 1s"), stored_invalid, shape_of=probe_shape).passed
     assert verdict(stored_invalid).startswith("[INVALID]")
 
 
@@ -134,10 +138,10 @@ def test_the_store_refuses_an_inconsistent_result_unless_marked_invalid(
     store = Store.open(str(tmp_path / "s.db"))
     bad = result_of(Channel("cpu0", samples=10**30))
     with pytest.raises(RtlabError, match="not stored: its numbers contradict"):
-        store.add(bad)
+        store.add(bad, probe_shape)
     assert store.list() == []
     bad.status = "invalid"
-    store.add(bad)  # kept for the record, without a summary
+    store.add(bad, probe_shape)  # kept for the record, without a summary
     row = store.list()[0]
     assert row.status == "invalid" and row.worst_max_ns is None and row.p99_ns is None
 
@@ -248,16 +252,16 @@ def test_cyclictest_json_with_astronomic_cycles_is_one_line_exit_2(
 
 
 def test_no_comparison_with_a_run_that_failed_validation() -> None:
-    from rtlab.analysis.compare import build_configs
+    from rtlab.analysis.configs import build_configs
 
     ch = good_channel()
     ch.samples = 10  # the histogram holds 3
     bad = result_of(ch)
     with pytest.raises(RtlabError, match=r"run abcd0001 failed validation .*samples 10 but "
                        r"the histogram holds 3.*: it is not compared"):
-        build_configs([result_of(good_channel()), bad])
+        build_configs([result_of(good_channel()), bad], shape_of=probe_shape)
     with pytest.raises(RtlabError, match=r"failed validation \(when it was stored"):
-        build_configs([result_of(good_channel(), status="invalid")])
+        build_configs([result_of(good_channel(), status="invalid")], shape_of=probe_shape)
 
 
 def test_a_udp_run_with_every_round_trip_lost_is_failed_and_says_why(

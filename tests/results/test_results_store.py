@@ -16,6 +16,7 @@ import pytest
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report import EXPORTERS, verdict
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import RESULT_SCHEMA_VERSION, Channel, Phase, RunResult, load_result
@@ -81,7 +82,7 @@ def test_real_result_round_trip(store_loc: str, real_jsonl: Path, tmp_path: Path
     # periods are missed (counted), but every one of the 1000 periods is accounted for
     assert ch.samples > 0 and ch.samples + ch.missed >= 900 and len(ch.windows) > 50
     (row,) = again.list()
-    merged = imported.merged()
+    merged = imported.merged(probe_shape(imported.probe))
     assert (row.id, row.probe, row.status, row.partial) == (imported.run_id, "timer",
                                                             "completed", False)
     assert row.samples == merged.samples and row.worst_max_ns == merged.max_ns
@@ -111,7 +112,7 @@ def test_large_result_round_trip(store_loc: str) -> None:
                                       max_ns=top, sum_ns=1_000 * (total - 1) + top,
                                       hist=hist, windows=windows, window_ns=10**7)
     store = Store.open(store_loc)
-    store.add(r)
+    store.add(r, probe_shape)
     blob_len = len(zlib.compress(json.dumps(r.to_dict(packed=True)).encode(), 6))
     assert blob_len > 4 * 2**20  # random maxima do not compress: a real large value
     got = store.get("b16b0001")
@@ -123,7 +124,7 @@ def test_cli_refuses_unknown_version_json(store_loc: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     # a stored blob from the future: `results show` says so in one line, exit 1
     store = Store.open(store_loc)
-    store.add(make_result("feed0001"))
+    store.add(make_result("feed0001"), probe_shape)
     from sqlalchemy import update
 
     future = json.dumps({**make_result("feed0001").to_dict(), "version": 7}).encode()
@@ -142,10 +143,10 @@ def test_cli_refuses_unknown_version_json(store_loc: str,
 
 def test_store_never_overwrites_and_resolves_prefixes(store_loc: str) -> None:
     store = Store.open(store_loc)
-    store.add(make_result("abcd1234"))
-    store.add(make_result("abce9999"))
+    store.add(make_result("abcd1234"), probe_shape)
+    store.add(make_result("abce9999"), probe_shape)
     with pytest.raises(RtlabError, match="never overwritten"):
-        store.add(make_result("abcd1234", partial=True))
+        store.add(make_result("abcd1234", partial=True), probe_shape)
     assert store.get("abcd1234").status == "completed"  # the first one is kept
     assert store.resolve("abcd") == "abcd1234"
     with pytest.raises(UsageError, match="ambiguous"):
@@ -175,7 +176,7 @@ def test_list_order_limit_and_sql_queries(store_loc: str) -> None:
              ("00000003", "2026-01-02T00:00:00+00:00", "boardB", False),
              ("00000004", "2026-01-02T00:00:00+00:00", "boardA", True)]
     for run_id, start, host, partial in specs:
-        store.add(make_result(run_id, start=start, host=host, partial=partial))
+        store.add(make_result(run_id, start=start, host=host, partial=partial), probe_shape)
     assert [r.id for r in store.list()] == ["00000001", "00000004", "00000003", "00000002"]
     assert [r.id for r in store.list(2)] == ["00000001", "00000004"]
     assert len(store.list(None)) == 4
@@ -191,8 +192,8 @@ def test_created_is_utc_whatever_the_offset(store_loc: str,
     """Regression: SQLite dropped a start time's UTC offset; PostgreSQL returned times in
     the session's time zone (the test server's is Pacific/Chatham, UTC+13:45)."""
     store = Store.open(store_loc)
-    store.add(make_result("0ffe0001", start="2026-03-01T14:05:00+01:00"))
-    store.add(make_result("0ffe0002", start="2026-03-01T13:06:00"))  # no offset: UTC
+    store.add(make_result("0ffe0001", start="2026-03-01T14:05:00+01:00"), probe_shape)
+    store.add(make_result("0ffe0002", start="2026-03-01T13:06:00"), probe_shape)  # no offset: UTC
     rows = {r.id: r.created for r in store.list()}
     assert rows == {"0ffe0001": datetime(2026, 3, 1, 13, 5, tzinfo=UTC),
                     "0ffe0002": datetime(2026, 3, 1, 13, 6, tzinfo=UTC)}
@@ -209,14 +210,15 @@ def test_long_free_text_is_stored(store_loc: str) -> None:
     PostgreSQL enforces (SQLite does not): a long --preempt given at import failed there."""
     store = Store.open(store_loc)
     long = "PREEMPT_RT+threadirqs+" + "x" * 300
-    store.add(make_result("1009e001", host="h" * 300, preempt=long, release="6.6." + "9" * 300))
+    store.add(make_result("1009e001", host="h" * 300, preempt=long, release="6.6." + "9" * 300),
+              probe_shape)
     (row,) = store.list()
     assert row.preempt == long and row.host == "h" * 300 and len(row.kernel_release) == 304
 
 
 def test_partial_run(store_loc: str) -> None:
     store = Store.open(store_loc)
-    store.add(make_result("9a9a0001", partial=True, rt_valid=None))
+    store.add(make_result("9a9a0001", partial=True, rt_valid=None), probe_shape)
     (row,) = store.list()
     assert row.status == "partial" and row.partial is True and row.rt_valid is None
     got = store.get("9a9a")
@@ -229,6 +231,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_results_store import make_result
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 go = Path({go!r})
 print("ready", flush=True)
@@ -237,7 +240,7 @@ while not go.exists():
 store = Store.open({loc!r})  # all writers open the store at once
 for run_id in sys.argv[1:]:
     try:
-        store.add(make_result(run_id))
+        store.add(make_result(run_id), probe_shape)
         print("stored", run_id, flush=True)
     except RtlabError as exc:
         print("refused", run_id, exc.one_line(), flush=True)
@@ -311,7 +314,7 @@ def test_store_layout_version_checked(store_loc: str,
     # a store whose version row is missing gets it back (as an empty store would)
     with store._engine.begin() as conn:
         conn.execute(delete(info))
-    Store.open(store_loc).add(make_result())
+    Store.open(store_loc).add(make_result(), probe_shape)
     with store._engine.connect() as conn:
         assert conn.execute(info.select()).all() == [("store_schema", "1")]
 

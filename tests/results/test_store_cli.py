@@ -21,6 +21,7 @@ import pytest
 from rtlab.cli import main
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import load_result
 from rtlab.results.store import Store
 from rtlab.results.store import location as store_location
@@ -178,7 +179,7 @@ def test_url_forms_reach_one_database(pg_server: PgServer, isolated: Path,
              f"postgres://rtlab:sekrit@/{db}?host={sock}",
              f"postgresql+psycopg://rtlab@/{db}?host={sock}"]
     for i, url in enumerate(forms):
-        Store.open(url).add(make_result(f"f0f0000{i}"))
+        Store.open(url).add(make_result(f"f0f0000{i}"), probe_shape)
     for url in forms:
         assert sorted(r.id for r in Store.open(url).list()) == [f"f0f0000{i}" for i in range(4)]
     assert Store.open(forms[2]).display == f"postgres://rtlab:***@/{db}?host={sock}"
@@ -247,7 +248,7 @@ def test_server_restarts_between_open_and_store(pg_server: PgServer, isolated: P
         assert store.list() == [] and not store.exists("5e5e0001")
         server.stop_server()
         server.start_server()
-        store.add(make_result("5e5e0001"))
+        store.add(make_result("5e5e0001"), probe_shape)
         assert [r.id for r in store.list()] == ["5e5e0001"]
     finally:
         server.stop()

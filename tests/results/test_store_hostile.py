@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.cli import build_parser, main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.importers import FORMATS
 from rtlab.results.store import Store
 from tests.results.test_results_store import make_result
@@ -116,7 +117,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
     store = Store.open("good/rtlab.db")
-    store.add(make_result("a0000001"))
+    store.add(make_result("a0000001"), probe_shape)
     store.close()
     yield {"good": "good/rtlab.db", "new": "new/s.db", "out": "out.html", "png": "out.png",
            "file": str(DATA / "cyclictest.json"), "state": "state"}
@@ -275,8 +276,8 @@ def test_concurrent_creators_share_one_store(place: dict[str, str]) -> None:
     the one file the first write created (the second write finds it complete)."""
     a, b = Store.open(place["new"]), Store.open(place["new"])
     assert a.list() == b.list() == [] and not Path(place["new"]).exists()
-    a.add(make_result("b0000001"))
-    b.add(make_result("b0000002"))
+    a.add(make_result("b0000001"), probe_shape)
+    b.add(make_result("b0000002"), probe_shape)
     assert sorted(r.id for r in a.list(None)) == ["b0000001", "b0000002"]
     a.close()
     b.close()

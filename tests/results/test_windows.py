@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rtlab.errors import RtlabError
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.histogram import LogLinHistogram
 from rtlab.results.model import Channel, Phase, RunResult, load_result
 from rtlab.results.store import Store
@@ -102,7 +103,7 @@ def test_store_keeps_windows_packed_and_reads_them_back(tmp_path) -> None:
     w = sample(20_000)
     store = Store.open(str(tmp_path / "s.db"))
     try:
-        store.add(_result("abcd0001", w))
+        store.add(_result("abcd0001", w), probe_shape)
         back = store.get("abcd0001").phases[0].channels[0].windows
         assert isinstance(back, WindowMaxima) and back == w
     finally:

@@ -16,6 +16,7 @@ import pytest
 
 from rtlab.analysis.cpushare import cpu_shares, shared_cpu_notes
 from rtlab.engine.jsonl import StreamCollector
+from rtlab.probes.registry import shape as probe_shape
 
 from .helpers import parse_lines, run_probe, validate_all
 
@@ -57,11 +58,11 @@ def test_timer_on_a_cpu_shared_with_a_spinning_process(probe_bin: str, hog: None
     assert use["thread_run_ns"] < 0.5 * use["span_ns"]
     (share,) = cpu_shares(channels_of(proc.stdout))
     assert share.cpu == CPU and share.share > 0.4, share
-    (note,) = shared_cpu_notes("timer", channels_of(proc.stdout), expected=set())
+    (note,) = shared_cpu_notes(probe_shape("timer"), channels_of(proc.stdout), expected=set())
     assert note.startswith(f"CPU{CPU} was shared: other work")
     # a load placed there on purpose is expected: no note
-    assert shared_cpu_notes("timer", channels_of(proc.stdout), expected={CPU}) == []
-    assert shared_cpu_notes("timer", channels_of(proc.stdout), expected=None) == []
+    assert shared_cpu_notes(probe_shape("timer"), channels_of(proc.stdout), expected={CPU}) == []
+    assert shared_cpu_notes(probe_shape("timer"), channels_of(proc.stdout), expected=None) == []
 
 
 def test_the_measuring_threads_own_time_is_not_foreign() -> None:
@@ -78,16 +79,16 @@ def test_the_measuring_threads_own_time_is_not_foreign() -> None:
             ch("stack", 1, 10, 960_000_000, 950_000_000)]  # one thread, two channels
     (s,) = cpu_shares(spin)
     assert s.other_ns == 10_000_000 and s.share == pytest.approx(0.01)
-    assert shared_cpu_notes("udp", spin, expected=set()) == []
+    assert shared_cpu_notes(probe_shape("udp"), spin, expected=set()) == []
     two = [ch("a", 2, 20, 900_000_000, 400_000_000), ch("b", 2, 21, 900_000_000, 300_000_000)]
     (s,) = cpu_shares(two)
     assert s.other_ns == 200_000_000
-    (note,) = shared_cpu_notes("timer", two, expected={1})
+    (note,) = shared_cpu_notes(probe_shape("timer"), two, expected={1})
     assert note.startswith("CPU2 was shared: other work (tasks, interrupts or the "
                            "hypervisor) used 20% of it during the measurement (0.20 s of "
                            "1.00 s)")
     # probes whose partner threads have no channel are not judged this way
-    assert shared_cpu_notes("switch", two, expected=set()) == []
+    assert shared_cpu_notes(probe_shape("switch"), two, expected=set()) == []
     # no record (an older engine, a kernel without schedstat): nothing to say
     assert cpu_shares([Channel("cpu0", cpu=0)]) == []
 

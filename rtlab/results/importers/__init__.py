@@ -38,40 +38,36 @@ from typing import TYPE_CHECKING
 
 from rtlab.errors import UsageError
 from rtlab.fileio import IMPORT_LIMIT, decode_text, read_input
+from rtlab.results.importers import jitterdebugger, oslat, rtla, sockperf
 from rtlab.results.importers.common import ImportFormatError
 from rtlab.results.importers.cyclictest import parse_hist, parse_json
-from rtlab.results.importers.oslat import parse as parse_oslat
-from rtlab.results.importers.rtla import parse_osnoise
 from rtlab.results.model import RunResult
+from rtlab.results.shape import ShapeOf
 from rtlab.results.validate import ensure_valid
 from rtlab.textfmt import shown
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.store import Store
 
-FORMATS: tuple[str, ...] = ("cyclictest-json", "cyclictest-hist", "jitterdebugger", "oslat",
-                            "rtla-timerlat-hist", "rtla-osnoise-hist", "sockperf")
+# each format's parser: (the file's text, the run id) -> the result
+_PARSERS: dict[str, Callable[[str, str], RunResult]] = {
+    "cyclictest-json": parse_json,
+    "cyclictest-hist": parse_hist,
+    "jitterdebugger": jitterdebugger.parse,
+    "oslat": oslat.parse,
+    "rtla-timerlat-hist": rtla.parse,
+    "rtla-osnoise-hist": rtla.parse_osnoise,
+    "sockperf": sockperf.parse,
+}
+FORMATS: tuple[str, ...] = tuple(_PARSERS)
 
 
 def _parser(fmt: str) -> Callable[[str, str], RunResult]:
-    if fmt == "cyclictest-json":
-        return parse_json
-    if fmt == "cyclictest-hist":
-        return parse_hist
-    if fmt == "jitterdebugger":
-        from rtlab.results.importers.jitterdebugger import parse
-        return parse
-    if fmt == "rtla-timerlat-hist":
-        from rtlab.results.importers.rtla import parse
-        return parse
-    if fmt == "rtla-osnoise-hist":
-        return parse_osnoise
-    if fmt == "oslat":
-        return parse_oslat
-    if fmt == "sockperf":
-        from rtlab.results.importers.sockperf import parse
-        return parse
-    raise UsageError(f"unknown import format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}")
+    parse = _PARSERS.get(fmt)
+    if parse is None:
+        raise UsageError(f"unknown import format {fmt!r}",
+                         hint=f"choose one of {', '.join(FORMATS)}")
+    return parse
 
 
 @dataclass(frozen=True)
@@ -170,13 +166,14 @@ def import_file(path: str | Path, fmt: str, run_id: str,
 
 def import_into_store(path: str | Path, fmt: str, store: Store,
                       command_line: list[str] | None = None,
-                      context: ImportContext | None = None, *, nsecs: bool = False
-                      ) -> RunResult:
-    """Parse a peer tool's file completely, then store it under a new run id."""
+                      context: ImportContext | None = None, *, nsecs: bool = False,
+                      shape_of: ShapeOf) -> RunResult:
+    """Parse a peer tool's file completely, then store it under a new run id (`shape_of`:
+    as for `Store.add`)."""
     result = import_file(path, fmt, store.new_id(), context, nsecs=nsecs)
     if command_line is not None:
         result.provenance["host"]["command_line"] = command_line
-    store.add(result)
+    store.add(result, shape_of)
     return result
 
 

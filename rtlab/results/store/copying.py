@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rtlab.errors import RtlabError
 from rtlab.results.model import RunResult
+from rtlab.results.shape import ShapeOf
 from rtlab.results.store.raw_files import RawFile, RawFiles, check_raw_name, file_pieces
 from rtlab.results.store.runs import (
     RunRows,
@@ -28,11 +29,12 @@ class Copying(RunRows, RawFiles):
     """Storing a run and its raw files in one step."""
 
     def add_copy(self, run: StoredRun, files: Iterable[tuple[RawFile, Callable[[],
-                 Iterable[bytes]]]]) -> bool:
+                 Iterable[bytes]]]], shape_of: ShapeOf) -> bool:
         """Store a run copied from another store, with its raw files (`RawFile`, and a
         function returning its content), unless its id is stored already: then False, and
-        nothing changed. The run is validated like any other (`add`); its JSON is stored
-        as it came, so both stores hold the same content (`digests`).
+        nothing changed. `shape_of`: as for `add`. The run is validated like any other
+        (`add`); its JSON is stored as it came, so both stores hold the same content
+        (`digests`).
 
         A database that keeps raw files stores the run and its raw files in one
         transaction: a copy interrupted at any point leaves nothing of the run. An SQLite
@@ -47,7 +49,7 @@ class Copying(RunRows, RawFiles):
         if result.run_id != run.run_id:
             raise RtlabError(f"run {run.run_id}: the stored result names run {result.run_id}")
         refuse_inconsistent(result)
-        row = row_values(result) | {"created": run.created}
+        row = row_values(result, shape_of(result.probe)) | {"created": run.created}
         blob = zlib.compress(run.text, 6)
         self._ensure_schema()
         if self.exists(run.run_id):
@@ -83,7 +85,7 @@ class Copying(RunRows, RawFiles):
             raise
         return True
 
-    def add_with_raw(self, result: RunResult, raw: Path) -> bool:
+    def add_with_raw(self, result: RunResult, raw: Path, shape_of: ShapeOf) -> bool:
         """Store a new run together with its raw engine output (`ID.jsonl`), as
         `add_copy` does: kept in the database when the store keeps raw files there (a
         lab's PostgreSQL), else written into the raw directory before the run's
@@ -99,4 +101,4 @@ class Copying(RunRows, RawFiles):
             raise RtlabError(f"cannot read the raw output {raw} of run {result.run_id}: "
                              f"{exc.strerror or exc}") from exc
         return self.add_copy(run, [(RawFile(f"{result.run_id}.jsonl", size, False),
-                                    lambda: file_pieces(raw))])
+                                    lambda: file_pieces(raw))], shape_of)

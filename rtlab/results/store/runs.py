@@ -17,6 +17,7 @@ from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
 from rtlab.results.model import RunResult, load_result, new_run_id
+from rtlab.results.shape import ResultShape, ShapeOf
 from rtlab.results.store.location import db_error
 from rtlab.results.store.schema import Database
 from rtlab.results.validate import first_problem
@@ -99,15 +100,17 @@ class RunRows(Database):
         with self._guard("read"), self._engine.connect() as conn:
             return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
 
-    def add(self, result: RunResult) -> None:
-        """Store a run (one transaction). Refuses to overwrite a run with the same id, also
-        when another process stores it at the same moment."""
+    def add(self, result: RunResult, shape_of: ShapeOf) -> None:
+        """Store a run (one transaction); `shape_of` gives its probe's result shape (the
+        summary columns are its headline's: rtlab.probes.registry.shape). Refuses to
+        overwrite a run with the same id, also when another process stores it at the same
+        moment."""
         from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
         refused = RtlabError(f"run {result.run_id} is already stored in {self.display}; "
                              "stored runs are never overwritten")
         refuse_inconsistent(result)
-        row = row_values(result)
+        row = row_values(result, shape_of(result.probe))
         text = json.dumps(result.to_dict(packed=True), separators=(",", ":"))
         blob = zlib.compress(text.encode(), 6)
         try:
@@ -294,12 +297,13 @@ def refuse_inconsistent(result: RunResult) -> None:
                              f"other ({why})")
 
 
-def row_values(result: RunResult) -> dict[str, Any]:
-    """The `runs` row of a result (but its `result_z`)."""
+def row_values(result: RunResult, shape: ResultShape) -> dict[str, Any]:
+    """The `runs` row of a result (but its `result_z`); `shape`: its probe's result shape,
+    whose headline channels give the summary columns."""
     if result.status == "invalid":  # no summary column from numbers that failed validation
         return row_common(result) | {"duration_ns": None, "samples": 0, "worst_max_ns": None,
                                      "p99_ns": None, "p9999_ns": None}
-    merged = result.merged()
+    merged = result.merged(shape)
     summary = merged.summary((99.0, 99.99))
     return row_common(result) | {
         "duration_ns": result.elapsed_ns,

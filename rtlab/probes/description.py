@@ -3,15 +3,19 @@
 module (rtlab/probes/<name>.py, `INFO`) and looked up through rtlab.probes.registry:
 no other module names individual probes.
 
-The probe modules sit below the result model: they use only the leaf modules of the
-layers below them (text formatting, CPU lists, the histogram mirror and the percentile
-rule) and read results, phases and channels through the protocols below."""
+The probe modules sit above the result model and the analysis: they use only the leaf
+modules of the layers below them (text formatting, CPU lists, the histogram mirror, the
+percentile rule, the result shape) and read results, phases and channels through the
+protocols below. What the result model and the analysis need of a probe is its
+`ResultShape` (rtlab.results.shape): the callers that know the registry hand it down."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from rtlab.results.shape import ResultShape
 
 
 class Summary(Protocol):
@@ -76,19 +80,9 @@ class ProbeInfo:
     """One probe, as the host sees it."""
 
     name: str
-    # what one value means, for the verdict line ("wake-up latency")
-    measures: str = "latency"
-    # channel-name patterns (shell style) of the headline quantity, the first that
-    # matches a channel with samples wins; () = every channel. Merged rows, verdicts, the
-    # store's columns, SLO gates, comparisons and worst-case estimates use only these.
-    headline: tuple[str, ...] = ()
-    # an event-counting probe (a quiet CPU gives it no sample at all): the per-thread
-    # count in its channels' records that shows it did its work ("loops")
-    work_counter: str | None = None
-    # its channels stand for every thread it runs on their CPU, so any other busy time
-    # there is foreign (the "CPUn was shared" notes); probes with partner threads
-    # without channels cannot say so
-    owns_its_cpus: bool = False
+    # what its results look like: headline channels, the quantity they measure, how a
+    # phase that measured nothing is told (the result model and the analysis take it)
+    shape: ResultShape = field(default_factory=ResultShape)
     # one measuring thread on one CPU (the CLI's --cpus help)
     single_cpu: bool = False
     # it has every common host option under the host's spelling: nothing to adapt, and
@@ -101,7 +95,5 @@ class ProbeInfo:
     phase_lines: Callable[[RunResult, Phase], list[str]] | None = None
     # notes the probe's own numbers call for, kept in the result's notes
     notes: Callable[[RunResult], list[str]] | None = None
-    # what the probe's extras add to "measured nothing: no sample on ..." for a phase
-    why_nothing: Callable[[Phase], str] | None = None
     # a two-ended probe: how its other end is set up (None: one end, nothing to set up)
     two_ended: TwoEnded | None = None
