@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rtlab.analysis.configs import TABLE_LEVELS, side_by_side
+from rtlab.analysis.configs import TABLE_LEVELS
 from rtlab.report.html_blocks import esc, figure_html
+from rtlab.report.side_by_side import per_cpu_tails
 from rtlab.results.summary import percentile_label
 from rtlab.textfmt import bounded_us, duration, us
 
@@ -47,15 +48,9 @@ def side_by_side_section(configs: Sequence[Config]) -> str:
     heads = "".join(f"<th colspan='3'>{esc(c.display)}</th>" for c in configs)
     sub = "".join("<th>p99</th><th>p99.99</th><th>max</th>" for _ in configs)
     rows = []
-    for name, chans in side_by_side(configs):
-        cells = []
-        for ch in chans:
-            if ch is None or not ch.samples:
-                cells.append("<td>-</td><td>-</td><td>-</td>")
-                continue
-            s = ch.summary()
-            cells.append(f"<td>{us(s.p(99.0))}</td><td>{us(s.p(99.99))}</td>"
-                         f"<td>{us(s.max_ns)}</td>")
+    for name, tails in per_cpu_tails(configs):
+        cells = ["<td>-</td><td>-</td><td>-</td>" if t is None else
+                 "".join(f"<td>{us(v)}</td>" for v in t) for t in tails]
         rows.append(f"<tr><td class='l'>{esc(name)}</td>{''.join(cells)}</tr>")
     return ("<h3>Per CPU, side by side</h3><table><tr><th class='l' rowspan='2'>channel</th>"
             f"{heads}</tr><tr>{sub}</tr>{''.join(rows)}</table>"

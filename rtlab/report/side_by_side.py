@@ -4,12 +4,24 @@ host` and the boards of one `rtlab run --target A --target B`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rtlab.analysis.configs import build_configs, side_by_side
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.summary import percentile
 from rtlab.textfmt import us
+
+
+def per_cpu_tails(configs: Sequence[Any]
+                  ) -> list[tuple[str, list[tuple[int | None, int | None, int] | None]]]:
+    """Per channel (CPU), per configuration: its p99, p99.99 and max in ns (None: the
+    configuration has no samples there)."""
+    return [(name, [None if ch is None or not ch.samples else
+                    (percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns),
+                     percentile(ch.hist, 99.99, ch.min_ns, ch.max_ns), ch.max_ns)
+                    for ch in chans])
+            for name, chans in side_by_side(configs)]
 
 
 def side_by_side_table(configs: list[Any]) -> Any:
@@ -20,16 +32,9 @@ def side_by_side_table(configs: list[Any]) -> Any:
     table.add_column("channel")
     for c in configs:
         table.add_column(c.display, justify="right")
-    for name, chans in side_by_side(configs):
-        cells = []
-        for ch in chans:
-            if ch is None or not ch.samples:
-                cells.append("-")
-                continue
-            cells.append(" / ".join(us(v) for v in (
-                percentile(ch.hist, 99.0, ch.min_ns, ch.max_ns),
-                percentile(ch.hist, 99.99, ch.min_ns, ch.max_ns), ch.max_ns)))
-        table.add_row(name, *cells)
+    for name, tails in per_cpu_tails(configs):
+        table.add_row(name, *("-" if t is None else " / ".join(us(v) for v in t)
+                              for t in tails))
     return table
 
 
