@@ -119,6 +119,19 @@ class Getter:
     def fail(self, key: str, message: str) -> UsageError:
         return self.ctx.fail(f"{self.path}.{key}", message, self.table, self.index, key)
 
+    def tables(self, key: str, raw: object, allowed: str) -> list[dict[str, Any]]:
+        """`raw` (the value of `key`) as a list of inline tables; `allowed` says what the
+        list holds when it is not one."""
+        if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+            raise self.fail(key, f"{raw!r} is not allowed; allowed: {allowed}")
+        return raw
+
+    def known_keys(self, path: str, item: Mapping[str, Any], keys: Sequence[str]) -> None:
+        """An inline table (`path`, e.g. "irqs[0]") with no key outside `keys`."""
+        unknown = sorted(set(item) - set(keys))
+        if unknown:
+            raise self.fail(path, f"unknown key {unknown[0]!r}; allowed: " + ", ".join(keys))
+
     def str(self, key: str, default: str | None = None, pattern: re.Pattern[str] | None = None,
             what: str = "a string") -> str | None:
         v = self.d.get(key, default)

@@ -102,14 +102,9 @@ def thread_priorities(g: Getter, raw: object) -> tuple[tuple[str, str, int], ...
         return ()
     allowed = ('an array of tables {match = "<regex of thread names>", policy = '
                f'"{"|".join(THREAD_POLICIES)}", priority = <int>}}')
-    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
-        raise g.fail("thread_priorities", f"{raw!r} is not allowed; allowed: {allowed}")
     out = []
-    for k, item in enumerate(raw):
-        unknown = sorted(set(item) - set(THREAD_PRIORITY_KEYS))
-        if unknown:
-            raise g.fail(f"thread_priorities[{k}]", f"unknown key {unknown[0]!r}; allowed: "
-                         + ", ".join(THREAD_PRIORITY_KEYS))
+    for k, item in enumerate(g.tables("thread_priorities", raw, allowed)):
+        g.known_keys(f"thread_priorities[{k}]", item, THREAD_PRIORITY_KEYS)
         match, policy, prio = item.get("match"), item.get("policy", "fifo"), item.get("priority")
         if not isinstance(match, str) or not match:
             raise g.fail(f"thread_priorities[{k}].match",
@@ -387,18 +382,13 @@ def reflector(ctx: Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
     cpu = raw.get("cpu")
     if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0):
         raise g.fail("cpu", f"{cpu!r} is not allowed; allowed: a CPU number of the board")
-    irqs_raw = raw.get("irqs", [])
-    if not isinstance(irqs_raw, list) or not all(isinstance(i, dict) for i in irqs_raw):
-        raise g.fail("irqs", f"{irqs_raw!r} is not allowed; allowed: a list of "
-                     '{match = "eth1", cpus = "0"} tables')
+    irqs_raw = g.tables("irqs", raw.get("irqs", []),
+                        'a list of {match = "eth1", cpus = "0"} tables')
     from rtlab.system.shield_plan import irq_move_problem
 
     irqs = []
     for k, item in enumerate(irqs_raw):
-        unknown = sorted(set(item) - set(REFLECTOR_IRQ_KEYS))
-        if unknown:
-            raise g.fail(f"irqs[{k}]", f"unknown key {unknown[0]!r}; allowed: "
-                         + ", ".join(REFLECTOR_IRQ_KEYS))
+        g.known_keys(f"irqs[{k}]", item, REFLECTOR_IRQ_KEYS)
         match, cpus = item.get("match"), item.get("cpus")
         why = irq_move_problem(match, cpus)
         if why == "shape":
