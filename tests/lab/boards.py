@@ -97,6 +97,17 @@ def lab_cache() -> Path:
     return Path(xdg) / "rtlab" / "lab"
 
 
+class _ImageFile:
+    """A file of a built image, by its name in the image's directory (build-image.sh
+    writes them): `image.kernel` is `image.dir / "vmlinuz"`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, image: ImagePaths, owner: type | None = None) -> Path:
+        return image.dir / self.name
+
+
 @dataclass(frozen=True)
 class ImagePaths:
     """A built board image in the cache (scripts/lab/build-image.sh)."""
@@ -105,37 +116,14 @@ class ImagePaths:
     dir: Path
     manifest: dict[str, Any]
 
-    @property
-    def kernel(self) -> Path:
-        return self.dir / "vmlinuz"
-
-    @property
-    def initramfs(self) -> Path:
-        return self.dir / "initramfs.cpio.gz"
-
-    @property
-    def kernel_config(self) -> Path:
-        return self.dir / "config"
-
-    @property
-    def client_key(self) -> Path:
-        return self.dir / "id_ed25519"
-
-    @property
-    def client_key_pub(self) -> Path:
-        return self.dir / "id_ed25519.pub"
-
-    @property
-    def host_key(self) -> Path:
-        return self.dir / "dropbear_ed25519_host_key"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.dir / "known_hosts"
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.dir / "manifest.json"
+    kernel = _ImageFile("vmlinuz")
+    initramfs = _ImageFile("initramfs.cpio.gz")
+    kernel_config = _ImageFile("config")
+    client_key = _ImageFile("id_ed25519")
+    client_key_pub = _ImageFile("id_ed25519.pub")
+    host_key = _ImageFile("dropbear_ed25519_host_key")
+    known_hosts = _ImageFile("known_hosts")
+    manifest_path = _ImageFile("manifest.json")
 
     @property
     def host_key_alias(self) -> str:

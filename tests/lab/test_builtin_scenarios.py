@@ -24,6 +24,7 @@ import pytest
 
 from rtlab.scenario.builtin import builtins
 from tests.conftest import machine_lock
+from tests.support.store_reading import stored_runs
 
 from .boards import Board
 from .test_rtlab_on_boards import REPO, same_state
@@ -90,16 +91,6 @@ def _rtlab_processes(board: Board | None, mark: str = "") -> set[str]:
     return found
 
 
-def _stored(tmp: Path) -> list[Any]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(tmp / "store.db"))
-    try:
-        return [s.get(r.id) for r in s.list(None)]
-    finally:
-        s.close()
-
-
 def _variants(name: str) -> int:
     from rtlab.scenario.builtin import find
     from rtlab.scenario.loader import load_file
@@ -117,7 +108,7 @@ def _check_cell(scenario: str, target: Board | None, tmp: Path,
     if "Traceback" in err or proc.returncode != 0:
         return [f"{scenario} on {where}: exit {proc.returncode}\n{err[-3000:]}{out[-1500:]}"]
     wrong: list[str] = []
-    runs = _stored(tmp)
+    runs = stored_runs(tmp / "store.db")
     if len(runs) != _variants(scenario):
         wrong.append(f"{len(runs)} runs stored, {_variants(scenario)} variants")
     for r in runs:
@@ -184,7 +175,8 @@ def test_builtin_scenario_on_every_target(scenario: str, x86_board: Board,
                     proc.wait()
     for i, (t, _, _, _) in enumerate(cells):
         if t is not None and any("built-in" in n and n.startswith("load ")
-                                 for r in _stored(tmp_path / str(i)) for n in r.notes):
+                                 for r in stored_runs(tmp_path / str(i) / "store.db")
+                                 for n in r.notes):
             lab_note(f"{scenario} on {t.alias}: the engine's built-in load stood in for "
                      "stress-ng")
     assert not wrong, "\n".join(wrong)

@@ -56,16 +56,23 @@ def test_image_matches_its_manifest(kind: str) -> None:
     assert check.returncode == 0, "an image just ensured must be up to date"
 
 
+def assert_preempt_rt_with_cpuset(board: Board, machine: str,
+                                  record_property: Callable[[str, object], None]) -> None:
+    """The board is `machine` (uname -m), runs a PREEMPT_RT kernel, and its cgroup root
+    offers the cpuset controller (recorded with the board's description)."""
+    record_property("lab_board", board.describe())
+    assert out(board, "uname", "-m") == machine
+    assert "PREEMPT_RT" in out(board, "uname", "-v")
+    assert out(board, "cat", "/sys/kernel/realtime") == "1"
+    controllers = out(board, "cat", "/sys/fs/cgroup/cgroup.controllers").split()
+    assert "cpuset" in controllers
+
+
 def test_x86_board_is_preempt_rt_with_tracers_and_cgroup2(
         x86_board: Board, record_property: Callable[[str, object], None]) -> None:
-    record_property("lab_board", x86_board.describe())
-    assert out(x86_board, "uname", "-m") == "x86_64"
-    assert "PREEMPT_RT" in out(x86_board, "uname", "-v")
-    assert out(x86_board, "cat", "/sys/kernel/realtime") == "1"
+    assert_preempt_rt_with_cpuset(x86_board, "x86_64", record_property)
     tracers = out(x86_board, "cat", "/sys/kernel/tracing/available_tracers").split()
     assert {"timerlat", "osnoise", "hwlat"} <= set(tracers)
-    controllers = out(x86_board, "cat", "/sys/fs/cgroup/cgroup.controllers").split()
-    assert "cpuset" in controllers
     # cgroup v2 only, mounted where rtlab looks for it, and no controller enabled by the
     # board's init (rtlab's shield enables and restores them itself).
     mounts = out(x86_board, "cat", "/proc/mounts").splitlines()
@@ -76,12 +83,7 @@ def test_x86_board_is_preempt_rt_with_tracers_and_cgroup2(
 
 def test_arm64_board_is_preempt_rt(
         arm64_board: Board, record_property: Callable[[str, object], None]) -> None:
-    record_property("lab_board", arm64_board.describe())
-    assert out(arm64_board, "uname", "-m") == "aarch64"
-    assert "PREEMPT_RT" in out(arm64_board, "uname", "-v")
-    assert out(arm64_board, "cat", "/sys/kernel/realtime") == "1"
-    controllers = out(arm64_board, "cat", "/sys/fs/cgroup/cgroup.controllers").split()
-    assert "cpuset" in controllers
+    assert_preempt_rt_with_cpuset(arm64_board, "aarch64", record_property)
 
 
 @pytest.mark.parametrize("kind", sorted(BOARD_FIXTURES))

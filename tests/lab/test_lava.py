@@ -34,6 +34,9 @@ from typing import Any
 
 import pytest
 
+from rtlab.probes.registry import shape as probe_shape
+from tests.support.store_reading import stored_runs
+
 from .boards import Board
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -111,16 +114,6 @@ def rtlab(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPr
     return subprocess.run([sys.executable, "-m", "rtlab", *args, "--store",
                            str(tmp / "store.db")], capture_output=True, text=True, env=env,
                           timeout=timeout, check=False)
-
-
-def stored(tmp: Path) -> list[Any]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(tmp / "store.db"))
-    try:
-        return [s.get(r.id) for r in s.list(None)]
-    finally:
-        s.close()
 
 
 def us(ns: float) -> str:
@@ -208,7 +201,7 @@ def test_values_and_slo_verdicts_are_rtlabs(big_run: Path, tmp_path: Path) -> No
 
     imp = rtlab(tmp_path, "results", "import", str(big_run))
     assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
+    (result,) = stored_runs(tmp_path / "store.db")
     chans = {ch.name: ch for _, ch in result.channels()}
     # bounds around each channel's percentiles, so that all three outcomes occur: upper
     # bounds only (an SLO with a lower bound above an upper one can never be met and is
@@ -225,7 +218,7 @@ def test_values_and_slo_verdicts_are_rtlabs(big_run: Path, tmp_path: Path) -> No
     slo = " and ".join(clauses)
     out = run_script("--input", str(big_run), "--slo", slo)
     out.check_format()
-    report = evaluate_slo(parse_slo(slo), result)
+    report = evaluate_slo(parse_slo(slo), result, shape_of=probe_shape)
     assert {o.status for o in report.outcomes} == {"met", "violated", "undecided"}
     want: list[Case] = [Case("engine-run", "pass", "1.500", "s"), Case("rt-valid", "pass", None,
                                                                        None)]
@@ -538,7 +531,7 @@ def test_native_run_as_a_lava_job(require_root: None, probe_bin: str, tmp_path: 
     assert took < 30
     imp = rtlab(tmp_path, "results", "import", out.raw)
     assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
+    (result,) = stored_runs(tmp_path / "store.db")
     (ch,) = [c for _, c in result.channels()]
     assert ch.name == "cpu0" and ch.samples + ch.missed == 15_000
     elapsed = result.phases[0].elapsed_ns / 1e9
@@ -589,7 +582,7 @@ def test_sigterm_keeps_the_partial_run(require_root: None, probe_bin: str,
     assert any("status interrupted" in n for n in out.notes)
     imp = rtlab(tmp_path, "results", "import", out.raw)
     assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
+    (result,) = stored_runs(tmp_path / "store.db")
     assert result.partial and result.status == "partial"
 
 
@@ -667,7 +660,7 @@ def test_aarch64_board(fresh_board: Callable[..., Board], tmp_path: Path) -> Non
     raw.write_text(board.ssh("cat", out.raw, check=True).stdout)
     imp = rtlab(tmp_path, "results", "import", str(raw))
     assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
+    (result,) = stored_runs(tmp_path / "store.db")
     assert (result.system["hostname"], result.system["release"], result.system["machine"],
             result.system["preempt"]) == (hostname, release, "aarch64", "rt")
     (ch,) = [c for _, c in result.channels()]
@@ -740,7 +733,7 @@ def test_board_lines_slo_and_artifact(lava_board: Board, tmp_path: Path) -> None
     raw.write_text(board.ssh("cat", met.raw, check=True).stdout)
     imp = rtlab(tmp_path, "results", "import", str(raw))
     assert imp.returncode == 0, imp.stderr
-    (result,) = stored(tmp_path)
+    (result,) = stored_runs(tmp_path / "store.db")
     assert result.status == "completed" and result.probe == "timer"
     assert result.system["hostname"] == hostname
     assert result.system["release"] == release

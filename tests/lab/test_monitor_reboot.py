@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.waiting import wait_for
+from tests.support.waiting import stop, wait_for
 
 from .boards import Board
 
@@ -108,12 +108,7 @@ def test_a_board_that_reboots_is_back_with_its_gap_at_once(
         wait_for(lambda: metrics(port, board.alias).get("rtlab_samples_total", 0)
                  > now["rtlab_samples_total"], 120, "samples after the reboot", diag=diag, poll=0.2)
     finally:
-        mon.send_signal(signal.SIGINT)
-        try:
-            code = mon.wait(120)
-        except subprocess.TimeoutExpired:
-            mon.kill()
-            raise
+        code = stop(mon, signal.SIGINT, 120)
     assert code == 130, diag()
     assert "Traceback" not in text()
     cp = json.loads((state / "checkpoint.json").read_text())

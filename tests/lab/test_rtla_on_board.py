@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.store_reading import stored_runs
+
 from .boards import Board
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -34,14 +36,8 @@ def rtlab(board: Board, tmp: Path, *args: str, timeout: float = 600
                           timeout=timeout, check=False)
 
 
-def stored_runs(tmp: Path) -> dict[str, Any]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(tmp / "store.db"))
-    try:
-        return {r.id: s.get(r.id) for r in s.list(None)}
-    finally:
-        s.close()
+def stored_by_id(tmp: Path) -> dict[str, Any]:
+    return {r.run_id: r for r in stored_runs(tmp / "store.db")}
 
 
 def read_state(board: Board) -> dict[str, str]:
@@ -78,7 +74,7 @@ def test_rtla_timerlat_hist_imports_and_compares_with_rtlab(x86_board: Board,
     imp = rtlab(board, tmp_path, "results", "import", "--format", "rtla-timerlat-hist",
                 "--host", hostname, "--kernel", release, "--preempt", "PREEMPT_RT", str(out))
     assert imp.returncode == 0, imp.stderr
-    ((rtla_id, imported),) = stored_runs(tmp_path).items()
+    ((rtla_id, imported),) = stored_by_id(tmp_path).items()
     assert imported.provenance["imported"]["format"] == "rtla-timerlat-hist"
     assert imported.provenance["imported"]["resolution_ns"] == 100
     system = imported.system
@@ -95,8 +91,8 @@ def test_rtla_timerlat_hist_imports_and_compares_with_rtlab(x86_board: Board,
                 "1ms", "--priority", "95", "--duration", "3s", "--target", board.alias,
                 "--no-report", "--no-progress")
     assert run.returncode == 0, run.stderr
-    (rtlab_id,) = set(stored_runs(tmp_path)) - {rtla_id}
-    measured = stored_runs(tmp_path)[rtlab_id]
+    (rtlab_id,) = set(stored_by_id(tmp_path)) - {rtla_id}
+    measured = stored_by_id(tmp_path)[rtlab_id]
     (ch,) = [c for _, c in measured.channels()]
     assert ch.cpu == CPU and ch.samples > 0
     assert measured.system["hostname"] == hostname

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli_errors import one_error_line
+from tests.support.store_reading import stored_dicts
+
 from .boards import Board
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -36,21 +39,8 @@ def rtlab(board_cfg: Path, tmp: Path, *args: str, store: bool = True, timeout: f
 
 
 def stored(tmp: Path) -> list[dict[str, Any]]:
-    from rtlab.results.store import Store
-
-    s = Store.open(str(tmp / "store.db"))
-    try:
-        return [s.get(r.id).to_dict() for r in s.list(None)]
-    finally:
-        s.close()
-
-
-def one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    err = proc.stderr.strip()
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rtlab"), err
-    return lines[0]
+    """The runs in the store of `rtlab()`, as dicts."""
+    return stored_dicts(tmp / "store.db")
 
 
 @pytest.fixture
@@ -270,7 +260,7 @@ def test_engine_that_does_not_run_on_the_board_is_refused(arm64_board: Board,
                  arm64_board.alias, "--engine-dir", "/tmp/rtlab-wrong-arch",
                  env={"RTLAB_ENGINES": str(tmp_path / "engines")}, store=False)
     assert proc.returncode == 4
-    assert "does not run there" in one_line(proc)
+    assert "does not run there" in one_error_line(proc)
     arm64_board.sh("rm -rf /tmp/rtlab-wrong-arch")
 
 
@@ -279,22 +269,22 @@ def test_board_without_an_engine_build_is_refused(arm64_board: Board, tmp_path: 
     proc = rtlab(arm64_board.ssh_config, tmp_path, "doctor", "--target", arm64_board.alias,
                  env={"RTLAB_ENGINES": str(tmp_path / "engines")}, store=False)
     assert proc.returncode != 0
-    line = one_line(proc)
+    line = one_error_line(proc)
     assert "aarch64" in line
 
 
-def test_full_or_read_only_engine_dir_is_one_line(arm64_board: Board, tmp_path: Path) -> None:
+def test_full_or_read_only_engine_dir_is_one_error_line(arm64_board: Board, tmp_path: Path) -> None:
     arm64_board.sh("mkdir -p /mnt/tiny && (mountpoint -q /mnt/tiny || "
                    "mount -t tmpfs -o size=64k tmpfs /mnt/tiny)", check=True)
     try:
         full = rtlab(arm64_board.ssh_config, tmp_path, "board", "info", "--target",
                      arm64_board.alias, "--engine-dir", "/mnt/tiny/rtlab", store=False)
         assert full.returncode == 1
-        assert "No space left" in one_line(full)
+        assert "No space left" in one_error_line(full)
         ro = rtlab(arm64_board.ssh_config, tmp_path, "board", "info", "--target",
                    arm64_board.alias, "--engine-dir", "/proc/rtlab", store=False)
         assert ro.returncode == 1
-        assert "copying the engine" in one_line(ro)
+        assert "copying the engine" in one_error_line(ro)
     finally:
         arm64_board.sh("umount /mnt/tiny")
 
@@ -305,7 +295,7 @@ def test_non_root_user_is_told_what_is_missing(x86_board: Board, tmp_path: Path)
     proc = rtlab(x86_board.ssh_config, tmp_path, "run", "--probe", "timer", "--duration",
                  "1s", "--no-report", "--target", f"lab@{x86_board.alias}")
     assert proc.returncode == 4, proc.stderr
-    one_line(proc)
+    one_error_line(proc)
     assert not (tmp_path / "store.db").exists() or not stored(tmp_path)
     x86_board.sh("rm -rf /tmp/rtlab.1000")
 
@@ -366,5 +356,5 @@ def test_board_without_cpusets_is_told_so(fresh_board: Callable[..., Board],
     proc = rtlab(board.ssh_config, tmp_path, "shield", "--cpus", "1", "--target",
                  board.alias, store=False)
     assert proc.returncode == 4
-    assert "cpuset" in one_line(proc)
+    assert "cpuset" in one_error_line(proc)
     assert not board.sh("ls /run/rtlab/*.journal 2>/dev/null").stdout.strip()

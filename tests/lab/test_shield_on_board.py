@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli_errors import one_error_line
+
 from .boards import Board
-from .test_rtlab_on_boards import board_facts, one_line, rtlab, same_state
+from .test_rtlab_on_boards import board_facts, rtlab, same_state
 
 __all__ = ["board_facts"]  # the fixture, shared with test_rtlab_on_boards
 
@@ -90,7 +92,7 @@ def test_board_clean_removes_the_lock_unless_it_is_held(
         assert b'"ready"' in holder.stdout.readline()  # it holds the lock now
         busy = clean()
         assert busy.returncode == 1, busy.stderr
-        line = one_line(busy)
+        line = one_error_line(busy)
         assert "lab test holder" in line and "nothing was removed" in line, line
         assert _engine(x86_board) == engine
         assert x86_board.sh("test -f /run/rtlab/target.lock").returncode == 0
@@ -139,7 +141,7 @@ def test_cpuset_bound_to_cgroup_v1_beside_v2(fresh_board: Callable[..., Board],
         assert bound.cgroup.v1_cpuset == "/tmp/cpuset" and not bound.cgroup.v2_cpuset
         proc = _shield(board, tmp_path, "--cpus", "1", "--irqs", "--kthreads")
         assert proc.returncode == 4, proc.stderr
-        line = one_line(proc)
+        line = one_error_line(proc)
         assert "cgroup v1 hierarchy mounted at /tmp/cpuset" in line, line
         assert "umount /tmp/cpuset" in line, line
         assert not board.sh("ls /run/rtlab/*.journal 2>/dev/null").stdout.strip()

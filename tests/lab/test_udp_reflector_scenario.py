@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.store_reading import stored_runs
+
 from .boards import Board
-from .test_builtin_scenarios import _facts, _stored
+from .test_builtin_scenarios import _facts
 from .test_rtlab_on_boards import REPO, same_state
 
 SCENARIO = """\
@@ -79,7 +81,7 @@ def test_udp_between_boards_with_the_reflector_named_in_the_scenario(
     before = {b.alias: _facts(b) for b in (x86_board, arm64_board)}
     proc = _rtlab(cfg, tmp_path, "run", str(sc), "--target", x86_board.alias)
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
-    (r,) = _stored(tmp_path)
+    (r,) = stored_runs(tmp_path / "store.db")
     peer = r.provenance["host"]["udp_peer"]
     assert peer["kind"] == "board" and peer["reflector_target"] == arm64_board.alias
     assert peer["reflector"] == "10.77.0.2:7400" and peer["reflector_cpu"] == 1
@@ -158,7 +160,7 @@ def test_peer_from_a_board_pings_from_the_board(x86_board: Board, tmp_path: Path
         reflector.kill()
         reflector.wait()
     assert proc.returncode == 0, proc.stderr
-    (r,) = _stored(tmp_path)
+    (r,) = stored_runs(tmp_path / "store.db")
     assert r.provenance["host"]["target"]["target"] == x86_board.alias
     assert r.provenance["host"]["udp_peer"]["kind"] == "remote"
     assert next(ch for _, ch in r.channels() if ch.name.startswith("rtt")).samples > 0
