@@ -12,9 +12,17 @@ import threading
 from typing import Any
 
 from rtlab.analysis.stats import DEFAULT_LEVEL
-from rtlab.cli.options import add_json_arg, add_store_arg, add_target_args, open_target
+from rtlab.cli.options import (
+    add_json_arg,
+    add_limit_arg,
+    add_store_arg,
+    add_target_args,
+    check_limit,
+    open_target,
+)
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.report import render
 from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
 from rtlab.report.terminal import make_console, row_intervals
@@ -38,8 +46,7 @@ def register(sub: Any) -> None:
                          "newest 20 unless --limit says otherwise and then says how many it "
                          "left out; --json lists every run unless --limit is given, and states "
                          "limit, shown and total.")
-    ls.add_argument("--limit", type=int, default=None, metavar="N",
-                    help="at most N runs (0: all; default 20, with --json all)")
+    add_limit_arg(ls, "at most N runs (0: all; default 20, with --json all)")
     add_json_arg(ls)
     add_store_arg(ls)
     ls.set_defaults(func=cmd_list)
@@ -123,7 +130,6 @@ _TRANSFER_HELP = {
              "130 interrupted. docs/results.md#lab-store-push-and-pull"),
 }
 LAB_ENV_VAR = "RTLAB_LAB_STORE"
-LIMIT_MAX = 10**9  # --limit: more rows than any store holds
 
 
 def _transfer_parser(rsub: Any, name: str) -> None:
@@ -153,8 +159,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
 
-    if args.limit is not None and not 0 <= args.limit <= LIMIT_MAX:
-        raise UsageError(f"--limit {args.limit}: out of range 0..{LIMIT_MAX} (0: all)")
+    check_limit(args.limit)
     limit = args.limit if args.limit is not None else (0 if args.json else DEFAULT_LIMIT)
     try:
         store = Store.open(args.store, create=False)
@@ -316,7 +321,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             from rtlab.results.importers import import_into_store
 
             result = import_into_store(Path(args.file), fmt, store,
-                                       ["rtlab", *args.argv], context, nsecs=args.nsecs)
+                                       ["rtlab", *args.argv], context, nsecs=args.nsecs,
+                                       shape_of=probe_shape)
         else:
             result = import_jsonl(Path(args.file), store, ["rtlab", *args.argv],
                                   one_file=one_file)
@@ -389,7 +395,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
             copying.set()
             try:
                 rep = transfer(source, dest, selection, dry_run=args.dry_run,
-                               stop=terminated.is_set)
+                               stop=terminated.is_set, shape_of=probe_shape)
             finally:
                 copying.clear()
         finally:

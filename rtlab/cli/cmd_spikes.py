@@ -8,8 +8,7 @@ import json
 import sys
 from typing import Any
 
-from rtlab.cli.cmd_results import LIMIT_MAX
-from rtlab.cli.options import add_store_arg
+from rtlab.cli.options import add_limit_arg, add_store_arg, check_limit
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.report.spikes import class_counts, spike_row, summary_line
@@ -37,9 +36,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("run", metavar="RUN", help="run id, unique id prefix, or `last`")
     p.add_argument("--phase", metavar="NAME", help="only this phase (default: all traced)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="show the N worst spikes of each phase, in time order (0: all stored; "
-                   "default 20, with --json all)")
+    add_limit_arg(p, "show the N worst spikes of each phase, in time order (0: all stored; "
+                  "default 20, with --json all)")
     p.add_argument("--trace-threshold", "--threshold", dest="threshold", metavar="DUR",
                    help="attribute again from the saved capture with this trace threshold, "
                    "e.g. 50us (as `rtlab run --trace-threshold`; --threshold is the old "
@@ -57,8 +55,7 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
                  else None)
     if args.limit is None:
         args.limit = 0 if args.json else DEFAULT_LIMIT  # machine output is never cut silently
-    if not 0 <= args.limit <= LIMIT_MAX:
-        raise UsageError(f"--limit {args.limit}: out of range 0..{LIMIT_MAX} (0: all)")
+    check_limit(args.limit)
     result = store.get(args.run)
     phases = list(result.phases)
     if args.phase is not None:

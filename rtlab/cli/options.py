@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from rtlab.analysis.compare import ChannelSelection, select_channels
+from rtlab.analysis.channel_select import ChannelSelection, select_channels
 from rtlab.engine.board import transport_for
 from rtlab.engine.transport import Transport
 from rtlab.errors import UsageError
@@ -28,6 +28,7 @@ SLO_HELP = ("service-level objective, e.g. \"max < 50us and p99.99 < 20us\" (met
             "violated, or undecided (a percentile's 95 %% confidence interval contains the "
             "bound: the run is too short to decide)")
 JSON_HELP = "print a JSON document"
+LIMIT_MAX = 10**9  # --limit: more rows than any store holds
 
 
 def add_store_arg(p: argparse.ArgumentParser) -> None:
@@ -36,6 +37,16 @@ def add_store_arg(p: argparse.ArgumentParser) -> None:
 
 def add_json_arg(p: argparse.ArgumentParser, help_: str = JSON_HELP) -> None:
     p.add_argument("--json", action="store_true", help=help_)
+
+
+def add_limit_arg(p: argparse.ArgumentParser, help_: str) -> None:
+    p.add_argument("--limit", type=int, default=None, metavar="N", help=help_)
+
+
+def check_limit(limit: int | None) -> None:
+    """UsageError for a --limit out of its range (None: not given)."""
+    if limit is not None and not 0 <= limit <= LIMIT_MAX:
+        raise UsageError(f"--limit {limit}: out of range 0..{LIMIT_MAX} (0: all)")
 
 
 def add_target_args(p: argparse.ArgumentParser, *, repeat: bool = False) -> None:

@@ -22,10 +22,11 @@ from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
 from rtlab.monitor.checkpoint import Segment
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.runner.importer import stored_status, wall_iso
-from rtlab.runner.outcome import believable
+from rtlab.runner.outcome import judge
 
 SCENARIO = "monitor"
 
@@ -102,7 +103,7 @@ def segment_result(col: StreamCollector, seg: Segment, monitor_id: str,
         "started": seg.started, "gap_before_s": round(seg.gap_before_s, 3),
         "gap_reason": seg.gap_reason or None,
     }
-    believable(result, ExitCode.OK)
+    judge(result, ExitCode.OK).apply(result)
     return result
 
 
@@ -130,7 +131,7 @@ def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
         result = segment_result(read_segment(raw), seg, monitor_id, target, run_id)
         if result is None:
             return "empty", run_id
-        if store.add_with_raw(result, raw):
+        if store.add_with_raw(result, raw, probe_shape):
             return "stored", run_id
         # stored meanwhile under this id (by whom: the next turn looks)
     raise RtlabError(f"segment {seg.run_id} of {seg.board}: {MAX_ID_TRIES} run ids in a "

@@ -33,11 +33,11 @@ from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_output
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
+from rtlab.runner.board_checks import check_remote, target_online_cpus
 from rtlab.runner.control import RunControl, handle_signals
 from rtlab.runner.outcome import worst_exit
 from rtlab.runner.peers import ReflectorRequest, choose_peer, make_peer, start_peer
 from rtlab.runner.prepare import RunRequest, prepare
-from rtlab.runner.board_checks import check_remote, target_online_cpus
 from rtlab.runner.run import new_comparison_id, run_variants
 from rtlab.runner.run_options import Progress, RunOptions, RunOutcome
 from rtlab.scenario import find

@@ -25,6 +25,7 @@ not met), unless a worse code applies.
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 from rtlab.engine.jsonl import log_notes
@@ -32,6 +33,7 @@ from rtlab.engine.session import SessionOutcome
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.probes.extras import probe_notes
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import Phase as ResultPhase
 from rtlab.results.model import RunResult
 from rtlab.results.validate import nothing_measured, problems
@@ -112,27 +114,45 @@ def classify(
     result = col.to_result(run_id, status=status, partial=partial, host=host,
                            scenario=scenario, phase=phase, extra_notes=notes)
     result.stream.engine_exit_code = code
-    return result, believable(result, exit_code)
+    return result, judge(result, exit_code).apply(result)
 
 
-def believable(result: RunResult, exit_code: ExitCode) -> ExitCode:
-    """Mark a result whose numbers contradict each other `invalid`, and one that measured
-    nothing `failed`: neither is ever `completed`, both make the exit code non-zero."""
+@dataclass(frozen=True)
+class Verdict:
+    """What the checks of a result's own numbers say of it: the status it must take
+    (None: keep its own), whether it is partial, the notes it gains, its exit code."""
+
+    status: str | None
+    partial: bool | None
+    notes: tuple[str, ...]
+    exit_code: ExitCode
+
+    def apply(self, result: RunResult) -> ExitCode:
+        """`result` as the verdict says; its exit code."""
+        if self.status is not None:
+            result.status = self.status
+        if self.partial is not None:
+            result.partial = self.partial
+        result.notes += list(self.notes)
+        return self.exit_code
+
+
+def judge(result: RunResult, exit_code: ExitCode) -> Verdict:
+    """A result whose numbers contradict each other is `invalid`, one that measured
+    nothing `failed`: neither is ever `completed`, both make the exit code non-zero.
+    Asks only; `Verdict.apply` changes the result."""
     found = problems(result)
     if found:
-        result.status, result.partial = "invalid", True
-        result.notes += [f"the engine's numbers failed validation: {p}" for p in found[:5]]
+        notes = [f"the engine's numbers failed validation: {p}" for p in found[:5]]
         if len(found) > 5:
-            result.notes.append(f"... and {len(found) - 5} more validation failures")
-        return worst_exit(exit_code, ExitCode.ERROR)
-    why = nothing_measured(result)
+            notes.append(f"... and {len(found) - 5} more validation failures")
+        return Verdict("invalid", True, tuple(notes), worst_exit(exit_code, ExitCode.ERROR))
+    why = nothing_measured(result, probe_shape(result.probe))
     if why is not None:
-        result.notes.append(why)
-        if result.status in ("completed", "threshold"):
-            result.status = "failed"
-        return worst_exit(exit_code, ExitCode.ERROR)
-    result.notes += probe_notes(result)  # e.g. no Amdahl fit outside its physical bounds
-    return exit_code
+        status = "failed" if result.status in ("completed", "threshold") else None
+        return Verdict(status, None, (why,), worst_exit(exit_code, ExitCode.ERROR))
+    # e.g. no Amdahl fit outside its physical bounds
+    return Verdict(None, None, tuple(probe_notes(result)), exit_code)
 
 
 def combine_probes(results: list[tuple[RunResult, ExitCode]]) -> tuple[RunResult, ExitCode]:
