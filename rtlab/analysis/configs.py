@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rtlab.analysis.compare_stats import Units, config_units
-from rtlab.analysis.evt import run_window_maxima
+from rtlab.analysis.window_maxima import run_window_maxima
 from rtlab.errors import RtlabError, UsageError
 from rtlab.results.model import Channel, RunResult
 from rtlab.results.shape import ResultShape, ShapeOf

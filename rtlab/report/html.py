@@ -16,16 +16,11 @@ from typing import TYPE_CHECKING, Any
 from rtlab import __version__
 from rtlab.analysis.compare import compare_configs
 from rtlab.analysis.configs import build_configs, mixed_quantities
-from rtlab.analysis.evt import (
-    BOOT_RESAMPLES,
-    BOOT_SIZE,
-    fit_window_maxima,
-    merged_window_maxima,
-    required_run_ns,
-)
+from rtlab.analysis.evt import BOOT_RESAMPLES, BOOT_SIZE, fit_window_maxima, required_run_ns
 from rtlab.analysis.loadmix import mixed_load_notes
 from rtlab.analysis.slo import evaluate_slo
 from rtlab.analysis.stats import PercentileInterval
+from rtlab.analysis.window_maxima import merged_window_maxima
 from rtlab.errors import RtlabError
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html_blocks import esc, figure_html

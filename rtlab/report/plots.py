@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtlab.analysis.configs import beyond_range
-from rtlab.analysis.evt import merged_window_series, window_series
+from rtlab.analysis.window_maxima import merged_window_series, window_series
 from rtlab.errors import UsageError
 from rtlab.report.plot_style import (
     RC,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from rich.console import Console
 
-from rtlab.analysis.evt import run_window_maxima
 from rtlab.analysis.slo import evaluate_slo, parse_slo
+from rtlab.analysis.window_maxima import run_window_maxima
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.exporters import get_exporter
 from rtlab.report.terminal import build_tables, verdict

@@ -137,7 +137,7 @@ def test_downsample_keeps_every_block_max_for_narrow_columns(dtype) -> None:
 
 
 def test_windows_of_a_long_run_are_narrow_and_render() -> None:
-    from rtlab.analysis.evt import merged_window_series
+    from rtlab.analysis.window_maxima import merged_window_series
 
     n = 86_400
     w = WindowMaxima(np.arange(n), np.full(n, 50_000), np.full(n, 1000))
