@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rtlab import __version__
@@ -46,6 +46,36 @@ def load_json(text: str) -> Any:
     about one bucket, thread or field; json.loads would silently keep the last). Raises
     json.JSONDecodeError on invalid JSON, ImportFormatError on a repeated key."""
     return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def json_document(text: str, key: str, what: str,
+                  invalid: Callable[[json.JSONDecodeError], ImportFormatError] | None = None
+                  ) -> dict[str, Any]:
+    """A peer's JSON file read whole (`load_json`): an object that holds the object `key`,
+    else "no `key` object: not WHAT". Text that is not JSON is "invalid JSON (...)", or
+    what `invalid` makes of the decoder's error."""
+    try:
+        doc = load_json(text)
+    except ImportFormatError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise (invalid(exc) if invalid is not None
+               else ImportFormatError(f"invalid JSON ({exc})")) from None
+    except ValueError as exc:
+        raise ImportFormatError(f"invalid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), dict):
+        raise ImportFormatError(f"no `{key}` object: not {what}")
+    return doc
+
+
+def rt_tests_json(text: str, what: str) -> dict[str, Any]:
+    """The `--json=FILE` of an rt-tests tool (cyclictest, oslat: `what` names it): its
+    `thread` object and file_version 1, the one they write."""
+    doc = json_document(text, "thread", what)
+    version = doc.get("file_version")
+    if version != 1:
+        raise ImportFormatError(f"unsupported file_version {version!r} (this rtlab reads 1)")
+    return doc
 
 
 def int_keyed(items: Mapping[str, Any], what: str) -> dict[int, int]:
@@ -167,6 +197,28 @@ def channel_from_buckets(
     if overflow and max_ns is not None:
         above_ns = min(max(above_ns, min_ns or 0), max_ns)
     return ch, overflow, above_ns
+
+
+def uname_system(sysinfo: Mapping[str, Any]) -> dict[str, Any]:
+    """rtlab's system facts from a peer's `sysinfo` object, which holds uname's fields
+    (cyclictest's, jitterdebugger's)."""
+    return {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
+            "release": sysinfo.get("release"), "version": sysinfo.get("version"),
+            "machine": sysinfo.get("machine")}
+
+
+def channel_from_record(name: str, cpu: int | None, buckets: Mapping[int, int],
+                        record: Mapping[str, Any], what: str, samples: int, unit_ns: int
+                        ) -> tuple[Channel, int, int]:
+    """`channel_from_buckets` for a peer's JSON record of one thread (cyclictest's
+    `thread.N`, jitterdebugger's `cpu.N`): its `min` and `max` (needed when it counted
+    samples) and `avg` (when there), in the peer's unit; `what` names it in messages."""
+    avg = record.get("avg")
+    return channel_from_buckets(
+        name, cpu, buckets, unit_ns=unit_ns, samples=samples,
+        min_v=as_int(need(record, "min", what), f"{what} min") if samples else None,
+        max_v=as_int(need(record, "max", what), f"{what} max") if samples else None,
+        avg_v=as_float(avg, f"{what} avg") if samples and avg is not None else None)
 
 
 def _place_buckets(name: str, hist: LogLinHistogram, filled: Mapping[int, int], unit_ns: int,

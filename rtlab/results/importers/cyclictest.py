@@ -11,15 +11,15 @@ from typing import Any
 
 from rtlab.results.importers.common import (
     ImportFormatError,
-    as_float,
     as_int,
     channel_from_buckets,
     channel_from_ranks,
+    channel_from_record,
     imported_result,
     in_range,
     int_keyed,
-    load_json,
-    need,
+    rt_tests_json,
+    uname_system,
 )
 from rtlab.results.model import Channel, RunResult
 
@@ -97,17 +97,7 @@ def _check_thread(what: str, buckets: dict[int, int], cycles: int, t: dict[str, 
 
 
 def parse_json(text: str, run_id: str) -> RunResult:
-    try:
-        doc = load_json(text)
-    except ImportFormatError:
-        raise
-    except ValueError as exc:
-        raise ImportFormatError(f"invalid JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("thread"), dict):
-        raise ImportFormatError("no `thread` object: not a cyclictest --json file")
-    version = doc.get("file_version")
-    if version != 1:
-        raise ImportFormatError(f"unsupported file_version {version!r} (this rtlab reads 1)")
+    doc = rt_tests_json(text, "a cyclictest --json file")
     # rt-tests writes two keys with a stray colon; accept both spellings.
     cmdline = doc.get("cmdline:", doc.get("cmdline"))
     tool_version = doc.get("rt_test_version:", doc.get("rt_test_version"))
@@ -133,13 +123,10 @@ def parse_json(text: str, run_id: str) -> RunResult:
         what = f"thread {key}"
         cycles = as_int(t.get("cycles"), f"{what} cycles")
         cpu = as_int(t["cpu"], f"{what} cpu") if t.get("cpu") is not None else None
-        avg = t.get("avg")
         _check_thread(what, buckets, cycles, t, rows, most)
-        ch, overflow, above = channel_from_buckets(
-            f"cpu{cpu}" if cpu is not None else f"thread{key}", cpu, buckets, unit_ns=unit_ns,
-            samples=cycles, min_v=as_int(need(t, "min", what), f"{what} min") if cycles else None,
-            max_v=as_int(need(t, "max", what), f"{what} max") if cycles else None,
-            avg_v=as_float(avg, f"{what} avg") if cycles and avg is not None else None)
+        ch, overflow, above = channel_from_record(
+            f"cpu{cpu}" if cpu is not None else f"thread{key}", cpu, buckets, t, what,
+            cycles, unit_ns)
         if overflow:
             if rows and ch.max_ns is not None:  # the -h range, when the command line says it
                 above = max(above, min(rows * unit_ns, ch.max_ns))
@@ -150,10 +137,8 @@ def parse_json(text: str, run_id: str) -> RunResult:
     if not channels:
         raise ImportFormatError("no threads")
     elapsed = int((end - start).total_seconds() * 1e9) if start and end else None
-    system = {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
-              "release": sysinfo.get("release"), "version": sysinfo.get("version"),
-              "machine": sysinfo.get("machine"),
-              "realtime": bool(sysinfo["realtime"]) if "realtime" in sysinfo else None}
+    system = uname_system(sysinfo) | {
+        "realtime": bool(sysinfo["realtime"]) if "realtime" in sysinfo else None}
     rc = doc.get("return_code")
     return imported_result(
         run_id, probe="timer", tool="cyclictest", fmt="cyclictest-json", channels=channels,

@@ -17,13 +17,13 @@ import re
 
 from rtlab.results.importers.common import (
     ImportFormatError,
-    as_float,
     as_int,
-    channel_from_buckets,
+    channel_from_record,
     imported_result,
     int_keyed,
-    load_json,
+    json_document,
     need,
+    uname_system,
 )
 from rtlab.results.model import RunResult
 
@@ -50,16 +50,8 @@ def _invalid_json(text: str, exc: json.JSONDecodeError) -> ImportFormatError:
 
 
 def parse(text: str, run_id: str) -> RunResult:
-    try:
-        doc = load_json(text)
-    except json.JSONDecodeError as exc:
-        raise _invalid_json(text, exc) from None
-    except ImportFormatError:
-        raise
-    except ValueError as exc:
-        raise ImportFormatError(f"invalid JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("cpu"), dict):
-        raise ImportFormatError("no `cpu` object: not a jitterdebugger results.json")
+    doc = json_document(text, "cpu", "a jitterdebugger results.json",
+                        lambda exc: _invalid_json(text, exc))
     version = doc.get("version")
     if version is not None and (type(version) is not int or version not in _VERSIONS):
         raise ImportFormatError(f"unsupported version {version!r} (this rtlab reads "
@@ -77,12 +69,8 @@ def parse(text: str, run_id: str) -> RunResult:
         what = f"cpu {key}"
         count = as_int(need(c, "count", what), f"{what} count")
         buckets = int_keyed(c["histogram"], what)
-        ch, overflow, above = channel_from_buckets(
-            f"cpu{cpu}", cpu, buckets, unit_ns=unit_ns, samples=count,
-            min_v=as_int(need(c, "min", what), f"{what} min") if count else None,
-            max_v=as_int(need(c, "max", what), f"{what} max") if count else None,
-            avg_v=as_float(c["avg"], f"{what} avg") if count and c.get("avg") is not None
-            else None)
+        ch, overflow, above = channel_from_record(f"cpu{cpu}", cpu, buckets, c, what, count,
+                                                  unit_ns)
         if overflow:
             beyond[ch.name] = {"count": overflow, "above_ns": above}
             notes.append(f"{ch.name}: {overflow} sample(s) missing from jitterdebugger's "
@@ -90,11 +78,8 @@ def parse(text: str, run_id: str) -> RunResult:
         channels.append(ch)
     if not channels:
         raise ImportFormatError("no CPUs")
-    system = {"hostname": sysinfo.get("nodename"), "sysname": sysinfo.get("sysname"),
-              "release": sysinfo.get("release"), "version": sysinfo.get("version"),
-              "machine": sysinfo.get("machine")}
     return imported_result(
         run_id, probe="timer", tool="jitterdebugger", fmt="jitterdebugger", channels=channels,
-        system=system, notes=notes, resolution_ns=unit_ns,
+        system=uname_system(sysinfo), notes=notes, resolution_ns=unit_ns,
         tool_version=f"results.json v{version}" if version else "results.json (no version)",
         beyond=beyond)

@@ -36,7 +36,7 @@ from rtlab.results.importers.common import (
     channel_from_buckets,
     imported_result,
     in_range,
-    load_json,
+    rt_tests_json,
 )
 from rtlab.results.model import Channel, RunResult
 
@@ -176,17 +176,7 @@ def _us_to_ns(text: str, lineno: int) -> int:
 
 
 def _from_json(text: str) -> _Oslat:
-    try:
-        doc = load_json(text)
-    except ImportFormatError:
-        raise
-    except ValueError as exc:
-        raise ImportFormatError(f"invalid JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("thread"), dict):
-        raise ImportFormatError("no `thread` object: not an oslat --json file")
-    if doc.get("file_version") != 1:
-        raise ImportFormatError(f"unsupported file_version {doc.get('file_version')!r} "
-                                "(this rtlab reads 1)")
+    doc = rt_tests_json(text, "an oslat --json file")
     threads = [_json_thread(k, v) for k, v in sorted(
         doc["thread"].items(), key=lambda kv: as_int(kv[0], "thread index"))]
     ns_unit = any("." in str(k) for t in doc["thread"].values() if isinstance(t, dict)
