@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rtlab.cli import main
+from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.store import Store
 from rtlab.runner import RunOptions, run_scenario
 from rtlab.scenario import parse_text
@@ -142,8 +143,9 @@ def test_ctrl_c_mid_phase_keeps_partial_and_stops_loads(
     result = Store.open(str(store_path)).get("last")
     assert result.partial and result.status == "partial"
     assert [p.name for p in result.phases] == ["idle", "load"]
-    assert result.phases[0].merged(result.probe).samples == 50 * 500  # the idle phase completed
-    assert 0 < result.phases[1].merged(result.probe).samples < 50 * 500
+    shape = probe_shape(result.probe)
+    assert result.phases[0].merged(shape).samples == 50 * 500  # the idle phase completed
+    assert 0 < result.phases[1].merged(shape).samples < 50 * 500
     assert _stress_alive() == before
 
 
