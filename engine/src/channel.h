@@ -44,12 +44,7 @@ struct win_rec {
 
 static inline unsigned win_hist_index(uint64_t v)
 {
-	if (v < WIN_HIST_SUB_COUNT)
-		return (unsigned)v;
-	unsigned e = 63u - (unsigned)__builtin_clzll(v);
-	unsigned shift = e - WIN_HIST_SUB_BITS;
-	unsigned i = WIN_HIST_SUB_COUNT + shift * WIN_HIST_SUB_COUNT +
-		     (unsigned)((v >> shift) - WIN_HIST_SUB_COUNT);
+	unsigned i = loglin_index(v, WIN_HIST_SUB_BITS);
 	return i < WIN_HIST_BUCKETS ? i : WIN_HIST_BUCKETS - 1;
 }
 

@@ -19,15 +19,24 @@ struct hist {
 	uint64_t counts[HIST_BUCKETS];
 };
 
-/* Bucket index of a value; pure, branch-light, used in hot loops. */
-static inline unsigned hist_index(uint64_t v)
+/*
+ * Bucket index of a value in a log-linear histogram of 2^sub_bits buckets per power of
+ * two (unbounded: the caller caps it); pure, branch-light, used in hot loops.
+ */
+static inline unsigned loglin_index(uint64_t v, unsigned sub_bits)
 {
-	if (v < HIST_SUB_COUNT)
+	unsigned sub_count = 1u << sub_bits;
+	if (v < sub_count)
 		return (unsigned)v;
 	unsigned e = 63u - (unsigned)__builtin_clzll(v);
-	unsigned shift = e - HIST_SUB_BITS;
-	return HIST_SUB_COUNT + shift * HIST_SUB_COUNT +
-	       (unsigned)((v >> shift) - HIST_SUB_COUNT);
+	unsigned shift = e - sub_bits;
+	return sub_count + shift * sub_count + (unsigned)((v >> shift) - sub_count);
+}
+
+/* Bucket index of a value in struct hist. */
+static inline unsigned hist_index(uint64_t v)
+{
+	return loglin_index(v, HIST_SUB_BITS);
 }
 
 static inline void hist_record(struct hist *h, uint64_t v)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "le_bytes.h"
 #include "load.h"
 
 #define NET_MAGIC 0x4c4c5452u	/* "RTLL" little-endian */
@@ -39,23 +40,11 @@ double load_net_mps(uint64_t kbit, uint64_t size)
 	return size ? (double)kbit * 1000.0 / 8.0 / (double)size : 0;
 }
 
-static void put_le32(unsigned char *b, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *b, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-}
-
 void load_net_encode(unsigned char *buf, uint32_t tag, uint64_t seq)
 {
-	put_le32(buf, NET_MAGIC);
-	put_le32(buf + 4, tag);
-	put_le64(buf + 8, seq);
+	le_put32(buf, NET_MAGIC);
+	le_put32(buf + 4, tag);
+	le_put64(buf + 8, seq);
 }
 
 bool load_net_ours(const unsigned char *buf, size_t len)

@@ -355,19 +355,26 @@ static const char *metavar(const struct opt_def *d)
 	return "";
 }
 
+/* "1us..10s", "4K..1G": the range with its unit, written by fmt */
+static void unit_range(const struct opt_def *d, void (*fmt)(uint64_t, char *, size_t), char *buf,
+		       size_t len)
+{
+	char a[32], b[32];
+	fmt((uint64_t)d->min, a, sizeof(a));
+	fmt((uint64_t)d->max, b, sizeof(b));
+	snprintf(buf, len, "%s..%s", a, b);
+}
+
 /* "1..99", "1us..10s", "fifo|rr|other" */
 static void allowed(const struct opt_def *d, char *buf, size_t len)
 {
-	char a[32], b[32];
 	size_t off = 0;
 	switch (d->type) {
 	case OPT_INT:
 		snprintf(buf, len, "%" PRId64 "..%" PRId64, d->min, d->max);
 		return;
 	case OPT_DURATION:
-		opt_format_duration((uint64_t)d->min, a, sizeof(a));
-		opt_format_duration((uint64_t)d->max, b, sizeof(b));
-		snprintf(buf, len, "%s..%s", a, b);
+		unit_range(d, opt_format_duration, buf, len);
 		return;
 	case OPT_ENUM:
 		buf[0] = '\0';
@@ -379,9 +386,7 @@ static void allowed(const struct opt_def *d, char *buf, size_t len)
 		}
 		return;
 	case OPT_SIZE:
-		opt_format_size((uint64_t)d->min, a, sizeof(a));
-		opt_format_size((uint64_t)d->max, b, sizeof(b));
-		snprintf(buf, len, "%s..%s", a, b);
+		unit_range(d, opt_format_size, buf, len);
 		return;
 	case OPT_CPULIST:
 		if (d->max == 1)

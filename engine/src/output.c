@@ -273,12 +273,17 @@ static void write_log_line(int fd, const char *code, const char *msg)
 	jw_free(&w);
 }
 
-static void give_up_stdout(int tee_fd, int e)
+/* The first error e of one output (its error slot `mine`): true when it is the first and
+ * the other output still works, so that one says so in a log record. */
+static bool first_failure(atomic_int *mine, atomic_int *other, int e)
 {
 	int expected = 0;
-	if (!atomic_compare_exchange_strong(&out.stdout_err, &expected, e))
-		return;
-	if (atomic_load(&out.tee_err))
+	return atomic_compare_exchange_strong(mine, &expected, e) && !atomic_load(other);
+}
+
+static void give_up_stdout(int tee_fd, int e)
+{
+	if (!first_failure(&out.stdout_err, &out.tee_err, e))
 		return;
 	char msg[256];
 	snprintf(msg, sizeof(msg),
@@ -289,10 +294,7 @@ static void give_up_stdout(int tee_fd, int e)
 
 static void give_up_tee(int e)
 {
-	int expected = 0;
-	if (!atomic_compare_exchange_strong(&out.tee_err, &expected, e))
-		return;
-	if (atomic_load(&out.stdout_err))
+	if (!first_failure(&out.tee_err, &out.stdout_err, e))
 		return;
 	char msg[512];
 	snprintf(msg, sizeof(msg),

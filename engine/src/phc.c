@@ -62,34 +62,36 @@ static uint64_t pct_ns(const struct ptp_clock_time *t)
 	return (uint64_t)t->sec * NS_PER_SEC + t->nsec;
 }
 
+/* The offset from n (before, ref, after) triples: triple i starts at ts[stride * i]. */
+static int offset_from_triples(const struct ptp_clock_time *ts, unsigned n, unsigned stride,
+			       int64_t *offset, uint64_t *unc)
+{
+	if (!n || n > PTP_MAX_SAMPLES)
+		return -EINVAL;
+	struct clk_sample s[PTP_MAX_SAMPLES];
+	for (unsigned i = 0; i < n; i++) {
+		const struct ptp_clock_time *t = ts + stride * i;
+		s[i].before = pct_ns(&t[0]);
+		s[i].ref = pct_ns(&t[1]);
+		s[i].after = pct_ns(&t[2]);
+	}
+	return clk_offset_best(s, n, offset, unc);
+}
+
+/* PTP_SYS_OFFSET_EXTENDED: the triples one after the other. */
 int ptp_offset_from_extended(const void *raw, int64_t *offset, uint64_t *unc)
 {
 	struct ptp_sys_offset_extended x;
 	memcpy(&x, raw, sizeof(x));
-	if (!x.n_samples || x.n_samples > PTP_MAX_SAMPLES)
-		return -EINVAL;
-	struct clk_sample s[PTP_MAX_SAMPLES];
-	for (unsigned i = 0; i < x.n_samples; i++) {
-		s[i].before = pct_ns(&x.ts[i][0]);
-		s[i].ref = pct_ns(&x.ts[i][1]);
-		s[i].after = pct_ns(&x.ts[i][2]);
-	}
-	return clk_offset_best(s, x.n_samples, offset, unc);
+	return offset_from_triples(&x.ts[0][0], x.n_samples, 3, offset, unc);
 }
 
+/* PTP_SYS_OFFSET: system, PHC, system, PHC, ... system; neighbouring triples share a reading. */
 int ptp_offset_from_basic(const void *raw, int64_t *offset, uint64_t *unc)
 {
 	struct ptp_sys_offset x;
 	memcpy(&x, raw, sizeof(x));
-	if (!x.n_samples || x.n_samples > PTP_MAX_SAMPLES)
-		return -EINVAL;
-	struct clk_sample s[PTP_MAX_SAMPLES];
-	for (unsigned i = 0; i < x.n_samples; i++) {
-		s[i].before = pct_ns(&x.ts[2 * i]);
-		s[i].ref = pct_ns(&x.ts[2 * i + 1]);
-		s[i].after = pct_ns(&x.ts[2 * i + 2]);
-	}
-	return clk_offset_best(s, x.n_samples, offset, unc);
+	return offset_from_triples(x.ts, x.n_samples, 2, offset, unc);
 }
 
 int phc_measure(int fd, int64_t *phc_minus_rt, uint64_t *unc, const char **method)

@@ -3,6 +3,7 @@
 
 #include "cpuuse.h"
 #include "output.h"
+#include "le_bytes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -195,18 +196,6 @@ void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 	jw_obj_end(w);
 }
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
 static void drain_samples(struct reporter *r)
 {
 	if (r->cfg.samples_fd < 0)
@@ -216,10 +205,10 @@ static void drain_samples(struct reporter *r)
 		while ((n = channel_drain_samples(r->cfg.chans[c], r->smp, SMP_BATCH)) > 0) {
 			for (size_t i = 0; i < n; i++) {
 				unsigned char *p = r->smp_out + i * SAMPLES_RECORD_SIZE;
-				put_le32(p, (uint32_t)c);
-				put_le32(p + 4, 0);
-				put_le64(p + 8, r->smp[i].at_ns);
-				put_le64(p + 16, r->smp[i].value_ns);
+				le_put32(p, (uint32_t)c);
+				le_put32(p + 4, 0);
+				le_put64(p + 8, r->smp[i].at_ns);
+				le_put64(p + 16, r->smp[i].value_ns);
 			}
 			int e = rl_write_all(r->cfg.samples_fd, r->smp_out, n * SAMPLES_RECORD_SIZE);
 			note_err(r, e);
@@ -238,6 +227,23 @@ static void collect(struct reporter *r, size_t c)
 	channel_snapshot(ch, &r->scratch[c]);
 }
 
+static uint64_t elapsed(const struct reporter *r, uint64_t now)
+{
+	return now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0;
+}
+
+/* The "channels" array of a snapshot or (final) the result, then the probe's members. */
+static void write_channels(struct reporter *r, bool final)
+{
+	jw_arr_begin(&r->w, "channels");
+	for (size_t c = 0; c < r->cfg.n_chans; c++)
+		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
+				       r->wins + c * WIN_BATCH, r->n_wins[c], final, &r->use[c]);
+	jw_arr_end(&r->w);
+	if (r->cfg.extra)
+		r->cfg.extra(r->cfg.extra_arg, &r->w, final);
+}
+
 static void write_snapshot(struct reporter *r, uint64_t now)
 {
 	for (size_t c = 0; c < r->cfg.n_chans; c++)
@@ -245,14 +251,8 @@ static void write_snapshot(struct reporter *r, uint64_t now)
 	read_uses(r);
 	out_record_begin(&r->w, "snapshot");
 	jw_uint(&r->w, "seq", ++r->seq);
-	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
-	jw_arr_begin(&r->w, "channels");
-	for (size_t c = 0; c < r->cfg.n_chans; c++)
-		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
-				       r->wins + c * WIN_BATCH, r->n_wins[c], false, &r->use[c]);
-	jw_arr_end(&r->w);
-	if (r->cfg.extra)
-		r->cfg.extra(r->cfg.extra_arg, &r->w, false);
+	jw_uint(&r->w, "elapsed_ns", elapsed(r, now));
+	write_channels(r, false);
 	jw_obj_end(&r->w);
 	note_err(r, jw_emit(&r->w, r->cfg.out_fd));
 }
@@ -269,15 +269,9 @@ static void write_result(struct reporter *r)
 	out_record_begin(&r->w, "result");
 	jw_str(&r->w, "status", o->status);
 	jw_int(&r->w, "exit_code", o->exit_code);
-	jw_uint(&r->w, "elapsed_ns", now > r->cfg.start_mono_ns ? now - r->cfg.start_mono_ns : 0);
+	jw_uint(&r->w, "elapsed_ns", elapsed(r, now));
 	jw_uint(&r->w, "end_realtime_ns", rl_now_ns(CLOCK_REALTIME));
-	jw_arr_begin(&r->w, "channels");
-	for (size_t c = 0; c < r->cfg.n_chans; c++)
-		reporter_write_channel(&r->w, r->cfg.chans[c], &r->scratch[c],
-				       r->wins + c * WIN_BATCH, r->n_wins[c], true, &r->use[c]);
-	jw_arr_end(&r->w);
-	if (r->cfg.extra)
-		r->cfg.extra(r->cfg.extra_arg, &r->w, true);
+	write_channels(r, true);
 	if (o->threshold_hit && o->thr_chan < r->cfg.n_chans) {
 		const struct channel *ch = r->cfg.chans[o->thr_chan];
 		jw_obj_begin(&r->w, "threshold_hit");
@@ -410,8 +404,8 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	if (cfg->samples_fd >= 0) {
 		unsigned char hdr[16];
 		memcpy(hdr, SAMPLES_MAGIC, 8);
-		put_le32(hdr + 8, SAMPLES_VERSION);
-		put_le32(hdr + 12, SAMPLES_RECORD_SIZE);
+		le_put32(hdr + 8, SAMPLES_VERSION);
+		le_put32(hdr + 12, SAMPLES_RECORD_SIZE);
 		int e = rl_write_all(cfg->samples_fd, hdr, sizeof(hdr));
 		if (e) {
 			reporter_free(r);

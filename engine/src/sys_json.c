@@ -313,49 +313,55 @@ const struct sj_val *sj_get(const struct sj_obj *o, const char *key)
 	return NULL;
 }
 
-int sj_str(const struct sj_obj *o, const char *key, const char **out)
+/* The member `key` of o if it has the type t: 0, -ENOENT (no such member) or -EINVAL. */
+static int sj_typed(const struct sj_obj *o, const char *key, enum sj_type t,
+		    const struct sj_val **out)
 {
 	const struct sj_val *v = sj_get(o, key);
 	if (!v)
 		return -ENOENT;
-	if (v->type != SJ_STR)
+	if (v->type != t)
 		return -EINVAL;
-	*out = v->s;
+	*out = v;
 	return 0;
+}
+
+int sj_str(const struct sj_obj *o, const char *key, const char **out)
+{
+	const struct sj_val *v;
+	int r = sj_typed(o, key, SJ_STR, &v);
+	if (!r)
+		*out = v->s;
+	return r;
 }
 
 int sj_int(const struct sj_obj *o, const char *key, int64_t *out)
 {
-	const struct sj_val *v = sj_get(o, key);
-	if (!v)
-		return -ENOENT;
-	if (v->type != SJ_INT)
-		return -EINVAL;
-	*out = v->i;
-	return 0;
+	const struct sj_val *v;
+	int r = sj_typed(o, key, SJ_INT, &v);
+	if (!r)
+		*out = v->i;
+	return r;
 }
 
 int sj_bool(const struct sj_obj *o, const char *key, bool *out)
 {
-	const struct sj_val *v = sj_get(o, key);
-	if (!v)
-		return -ENOENT;
-	if (v->type != SJ_BOOL)
-		return -EINVAL;
-	*out = v->i != 0;
-	return 0;
+	const struct sj_val *v;
+	int r = sj_typed(o, key, SJ_BOOL, &v);
+	if (!r)
+		*out = v->i != 0;
+	return r;
 }
 
 int sj_intarr(const struct sj_obj *o, const char *key, const int64_t **arr, size_t *n)
 {
-	const struct sj_val *v = sj_get(o, key);
-	if (!v)
-		return -ENOENT;
-	if (v->type != SJ_INTARR)
-		return -EINVAL;
-	*arr = v->arr;
-	*n = v->n;
-	return 0;
+	const struct sj_val *v;
+	int r = sj_typed(o, key, SJ_INTARR, &v);
+	if (!r) {
+		*arr = v->arr;
+		*n = v->n;
+	}
+	return r;
 }
 
 void sys_record_begin(struct jsonw *w, const char *type)

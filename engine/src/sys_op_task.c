@@ -129,6 +129,15 @@ static bool same_task(const struct sj_obj *e, int tid)
 	return now != 0 && (int64_t)now == st;
 }
 
+/* A journal record of a change to task tid: its op, the tid and its start time (the
+ * restore leaves a task alone whose tid was reused by another). */
+static void journal_task_begin(struct sys_ctx *c, const char *op, int64_t tid)
+{
+	sys_journal_begin(c, op);
+	jw_int(&c->jw, "tid", tid);
+	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
+}
+
 int sys_apply_affinity(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 {
 	int64_t tid;
@@ -143,9 +152,7 @@ int sys_apply_affinity(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *
 		return sys_ans_fail(a, EINVAL, "affinity: cpu number out of range");
 	if (sched_getaffinity((pid_t)tid, sizeof(old), &old) != 0)
 		return sys_ans_fail(a, errno, "cannot read affinity of %lld: %s", (long long)tid, strerror(errno));
-	sys_journal_begin(c, "affinity");
-	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
+	journal_task_begin(c, "affinity", tid);
 	jw_cpuset(&c->jw, "cpus", &want);
 	jw_cpuset(&c->jw, "old", &old);
 	int r = sys_journal_commit(c);
@@ -225,9 +232,7 @@ int sys_apply_sched(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	struct sched_param osp;
 	if (oldp < 0 || sched_getparam((pid_t)tid, &osp) != 0)
 		return sys_ans_fail(a, errno, "cannot read scheduling of %lld: %s", (long long)tid, strerror(errno));
-	sys_journal_begin(c, "sched");
-	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
+	journal_task_begin(c, "sched", tid);
 	jw_str(&c->jw, "policy", pol);
 	jw_int(&c->jw, "priority", prio);
 	jw_str(&c->jw, "old_policy", policy_to_name(oldp));
@@ -343,9 +348,7 @@ int sys_apply_move(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	cpu_set_t oaff;
 	if (sched_getaffinity((pid_t)tid, sizeof(oaff), &oaff) != 0)
 		return sys_ans_fail(a, errno, "cannot read affinity of %lld: %s", (long long)tid, strerror(errno));
-	sys_journal_begin(c, "move");
-	jw_int(&c->jw, "tid", tid);
-	jw_uint(&c->jw, "starttime", sf_starttime((int)tid));
+	journal_task_begin(c, "move", tid);
 	jw_str(&c->jw, "cgroup", dir);
 	jw_str(&c->jw, "old", old);
 	jw_cpuset(&c->jw, "old_affinity", &oaff);

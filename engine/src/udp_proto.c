@@ -7,44 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
+#include "le_bytes.h"
 
 uint64_t udp_session_token(const char *s)
 {
@@ -58,18 +21,18 @@ uint64_t udp_session_token(const char *s)
 
 void udp_pkt_encode(unsigned char *b, const struct udp_pkt *p)
 {
-	put32(b, UDP_MAGIC);
+	le_put32(b, UDP_MAGIC);
 	b[4] = UDP_VERSION;
 	b[5] = p->type;
-	put16(b + 6, p->flags);
-	put64(b + 8, p->session);
-	put64(b + 16, p->seq);
+	le_put16(b + 6, p->flags);
+	le_put64(b + 8, p->session);
+	le_put64(b + 16, p->seq);
 	const bool reply = p->type == UDP_TYPE_REPLY;
-	put64(b + 24, reply && (p->flags & UDP_FLAG_CARRY_TX) ? p->carry_tx_sw : p->send_mono);
-	put64(b + 32, reply && (p->flags & UDP_FLAG_CARRY_HW) ? p->carry_hw_resid : p->send_rt);
-	put64(b + 40, p->r_rx_ts);
-	put64(b + 48, p->r_app);
-	put64(b + 56, p->r_send);
+	le_put64(b + 24, reply && (p->flags & UDP_FLAG_CARRY_TX) ? p->carry_tx_sw : p->send_mono);
+	le_put64(b + 32, reply && (p->flags & UDP_FLAG_CARRY_HW) ? p->carry_hw_resid : p->send_rt);
+	le_put64(b + 40, p->r_rx_ts);
+	le_put64(b + 48, p->r_app);
+	le_put64(b + 56, p->r_send);
 }
 
 enum udp_verdict udp_pkt_decode(const unsigned char *b, size_t len, uint64_t session,
@@ -77,26 +40,26 @@ enum udp_verdict udp_pkt_decode(const unsigned char *b, size_t len, uint64_t ses
 {
 	if (len < UDP_HDR_LEN)
 		return UDP_SHORT;
-	if (get32(b) != UDP_MAGIC)
+	if (le_get32(b) != UDP_MAGIC)
 		return UDP_BAD_MAGIC;
 	if (b[4] != UDP_VERSION)
 		return UDP_BAD_VERSION;
-	if (get64(b + 8) != session)
+	if (le_get64(b + 8) != session)
 		return UDP_BAD_SESSION;
 	if (b[5] != type)
 		return UDP_BAD_TYPE;
 	out->type = b[5];
-	out->flags = get16(b + 6);
+	out->flags = le_get16(b + 6);
 	out->session = session;
-	out->seq = get64(b + 16);
-	out->send_mono = get64(b + 24);
-	out->send_rt = get64(b + 32);
+	out->seq = le_get64(b + 16);
+	out->send_mono = le_get64(b + 24);
+	out->send_rt = le_get64(b + 32);
 	const bool reply = out->type == UDP_TYPE_REPLY;
 	out->carry_tx_sw = reply && (out->flags & UDP_FLAG_CARRY_TX) ? out->send_mono : 0;
 	out->carry_hw_resid = reply && (out->flags & UDP_FLAG_CARRY_HW) ? out->send_rt : 0;
-	out->r_rx_ts = get64(b + 40);
-	out->r_app = get64(b + 48);
-	out->r_send = get64(b + 56);
+	out->r_rx_ts = le_get64(b + 40);
+	out->r_app = le_get64(b + 48);
+	out->r_send = le_get64(b + 56);
 	return UDP_OK;
 }
 

@@ -24,21 +24,12 @@ static void put_be16(uint8_t *p, uint16_t v)
 uint64_t uxf_csum_add(uint64_t sum, const void *data, size_t len)
 {
 	const uint8_t *p = data;
-	/* 32-bit words in memory order: their two 16-bit halves add up to the
-	 * sum of 16-bit words in memory order after folding (RFC 1071, 2.(B)) */
-	while (len >= 4) {
-		uint32_t w;
-		memcpy(&w, p, 4);
-		sum += w;
-		p += 4;
-		len -= 4;
-	}
-	if (len >= 2) {
+	/* 16-bit words in memory order: their sum folds to the checksum in network order
+	 * whatever the CPU's byte order (RFC 1071, 2.(B)) */
+	for (; len >= 2; p += 2, len -= 2) {
 		uint16_t h;
 		memcpy(&h, p, 2);
 		sum += h;
-		p += 2;
-		len -= 2;
 	}
 	if (len) {
 		uint8_t last[2] = { p[0], 0 }; /* an odd byte is padded with a zero */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "load.h"
+#include "tap.h"
 
 static cpu_set_t online;
 static struct load_cfg cfg;
@@ -22,12 +23,7 @@ static int parse(int argc, char **argv)
 
 static int bad(int argc, char **argv, const char *needle)
 {
-	int r = parse(argc, argv);
-	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
-		fprintf(stderr, "r=%d err='%s' (want '%s')\n", r, err, needle);
-		return 0;
-	}
-	return 1;
+	return tap_refused(parse(argc, argv), err, needle);
 }
 
 #endif

@@ -3,7 +3,10 @@
 #ifndef RTLAB_TAP_H
 #define RTLAB_TAP_H
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int tap_failed;
 static int tap_count;
@@ -28,6 +31,26 @@ static int tap_count;
 				__LINE__, #a, #b, va_, vb_);                          \
 		}                                                                    \
 	} while (0)
+
+/* A parser's answer r with its message err is a refusal: -EINVAL and one line that
+ * contains needle (else says what it got on stderr and returns 0). */
+static inline int tap_refused(int r, const char *err, const char *needle)
+{
+	if (r != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
+		fprintf(stderr, "r=%d err='%s' (want '%s')\n", r, err, needle);
+		return 0;
+	}
+	return 1;
+}
+
+/* A new temporary file named from the mkstemp template path, open for writing (a failed
+ * CHECK and NULL if it cannot be made). */
+static inline FILE *tap_tmpfile(char *path)
+{
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	return fd < 0 ? NULL : fdopen(fd, "w");
+}
 
 static inline int tap_done(const char *name)
 {

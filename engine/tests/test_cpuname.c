@@ -254,11 +254,9 @@ static void test_unknown_and_others(void)
 static void test_read_bounded(void)
 {
 	char path[] = "/tmp/rtlab-test-cpuinfo-XXXXXX";
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	if (fd < 0)
+	FILE *f = tap_tmpfile(path);
+	if (!f)
 		return;
-	FILE *f = fdopen(fd, "w");
 	size_t written = 0;
 	int cpu = 0;
 	char block[512];

@@ -42,11 +42,9 @@ static void test_stat(void)
 static void test_big_file(void)
 {
 	char path[] = "/tmp/rtlab-cpuuse-XXXXXX";
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	if (fd < 0)
+	FILE *f = tap_tmpfile(path);
+	if (!f)
 		return;
-	FILE *f = fdopen(fd, "w");
 	fprintf(f, "cpu  1 2 3 4 5 6 7 8 0 0\n");
 	for (int c = 0; c < 1000; c++)
 		fprintf(f, "cpu%d %d 1 %d 123456789 7 2 3 0 0 0\n", c, c, 1000 - c);

@@ -28,6 +28,20 @@ static void put(const char *root, const char *rel, const char *text)
 	}
 }
 
+/* cpu0's cache index: its level, type and the CPUs that share it. */
+static void put_cache(const char *root, int index, const char *level, const char *type,
+		      const char *cpus)
+{
+	static const char *const files[3] = { "level", "type", "shared_cpu_list" };
+	const char *values[3] = { level, type, cpus };
+	for (int k = 0; k < 3; k++) {
+		char rel[64], text[64];
+		snprintf(rel, sizeof(rel), "cpu0/cache/index%d/%s", index, files[k]);
+		snprintf(text, sizeof(text), "%s\n", values[k]);
+		put(root, rel, text);
+	}
+}
+
 static void test_topology(void)
 {
 	char root[] = "/tmp/rtlab-topo-XXXXXX";
@@ -37,18 +51,10 @@ static void test_topology(void)
 	}
 	/* cpu0: SMT sibling 4, L2 shared with 1 (and 4), L3 shared with 0-3,4-7 */
 	put(root, "cpu0/topology/thread_siblings_list", "0,4\n");
-	put(root, "cpu0/cache/index0/level", "1\n");
-	put(root, "cpu0/cache/index0/type", "Data\n");
-	put(root, "cpu0/cache/index0/shared_cpu_list", "0,4\n");
-	put(root, "cpu0/cache/index1/level", "1\n");
-	put(root, "cpu0/cache/index1/type", "Instruction\n");
-	put(root, "cpu0/cache/index1/shared_cpu_list", "0,4\n");
-	put(root, "cpu0/cache/index2/level", "2\n");
-	put(root, "cpu0/cache/index2/type", "Unified\n");
-	put(root, "cpu0/cache/index2/shared_cpu_list", "0-1,4-5\n");
-	put(root, "cpu0/cache/index3/level", "3\n");
-	put(root, "cpu0/cache/index3/type", "Unified\n");
-	put(root, "cpu0/cache/index3/shared_cpu_list", "0-3,4-7\n");
+	put_cache(root, 0, "1", "Data", "0,4");
+	put_cache(root, 1, "1", "Instruction", "0,4");
+	put_cache(root, 2, "2", "Unified", "0-1,4-5");
+	put_cache(root, 3, "3", "Unified", "0-3,4-7");
 	struct ifr_topo t;
 	CHECK(ifr_topo_read(root, 0, &t) == 0);
 	CHECK(t.has_l3);

@@ -7,31 +7,28 @@
 #include "sysfile.h"
 #include "tap.h"
 
+/* Lines of /proc/PID/cgroup and the controllers and path sf_cgroup_line finds in them. */
+static const struct {
+	const char *line, *ctrl, *path;
+} cgroup_lines[] = {
+	{ "0::/user.slice/session-3.scope\n", "", "/user.slice/session-3.scope" },	/* v2 */
+	{ "4:cpuset:/", "cpuset", "/" },					/* v1 */
+	{ "7:cpu,cpuacct:/system.slice/rtlab.service\n", "cpu,cpuacct",			/* joint */
+	  "/system.slice/rtlab.service" },
+	{ "1:name=systemd:/init.scope", "name=systemd", "/init.scope" },		/* named */
+	{ "0::/a:b", "", "/a:b" },	/* only the first two colons split: a path may hold more */
+};
+
 static void test_cgroup_line(void)
 {
 	char *ctrl = NULL, *path = NULL;
-	char v2[] = "0::/user.slice/session-3.scope\n";
-	CHECK(sf_cgroup_line(v2, &ctrl, &path) == 0);
-	CHECK(strcmp(ctrl, "") == 0);
-	CHECK(strcmp(path, "/user.slice/session-3.scope") == 0);
-
-	char v1[] = "4:cpuset:/";
-	CHECK(sf_cgroup_line(v1, &ctrl, &path) == 0);
-	CHECK(strcmp(ctrl, "cpuset") == 0 && strcmp(path, "/") == 0);
-
-	char joint[] = "7:cpu,cpuacct:/system.slice/rtlab.service\n";
-	CHECK(sf_cgroup_line(joint, &ctrl, &path) == 0);
-	CHECK(strcmp(ctrl, "cpu,cpuacct") == 0);
-	CHECK(strcmp(path, "/system.slice/rtlab.service") == 0);
-
-	char named[] = "1:name=systemd:/init.scope";
-	CHECK(sf_cgroup_line(named, &ctrl, &path) == 0);
-	CHECK(strcmp(ctrl, "name=systemd") == 0 && strcmp(path, "/init.scope") == 0);
-
-	/* only the first two colons split: a path may hold more */
-	char colon[] = "0::/a:b";
-	CHECK(sf_cgroup_line(colon, &ctrl, &path) == 0);
-	CHECK(strcmp(path, "/a:b") == 0);
+	for (size_t i = 0; i < sizeof(cgroup_lines) / sizeof(cgroup_lines[0]); i++) {
+		char line[128];
+		snprintf(line, sizeof(line), "%s", cgroup_lines[i].line);
+		CHECK(sf_cgroup_line(line, &ctrl, &path) == 0);
+		CHECK(strcmp(ctrl, cgroup_lines[i].ctrl) == 0);
+		CHECK(strcmp(path, cgroup_lines[i].path) == 0);
+	}
 
 	char one[] = "0:cpuset\n", none[] = "", text[] = "garbage";
 	CHECK(sf_cgroup_line(one, &ctrl, &path) == -EINVAL);
