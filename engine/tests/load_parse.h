@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* `load`'s option parsing for its unit tests: parse ARGV into one frozen config, and
- * expect a refusal (-EINVAL) with a one-line message containing NEEDLE. */
+ * expect a refusal (-EINVAL) with a one-line message containing NEEDLE (bad: of ARGV,
+ * refused: of the arguments after NEEDLE). */
 #ifndef RTLAB_TEST_LOAD_PARSE_H
 #define RTLAB_TEST_LOAD_PARSE_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +26,19 @@ static int parse(int argc, char **argv)
 static int bad(int argc, char **argv, const char *needle)
 {
 	return tap_refused(parse(argc, argv), err, needle);
+}
+
+/* bad() with the arguments after needle, up to a NULL. */
+static int refused(const char *needle, ...)
+{
+	char *argv[16];
+	int argc = 0;
+	va_list ap;
+	va_start(ap, needle);
+	for (char *a; argc < 16 && (a = va_arg(ap, char *)) != NULL;)
+		argv[argc++] = a;
+	va_end(ap);
+	return bad(argc, argv, needle);
 }
 
 #endif

@@ -34,20 +34,14 @@ int main(void)
 	CHECK(parse(3, help) == OPTS_HELP);
 
 	CHECK(bad(0, NULL, "give --cpu N and/or --vm M"));
-	char *b1[] = { "--cpu", "-1" };
-	CHECK(bad(2, b1, "--cpu: -1 is out of range; allowed range 0..1024"));
-	char *b2[] = { "--vm", "1", "--vm-bytes", "12" };
-	CHECK(bad(4, b2, "--vm-bytes: 12 is out of range; allowed range 4k.."));
-	char *b3[] = { "--vm", "1", "--vm-bytes", "1.5G" };
-	CHECK(bad(4, b3, "--vm-bytes: '1.5G' is not a size"));
-	char *b4[] = { "--cpu", "1", "--cpus", "7" };
-	CHECK(bad(4, b4, "--cpus: CPU 7 is not online"));
-	char *b5[] = { "--cpu", "1", "--vm-bytes", "1M" };
-	CHECK(bad(4, b5, "--vm-bytes: only with --vm M"));
-	char *b6[] = { "--cpu", "1", "--duration", "5" };
-	CHECK(bad(4, b6, "--duration: '5' is not a duration"));
-	char *b7[] = { "--cpu", "1", "--bogus" };
-	CHECK(bad(3, b7, "unknown option '--bogus'"));
+	CHECK(refused("--cpu: -1 is out of range; allowed range 0..1024", "--cpu", "-1", NULL));
+	CHECK(refused("--vm-bytes: 12 is out of range; allowed range 4k..",
+		      "--vm", "1", "--vm-bytes", "12", NULL));
+	CHECK(refused("--vm-bytes: '1.5G' is not a size", "--vm", "1", "--vm-bytes", "1.5G", NULL));
+	CHECK(refused("--cpus: CPU 7 is not online", "--cpu", "1", "--cpus", "7", NULL));
+	CHECK(refused("--vm-bytes: only with --vm M", "--cpu", "1", "--vm-bytes", "1M", NULL));
+	CHECK(refused("--duration: '5' is not a duration", "--cpu", "1", "--duration", "5", NULL));
+	CHECK(refused("unknown option '--bogus'", "--cpu", "1", "--bogus", NULL));
 
 	/* --policy / --priority: every worker's scheduling */
 	char *cpu1[] = { "--cpu", "1" };
@@ -58,16 +52,16 @@ int main(void)
 	CHECK(parse(4, rr) == 0 && cfg.policy == RT_RR && cfg.priority == 1);
 	char *other0[] = { "--cpu", "1", "--policy", "other", "--priority", "0" };
 	CHECK(parse(6, other0) == 0 && cfg.policy == RT_OTHER && cfg.priority == 0);
-	char *p1[] = { "--cpu", "1", "--policy", "fifo", "--priority", "0" };
-	CHECK(bad(6, p1, "--priority: 0 is out of range for --policy fifo; allowed range 1..99"));
-	char *p2[] = { "--cpu", "1", "--policy", "rr", "--priority", "100" };
-	CHECK(bad(6, p2, "--priority: 100 is out of range; allowed range 0..99"));
-	char *p3[] = { "--cpu", "1", "--priority", "97" };
-	CHECK(bad(4, p3, "--priority: only with --policy fifo or rr (1..99)"));
-	char *p4[] = { "--cpu", "1", "--policy", "deadline" };
-	CHECK(bad(4, p4, "--policy: 'deadline' is not one of other|fifo|rr"));
-	char *p5[] = { "--cpu", "1", "--policy", "fifo", "--priority", "x" };
-	CHECK(bad(6, p5, "--priority: 'x' is not an integer"));
+	CHECK(refused("--priority: 0 is out of range for --policy fifo; allowed range 1..99",
+		      "--cpu", "1", "--policy", "fifo", "--priority", "0", NULL));
+	CHECK(refused("--priority: 100 is out of range; allowed range 0..99",
+		      "--cpu", "1", "--policy", "rr", "--priority", "100", NULL));
+	CHECK(refused("--priority: only with --policy fifo or rr (1..99)",
+		      "--cpu", "1", "--priority", "97", NULL));
+	CHECK(refused("--policy: 'deadline' is not one of other|fifo|rr",
+		      "--cpu", "1", "--policy", "deadline", NULL));
+	CHECK(refused("--priority: 'x' is not an integer",
+		      "--cpu", "1", "--policy", "fifo", "--priority", "x", NULL));
 
 	/* the refusal: one line naming the option and the fix; EPERM/EACCES are a skip */
 	char why[512];

@@ -105,27 +105,21 @@ int main(void)
 	CHECK(parse(2, sink2) == 0 && strcmp(cfg.sink_s, "10.77.0.2:7500") == 0);
 
 	CHECK(bad(0, NULL, "give --cpu N and/or --vm M, or --alloc-bytes SIZE"));
-	char *b1[] = { "--alloc-period", "2s", "--cpu", "1" };
-	CHECK(bad(4, b1, "--alloc-period: only with --alloc-bytes SIZE"));
-	char *b2[] = { "--io-dir", "/x", "--cpu", "1" };
-	CHECK(bad(4, b2, "--io-dir: only with --io N"));
-	char *b3[] = { "--io-bytes", "1M", "--io", "0", "--cpu", "1" };
-	CHECK(bad(6, b3, "--io-bytes: only with --io N"));
-	char *b4[] = { "--net-kbit", "10", "--cpu", "1" };
-	CHECK(bad(4, b4, "--net-kbit: only with --net-to ADDR:PORT"));
-	char *b5[] = { "--net-to", "board2:7500" };
-	CHECK(bad(2, b5, "--net-to: 'board2:7500' is not ADDR:PORT"));
-	char *b6[] = { "--net-to", "10.0.0.1:0" };
-	CHECK(bad(2, b6, "--net-to: '10.0.0.1:0' is not ADDR:PORT"));
-	char *b7[] = { "--net-sink", "70000" };
-	CHECK(bad(2, b7, "--net-sink: '70000' is not [ADDR:]PORT"));
-	char *b8[] = { "--net-to", "10.0.0.1:9", "--net-size", "8" };
-	CHECK(bad(4, b8, "--net-size: 8 is out of range; allowed range 16..65000"));
-	char *b9[] = { "--io", "65" };
-	CHECK(bad(2, b9, "--io: 65 is out of range; allowed range 0..64"));
-	char *b10[] = { "--alloc-bytes", "1M", "--alloc-period", "100us" };
-	CHECK(bad(4, b10, "--alloc-period: 100us is out of range"));
-	char *b11[] = { "--io", "1", "--io-bytes", "1k" };
-	CHECK(bad(4, b11, "--io-bytes: 1k is out of range"));
+	CHECK(refused("--alloc-period: only with --alloc-bytes SIZE",
+		      "--alloc-period", "2s", "--cpu", "1", NULL));
+	CHECK(refused("--io-dir: only with --io N", "--io-dir", "/x", "--cpu", "1", NULL));
+	CHECK(refused("--io-bytes: only with --io N",
+		      "--io-bytes", "1M", "--io", "0", "--cpu", "1", NULL));
+	CHECK(refused("--net-kbit: only with --net-to ADDR:PORT",
+		      "--net-kbit", "10", "--cpu", "1", NULL));
+	CHECK(refused("--net-to: 'board2:7500' is not ADDR:PORT", "--net-to", "board2:7500", NULL));
+	CHECK(refused("--net-to: '10.0.0.1:0' is not ADDR:PORT", "--net-to", "10.0.0.1:0", NULL));
+	CHECK(refused("--net-sink: '70000' is not [ADDR:]PORT", "--net-sink", "70000", NULL));
+	CHECK(refused("--net-size: 8 is out of range; allowed range 16..65000",
+		      "--net-to", "10.0.0.1:9", "--net-size", "8", NULL));
+	CHECK(refused("--io: 65 is out of range; allowed range 0..64", "--io", "65", NULL));
+	CHECK(refused("--alloc-period: 100us is out of range",
+		      "--alloc-bytes", "1M", "--alloc-period", "100us", NULL));
+	CHECK(refused("--io-bytes: 1k is out of range", "--io", "1", "--io-bytes", "1k", NULL));
 	return tap_done("load_work");
 }
