@@ -5,6 +5,7 @@
  * the words that explain a run that is not real-time.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,26 +221,42 @@ void probe_explain(const struct rt_verdict *v, char *buf, size_t len)
 	}
 }
 
+/* How a shared option's config member is written: its C type and JSON form. */
+enum run_member_kind { M_BOOL, M_INT64_OR_NULL, M_INT_OR_NULL, M_UINT, M_UINT_OR_NULL, M_STR_OR_NULL };
+
+/* The shared options' config members, by enum run_opt. */
+static const struct {
+	const char *key;
+	enum run_member_kind kind;
+	size_t at;	/* offset in struct run_opts */
+} run_members[RUN_OPT_COUNT] = {
+	[RUN_MLOCK] = { "mlock", M_BOOL, offsetof(struct run_opts, mlock) },
+	[RUN_DMA] = { "dma_latency_us", M_INT64_OR_NULL, offsetof(struct run_opts, dma_us) },
+	[RUN_HOUSEKEEPING] = { "housekeeping_cpu", M_INT_OR_NULL, offsetof(struct run_opts, housekeeping) },
+	[RUN_SNAPSHOT] = { "snapshot_interval_ns", M_UINT, offsetof(struct run_opts, snapshot_ns) },
+	[RUN_WINDOW] = { "window_ns", M_UINT, offsetof(struct run_opts, window_ns) },
+	[RUN_THRESHOLD] = { "threshold_ns", M_UINT_OR_NULL, offsetof(struct run_opts, threshold_ns) },
+	[RUN_SAMPLES] = { "samples_file", M_STR_OR_NULL, offsetof(struct run_opts, samples) },
+	[RUN_OUTPUT] = { "output", M_STR_OR_NULL, offsetof(struct run_opts, output) },
+	[RUN_ALLOW_NON_RT] = { "allow_non_rt", M_BOOL, offsetof(struct run_opts, allow_non_rt) },
+};
+
 void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigned which)
 {
-	if (which & RUN_OPT(MLOCK))
-		jw_bool(w, "mlock", run->mlock);
-	if (which & RUN_OPT(DMA))
-		jw_int_or_null(w, "dma_latency_us", run->dma_us);
-	if (which & RUN_OPT(HOUSEKEEPING))
-		jw_int_or_null(w, "housekeeping_cpu", run->housekeeping);
-	if (which & RUN_OPT(SNAPSHOT))
-		jw_uint(w, "snapshot_interval_ns", run->snapshot_ns);
-	if (which & RUN_OPT(WINDOW))
-		jw_uint(w, "window_ns", run->window_ns);
-	if (which & RUN_OPT(THRESHOLD))
-		jw_uint_or_null(w, "threshold_ns", run->threshold_ns);
-	if (which & RUN_OPT(SAMPLES))
-		jw_str_or_null(w, "samples_file", run->samples);
-	if (which & RUN_OPT(OUTPUT))
-		jw_str_or_null(w, "output", run->output);
-	if (which & RUN_OPT(ALLOW_NON_RT))
-		jw_bool(w, "allow_non_rt", run->allow_non_rt);
+	for (int k = 0; k < RUN_OPT_COUNT; k++) {
+		if (!(which & (1u << k)))
+			continue;
+		const char *key = run_members[k].key;
+		const void *v = (const char *)run + run_members[k].at;
+		switch (run_members[k].kind) {
+		case M_BOOL: jw_bool(w, key, *(const bool *)v); break;
+		case M_INT64_OR_NULL: jw_int_or_null(w, key, *(const int64_t *)v); break;
+		case M_INT_OR_NULL: jw_int_or_null(w, key, *(const int *)v); break;
+		case M_UINT: jw_uint(w, key, *(const uint64_t *)v); break;
+		case M_UINT_OR_NULL: jw_uint_or_null(w, key, *(const uint64_t *)v); break;
+		case M_STR_OR_NULL: jw_str_or_null(w, key, *(const char *const *)v); break;
+		}
+	}
 }
 
 void probe_write_threads_config(struct jsonw *w, const int *cpus, size_t n, enum rt_policy policy,
