@@ -15,6 +15,7 @@ from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
 from rtlab.cli.options import add_store_arg
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
@@ -32,7 +33,8 @@ def register(sub: Any) -> None:
         "length. Exit codes: 0 ok (also with regressions, unless --fail-on-regression), "
         "1 error, 2 usage, 3 the newest kernel regressed (with --fail-on-regression).")
     p.add_argument("--host", required=True, metavar="H", help="host name as stored")
-    p.add_argument("--probe", default="timer", help="only runs of this probe (timer)")
+    p.add_argument("--probe", default=DEFAULT_PROBE,
+                   help=f"only runs of this probe ({DEFAULT_PROBE})")
     p.add_argument("--scenario", metavar="NAME", help="only runs of this scenario")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit with code 3 when the newest kernel regressed against the one "

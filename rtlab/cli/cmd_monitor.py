@@ -9,20 +9,17 @@ import sys
 from typing import Any
 
 from rtlab.cli.options import add_store_arg, add_target_args
-from rtlab.cpulist import CpuListError, parse_cpulist
-from rtlab.errors import RtlabError, UsageError
+from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_directory
+from rtlab.monitor.request import (
+    DEFAULT_INTERVAL,
+    DEFAULT_PRIORITY,
+    MonitorRequest,
+    plan_monitor,
+)
+from rtlab.probes.registry import DEFAULT_PROBE, monitored
 from rtlab.results.store import check_store, default_data_dir
-from rtlab.scenario.units import parse_duration
-from rtlab.textfmt import shown
-
-DEFAULT_INTERVAL = "1ms"
-DEFAULT_PRIORITY = 80
-# the engine's own bounds: one segment is one engine run (its --duration: 1ms..1000h),
-# and --dma-latency is an int32 of microseconds
-MAX_SEGMENT = "1000h"
-MAX_DMA_LATENCY_US = 2**31 - 1
 
 
 def register(sub: Any) -> None:
@@ -40,10 +37,8 @@ def register(sub: Any) -> None:
         "stopped by Ctrl-C/SIGTERM (everything measured is stored or kept in the state "
         "directory).")
     add_target_args(p, repeat=True)
-    p.add_argument("--probe", choices=("timer", "noise"), default="timer",
-                   help="timer: wake-up latency of a SCHED_FIFO thread (default); noise: "
-                   "OS noise seen by a thread that spins on each CPU (it takes the whole "
-                   "CPU: for CPUs reserved to a polling workload)")
+    p.add_argument("--probe", choices=tuple(monitored()), default=DEFAULT_PROBE,
+                   help="; ".join(f"{name}: {use.help}" for name, use in monitored().items()))
     p.add_argument("--cpus", metavar="LIST", help="CPUs to measure (default: all online)")
     p.add_argument("--interval", default=DEFAULT_INTERVAL, metavar="DUR",
                    help=f"wake-up period (default {DEFAULT_INTERVAL}: a modest rate for "
@@ -76,67 +71,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _number(value: int) -> str:
-    """An integer as a message shows it: whole, or cut when it is huge."""
-    text = str(value)
-    return text if len(text) <= 20 else shown(text)
-
-
-def _options(args: argparse.Namespace
-             ) -> tuple[list[str], float, float | None, float, list[int] | None]:
-    if args.probe == "timer":
-        engine = ["timer", "--interval", args.interval, "--priority", str(args.priority),
-                  "--policy", "fifo"]
-    else:
-        engine = ["noise"]
-    cpus = None
-    parse_duration(args.interval, "--interval")
-    if args.cpus is not None:
-        try:
-            cpus = parse_cpulist(args.cpus)
-        except CpuListError as exc:
-            raise UsageError(f"--cpus: {exc}", hint="e.g. --cpus 1-3") from None
-        if not cpus:
-            raise UsageError("--cpus is empty", hint="e.g. --cpus 1-3")
-        engine += ["--cpus", args.cpus]
-    if not 1 <= args.priority <= 99:
-        raise UsageError(f"--priority {_number(args.priority)} is out of range (1..99: "
-                         "SCHED_FIFO priorities)")
-    if args.probe == "noise":
-        # the noise probe spins on its CPUs at the engine's own scheduling: no wake-ups,
-        # so no interval, no priority of a waking thread, no idle states to hold off
-        given = [o for o, v, d in (("--interval", args.interval, DEFAULT_INTERVAL),
-                                   ("--priority", args.priority, DEFAULT_PRIORITY),
-                                   ("--dma-latency", args.dma_latency, None)) if v != d]
-        if given:
-            verb = "does" if len(given) == 1 else "do"
-            raise UsageError(f"{', '.join(given)} {verb} not apply to --probe noise (it "
-                             "spins on each CPU)", hint="drop it, or use --probe timer")
-    if args.dma_latency is not None:
-        if not 0 <= args.dma_latency <= MAX_DMA_LATENCY_US:
-            raise UsageError(f"--dma-latency {_number(args.dma_latency)} is out of range "
-                             f"(0-{MAX_DMA_LATENCY_US} microseconds; 0: no deep idle "
-                             "states)")
-        engine += ["--dma-latency", str(args.dma_latency)]
-    if args.allow_non_rt:
-        engine.append("--allow-non-rt")
-    segment_ns = parse_duration(args.segment, "--segment")
-    if not 1_000_000_000 <= segment_ns <= parse_duration(MAX_SEGMENT):
-        raise UsageError(f"--segment {shown(args.segment)} is out of range (1s..{MAX_SEGMENT})")
-    segment_s = segment_ns / 1e9
-    duration_s = (parse_duration(args.duration, "--duration") / 1e9
-                  if args.duration is not None else None)
-    watchdog_s = parse_duration(args.watchdog, "--watchdog") / 1e9
-    if watchdog_s < 2:
-        raise UsageError("--watchdog must be at least 2s (the engine reports every second)")
-    return engine, segment_s, duration_s, watchdog_s, cpus
-
-
 def run(args: argparse.Namespace) -> int:
     from rtlab.engine.ssh import SshTarget
     from rtlab.monitor.service import LOCAL, Monitor, MonitorOptions
 
-    engine, segment_s, duration_s, watchdog_s, cpus = _options(args)
+    plan = plan_monitor(MonitorRequest(
+        probe=args.probe, interval=args.interval, priority=args.priority,
+        dma_latency=args.dma_latency, cpus=args.cpus, segment=args.segment,
+        duration=args.duration, watchdog=args.watchdog, allow_non_rt=args.allow_non_rt))
     listen = None
     if args.listen:
         from rtlab.monitor.http import parse_listen
@@ -154,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"rtlab monitor: {msg}", file=sys.stderr, flush=True)
 
-    opts = MonitorOptions(targets=targets, engine_args=engine, state_dir=state_dir,
-                          store=args.store, segment_s=segment_s, duration_s=duration_s,
-                          watchdog_s=watchdog_s, engine_dir=args.engine_dir,
-                          measured_cpus=cpus, on_event=say)
+    opts = MonitorOptions(targets=targets, engine_args=plan.engine_args, state_dir=state_dir,
+                          store=args.store, segment_s=plan.segment_s,
+                          duration_s=plan.duration_s, watchdog_s=plan.watchdog_s,
+                          engine_dir=args.engine_dir, measured_cpus=plan.cpus, on_event=say)
     mon = Monitor(opts)
     server = None
     try:

@@ -14,6 +14,7 @@ from rtlab.exitcodes import ExitCode
 from rtlab.fileio import STDOUT, check_output, write_outputs
 from rtlab.probes.registry import names as probe_names
 from rtlab.probes.registry import shape as probe_shape
+from rtlab.probes.registry import two_ended_names
 from rtlab.report.html import own_report_path, render_html
 from rtlab.report.junit import junit_xml
 from rtlab.report.terminal import make_console
@@ -24,6 +25,7 @@ from rtlab.textfmt import shown
 
 
 def register(sub: Any) -> None:
+    ends = " or ".join(two_ended_names())  # the probes measured between two ends
     p = sub.add_parser(
         "run",
         help="run a scenario (default: quick, about a minute: idle, then under load)",
@@ -45,22 +47,22 @@ def register(sub: Any) -> None:
                    help="an option of the --probe (`rtlab-probe NAME --help`), e.g. "
                    "mechanism=pipe or window=100ms (repeatable)")
     p.add_argument("--peer", metavar="ADDR:PORT",
-                   help="udp: ping a reflector the user started on another machine (with "
+                   help=f"{ends}: ping a reflector the user started on another machine (with "
                    "--probe-opt session=TOKEN) instead of two local network namespaces")
     p.add_argument("--reflector", metavar="TARGET",
-                   help="udp: start the reflector on this board over SSH (bound to --peer "
+                   help=f"{ends}: start the reflector on this board over SSH (bound to --peer "
                    "ADDR:PORT, its address on the link to the pinging board) and ping it from "
                    "--target (or this machine): the packets cross the link between the two "
                    "boards (docs/boards.md)")
     p.add_argument("--reflector-cpu", type=int, metavar="N",
-                   help="udp with --reflector: pin the reflector to this CPU of its board")
+                   help=f"{ends} with --reflector: pin the reflector to this CPU of its board")
     p.add_argument("--reflector-thread-priority", metavar="PATTERN=POLICY:PRIO",
                    action="append", default=[],
-                   help="udp with --reflector: give the reflector board's threads whose name "
+                   help=f"{ends} with --reflector: give the reflector board's threads whose name "
                    "matches PATTERN this policy and priority for the run (journaled there), "
                    "e.g. the seed's NIC IRQ thread 'irq/[0-9]+-eth1=fifo:99'; repeatable")
     p.add_argument("--reflector-irq", metavar="PATTERN=CPUS", action="append", default=[],
-                   help="udp with --reflector: move the reflector board's IRQs whose name "
+                   help=f"{ends} with --reflector: move the reflector board's IRQs whose name "
                    "matches PATTERN (e.g. its NIC's, 'eth1') to CPUS for the run (journaled "
                    "there), e.g. 'eth1=0'; repeatable")
     p.add_argument("--duration", metavar="DUR",

@@ -10,6 +10,7 @@ from typing import Any
 from rtlab.cli.options import add_json_arg
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.scenario import format_duration
 from rtlab.scenario.builtin import builtin_dirs, builtins, describe
 from rtlab.scenario.cpus import format_cpulist
@@ -88,8 +89,8 @@ def _list_entry(name: str, path: Any) -> dict[str, Any]:
         return [t for t in v if isinstance(t, dict)] if isinstance(v, list) else []
 
     head = doc.get("scenario") if isinstance(doc.get("scenario"), dict) else {}
-    probes = [{"name": p.get("name") or p.get("probe", "timer"),
-               "probe": p.get("probe", "timer"), "cpus": p.get("cpus")}
+    probes = [{"name": p.get("name") or p.get("probe", DEFAULT_PROBE),
+               "probe": p.get("probe", DEFAULT_PROBE), "cpus": p.get("cpus")}
               for p in tables("probe") or [{}]]
     loads = [{"name": ld.get("name"), "kind": ld.get("kind"), "cpus": ld.get("cpus")}
              for ld in tables("load")]

@@ -17,6 +17,7 @@ from rtlab.engine.locate import find_probe
 from rtlab.errors import SkippedError
 from rtlab.loads.lifecycle import RT_POLICIES, Command, Load, Placement, Proc, SpawnRecorder
 from rtlab.loads.params import Param, format_size, preset_values
+from rtlab.probes.registry import DEFAULT_PROBE
 
 # --------------------------------------------------------------------------------------------
 # builtin (rtlab-probe load: the engine's own CPU + memory load)
@@ -184,7 +185,7 @@ class RtCompetitorLoad(Load):
         pl = self.placement
         cpus = pl.cpus if cpus is None else cpus
         a = [getattr(self, "probe", "rtlab-probe"),
-             *(["--cgroup", cgroup] if cgroup else []), "timer",
+             *(["--cgroup", cgroup] if cgroup else []), DEFAULT_PROBE,
              "--policy", pl.policy if pl.policy in ("fifo", "rr") else "other",
              "--priority", str(pl.priority),
              "--interval", f"{self.params['interval']}ns", "--output", output]

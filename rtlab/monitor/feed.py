@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.results.histogram import SUB_BITS
 
 
@@ -66,7 +67,7 @@ class SegmentFeed:
     live: bool = False
     start_unix: float = 0.0  # the run's start on the wall clock (its header)
     window_s: float = 1.0
-    probe: str = "timer"
+    probe: str = DEFAULT_PROBE
     seq: int = 0  # the last snapshot seq fed (the result counts as seq + 1)
     ended: bool = False  # the result record was fed
     status: str | None = None
@@ -78,7 +79,7 @@ class SegmentFeed:
             self.start_unix = time.time()
         cfg = rec.get("config") or {}
         self.window_s = int(cfg.get("window_ns") or 1_000_000_000) / 1e9
-        self.probe = str(rec.get("probe") or "timer")
+        self.probe = str(rec.get("probe") or DEFAULT_PROBE)
 
     def feed(self, rec: dict[str, Any]) -> list[Increment]:
         """The increments of one record ([] for records that add nothing)."""

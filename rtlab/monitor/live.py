@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.results.histogram import SUB_BITS
 
 RECENT_S = 60.0  # how long a window maximum stays in `recent` (>= the scrape interval)
@@ -36,7 +37,7 @@ class ChannelLive:
     board: str
     channel: str  # the engine's channel name, e.g. "cpu1"
     cpu: int | None
-    probe: str = "timer"
+    probe: str = DEFAULT_PROBE
     samples: int = 0
     missed: int = 0
     sum_ns: int = 0
@@ -142,14 +143,14 @@ class LiveState:
                 setattr(b, k, getattr(b, k) + v)
 
     def channel(self, board: str, channel: str, cpu: int | None,
-                probe: str = "timer") -> ChannelLive:
+                probe: str = DEFAULT_PROBE) -> ChannelLive:
         """The channel's live record (created empty at first use). Change it only through
         `update`."""
         with self._lock:
             return self._channels.setdefault((board, channel, probe),
                                              ChannelLive(board, channel, cpu, probe))
 
-    def update(self, board: str, channel: str, cpu: int | None, probe: str = "timer",
+    def update(self, board: str, channel: str, cpu: int | None, probe: str = DEFAULT_PROBE,
                **increments: object) -> None:
         """`ChannelLive.add` under the lock (keyword arguments as there)."""
         with self._lock:

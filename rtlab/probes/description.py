@@ -69,10 +69,31 @@ class TwoEnded:
     # options the host itself acts on (the other end is set up alike) and their allowed
     # values: checked by the host when a scenario is loaded; the engine checks the rest
     host_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # the other end: the engine's mode that runs it, and its option that binds it
+    other_end: str = "reflect"
+    bind_option: str = "bind"
+
+    def other_end_args(self, probe: str, bind: str, token: str) -> list[str]:
+        """The engine's arguments that start `probe`'s other end bound to `bind`, sharing
+        `token` with the measuring end (the caller adds its run options)."""
+        return [probe, self.other_end, f"--{self.bind_option}", bind,
+                f"--{self.token_option}", token]
 
     def measures(self, options: Mapping[str, Any]) -> bool:
         """Do these options run the measuring end (the one that needs the other)?"""
         return options.get(self.mode_option, self.measuring_end) == self.measuring_end
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """How `rtlab monitor` runs a probe for days, one engine run per segment."""
+
+    help: str  # what it watches, for `rtlab monitor --probe`
+    # a periodic thread that sleeps and wakes: --interval, --priority and --dma-latency
+    # apply; else why they do not (the probe spins)
+    wakes: bool = True
+    why_not_waking: str = ""
+    fixed_args: tuple[str, ...] = ()  # engine arguments it always gets
 
 
 @dataclass(frozen=True)
@@ -97,3 +118,5 @@ class ProbeInfo:
     notes: Callable[[RunResult], list[str]] | None = None
     # a two-ended probe: how its other end is set up (None: one end, nothing to set up)
     two_ended: TwoEnded | None = None
+    # a probe `rtlab monitor` can run (None: not one)
+    monitor: Monitored | None = None

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtlab.probes.description import Phase, ProbeInfo, RunResult
+from rtlab.probes.description import Monitored, Phase, ProbeInfo, RunResult
 from rtlab.results.histogram import bucket_bounds
 from rtlab.results.shape import ResultShape
 from rtlab.textfmt import human
@@ -115,4 +115,7 @@ def phase_lines(_result: RunResult, phase: Phase) -> list[str]:
 
 INFO = ProbeInfo("noise", ResultShape(measures="noise gap", work_counter="loops",
                                       owns_its_cpus=True),
-                 lists_gaps=True, phase_lines=phase_lines)
+                 lists_gaps=True, phase_lines=phase_lines,
+                 monitor=Monitored("OS noise seen by a thread that spins on each CPU (it takes "
+                                   "the whole CPU: for CPUs reserved to a polling workload)",
+                                   wakes=False, why_not_waking="it spins on each CPU"))

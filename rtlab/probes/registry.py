@@ -5,11 +5,16 @@ Adding a probe on the host is one module with its INFO and one entry here."""
 from __future__ import annotations
 
 from rtlab.probes import event, interfere, noise, overhead, switch, timer, udp
-from rtlab.probes.description import ProbeInfo, TwoEnded
+from rtlab.probes.description import Monitored, ProbeInfo, TwoEnded
 from rtlab.results.shape import ResultShape
 
 PROBES: dict[str, ProbeInfo] = {m.INFO.name: m.INFO for m in (
     timer, noise, switch, overhead, interfere, udp, event)}
+
+
+# the probe a run, a scenario's [[probe]], `rtlab monitor` and `rtlab history` use when
+# none is named, and that the competing real-time thread load (rt-competitor) runs
+DEFAULT_PROBE = "timer"
 
 
 def info(name: str) -> ProbeInfo:
@@ -38,3 +43,9 @@ def two_ended(name: str) -> TwoEnded | None:
 def two_ended_names() -> list[str]:
     """The two-ended probes' names, in the registry's order."""
     return [n for n, p in PROBES.items() if p.two_ended is not None]
+
+
+def monitored() -> dict[str, Monitored]:
+    """The probes `rtlab monitor` can run, the default (DEFAULT_PROBE) first."""
+    found = {n: p.monitor for n, p in PROBES.items() if p.monitor is not None}
+    return dict(sorted(found.items(), key=lambda kv: kv[0] != DEFAULT_PROBE))

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rtlab.probes.description import ProbeInfo
+from rtlab.probes.description import Monitored, ProbeInfo
 from rtlab.results.shape import ResultShape
 
 # An imported rtla timerlat run (probe "timer") has irq@cpuN, thread@cpuN and user@cpuN:
@@ -13,4 +13,6 @@ from rtlab.results.shape import ResultShape
 INFO = ProbeInfo("timer", ResultShape(measures="wake-up latency",
                                       headline=("user@cpu*", "thread@cpu*"),
                                       owns_its_cpus=True),
-                 takes_common_options=True)
+                 takes_common_options=True,
+                 monitor=Monitored("wake-up latency of a SCHED_FIFO thread (default)",
+                                   fixed_args=("--policy", "fifo")))

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The far end of a network probe (`udp`): where the reflector runs, and where the pinger.
+"""The far end of a two-ended network probe (one that declares `ProbeInfo.two_ended`,
+e.g. `udp`; nothing here names it: a peer is given the probe and how it has two ends,
+`ProbeEnds`): where the reflector runs, and where the pinger.
 
-`UdpPeer` is the interface the run uses; two implementations exist:
+`OtherEnd` is the interface the run uses; these implementations exist:
 
 * `NetnsPeer` (the default: "two boards" on one machine): two private network
   namespaces joined by a veth pair (`rtlab.loads.net.VethPair`), journaled
-  before they are created, with `rtlab-probe udp reflect` started in namespace A
+  before they are created, with the probe's other end (`rtlab-probe udp reflect`)
+  started in namespace A
   (pinned, SCHED_FIFO 98, on the pinger's `path`: socket or xdp) and the pinger
   run in namespace B through a `NetnsTransport`. `close()` stops the reflector and
   deletes the namespaces on every exit path; after a `kill -9` of rtlab, `rtlab
@@ -40,6 +43,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,7 @@ from rtlab.engine.transport import LocalTransport, NetnsTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
 from rtlab.loads.net import DEV_A, DEV_B, VethPair, udp_listening
+from rtlab.probes.description import TwoEnded
 from rtlab.system.applier import SystemSession
 from rtlab.system.facts import read_facts
 from rtlab.system.journal_files import journal_dir
@@ -76,13 +81,26 @@ def parse_peer(text: str) -> tuple[str, int]:
     return host, p
 
 
-class UdpPeer(abc.ABC):
+@dataclass(frozen=True)
+class ProbeEnds:
+    """The probe measured between two ends, and how it has them (rtlab.probes)."""
+
+    name: str
+    ends: TwoEnded
+
+    def other_end_args(self, bind: str, session: str) -> list[str]:
+        """The engine's arguments that start the other end, bound to `bind`."""
+        return self.ends.other_end_args(self.name, bind, session)
+
+
+class OtherEnd(abc.ABC):
     """Where the reflector is, and the transport that runs the pinger."""
 
     session: str
     timestamps: str | None = None  # the pingers' --timestamps (None: the default)
 
-    def __init__(self) -> None:
+    def __init__(self, of: ProbeEnds) -> None:
+        self.of = of
         self.hw: list[HwTimestamping] = []  # what enabling the NICs' timestamping did
         self._hw_sessions: list[Any] = []
 
@@ -95,7 +113,7 @@ class UdpPeer(abc.ABC):
             return
         journal.mkdir(parents=True, exist_ok=True)
         for i, (transport, ifname) in enumerate(targets):
-            s = SystemSession(transport, journal, name=f"udp-{os.getpid()}-hwts{i}")
+            s = SystemSession(transport, journal, name=f"{self.of.name}-{os.getpid()}-hwts{i}")
             self._hw_sessions.append(s.__enter__())
             res = enable_hw_timestamping(s, ifname)
             self.hw.append(res)
@@ -108,12 +126,13 @@ class UdpPeer(abc.ABC):
                 self._hw_sessions.pop().release()
 
 
-class RemotePeer(UdpPeer):
+class RemotePeer(OtherEnd):
     """A reflector the user started elsewhere (`--peer ADDR:PORT`, `session=TOKEN`)."""
 
-    def __init__(self, peer: str, session: str, transport: Transport | None = None,
-                 timestamps: str | None = None, journal_dir: Path | None = None) -> None:
-        super().__init__()
+    def __init__(self, of: ProbeEnds, peer: str, session: str,
+                 transport: Transport | None = None, timestamps: str | None = None,
+                 journal_dir: Path | None = None) -> None:
+        super().__init__(of)
         parse_peer(peer)
         self.peer, self.session = peer, session
         self._transport = transport or LocalTransport()
@@ -141,14 +160,15 @@ class RemotePeer(UdpPeer):
                 "hw_timestamping": [h.describe() for h in self.hw]}
 
 
-class NetnsPeer(UdpPeer):
+class NetnsPeer(OtherEnd):
     """Two namespaces joined by a veth pair; the reflector in A, the pinger in B."""
 
-    def __init__(self, reflector_cpu: int | None, *, subnet: str = DEFAULT_SUBNET,
+    def __init__(self, of: ProbeEnds, reflector_cpu: int | None, *,
+                 subnet: str = DEFAULT_SUBNET,
                  priority: int = REFLECT_PRIORITY, probe: str | None = None,
                  journal_dir: Path | None = None, timestamps: str | None = None,
                  path: str = "socket", xdp_mode: str | None = None) -> None:
-        super().__init__()
+        super().__init__(of)
         self.reflector_cpu, self.subnet, self.priority = reflector_cpu, subnet, priority
         self.timestamps = timestamps
         self.path, self.xdp_mode = path, xdp_mode
@@ -183,7 +203,7 @@ class NetnsPeer(UdpPeer):
         d = self._journal_dir or journal_dir()
         d.mkdir(parents=True, exist_ok=True)
         self._session = SystemSession(LocalTransport(probe), d,
-                                      name=f"udp-{os.getpid()}").__enter__()
+                                      name=f"{self.of.name}-{os.getpid()}").__enter__()
         self.pair = VethPair.create(self.subnet, self._session)
 
         self._enable_hw([(NetnsTransport(ns, probe), dev)
@@ -193,8 +213,7 @@ class NetnsPeer(UdpPeer):
                         "that has it (--peer ADDR:PORT)")
         addr = f"{self.pair.addr_a}:{self.port}"
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
-        argv = ["udp", "reflect", "--bind", addr,
-                "--session", self.session, "--duration", f"{secs}s",
+        argv = [*self.of.other_end_args(addr, self.session), "--duration", f"{secs}s",
                 "--policy", "fifo", "--priority", str(self.priority), "--allow-non-rt"]
         if self.timestamps is not None:  # the reflector stamps as its pingers do
             argv += ["--timestamps", self.timestamps]
@@ -217,7 +236,7 @@ class NetnsPeer(UdpPeer):
                 err = self._proc.stderr.read().decode(errors="replace") if (
                     self._proc.poll() is not None and self._proc.stderr) else ""
                 line = (err.strip().splitlines() or ["did not bind in time"])[-1]
-                raise RtlabError(f"the udp reflector did not start: {line}")
+                raise RtlabError(f"the {self.of.name} reflector did not start: {line}")
             time.sleep(0.02)
         return addr
 
@@ -257,7 +276,7 @@ class NetnsPeer(UdpPeer):
                 "reflector_path": self.path}
 
 
-class BoardPeer(UdpPeer):
+class BoardPeer(OtherEnd):
     """The reflector on another board (`--reflector B --peer ADDR:PORT`), started there
     over SSH, the pinger on the run's board: the packets cross the link between the two
     boards (ADDR is B's address on it), never the host.
@@ -270,13 +289,13 @@ class BoardPeer(UdpPeer):
     run's duration plus a margin.
     """
 
-    def __init__(self, target: str, peer: str, pinger: Transport, *,
+    def __init__(self, of: ProbeEnds, target: str, peer: str, pinger: Transport, *,
                  engine_dir: str | None = None, cpu: int | None = None,
                  priority: int = REFLECT_PRIORITY, thread_priorities: tuple[Any, ...] = (),
                  irq_affinities: tuple[tuple[str, str], ...] = (),
                  timestamps: str | None = None, path: str = "socket",
                  xdp_mode: str | None = None) -> None:
-        super().__init__()
+        super().__init__(of)
         parse_peer(peer)
         self.irq_affinities = irq_affinities  # (IRQ name pattern, CPU list) on B
         if timestamps in HW_MODES:
@@ -302,8 +321,8 @@ class BoardPeer(UdpPeer):
                              f"({self._pinger.target}) under another name: give the other "
                              "board of the link")
         self._owner = SystemSession(self._board, journal_dir(self._board),
-                                    name=f"udp-reflector-{os.getpid()}",
-                                    owner=owner_label("udp reflector")).__enter__()
+                                    name=f"{self.of.name}-reflector-{os.getpid()}",
+                                    owner=owner_label(f"{self.of.name} reflector")).__enter__()
         if self.thread_priorities or self.irq_affinities:
             facts = read_facts(self._board)
             ops = priority_ops(facts, list(self.thread_priorities))
@@ -320,10 +339,11 @@ class BoardPeer(UdpPeer):
         return self.peer
 
     def _spawn(self, board: Transport, duration_ns: int | None) -> None:
-        """`rtlab-probe udp reflect` on `board`, held by its lifeline; returns once bound."""
+        """The other end (`rtlab-probe udp reflect`) on `board`, held by its lifeline;
+        returns once bound."""
         secs = (duration_ns or 3_600_000_000_000) // 1_000_000_000 + REFLECT_MARGIN_S
-        args = ["--stdin-lifeline", "udp", "reflect", "--bind", self.peer, "--session",
-                self.session, "--duration", f"{secs}s", "--policy", "fifo", "--priority",
+        args = ["--stdin-lifeline", *self.of.other_end_args(self.peer, self.session),
+                "--duration", f"{secs}s", "--policy", "fifo", "--priority",
                 str(self.priority), "--allow-non-rt"]
         if self.timestamps is not None:
             args += ["--timestamps", self.timestamps]
@@ -340,7 +360,8 @@ class BoardPeer(UdpPeer):
             err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
             why = (err.strip().splitlines() or [line.decode(errors="replace").strip()
                                                 or "it ended at once"])[-1]
-            raise RtlabError(f"the udp reflector on {self.target} did not start: {why}")
+            raise RtlabError(f"the {self.of.name} reflector on {self.target} did not start: "
+                             f"{why}")
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
@@ -381,16 +402,17 @@ class BoardPeer(UdpPeer):
 
 
 class LoopbackPeer(BoardPeer):
-    """No reflector named for a board's udp run: the reflector runs on the pinging board
+    """No reflector named for a board's two-ended run: the reflector runs on the pinging board
     itself, on another CPU, and the packets go over its loopback. What is measured is the
     board's UDP stack and wake-ups, not its NIC or a cable: the run says so in one line
     (`note`). It is part of the pinging run (that run holds the board; nothing else is
     taken or changed), stopped with it by its lifeline."""
 
-    def __init__(self, pinger: Transport, cpu: int | None, *, port: int | None = None,
-                 priority: int = REFLECT_PRIORITY, path: str = "socket") -> None:
+    def __init__(self, of: ProbeEnds, pinger: Transport, cpu: int | None, *,
+                 port: int | None = None, priority: int = REFLECT_PRIORITY,
+                 path: str = "socket") -> None:
         port = port if port is not None else 40000 + secrets.randbelow(20000)
-        super().__init__(pinger.target, f"127.0.0.1:{port}", pinger, cpu=cpu,
+        super().__init__(of, pinger.target, f"127.0.0.1:{port}", pinger, cpu=cpu,
                          priority=priority, path=path)
 
     def start(self, duration_ns: int | None) -> str:
@@ -399,8 +421,9 @@ class LoopbackPeer(BoardPeer):
 
     def note(self) -> str:
         where = f"CPU {self.cpu}" if self.cpu is not None else "any CPU"
-        return (f"udp: no reflector named: the reflector ran on {self.target} itself ({where}, "
-                f"FIFO {self.priority}) over loopback: the board's UDP stack and wake-ups are "
+        return (f"{self.of.name}: no reflector named: the reflector ran on {self.target} "
+                f"itself ({where}, FIFO {self.priority}) over loopback: the board's UDP "
+                "stack and wake-ups are "
                 "measured, not its NIC or a link; name one with --reflector BOARD --peer "
                 "ADDR:PORT or a [reflector] table in the scenario")
 

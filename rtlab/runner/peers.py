@@ -18,7 +18,14 @@ from rtlab.engine.transport import LocalTransport
 from rtlab.errors import UsageError
 from rtlab.probes.description import TwoEnded
 from rtlab.probes.registry import two_ended, two_ended_names
-from rtlab.runner.netpeer import BoardPeer, LoopbackPeer, NetnsPeer, RemotePeer, parse_peer
+from rtlab.runner.netpeer import (
+    BoardPeer,
+    LoopbackPeer,
+    NetnsPeer,
+    ProbeEnds,
+    RemotePeer,
+    parse_peer,
+)
 from rtlab.scenario.model import ProbeSpec, Scenario
 from rtlab.system.shield_plan import ThreadPriority, irq_move_problem, parse_thread_priority
 from rtlab.textfmt import shown
@@ -144,12 +151,13 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         return None
     stamps = peer_timestamps(variants)
     pinger, ends = next(_two_ended_probes(variants))
+    of = ProbeEnds(pinger.name, ends)
     o = pinger.options
     if reflector is not None:
         if peer is None:
             raise UsageError("--reflector needs --peer ADDR:PORT: the reflector board's "
                              "address on the link to the pinging board, and a port")
-        return BoardPeer(reflector.target, peer, reflector.pinger,
+        return BoardPeer(of, reflector.target, peer, reflector.pinger,
                          engine_dir=reflector.engine_dir, cpu=reflector.cpu,
                          thread_priorities=reflector.thread_priorities,
                          irq_affinities=reflector.irq_affinities, timestamps=stamps,
@@ -167,8 +175,8 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
             if stamps in ("hardware", "auto"):
                 raise UsageError("hardware timestamps with --peer from a board: not "
                                  "available yet (enable them on the board's NIC by hand)")
-            return RemotePeer(peer, session, transport=board)  # the board pings
-        return RemotePeer(peer, session, timestamps=stamps)
+            return RemotePeer(of, peer, session, transport=board)  # the board pings
+        return RemotePeer(of, peer, session, timestamps=stamps)
     cpu = o.get("cpu", (list(o.get("cpus") or []) or [None])[0])
     others = [c for c in online if c != cpu]
     if board is not None and not board.is_local:
@@ -179,7 +187,7 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
         if stamps in ("hardware", "auto"):
             raise UsageError("hardware timestamps need a reflector on another board "
                              "(--peer ADDR:PORT with a reflector you started)")
-        return LoopbackPeer(board, int(others[0]) if others else None)
+        return LoopbackPeer(of, board, int(others[0]) if others else None)
     NetnsPeer.check_available()
     # the reflector's path is the pinger's: both ends of the "two boards" measured alike
     path, xdp_mode = str(o.get("path", "socket")), o.get("xdp_mode")
@@ -188,7 +196,7 @@ def make_peer(variants: Sequence[Scenario], peer: str | None, online: Sequence[i
             raise UsageError(f"--probe-opt {key}={value}: allowed: "
                              + ", ".join(ends.host_choices[key]))
     # the reflector on another CPU than the pinger where there is one ("two boards")
-    return NetnsPeer(int(others[-1]) if others else (int(cpu) if cpu is not None else None),
+    return NetnsPeer(of, int(others[-1]) if others else (int(cpu) if cpu is not None else None),
                      timestamps=stamps, path=path,
                      xdp_mode=str(xdp_mode) if xdp_mode else None)
 

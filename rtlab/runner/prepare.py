@@ -47,7 +47,7 @@ class RunRequest:
     trace_threshold: str | None = None
     trace_buffer_kb: int | None = None
     samples: str | None = None
-    peer: str | None = None  # a udp reflector the user started (not --reflector's)
+    peer: str | None = None  # a two-ended probe's other end the user started
 
 
 def resolve_priority(priority: int | None, policy: str | None) -> int | None:

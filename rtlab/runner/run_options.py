@@ -54,7 +54,7 @@ class RunOptions:
     load_settle_s: float = 0.5
     journal_dir: Path | None = None
     control: RunControl | None = None  # shared by runs in parallel (several boards)
-    peer_info: Callable[[], dict[str, Any]] | None = None  # where the udp reflector is
+    peer_info: Callable[[], dict[str, Any]] | None = None  # where a two-ended probe's other end is
 
     def event(self, text: str) -> None:
         """One line of what the runner does, to whoever follows it (`on_event`)."""

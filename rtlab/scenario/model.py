@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rtlab.errors import UsageError
+from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.scenario.units import format_duration, online_cpus
 
 POLICIES = ("fifo", "rr", "other")
@@ -280,7 +281,7 @@ def quick(
         options["samples_file"] = samples_file
     if allow_non_rt:
         options["allow_non_rt"] = True
-    probe = ProbeSpec("timer", options)
+    probe = ProbeSpec(DEFAULT_PROBE, options)
     return Scenario(
         name="quick",
         description="timer wake-up latency on every online CPU, idle system",

@@ -11,7 +11,7 @@ from typing import Any
 
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
-from rtlab.probes.registry import two_ended
+from rtlab.probes.registry import DEFAULT_PROBE, two_ended
 from rtlab.scenario.fields import Ctx, Getter, check_keys
 from rtlab.scenario.model import (
     DEFAULT_SNAPSHOT_NS,
@@ -217,7 +217,8 @@ def probes(ctx: Ctx, raws: list[dict[str, Any]], online: Sequence[int],
         path = f"probe[{i}]"
         check_keys(ctx, raw, PROBE_KEYS, path, "probe", i)
         g = Getter(ctx, raw, path, "probe", i)
-        probe = g.str("probe", "timer", _PROBE_RE, "a probe name such as \"timer\"")
+        probe = g.str("probe", DEFAULT_PROBE, _PROBE_RE,
+                      f"a probe name such as \"{DEFAULT_PROBE}\"")
         assert probe is not None
         label = g.str("name", probe, NAME_RE, "a name of letters, digits, _ . -")
         if any(p.label == label for p in out):
