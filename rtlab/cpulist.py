@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
+from rtlab.textfmt import shown
+
 _ITEM = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*(?::\s*([0-9]+)\s*)?)?")
 _SIGNED = re.compile(r"\s*-\s*[0-9]")
 
@@ -32,7 +34,6 @@ class CpuListError(ValueError):
 
     def __init__(self, reason: str, item: str, text: str, cpu: int | None = None,
                  limit: int = MAX_CPUS) -> None:
-        from rtlab.textfmt import shown  # textfmt formats with this module
 
         self.reason = reason
         self.item = item.strip()

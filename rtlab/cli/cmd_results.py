@@ -22,6 +22,7 @@ from rtlab.cli.options import (
 )
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.machine_text import preemption, processor
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.report import render
 from rtlab.report.exporters import INTERVAL_METHOD, intervals_json
@@ -32,7 +33,7 @@ from rtlab.results.summary import DEFAULT_PERCENTILES
 from rtlab.results.sync import Selection, parse_since, transfer
 from rtlab.runner import import_jsonl
 from rtlab.runner.fetch import fetch_runs
-from rtlab.textfmt import NA, preemption, processor, seconds, us
+from rtlab.textfmt import NA, seconds, us
 
 
 def register(sub: Any) -> None:

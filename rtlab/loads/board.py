@@ -10,7 +10,8 @@ load process on it is started by the static engine (docs/engine.md):
 * kind `builtin` as `rtlab-probe --stdin-lifeline load ...`, the engine's own CPU +
   memory load;
 * kind `osadl-mid` as the engine's own load too, its network part sent to a peer (this
-  machine or another board): rtlab.loads.osadl_board.
+  machine or another board): rtlab.loads.osadl_board; which form a load takes on its
+  target: rtlab.loads.on_target.
 
 Each prints, first, a JSON line with the group's pid, pgid and start time read on the
 board; the group is journaled with the run's recorder (`spawned`: the board's journal,
@@ -47,7 +48,6 @@ from rtlab.exitcodes import ExitCode
 from rtlab.loads import proc as procmod
 from rtlab.loads.engine_loads import BuiltinLoad, RtCompetitorLoad
 from rtlab.loads.lifecycle import Command, Load, LoadError, Proc, SpawnRecorder
-from rtlab.loads.osadl_mid import OsadlMidLoad
 from rtlab.loads.stress import StressLoad
 
 if TYPE_CHECKING:
@@ -80,20 +80,6 @@ def board_kind_error(kind: str, target: str) -> str | None:
     return (f"load kind {kind!r} on {target}: not available on boards yet (it needs "
             "network namespaces and sockperf there); kinds for boards: "
             + ", ".join(BOARD_KINDS))
-
-
-def for_target(load: Load, transport: Transport | None) -> Load:
-    """The load as it runs on the target: itself on this machine, a RemoteLoad on a board."""
-    if transport is None or transport.is_local:
-        return load
-    why = board_kind_error(load.kind, transport.target)
-    if why is not None:
-        raise UsageError(why)
-    if isinstance(load, OsadlMidLoad):
-        from rtlab.loads.osadl_board import BoardOsadlLoad  # it builds on RemoteLoad
-
-        return BoardOsadlLoad(load, transport)
-    return RemoteLoad(load, transport)
 
 
 def board_tools(load: Load) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.analysis.stats import DEFAULT_LEVEL, PercentileInterval
+from rtlab.machine_text import preemption
 from rtlab.probes.extras import extra_lines
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.cyclictest_hist import CyclictestHistExporter
@@ -47,7 +48,7 @@ from rtlab.report.terminal import (
 )
 from rtlab.results.model import RunResult
 from rtlab.results.summary import DEFAULT_PERCENTILES, ChannelSummary, percentile_label
-from rtlab.textfmt import NA, preemption, us
+from rtlab.textfmt import NA, us
 
 
 class JsonExporter(Exporter):

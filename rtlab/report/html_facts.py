@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from rtlab.machine_text import preemption, processor
 from rtlab.report.html_blocks import (
     cpus_text,
     esc,
@@ -14,7 +15,7 @@ from rtlab.report.html_blocks import (
     records_table,
     value_html,
 )
-from rtlab.textfmt import NA, preemption, processor
+from rtlab.textfmt import NA
 
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.results.model import RunResult

@@ -14,10 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rtlab.results.model import Phase
+
+class Phase(Protocol):
+    """What a shape's `why_nothing` reads of a phase (rtlab.results.model.Phase)."""
+
+    name: str
+    channels: list[Any]
+    extras: dict[str, Any] | None
 
 
 class _Named(Protocol):

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import ipaddress
 import os
 import secrets
 import signal
@@ -53,6 +52,7 @@ from rtlab.engine.transport import LocalTransport, NetnsTransport, Transport
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.lifeline import die_with_parent
 from rtlab.loads.net import DEV_A, DEV_B, VethPair, udp_listening
+from rtlab.netaddr import parse_peer
 from rtlab.probes.description import TwoEnded
 from rtlab.system.applier import SystemSession
 from rtlab.system.facts import read_facts
@@ -65,20 +65,6 @@ DEFAULT_SUBNET = "198.18.0.4/30"  # beside the `net` load's default 198.18.0.0/3
 REFLECT_PRIORITY = 98  # seed: NIC IRQ thread 99, ping-pong 98, background 97
 REFLECT_MARGIN_S = 30  # the reflector outlives the run by this much, then ends itself
 LISTEN_TIMEOUT_S = 5.0
-
-
-def parse_peer(text: str) -> tuple[str, int]:
-    """`ADDR:PORT` (IPv4, or [IPv6]:PORT) -> (addr, port); UsageError with one line."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    try:
-        ipaddress.ip_address(host)
-        p = int(port)
-    except ValueError:
-        p = -1
-    if not sep or not 1 <= p <= 65535:
-        raise UsageError(f"--peer {text}: expected ADDR:PORT, e.g. 192.0.2.7:7400")
-    return host, p
 
 
 @dataclass(frozen=True)

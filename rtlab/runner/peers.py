@@ -16,6 +16,7 @@ from rtlab.cpulist import MAX_CPUS
 from rtlab.engine.ssh import SshTarget
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import UsageError
+from rtlab.netaddr import parse_peer
 from rtlab.probes.description import TwoEnded
 from rtlab.probes.registry import two_ended, two_ended_names
 from rtlab.runner.netpeer import (
@@ -24,7 +25,6 @@ from rtlab.runner.netpeer import (
     NetnsPeer,
     ProbeEnds,
     RemotePeer,
-    parse_peer,
 )
 from rtlab.scenario.model import ProbeSpec, Scenario
 from rtlab.system.shield_plan import ThreadPriority, irq_move_problem, parse_thread_priority

@@ -30,8 +30,8 @@ from rtlab.engine.transport import LocalTransport, Transport
 from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import from_spec
-from rtlab.loads.board import for_target
 from rtlab.loads.fallback import builtin_instead, fallback_note
+from rtlab.loads.on_target import for_target
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.runner.control import RunControl, handle_signals

@@ -11,6 +11,7 @@ from typing import Any
 
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
+from rtlab.netaddr import parse_peer
 from rtlab.probes.registry import DEFAULT_PROBE, two_ended
 from rtlab.scenario.fields import Ctx, Getter, check_keys
 from rtlab.scenario.model import (
@@ -371,8 +372,6 @@ def reflector(ctx: Ctx, raw: Mapping[str, Any]) -> ReflectorSpec:
         raise g.fail("target", exc.message) from None
     address = raw.get("address")
     if address is not None:
-        from rtlab.runner.netpeer import parse_peer
-
         if not isinstance(address, str):
             raise g.fail("address", f"{address!r} is not allowed; allowed: \"ADDR:PORT\", "
                          "the reflector board's address on the link and a port")

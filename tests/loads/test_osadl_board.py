@@ -13,8 +13,9 @@ import pytest
 from rtlab.analysis.loadmix import _what_ran
 from rtlab.errors import UsageError
 from rtlab.loads import from_spec, validate
-from rtlab.loads.board import board_kind_error, for_target
+from rtlab.loads.board import board_kind_error
 from rtlab.loads.net import BoardPeer, parse_board_peer
+from rtlab.loads.on_target import for_target
 from rtlab.loads.osadl_board import BoardOsadlLoad
 
 

@@ -196,7 +196,7 @@ class NoStressNg(PosingAsBoard):
 
 def test_a_board_without_stress_ng_is_one_line_with_the_packages() -> None:
     from rtlab.loads import from_spec
-    from rtlab.loads.board import for_target
+    from rtlab.loads.on_target import for_target
 
     load = for_target(from_spec({"kind": "stress", "preset": "seed"}), NoStressNg())
     with pytest.raises(SkippedError) as exc:
@@ -273,7 +273,8 @@ def test_a_board_load_that_ends_by_itself_died_early(probe_bin: str) -> None:
     """Liveness of a board's load comes from its engine: stress-ng ending on its own
     (exec_done before the stop) is a load that died early, noticed by the watcher."""
     from rtlab.loads import LoadSet, from_spec
-    from rtlab.loads.board import RemoteLoad, for_target
+    from rtlab.loads.board import RemoteLoad
+    from rtlab.loads.on_target import for_target
 
     if subprocess.run(["sh", "-c", "command -v stress-ng"], capture_output=True,
                       check=False).returncode != 0:
@@ -312,7 +313,7 @@ def test_a_board_load_that_ends_by_itself_died_early(probe_bin: str) -> None:
 def test_a_board_load_is_stopped_through_its_lifeline(probe_bin: str) -> None:
     """The stop closes the engine's stdin; the engine ends the group and says so."""
     from rtlab.loads import LoadSet, from_spec
-    from rtlab.loads.board import for_target
+    from rtlab.loads.on_target import for_target
 
     cpu = min(os.sched_getaffinity(0))
     load = for_target(from_spec({"kind": "builtin", "cpu": 1, "vm": 1, "vm_bytes": "4M",
@@ -331,7 +332,7 @@ def test_competing_timer_threads_on_a_board_report_back(probe_bin: str) -> None:
     """rt-competitor on a board: the board's engine under `exec`, its JSON Lines back on
     the exec's stderr, summarised in the description like a local competitor's."""
     from rtlab.loads import LoadSet, from_spec
-    from rtlab.loads.board import for_target
+    from rtlab.loads.on_target import for_target
 
     cpu = min(os.sched_getaffinity(0))
     load = for_target(from_spec({"kind": "rt-competitor", "cpus": [cpu], "policy": "other",

@@ -10,9 +10,9 @@ import struct
 from rtlab.cpulist import format_cpulist, parse_cpulist
 from rtlab.engine.transport import LocalTransport
 from rtlab.errors import RtlabError
+from rtlab.machine_text import processor
 from rtlab.system.cpumodel import CpuModels, read_cpu_models
 from rtlab.system.doctor.check import Check, Code, Context, Finding, Severity
-from rtlab.textfmt import processor
 
 CPU = "sys/devices/system/cpu"
 DEEP_IDLE_US = 10  # an idle state with a longer exit latency is worth a warning
