@@ -95,24 +95,10 @@ struct ev_ctx {
 	int run_err;
 };
 
-static int ev_bad(struct ev_ctx *ctx, char *err, size_t len, const char *msg)
-{
-	snprintf(err, len, "%s", msg);
-	free(ctx);
-	return -EINVAL;
-}
-
-static int ev_init(void **out, struct probe_args *a)
+static int ev_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	const struct probe_env *env = a->env;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct ev_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
-							      ~(size_t)(RL_CACHELINE - 1));
-	if (!ctx)
-		return -ENOMEM;
-	memset(ctx, 0, sizeof(*ctx));
+	struct ev_ctx *ctx = p;
 	ctx->src.fd = -1;
 	struct ev_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
@@ -126,21 +112,20 @@ static int ev_init(void **out, struct probe_args *a)
 	c->src.gen_cpu = v[O_GEN_CPU].set ? (int)v[O_GEN_CPU].i : -1;
 	bool needs_dev = c->source >= 2;
 	if (needs_dev && !c->src.device)
-		return ev_bad(ctx, err, errlen, "--device: required for --source gpio|ptp|pps");
+		return probe_refuse(a, "--device: required for --source gpio|ptp|pps");
 	if (!needs_dev && c->src.device)
-		return ev_bad(ctx, err, errlen, "--device: only for --source gpio|ptp|pps");
+		return probe_refuse(a, "--device: only for --source gpio|ptp|pps");
 	if (c->source == 1 && !c->src.bind)
-		return ev_bad(ctx, err, errlen, "--bind: required for --source net");
+		return probe_refuse(a, "--bind: required for --source net");
 	if (c->source != 1 && c->src.bind)
-		return ev_bad(ctx, err, errlen, "--bind: only for --source net");
+		return probe_refuse(a, "--bind: only for --source net");
 	c->cpu = opts_one_cpu(&v[O_CPU]);
-	if ((c->cpu >= 0 && !CPU_ISSET(c->cpu, env->online)) ||
-	    (c->src.gen_cpu >= 0 && !CPU_ISSET(c->src.gen_cpu, env->online)))
-		return ev_bad(ctx, err, errlen, "--gen-cpu: the CPU is not online");
+	if ((c->cpu >= 0 && !CPU_ISSET(c->cpu, a->env->online)) ||
+	    (c->src.gen_cpu >= 0 && !CPU_ISSET(c->src.gen_cpu, a->env->online)))
+		return probe_refuse(a, "--gen-cpu: the CPU is not online");
 	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 98,
 				    "--policy: deadline is not supported by event (the thread is event-driven); use fifo, rr or other",
-				    &c->policy, &c->priority, err, errlen) != 0) {
-		free(ctx);
+				    &c->policy, &c->priority, a->err, a->errlen) != 0) {
 		return -EINVAL;
 	}
 	/* the soft generator runs just below the handler */
@@ -151,7 +136,6 @@ static int ev_init(void **out, struct probe_args *a)
 	if (c->cpu >= 0)
 		CPU_SET(c->cpu, &a->used);
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
 }
 
@@ -347,13 +331,10 @@ static void ev_ended(void *p, struct probe_end *e)
 static void ev_fini(void *p)
 {
 	struct ev_ctx *ctx = p;
-	if (!ctx)
-		return;
 	if (ctx->src_open)
 		ctx->src.ops->close(&ctx->src);
 	if (ctx->ch)
 		channel_destroy(ctx->ch);
-	free(ctx);
 }
 
 const struct probe_ops event_probe = {
@@ -366,6 +347,7 @@ const struct probe_ops event_probe = {
 	PROBE_OPTIONS(ev_opts, EVENT_SHARED, O_CPU_OLD),
 	.housekeeping_help = "first online CPU other than --cpus",
 	.stack = THREAD_STACK,
+	.ctx_size = sizeof(struct ev_ctx),
 	PROBE_HOOKS(ev),
 	.thread_ready = ev_thread_ready,
 	.write_effective_end = ev_write_effective,

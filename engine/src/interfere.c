@@ -63,14 +63,10 @@ static const struct opt_def ifr_opts[O_COUNT] = {
 		      NULL, "100", NULL },
 };
 
-static int ifr_init(void **out, struct probe_args *a)
+static int ifr_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct ifr_ctx *ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
+	struct ifr_ctx *ctx = p;
 	struct ifr_cfg *c = &ctx->cfg_store;
 	c->run = a->run; /* no --housekeeping: the coordinator sleeps, the reporter shares its CPUs */
 	c->mode = (int)v[O_MODE].i;
@@ -79,19 +75,16 @@ static int ifr_init(void **out, struct probe_args *a)
 		if (CPU_ISSET(i, cpus))
 			c->cpus[c->n_cpus++] = i;
 	if (c->n_cpus > 64) {
-		snprintf(err, errlen, "--cpus: at most 64 CPUs");
-		free(ctx);
+		snprintf(a->err, a->errlen, "--cpus: at most 64 CPUs");
 		return -EINVAL;
 	}
 	if (c->mode == MODE_PAIRS && c->n_cpus < 2) {
-		snprintf(err, errlen, "--cpus: --mode pairs needs at least 2 CPUs");
-		free(ctx);
+		snprintf(a->err, a->errlen, "--cpus: --mode pairs needs at least 2 CPUs");
 		return -EINVAL;
 	}
 	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 1,
 				    "--policy: deadline is not supported here; use other, fifo or rr",
-				    &c->policy, &c->priority, err, errlen) != 0) {
-		free(ctx);
+				    &c->policy, &c->priority, a->err, a->errlen) != 0) {
 		return -EINVAL;
 	}
 	c->repeats = (unsigned)v[O_REPEATS].i;
@@ -102,7 +95,6 @@ static int ifr_init(void **out, struct probe_args *a)
 	c->ops = (uint64_t)v[O_OPS].i;
 	c->batch = (uint64_t)v[O_BATCH].i;
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
 }
 
@@ -414,7 +406,6 @@ static void ifr_fini(void *p)
 		pthread_cond_destroy(&ctx->cond_work);
 		pthread_mutex_destroy(&ctx->lock);
 	}
-	free(ctx);
 }
 
 const struct probe_ops interfere_probe = {
@@ -427,6 +418,7 @@ const struct probe_ops interfere_probe = {
 		 "--mode sharing: shared atomic vs per-CPU vs false-shared counters.",
 	PROBE_OPTIONS(ifr_opts, RUN_OPTS_COMMON, O_COUNT),
 	.stack = IFR_STACK,
+	.ctx_size = sizeof(struct ifr_ctx),
 	PROBE_HOOKS(ifr),
 	.thread_ready = ifr_thread_ready,
 	.write_effective = ifr_write_effective,

@@ -300,11 +300,13 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		.vals = own, .run = &run, .env = &env, .err = err, .errlen = sizeof(err),
 	};
 	CPU_ZERO(&args.used);
-	void *ctx = NULL;
-	r = p->init(&ctx, &args);
-	if (!r && (r = probe_housekeeping(&table, vals, &online, &args.used, &run.housekeeping,
-					  err, sizeof(err))) != 0)
-		p->fini(ctx);
+	void *ctx = probe_ctx_new(p);
+	r = ctx ? p->init(ctx, &args) : -ENOMEM;
+	if (r)
+		free(ctx);
+	else if ((r = probe_housekeeping(&table, vals, &online, &args.used, &run.housekeeping,
+					 err, sizeof(err))) != 0)
+		probe_ctx_free(p, ctx);
 	free(vals);
 	if (r == -EINVAL) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
@@ -315,11 +317,11 @@ static int run_command(int argc, char **argv, int full_argc, char **full_argv,
 		return RL_EXIT_ERROR;
 	}
 	if (g->lifeline && start_lifeline(p->name) != 0) {
-		p->fini(ctx);
+		probe_ctx_free(p, ctx);
 		return RL_EXIT_ERROR;
 	}
 	int code = lifecycle_run(p, ctx, &run, &env);
-	p->fini(ctx);
+	probe_ctx_free(p, ctx);
 	return code;
 }
 

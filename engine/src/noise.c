@@ -128,24 +128,19 @@ static int64_t kernel_int(const char *path)
 	return sf_read_int(path, &v) == 0 ? v : -2;
 }
 
-static int noise_init(void **out, struct probe_args *a)
+static int noise_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	const struct probe_env *env = a->env;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct noise_ctx *ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
+	struct noise_ctx *ctx = p;
 	struct noise_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
-	int first = -1, online = CPU_COUNT(env->online);
+	int first = -1, online = CPU_COUNT(a->env->online);
 	for (int i = 0; i < CPU_SETSIZE; i++) {
 		bool take;
 		if (v[O_CPUS].set) {
 			take = CPU_ISSET(i, &v[O_CPUS].cpus);
 		} else {
-			take = CPU_ISSET(i, env->online);
+			take = CPU_ISSET(i, a->env->online);
 			if (take && first < 0 && online > 1) {
 				first = i;
 				take = false;
@@ -156,18 +151,16 @@ static int noise_init(void **out, struct probe_args *a)
 	}
 	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 1,
 				    "--policy: deadline cannot run a polling loop (it is throttled every period); use other, fifo or rr",
-				    &c->policy, &c->priority, err, errlen) != 0) {
-		free(ctx);
+				    &c->policy, &c->priority, a->err, a->errlen) != 0) {
 		return -EINVAL;
 	}
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->gap_ns = (uint64_t)v[O_GAP].i;
 	c->record_ns = (uint64_t)v[O_RECORD].i;
 	if (c->record_ns < c->gap_ns) {
-		snprintf(err, errlen,
+		snprintf(a->err, a->errlen,
 			 "--record-gaps-above: must be at least --gap-threshold (%llu ns)",
 			 (unsigned long long)c->gap_ns);
-		free(ctx);
 		return -EINVAL;
 	}
 	c->max_gaps = (uint64_t)v[O_MAX_GAPS].i;
@@ -180,7 +173,6 @@ static int noise_init(void **out, struct probe_args *a)
 	if (c->policy == RT_FIFO || c->policy == RT_RR)
 		c->throttle_ns = noise_throttle_gap_ns(c->rt_runtime_us, c->rt_period_us);
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
 }
 
@@ -414,7 +406,6 @@ static void noise_fini(void *p)
 	probe_free_channels(ctx->chans, ctx->cfg->n_cpus);
 	free(ctx->threads);
 	free(ctx->scratch);
-	free(ctx);
 }
 
 const struct probe_ops noise_probe = {
@@ -427,6 +418,7 @@ const struct probe_ops noise_probe = {
 	PROBE_OPTIONS(noise_opts, NOISE_SHARED, O_THRESHOLD_OLD),
 	.housekeeping_help = "first online CPU not measured, else unpinned",
 	.stack = NOISE_STACK,
+	.ctx_size = sizeof(struct noise_ctx),
 	PROBE_HOOKS(noise),
 	.write_effective = noise_write_effective,
 	.write_logs = noise_write_logs,

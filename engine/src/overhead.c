@@ -84,42 +84,35 @@ struct ov_ctx {
 	atomic_bool quit;
 };
 
-static int overhead_init(void **out, struct probe_args *a)
+static int overhead_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	const struct probe_env *env = a->env;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct ov_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(struct ov_ctx) + RL_CACHELINE - 1) &
-							   ~(size_t)(RL_CACHELINE - 1));
-	if (!ctx)
-		return -ENOMEM;
-	memset(ctx, 0, sizeof(*ctx));
+	struct ov_ctx *ctx = p;
 	struct ov_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
 	int last = -1;
 	for (int i = 0; i < CPU_SETSIZE; i++)
-		if (CPU_ISSET(i, env->online))
+		if (CPU_ISSET(i, a->env->online))
 			last = i;
 	c->cpu = v[O_CPU].set ? opts_one_cpu(&v[O_CPU]) : last;
 	c->other_cpu = -1;
 	if (v[O_OTHER_CPU].set) {
 		c->other_cpu = (int)v[O_OTHER_CPU].i;
-		if (c->other_cpu == c->cpu || !CPU_ISSET(c->other_cpu, env->online)) {
-			snprintf(err, errlen, "--waker-cpu: must be an online CPU other than --cpus %d",
-				 c->cpu);
-			goto bad;
+		if (c->other_cpu == c->cpu || !CPU_ISSET(c->other_cpu, a->env->online)) {
+			snprintf(a->err, a->errlen,
+				 "--waker-cpu: must be an online CPU other than --cpus %d", c->cpu);
+			return -EINVAL;
 		}
 	} else {
 		for (int i = 0; i < CPU_SETSIZE && c->other_cpu < 0; i++)
-			if (CPU_ISSET(i, env->online) && i != c->cpu)
+			if (CPU_ISSET(i, a->env->online) && i != c->cpu)
 				c->other_cpu = i;
 	}
 	c->priority = (int)v[O_PRIORITY].i;
 	if (v[O_DURATION].set + v[O_TEST_DURATION].set + v[O_LOOPS].given > 1) {
-		snprintf(err, errlen,
+		snprintf(a->err, a->errlen,
 			 "--duration, --test-duration and --loops cannot be combined; give one of them");
-		goto bad;
+		return -EINVAL;
 	}
 	c->loops = (uint64_t)v[O_LOOPS].i;
 	/* --duration is the whole run, like every probe's; the tests share it equally */
@@ -135,11 +128,7 @@ static int overhead_init(void **out, struct probe_args *a)
 	if (c->other_cpu >= 0)
 		CPU_SET(c->other_cpu, &a->used);
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
-bad:
-	free(ctx);
-	return -EINVAL;
 }
 
 static void overhead_write_config(const void *p, struct jsonw *w)
@@ -353,12 +342,9 @@ static void overhead_ended(void *p, struct probe_end *e)
 static void overhead_fini(void *p)
 {
 	struct ov_ctx *ctx = p;
-	if (!ctx)
-		return;
 	for (int k = 0; k < T_COUNT; k++)
 		if (ctx->chans[k])
 			channel_destroy(ctx->chans[k]);
-	free(ctx);
 }
 
 const struct probe_ops overhead_probe = {
@@ -371,6 +357,7 @@ const struct probe_ops overhead_probe = {
 		 "wake-up from another CPU. JSON Lines go to stdout or --output.",
 	PROBE_OPTIONS(overhead_opts, OVERHEAD_SHARED, O_TEST_DURATION),
 	.housekeeping_help = "first online CPU not used, else unpinned",
+	.ctx_size = sizeof(struct ov_ctx),
 	PROBE_HOOKS(overhead),
 	.stop = overhead_stop,
 	.ended = overhead_ended,

@@ -167,13 +167,19 @@ struct probe_ops {
 	const char *positional;
 	size_t stack;		/* stack size of the probe's threads; 0: PROBE_STACK */
 
+	/* the size of the probe's context, which the core allocates zeroed and cache-line
+	 * aligned before init and frees after fini */
+	size_t ctx_size;
+
 	/*
-	 * Freeze the probe's own option values into its const configuration and allocate its
-	 * context (keeping args->run), and say which CPUs it pins (args->used). Returns 0, or
+	 * Freeze the probe's own option values into its const configuration in its context
+	 * (zeroed; keeping args->run), and say which CPUs it pins (args->used). Returns 0, or
 	 * -EINVAL with a one-line message naming the option in args->err (usage error, exit
-	 * 2), or another -errno.
+	 * 2), or another -errno; on an error the core frees the context without fini.
 	 */
-	int (*init)(void **ctx, struct probe_args *args);
+	int (*init)(void *ctx, struct probe_args *args);
+	/* After a successful init, at the end: release what the probe acquired (its channels,
+	 * descriptors, buffers); the core then frees the context. */
 	void (*fini)(void *ctx);
 
 	/* ---- the run, in the lifecycle's order; NULL where marked optional ---- */
@@ -234,6 +240,12 @@ extern const struct probe_ops *const probe_table[];
 
 const struct probe_ops *probe_find(const char *name);
 
+/* The zeroed context of probe p for its init (NULL: no memory). */
+void *probe_ctx_new(const struct probe_ops *p);
+
+/* After a successful init: p's fini, then the context freed. */
+void probe_ctx_free(const struct probe_ops *p, void *ctx);
+
 /* ---- the options of a probe: its own merged with the shared ones (probe_opts.c) ---- */
 
 #define PROBE_OPTS_MAX 64
@@ -287,6 +299,9 @@ int probe_sched_no_deadline(const struct opt_value *v_policy, const struct opt_v
 int probe_run_length(const struct opt_value *duration, const struct opt_value *loops,
 		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
 		     char *err, size_t errlen) RL_WUR;
+
+/* init's usage error: msg into args->err; returns -EINVAL. */
+int probe_refuse(struct probe_args *a, const char *msg);
 
 /* The header's config members of the shared options in `which` (RUN_OPT bits), in the
  * order of enum run_opt: mlock, dma_latency_us, housekeeping_cpu, snapshot_interval_ns,

@@ -150,6 +150,12 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 	return 0;
 }
 
+int probe_refuse(struct probe_args *a, const char *msg)
+{
+	snprintf(a->err, a->errlen, "%s", msg);
+	return -EINVAL;
+}
+
 int probe_housekeeping(const struct probe_opt_table *t, const struct opt_value *vals,
 		       const cpu_set_t *online, const cpu_set_t *used, int *out, char *err,
 		       size_t errlen)

@@ -160,47 +160,41 @@ static int first_other(const cpu_set_t *s, int not)
 	return -1;
 }
 
-static int switch_init(void **out, struct probe_args *a)
+static int switch_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	const struct probe_env *env = a->env;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct sw_ctx *ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
+	struct sw_ctx *ctx = p;
 	struct sw_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
-	int e = wake_parse_mechs(v[O_MECH].s, &c->mechs, err, errlen);
-	if (e)
-		goto bad;
+	if (wake_parse_mechs(v[O_MECH].s, &c->mechs, a->err, a->errlen) != 0)
+		return -EINVAL;
 	c->placement = (int)v[O_PLACEMENT].i;
 	int last = -1;
 	for (int i = 0; i < CPU_SETSIZE; i++)
-		if (CPU_ISSET(i, env->online))
+		if (CPU_ISSET(i, a->env->online))
 			last = i;
 	c->cpu = v[O_CPU].set ? opts_one_cpu(&v[O_CPU]) : last;
 	c->waker_cpu = -1;
 	if (c->placement != PL_SAME) {
 		c->waker_cpu = v[O_WAKER_CPU].set ? (int)v[O_WAKER_CPU].i
-						  : first_other(env->online, c->cpu);
+						  : first_other(a->env->online, c->cpu);
 		if (c->waker_cpu < 0) {
-			snprintf(err, errlen,
+			snprintf(a->err, a->errlen,
 				 "--placement %s: needs a second online CPU for the waker; only CPU %d is online",
 				 placement_names[c->placement], c->cpu);
-			goto bad;
+			return -EINVAL;
 		}
-		if (c->waker_cpu == c->cpu || !CPU_ISSET(c->waker_cpu, env->online)) {
-			snprintf(err, errlen,
+		if (c->waker_cpu == c->cpu || !CPU_ISSET(c->waker_cpu, a->env->online)) {
+			snprintf(a->err, a->errlen,
 				 "--waker-cpu: must be an online CPU other than --cpus %d", c->cpu);
-			goto bad;
+			return -EINVAL;
 		}
 	}
 	c->priority = (int)v[O_PRIORITY].i;
 	c->interval_ns = (uint64_t)v[O_INTERVAL].i;
 	if (probe_run_length(&v[O_DURATION], &v[O_LOOPS], c->interval_ns, &c->duration_ns,
-			     &c->loops, err, errlen) != 0)
-		goto bad;
+			     &c->loops, a->err, a->errlen) != 0)
+		return -EINVAL;
 	c->busy = v[O_BUSY].i != 0;
 	struct sw_check_cfg *k = &c->check;
 	k->cpu = c->cpu;
@@ -213,21 +207,17 @@ static int switch_init(void **out, struct probe_args *a)
 	k->pi_hold_ns = (uint64_t)v[O_PI_HOLD].i;
 	k->pi_rounds = (int)v[O_PI_ROUNDS].i;
 	if (k->pi && k->pi_hold_ns * 4 > k->pi_busy_ns) {
-		snprintf(err, errlen,
+		snprintf(a->err, a->errlen,
 			 "--pi-hold: must be at most a quarter of --pi-busy (%llu ns) to tell bounded from unbounded waits",
 			 (unsigned long long)k->pi_busy_ns);
-		goto bad;
+		return -EINVAL;
 	}
 	c->strict = v[O_STRICT].i != 0;
 	CPU_SET(c->cpu, &a->used);
 	if (c->waker_cpu >= 0)
 		CPU_SET(c->waker_cpu, &a->used);
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
-bad:
-	free(ctx);
-	return -EINVAL;
 }
 
 static void switch_write_config(const void *p, struct jsonw *w)
@@ -517,8 +507,6 @@ static void switch_ended(void *p, struct probe_end *e)
 static void switch_fini(void *p)
 {
 	struct sw_ctx *ctx = p;
-	if (!ctx)
-		return;
 	if (ctx->pairs) {
 		for (size_t i = 0; i < ctx->n_pairs; i++) {
 			if (ctx->pairs[i].open)
@@ -531,7 +519,6 @@ static void switch_fini(void *p)
 		free(ctx->wakers[i].pairs);
 	free(ctx->chans);
 	free(ctx->pairs);
-	free(ctx);
 }
 
 const struct probe_ops switch_probe = {
@@ -545,6 +532,7 @@ const struct probe_ops switch_probe = {
 		 "priority-inheritance check (result.checks). JSON Lines go to stdout or --output.",
 	PROBE_OPTIONS(switch_opts, SWITCH_SHARED, O_CPU_OLD),
 	.housekeeping_help = "first online CPU not used, else unpinned",
+	.ctx_size = sizeof(struct sw_ctx),
 	PROBE_HOOKS(switch),
 	.thread_ready = switch_thread_ready,
 	.write_extra = switch_write_checks,

@@ -84,12 +84,10 @@ struct timer_ctx {
 	const struct rt_trace *trace;	/* tracefs, open for the threshold; NULL: none */
 };
 
-static int timer_init(void **out, struct probe_args *a)
+static int timer_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	struct timer_ctx *ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
+	struct timer_ctx *ctx = p;
 	struct timer_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
 	const cpu_set_t *cpus = v[O_CPUS].set ? &v[O_CPUS].cpus : a->env->online;
@@ -99,25 +97,21 @@ static int timer_init(void **out, struct probe_args *a)
 	a->used = *cpus;
 	c->policy = (enum rt_policy)v[O_POLICY].i;
 	if (probe_priority(c->policy, &v[O_PRIORITY], 99, &c->priority, a->err, a->errlen) != 0)
-		goto bad;
+		return -EINVAL;
 	c->interval_ns = (uint64_t)v[O_INTERVAL].i;
 	if (probe_run_length(&v[O_DURATION], &v[O_LOOPS], c->interval_ns, &c->duration_ns,
 			     &c->loops, a->err, a->errlen) != 0)
-		goto bad;
+		return -EINVAL;
 	c->clock_idx = (int)v[O_CLOCK].i;
 	c->clock = c->clock_idx == 1 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
 	c->dl_runtime_ns = (uint64_t)v[O_DL_RUNTIME].i;
 	if (c->policy == RT_DEADLINE && c->dl_runtime_ns > c->interval_ns) {
 		snprintf(a->err, a->errlen, "--dl-runtime: must not exceed --interval (%llu ns)",
 			 (unsigned long long)c->interval_ns);
-		goto bad;
+		return -EINVAL;
 	}
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
-bad:
-	free(ctx);
-	return -EINVAL;
 }
 
 static void timer_write_config(const void *p, struct jsonw *w)
@@ -264,7 +258,6 @@ static void timer_fini(void *p)
 	struct timer_ctx *ctx = p;
 	probe_free_channels(ctx->chans, ctx->cfg->n_cpus);
 	free(ctx->threads);
-	free(ctx);
 }
 
 const struct probe_ops timer_probe = {
@@ -275,6 +268,7 @@ const struct probe_ops timer_probe = {
 		 "woke. Missed periods are counted. JSON Lines go to stdout or --output.",
 	PROBE_OPTIONS(timer_opts, TIMER_SHARED, O_DL_RUNTIME),
 	.housekeeping_help = "first online CPU not measured, else unpinned",
+	.ctx_size = sizeof(struct timer_ctx),
 	PROBE_HOOKS(timer),
 	.ended = timer_ended,
 };

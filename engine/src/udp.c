@@ -106,13 +106,6 @@ static const struct opt_def udp_opts[O_N] = {
 			 0, 0, udp_xdp_mode_names, "auto", NULL },
 };
 
-static int bad(char *err, size_t errlen, const char *msg, struct udp_ctx *ctx)
-{
-	snprintf(err, errlen, "%s", msg);
-	free(ctx);
-	return -EINVAL;
-}
-
 static bool is_wildcard(const struct sockaddr_storage *a)
 {
 	if (a->ss_family == AF_INET)
@@ -121,49 +114,43 @@ static bool is_wildcard(const struct sockaddr_storage *a)
 	return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
 }
 
-static int udp_init(void **out, struct probe_args *a)
+static int udp_init(void *p, struct probe_args *a)
 {
 	const struct opt_value *v = a->vals;
-	char *err = a->err;
-	size_t errlen = a->errlen;
-	struct udp_ctx *ctx = aligned_alloc(RL_CACHELINE, (sizeof(*ctx) + RL_CACHELINE - 1) &
-							       ~(size_t)(RL_CACHELINE - 1));
-	if (!ctx)
-		return -ENOMEM;
-	memset(ctx, 0, sizeof(*ctx));
+	struct udp_ctx *ctx = p;
 	ctx->fd = ctx->ep = -1;
 	ctx->ts.phc.fd = -1;
 	struct udp_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
 	if (!v[O_MODE].set)
-		return bad(err, errlen, "give the mode: `udp reflect ...` or `udp ping ...` (--mode reflect|ping)", ctx);
+		return probe_refuse(a, "give the mode: `udp reflect ...` or `udp ping ...` (--mode reflect|ping)");
 	c->mode = (int)v[O_MODE].i;
 	if (!v[O_SESSION].set)
-		return bad(err, errlen, "--session: required (a token both ends share)", ctx);
+		return probe_refuse(a, "--session: required (a token both ends share)");
 	c->session = udp_session_token(v[O_SESSION].s);
 	if (v[O_BIND].set) {
 		c->bind_s = v[O_BIND].s;
 		if (udp_parse_addr(c->bind_s, &c->bind, &c->bind_len) != 0)
-			return bad(err, errlen, "--bind: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)", ctx);
+			return probe_refuse(a, "--bind: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)");
 		c->has_bind = true;
 	}
 	if (c->mode == MODE_REFLECT) {
 		if (!c->has_bind)
-			return bad(err, errlen, "--bind: required for reflect", ctx);
+			return probe_refuse(a, "--bind: required for reflect");
 		if (is_wildcard(&c->bind))
-			return bad(err, errlen, "--bind: give a specific address; the reflector never binds a wildcard address", ctx);
+			return probe_refuse(a, "--bind: give a specific address; the reflector never binds a wildcard address");
 		if (v[O_PEER].set)
-			return bad(err, errlen, "--peer: only for ping", ctx);
+			return probe_refuse(a, "--peer: only for ping");
 		if (v[O_COUNT_PKTS].set)
-			return bad(err, errlen, "--count: only for ping", ctx);
+			return probe_refuse(a, "--count: only for ping");
 	} else {
 		if (!v[O_PEER].set)
-			return bad(err, errlen, "--peer: required for ping", ctx);
+			return probe_refuse(a, "--peer: required for ping");
 		c->peer_s = v[O_PEER].s;
 		if (udp_parse_addr(c->peer_s, &c->peer, &c->peer_len) != 0)
-			return bad(err, errlen, "--peer: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)", ctx);
+			return probe_refuse(a, "--peer: expected a numeric ADDR:PORT (e.g. 10.0.0.1:7000 or [fd00::1]:7000)");
 		if (c->has_bind && c->bind.ss_family != c->peer.ss_family)
-			return bad(err, errlen, "--bind and --peer: must be the same address family", ctx);
+			return probe_refuse(a, "--bind and --peer: must be the same address family");
 	}
 	c->rate = (uint64_t)v[O_RATE].i;
 	c->interval_ns = c->rate ? NS_PER_SEC / c->rate : 0;
@@ -174,8 +161,7 @@ static int udp_init(void **out, struct probe_args *a)
 	c->cpu = opts_one_cpu(&v[O_CPU]);	/* online: checked by the parser */
 	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 98,
 				    "--policy: deadline is not supported by udp (the socket thread is event-driven); use fifo, rr or other",
-				    &c->policy, &c->priority, err, errlen) != 0) {
-		free(ctx);
+				    &c->policy, &c->priority, a->err, a->errlen) != 0) {
 		return -EINVAL;
 	}
 	c->busy_poll = v[O_BUSY_POLL].set ? (int)v[O_BUSY_POLL].i : -1;
@@ -183,11 +169,11 @@ static int udp_init(void **out, struct probe_args *a)
 	c->wait_how = (int)v[O_WAIT].i;
 	c->pace = (int)v[O_PACE].i;
 	if (c->mode == MODE_REFLECT && v[O_PACE].given)
-		return bad(err, errlen, "--pace: only for ping (it paces the sends; the reflector only waits: --wait)", ctx);
+		return probe_refuse(a, "--pace: only for ping (it paces the sends; the reflector only waits: --wait)");
 	c->ts = (int)v[O_TIMESTAMPS].i;
 	c->shared_clock = v[O_SHARED_CLOCK].i != 0;
 	if (c->shared_clock && c->mode != MODE_PING)
-		return bad(err, errlen, "--shared-clock: only for ping", ctx);
+		return probe_refuse(a, "--shared-clock: only for ping");
 	c->max_rate = (uint64_t)v[O_MAX_RATE].i;
 	c->burst = (uint64_t)v[O_BURST].i;
 	if (c->cpu >= 0)
@@ -199,16 +185,15 @@ static int udp_init(void **out, struct probe_args *a)
 	if (c->path == PATH_XDP) {
 		if ((c->has_bind && c->bind.ss_family != AF_INET) ||
 		    (c->mode == MODE_PING && c->peer.ss_family != AF_INET))
-			return bad(err, errlen, "--path xdp: IPv4 addresses only (use --path socket for IPv6)", ctx);
+			return probe_refuse(a, "--path xdp: IPv4 addresses only (use --path socket for IPv6)");
 		if (v[O_RECV].given)
-			return bad(err, errlen, "--recv: only for --path socket (the xdp path takes up to 8 frames from its ring per wakeup)", ctx);
+			return probe_refuse(a, "--recv: only for --path socket (the xdp path takes up to 8 frames from its ring per wakeup)");
 		if (c->ts == UTS_HARDWARE)
-			return bad(err, errlen, "--timestamps hardware: only for --path socket (the xdp path stamps frames in its XDP program; use software or auto)", ctx);
+			return probe_refuse(a, "--timestamps hardware: only for --path socket (the xdp path stamps frames in its XDP program; use software or auto)");
 	} else if (v[O_IFNAME].given || v[O_XDP_QUEUE].given || v[O_XDP_MODE].given) {
-		return bad(err, errlen, "--ifname, --xdp-queue, --xdp-mode: only with --path xdp", ctx);
+		return probe_refuse(a, "--ifname, --xdp-queue, --xdp-mode: only with --path xdp");
 	}
 	ctx->cfg = c;
-	*out = ctx;
 	return 0;
 }
 
@@ -306,8 +291,6 @@ static bool udp_wait(void *p, bool (*finished)(const void *arg), const void *arg
 static void udp_fini(void *p)
 {
 	struct udp_ctx *ctx = p;
-	if (!ctx)
-		return;
 	for (size_t i = 0; i < ctx->n_chans; i++)
 		channel_destroy(ctx->chans[i]);
 	if (ctx->ep >= 0)
@@ -320,7 +303,6 @@ static void udp_fini(void *p)
 	free(ctx->mm);
 	free(ctx->txbuf);
 	free(ctx->seq);
-	free(ctx);
 }
 
 /* The socket (or the AF_XDP socket), the buffers and the channels; one socket thread. */
@@ -436,6 +418,7 @@ const struct probe_ops udp_probe = {
 	.housekeeping_help = "first online CPU other than --cpu",
 	.positional = "mode",
 	.stack = THREAD_STACK,
+	.ctx_size = sizeof(struct udp_ctx),
 	PROBE_HOOKS(udp),
 	.thread_ready = udp_thread_ready,
 	.write_effective_end = udp_write_effective,
