@@ -359,7 +359,7 @@ struct pm_ctx {
 	void *ctx;
 };
 
-static int list_add(struct pm_list *l, char *s)
+int pm_list_add(struct pm_list *l, char *s)
 {
 	if (!s)
 		return -ENOMEM;
@@ -416,7 +416,7 @@ static int in_dir(const char *pat, const char *dir, int flags, const struct pm_c
 		struct stat st;
 		bool there = lstat(full, &st) == 0 || errno == EOVERFLOW;
 		free(full);
-		return there ? list_add(out, join(dir, pat)) : 0;
+		return there ? pm_list_add(out, join(dir, pat)) : 0;
 	}
 	DIR *d = opendir(dir);
 	if (!d) {
@@ -434,7 +434,7 @@ static int in_dir(const char *pat, const char *dir, int flags, const struct pm_c
 				continue;
 		}
 		if (pm_match(pat, e->d_name))
-			r = list_add(out, join(dir, e->d_name));
+			r = pm_list_add(out, join(dir, e->d_name));
 	}
 	closedir(d);
 	return r;

@@ -42,5 +42,8 @@ typedef void (*pm_error_fn)(void *ctx, const char *dir, int err);
  */
 int pm_glob(const char *pattern, pm_error_fn on_error, void *ctx, struct pm_list *out) RL_WUR;
 void pm_list_free(struct pm_list *l);
+/* Append s, a malloc'ed string the list then owns (freed here when it cannot be added).
+ * 0, or -ENOMEM (also for s NULL: a failed strdup). */
+int pm_list_add(struct pm_list *l, char *s) RL_WUR;
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "cpuname.h"
 #include "opts.h"
+#include "pathmatch.h"
 #include "preempt.h"
 #include "sys.h"
 #include "sysfile.h"
@@ -190,15 +191,14 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The regular files DIR/NAME.journal, sorted by name. 0 or -errno. */
-static int list_journals(const char *dir, char ***names, size_t *count)
+/* The regular files DIR/NAME.journal, sorted by name, into the empty list names. 0 or
+ * -errno (names then empty). */
+static int list_journals(const char *dir, struct pm_list *names)
 {
 	DIR *d = opendir(dir);
 	if (!d)
 		return -errno;
-	size_t n = 0, cap = 16;
-	char **v = malloc(cap * sizeof(*v));
-	int r = v ? 0 : -ENOMEM;
+	int r = 0;
 	struct dirent *e;
 	while (!r && (e = readdir(d))) {
 		size_t l = strlen(e->d_name);
@@ -206,40 +206,21 @@ static int list_journals(const char *dir, char ***names, size_t *count)
 			continue;
 		if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
 			continue;
-		if (n == cap) {
-			char **nv = realloc(v, 2 * cap * sizeof(*nv));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-			cap *= 2;
-		}
-		v[n] = strdup(e->d_name);
-		if (!v[n])
-			r = -ENOMEM;
-		else
-			n++;
+		r = pm_list_add(names, strdup(e->d_name));
 	}
 	closedir(d);
-	if (r) {
-		for (size_t k = 0; k < n; k++)
-			free(v[k]);
-		free(v);
-		return r;
-	}
-	qsort(v, n, sizeof(*v), cmp_name);
-	*names = v;
-	*count = n;
-	return 0;
+	if (r)
+		pm_list_free(names);
+	else if (names->n)
+		qsort(names->v, names->n, sizeof(*names->v), cmp_name);
+	return r;
 }
 
 /* journals: the status of every journal (NAME.journal) in DIR, then journals_done. Read-only. */
 static int cmd_journals(const char *dir)
 {
-	char **names = NULL;
-	size_t n = 0;
-	int r = list_journals(dir, &names, &n);
+	struct pm_list names = { 0 };
+	int r = list_journals(dir, &names);
 	if (r && r != -ENOENT) {
 		char shown[OPT_SHOWN_LEN];
 		fprintf(stderr, "rtlab-probe sys journals: cannot read %s: %s\n",
@@ -250,9 +231,9 @@ static int cmd_journals(const char *dir)
 	bool slash = dl && dir[dl - 1] == '/';
 	uint64_t count = 0, errors = 0;
 	bool out_ok = true;
-	for (size_t k = 0; k < n && out_ok; k++) {
+	for (size_t k = 0; k < names.n && out_ok; k++) {
 		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s%s%s", dir, slash ? "" : "/", names[k]);
+		snprintf(path, sizeof(path), "%s%s%s", dir, slash ? "" : "/", names.v[k]);
 		int e = write_status(path, true);
 		if (e == 0) {
 			count++;
@@ -267,9 +248,7 @@ static int cmd_journals(const char *dir)
 				out_ok = false;
 		}
 	}
-	for (size_t k = 0; k < n; k++)
-		free(names[k]);
-	free(names);
+	pm_list_free(&names);
 	if (!out_ok)
 		return RL_EXIT_ERROR;
 	struct jsonw w;

@@ -358,9 +358,8 @@ static void snap_dir(struct snap *s, const char *path, bool matched)
 			emit_error(s, path, errno);
 		return;
 	}
-	size_t n = 0, cap = 64;
-	char **names = malloc(cap * sizeof(*names));
-	int err = names ? 0 : ENOMEM;
+	struct pm_list names = { 0 };
+	int err = 0;
 	struct dirent *e;
 	while (!err) {
 		errno = 0;
@@ -371,40 +370,26 @@ static void snap_dir(struct snap *s, const char *path, bool matched)
 		}
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		if (n == cap) {
-			char **nn = realloc(names, 2 * cap * sizeof(*nn));
-			if (!nn) {
-				err = ENOMEM;
-				break;
-			}
-			names = nn;
-			cap *= 2;
-		}
-		names[n] = strdup(e->d_name);
-		if (!names[n])
-			err = ENOMEM;
-		else
-			n++;
+		err = -pm_list_add(&names, strdup(e->d_name));
 	}
 	closedir(d);
 	if (err && !(matched && err == ENOENT)) {
 		emit_error(s, path, err);
 	} else if (!err) {
-		qsort(names, n, sizeof(*names), cmp_str);
+		if (names.n)
+			qsort(names.v, names.n, sizeof(*names.v), cmp_str);
 		s->files++;
 		jw_obj_begin(&s->w, NULL);
 		jw_str(&s->w, "type", "dir");
 		jw_str(&s->w, "path", path);
 		jw_arr_begin(&s->w, "entries");
-		for (size_t k = 0; k < n; k++)
-			jw_str(&s->w, NULL, names[k]);
+		for (size_t k = 0; k < names.n; k++)
+			jw_str(&s->w, NULL, names.v[k]);
 		jw_arr_end(&s->w);
 		jw_obj_end(&s->w);
 		emit(s);
 	}
-	for (size_t k = 0; k < n; k++)
-		free(names[k]);
-	free(names);
+	pm_list_free(&names);
 }
 
 /* One path: a symlink, a regular file, or (list) a directory to list. */
@@ -487,12 +472,7 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 		return r == -EFBIG ? -EINVAL : r;
 	}
 	/* Split into lines and check every pattern before writing anything. */
-	size_t n = 0, cap = 16;
-	char **pats = malloc(cap * sizeof(*pats));
-	if (!pats) {
-		free(text);
-		return -ENOMEM;
-	}
+	struct pm_list pats = { 0 };
 	size_t lineno = 0;
 	for (char *line = text; line < text + len;) {
 		char *nl = memchr(line, '\n', (size_t)(text + len - line));
@@ -515,22 +495,15 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 				r = -EINVAL;
 				break;
 			}
-			if (n == cap) {
-				char **np = realloc(pats, 2 * cap * sizeof(*np));
-				if (!np) {
-					r = -ENOMEM;
-					break;
-				}
-				pats = np;
-				cap *= 2;
-			}
-			pats[n++] = line;
+			r = pm_list_add(&pats, strdup(line));
+			if (r)
+				break;
 		}
 		line = end + 1;
 	}
+	free(text);
 	if (r) {
-		free(pats);
-		free(text);
+		pm_list_free(&pats);
 		return r;
 	}
 
@@ -538,13 +511,12 @@ int sys_snapshot(int in_fd, int out_fd, const struct snap_limits *lim, char *err
 	jw_init(&s.w);
 	int sl = snprintf(s.self, sizeof(s.self), "/proc/%d", (int)getpid());
 	s.self_len = (size_t)sl;
-	for (size_t k = 0; k < n && !s.stopped && !s.werr; k++) {
-		r = snap_pattern(&s, pats[k]);
+	for (size_t k = 0; k < pats.n && !s.stopped && !s.werr; k++) {
+		r = snap_pattern(&s, pats.v[k]);
 		if (r)
 			break;
 	}
-	free(pats);
-	free(text);
+	pm_list_free(&pats);
 	free(s.buf);
 	if (!r && !s.werr) {
 		sys_record_begin(&s.w, "snapshot_done");
