@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from rtlab.cli.options import add_json_arg, add_target_args, open_target
+from rtlab.cli.options import add_json_arg, add_target_args
+from rtlab.engine.board import open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.system.doctor import Severity, run_checks, summarize, validate_cpus, worst

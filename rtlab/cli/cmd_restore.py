@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rtlab.cli.options import add_target_args, open_target
+from rtlab.cli.options import add_target_args
+from rtlab.engine.board import open_target
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_directory
 from rtlab.system.applier import hold_target

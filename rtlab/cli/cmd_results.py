@@ -18,8 +18,8 @@ from rtlab.cli.options import (
     add_store_arg,
     add_target_args,
     check_limit,
-    open_target,
 )
+from rtlab.engine.board import open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.machine_text import preemption, processor

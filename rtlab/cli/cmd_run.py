@@ -149,8 +149,8 @@ def run(args: argparse.Namespace) -> int:
         slo = parse_slo(args.slo, "--slo")  # UsageError (exit 2) on a bad expression
     check_run_outputs(args)
     job = _job(args)
-    job.reflector.check()
-    several = len(job_targets(job)) > 1
+    targets = job_targets(job)  # checked; asked once
+    several = len(targets) > 1
     console, err = make_console(), make_console(stderr=True)
     progress: Any = None
     if not args.no_progress and console.is_terminal:
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     watch = Watch(on_progress=progress.update if progress is not None else None,
                   on_stored=None if several else stored)
     try:
-        done = run_job(job, watch)
+        done = run_job(job, watch, targets)
     finally:
         if progress is not None:
             progress.stop()

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtlab.cli.options import add_target_args, open_target
+from rtlab.cli.options import add_target_args
+from rtlab.engine.board import open_target
 from rtlab.errors import UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.fileio import check_directory

@@ -1,19 +1,16 @@
 # SPDX-License-Identifier: MIT
 """The options several commands share, each defined once: `--target`/`--engine-dir`
-(every command that reads or changes a system: docs/boards.md), `--store`, `--slo`,
+(every command that reads or changes a system: docs/boards.md; rtlab.engine.board.open_target
+opens it), `--store`, `--slo`,
 `--json`, and the channel selection `--cpus`/`--channel` of the commands that read
 stored runs."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rtlab.analysis.channel_select import ChannelSelection, select_channels
-from rtlab.engine.board import transport_for
-from rtlab.engine.transport import Transport
 from rtlab.errors import UsageError
 from rtlab.results.store import Store
 from rtlab.scenario.units import parse_cpu_list
@@ -61,18 +58,6 @@ def add_target_args(p: argparse.ArgumentParser, *, repeat: bool = False) -> None
     p.add_argument("--engine-dir", metavar="DIR", default=None,
                    help="where the engine is kept on the board (default /tmp/rtlab.UID; "
                    "`rtlab board clean` removes it)")
-
-
-@contextmanager
-def open_target(target: str | None, engine_dir: str | None = None) -> Iterator[Transport]:
-    """The target as a Transport for the duration of a command (its SSH connection is
-    closed at the end, whatever happens)."""
-
-    transport = transport_for(target, engine_dir=engine_dir)
-    try:
-        yield transport
-    finally:
-        transport.close()
 
 
 def add_selection(p: Any) -> None:

@@ -9,6 +9,8 @@ above sees only `Transport`.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rtlab.engine.provision import provision
@@ -95,3 +97,14 @@ def transport_for(target: str | None, *, engine_dir: str | None = None) -> Trans
     if target is None or target == "local":
         return LocalTransport()
     return SshTransport(target, engine_dir=engine_dir)
+
+
+@contextmanager
+def open_target(target: str | None, engine_dir: str | None = None) -> Iterator[Transport]:
+    """The target as a Transport for the duration of a command or a run (its SSH
+    connection is closed at the end, whatever happens)."""
+    transport = transport_for(target, engine_dir=engine_dir)
+    try:
+        yield transport
+    finally:
+        transport.close()

@@ -57,10 +57,11 @@ def _number(value: int) -> str:
 
 def plan_monitor(req: MonitorRequest) -> MonitorPlan:
     """The request checked (UsageError, one line, on the first bad value) and planned."""
-    use: Any = monitored().get(req.probe)
+    uses = monitored()
+    use: Any = uses.get(req.probe)
     if use is None:
         raise UsageError(f"--probe {shown(req.probe)}: not a probe the monitor runs; "
-                         "allowed: " + ", ".join(monitored()))
+                         "allowed: " + ", ".join(uses))
     engine = [req.probe]
     if use.wakes:
         engine += ["--interval", req.interval, "--priority", str(req.priority)]
@@ -86,7 +87,7 @@ def plan_monitor(req: MonitorRequest) -> MonitorPlan:
                                    ("--dma-latency", req.dma_latency, None)) if v != d]
         if given:
             verb = "does" if len(given) == 1 else "do"
-            waking = next((n for n, u in monitored().items() if u.wakes), None)
+            waking = next((n for n, u in uses.items() if u.wakes), None)
             raise UsageError(f"{', '.join(given)} {verb} not apply to --probe {req.probe} "
                              f"({use.why_not_waking})",
                              hint="drop it" + (f", or use --probe {waking}" if waking else ""))

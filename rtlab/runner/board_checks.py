@@ -32,7 +32,7 @@ def target_online_cpus(transport: Transport) -> list[int]:
     return cpus
 
 
-def check_remote(variants: Sequence[Any], transport: Transport, *, peer: str | None) -> None:
+def check_remote(variants: Sequence[Any], transport: Transport) -> None:
     """UsageError (one line, nothing started) for what a board run cannot do yet."""
     where = transport.target
     for sc in variants:

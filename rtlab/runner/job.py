@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rtlab.engine.board import transport_for
+from rtlab.engine.board import open_target
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
@@ -128,19 +128,20 @@ class JobResult:
 
 
 def job_targets(job: RunJob) -> list[str | None]:
-    """The targets the job measures: as given, else the scenario's, else this machine."""
+    """The targets the job measures (as given, else the scenario's, else this machine:
+    None), checked: UsageError for what is wrong as given, before anything connects or
+    starts (the reflector's options first)."""
+    job.reflector.check()
+    targets: list[str | None] = [None]
     if job.targets:
-        return list(job.targets)
-    if job.request.probe is None:
-        named = declared_targets(find(job.request.scenario or "quick"))
-        if named:
-            return list(named)
-    return [None]
+        targets = list(job.targets)
+    elif job.request.probe is None:
+        targets = list(declared_targets(find(job.request.scenario or "quick"))) or [None]
+    _check_targets(job, targets)
+    return targets
 
 
-def check_job(job: RunJob, targets: Sequence[str | None]) -> None:
-    """UsageError for what is wrong as given, before anything connects or starts (the
-    reflector's options: ReflectorRequest.check, first)."""
+def _check_targets(job: RunJob, targets: Sequence[str | None]) -> None:
     req = job.request
     traced = [f for f, v in zip(TRACE_FLAGS, (req.trace, req.trace_threshold,
                                               req.trace_buffer_kb), strict=True) if v]
@@ -156,28 +157,19 @@ def check_job(job: RunJob, targets: Sequence[str | None]) -> None:
                              "board)")
 
 
-def run_job(job: RunJob, watch: Watch | None = None) -> JobResult:
+def run_job(job: RunJob, watch: Watch | None = None,
+            targets: Sequence[str | None] | None = None) -> JobResult:
     """Measure what `job` asks on every target and store each run. A single target's
     failure is raised (RtlabError: one line, its exit code); with several boards each
-    board's error is kept in its `BoardRuns` and the others go on."""
+    board's error is kept in its `BoardRuns` and the others go on. `targets`: what
+    `job_targets(job)` gave, when the caller has asked already (it is not asked twice)."""
     watch = watch or Watch()
-    job.reflector.check()
-    targets = job_targets(job)
-    check_job(job, targets)
+    targets = job_targets(job) if targets is None else list(targets)
     request = replace(job.request, peer=job.peer if job.reflector.target is None else None)
     job = replace(job, request=request)
     if len(targets) > 1:
         return _run_boards(job, [t for t in targets if t is not None], watch)
     return _run_one(job, targets[0], watch)
-
-
-@contextmanager
-def _opened(target: str | None, engine_dir: str | None) -> Iterator[Transport]:
-    transport = transport_for(target, engine_dir=engine_dir)
-    try:
-        yield transport
-    finally:
-        transport.close()
 
 
 def _options(job: RunJob, store: Store, target: Transport, watch: Watch,
@@ -201,11 +193,11 @@ def check_samples_outputs(variants: Sequence[Any]) -> None:
 
 
 def _run_one(job: RunJob, name: str | None, watch: Watch) -> JobResult:
-    with _opened(name, job.engine_dir) as target:
+    with open_target(name, job.engine_dir) as target:
         online = None if target.is_local else target_online_cpus(target)
         sfile, variants = prepare(job.request, online)
         if not target.is_local:
-            check_remote(variants, target, peer=job.peer)
+            check_remote(variants, target)
         elif job.request.samples is not None:
             check_samples_outputs(variants)  # FILE.PHASE of each phase (FILE: checked first)
         # validated; nothing created before run_variants
@@ -233,9 +225,11 @@ def _run_one(job: RunJob, name: str | None, watch: Watch) -> JobResult:
 
 def _run_boards(job: RunJob, names: list[str], watch: Watch) -> JobResult:
     """Every board in parallel, one run (per variant) each, one comparison id."""
-    Store.open(job.store).close()  # a store that cannot be written: before any board
+    first = Store.open(job.store)  # a store that cannot be written: before any board
+    display = first.display
+    first.close()
     with ExitStack() as stack:
-        boards = [stack.enter_context(_opened(t, job.engine_dir)) for t in names]
+        boards = [stack.enter_context(open_target(t, job.engine_dir)) for t in names]
         plans = []
         peers: list[Any] = []
         for b in boards:
@@ -244,7 +238,7 @@ def _run_boards(job: RunJob, names: list[str], watch: Watch) -> JobResult:
             if getattr(sfile, "reflector", None) is not None:
                 raise UsageError(f"scenario {sfile.name} names a reflector board: it goes "
                                  "with one --target (the pinging board)")
-            check_remote(variants, b, peer=None)
+            check_remote(variants, b)
             plans.append(variants)
             # a two-ended probe: each board measures against an end of its own, over its
             # loopback
@@ -284,8 +278,5 @@ def _run_boards(job: RunJob, names: list[str], watch: Watch) -> JobResult:
     for crash in crashes:
         if crash is not None:
             raise crash
-    store = Store.open(job.store)
-    display = store.display
-    store.close()
     return JobResult(runs, comparison, display,
                      matrix=any(len(p) > 1 for p in plans) or bool(sfile.has_matrix))
