@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sys_op.h"
+#include "trace_fs.h"
 #include "sysfile.h"
 
 static const char *const cgroup_prefixes[] = { "/sys/fs/cgroup/", NULL };
@@ -279,8 +280,10 @@ enum rres sys_restore_sched(const struct sj_obj *e, const struct sys_restore_env
 int sys_apply_mkdir(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 {
 	const char *path;
-	if (sj_str(o, "path", &path) || !sys_path_ok(path, cgroup_prefixes))
-		return sys_ans_fail(a, EINVAL, "mkdir needs a path under /sys/fs/cgroup/");
+	if (sj_str(o, "path", &path) ||
+	    (!sys_path_ok(path, cgroup_prefixes) && !tfs_instance_path(path)))
+		return sys_ans_fail(a, EINVAL,
+				    "mkdir needs a path under /sys/fs/cgroup/ or a tracefs instance (TRACEFS/instances/NAME)");
 	struct stat st;
 	if (stat(path, &st) == 0)
 		return sys_ans_fail(a, EEXIST, "%s exists already (left over? run `rtlab restore`)", path);
@@ -308,6 +311,11 @@ enum rres sys_restore_mkdir(const struct sj_obj *e, const struct sys_restore_env
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return RS_GONE;
+	if (tfs_instance_path(path)) {
+		/* a tracefs instance: rmdir removes its events, buffers and files */
+		int r = tfs_instance_remove(path);
+		return r ? (*err = -r, RS_FAILED) : RS_OK;
+	}
 	char parent[1100];
 	snprintf(parent, sizeof(parent), "%s", path);
 	char *slash = strrchr(parent, '/');
