@@ -90,6 +90,8 @@ void header_build(struct jsonw *w, const struct probe_ops *p, const void *ctx,
 	p->write_config(ctx, w);
 	jw_obj_end(w);
 	write_effective(w, p, ctx, f);
+	if (f->rec)
+		trace_rec_header(f->rec, w);
 	jw_raw(w, "system", f->system);
 	jw_obj_end(w);
 }

@@ -29,6 +29,7 @@ struct header_facts {
 	const cpu_set_t *rep_aff;
 	bool rep_pinned;
 	bool rt_valid;
+	const struct trace_rec *rec;	/* the trace recorder (--trace-dir), or NULL */
 };
 
 /* Build the header of probe p (its context ctx) in w, complete but not written. */

@@ -42,6 +42,7 @@ struct run {
 	struct out_file out_file, smp_file;	/* --output, --samples: placed after the header */
 	struct rt_trace trace;
 	int trace_err;
+	struct trace_rec *rec;	/* --trace-dir: recording from before the start to after the end */
 	int mlock_err;
 	int dma_fd, dma_err;
 	cpu_set_t rep_aff;
@@ -205,7 +206,7 @@ static int write_header(const struct run *r, const struct probe_start *start,
 		.start = start, .system = system, .run = r->opts, .mlock_err = r->mlock_err,
 		.dma_held = r->dma_fd >= 0, .dma_err = r->dma_err, .plan = &r->plan,
 		.trace = trace, .rep_aff = &r->rep_aff, .rep_pinned = r->rep_pinned,
-		.rt_valid = rt_valid,
+		.rt_valid = rt_valid, .rec = r->rec,
 	};
 	header_build(&w, p, r->ctx, r->env, &facts);
 	int out_err = jw_emit(&w, r->out_fd);
@@ -249,6 +250,25 @@ static int run_probe(struct run *r)
 		crew_abort(&r->crew);
 		fprintf(stderr, "rtlab-probe %s: skipped: %s\n", p->name, why);
 		return RL_EXIT_SKIPPED;
+	}
+
+	/* the trace recorder on the measured CPUs (every online CPU when none is pinned),
+	 * on before the start is decided: it records the first sample */
+	if (r->opts->rec.dir) {
+		cpu_set_t cpus;
+		CPU_ZERO(&cpus);
+		for (size_t i = 0; i < r->plan.n_threads; i++) {
+			const struct probe_thread *t = &r->plan.threads[i];
+			if (!t->helper && t->rt.cpu >= 0)
+				CPU_SET(t->rt.cpu, &cpus);
+		}
+		if (CPU_COUNT(&cpus) == 0)
+			cpus = *r->env->online;
+		code = trace_rec_start(&r->rec, &r->opts->rec, &cpus, r->env->online, p->name);
+		if (code) {
+			crew_abort(&r->crew);
+			return code;
+		}
 	}
 
 	/* the system's facts first: a measuring thread released after its first deadlines
@@ -301,6 +321,9 @@ static int run_probe(struct run *r)
 
 	crew_go(&r->crew); /* measuring starts */
 	bool interrupted = wait_and_join(r);
+	/* off after the last sample; the final drain and meta before the result */
+	(void)trace_rec_finish(r->rec, p->name);
+	r->rec = NULL;
 
 	struct reporter_outcome o = { .status = "completed", .exit_code = RL_EXIT_OK };
 	char err[160] = "";
@@ -327,6 +350,11 @@ int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *r
 		.trace = { .marker_fd = -1, .on_fd = -1 },
 	};
 	int code;
+	char err[640];
+	if (run->rec.dir && trace_rec_check(&run->rec, env->online, err, sizeof(err)) != 0) {
+		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
+		return RL_EXIT_USAGE;
+	}
 
 	/* step 1 */
 	rt_block_signals(); /* inherited: signals reach only the wait */
@@ -348,6 +376,7 @@ int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *r
 
 	code = run_probe(&r);
 out:
+	(void)trace_rec_finish(r.rec, p->name); /* a run that ended on an error */
 	crew_destroy(&r.crew);
 	free(r.members);
 	free(r.plan.threads);

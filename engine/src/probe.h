@@ -24,6 +24,7 @@
 #include "opts.h"
 #include "reporter.h"
 #include "rt.h"
+#include "trace_rec.h"
 
 struct probe_env {
 	int argc;		/* the whole command line, for the header */
@@ -35,11 +36,21 @@ struct probe_env {
  * them (probe_ops.shared) and reads their values in its struct run_opts. */
 enum run_opt {
 	RUN_MLOCK, RUN_DMA, RUN_HOUSEKEEPING, RUN_SNAPSHOT, RUN_WINDOW, RUN_THRESHOLD,
-	RUN_SAMPLES, RUN_OUTPUT, RUN_ALLOW_NON_RT, RUN_OPT_COUNT
+	RUN_SAMPLES, RUN_OUTPUT, RUN_ALLOW_NON_RT,
+	/* the trace recorder beside the measurement (trace_rec.h) */
+	RUN_TRACE_DIR, RUN_TRACE_EVENTS, RUN_TRACE_BUFFER_KB, RUN_TRACE_READER_CPU,
+	RUN_TRACE_LIMIT_MB, RUN_TRACE_INSTANCE, RUN_TRACE_TRACER, RUN_TRACE_JOURNAL_DIR,
+	RUN_OPT_COUNT
 };
 #define RUN_OPT(name) (1u << RUN_##name)
+/* The trace recorder's options (a probe takes all or none of them) */
+#define RUN_OPTS_TRACE                                                                       \
+	(RUN_OPT(TRACE_DIR) | RUN_OPT(TRACE_EVENTS) | RUN_OPT(TRACE_BUFFER_KB) |              \
+	 RUN_OPT(TRACE_READER_CPU) | RUN_OPT(TRACE_LIMIT_MB) | RUN_OPT(TRACE_INSTANCE) |      \
+	 RUN_OPT(TRACE_TRACER) | RUN_OPT(TRACE_JOURNAL_DIR))
 /* The set that every measuring probe takes */
-#define RUN_OPTS_COMMON (RUN_OPT(MLOCK) | RUN_OPT(SNAPSHOT) | RUN_OPT(OUTPUT) | RUN_OPT(ALLOW_NON_RT))
+#define RUN_OPTS_COMMON (RUN_OPT(MLOCK) | RUN_OPT(SNAPSHOT) | RUN_OPT(OUTPUT) | RUN_OPT(ALLOW_NON_RT) | \
+			 RUN_OPTS_TRACE)
 
 /* The shared options of a run, parsed by the core (the neutral value where the probe does
  * not take one); frozen before the probe's init, but for housekeeping (after it). */
@@ -54,6 +65,7 @@ struct run_opts {
 	uint64_t threshold_ns;	/* --stop-threshold; 0: none */
 	bool trace;		/* open tracefs: --stop-threshold stops the trace (probe_plan.trace) */
 	bool allow_non_rt;	/* measure even when the real-time set-up failed */
+	struct trace_opts rec;	/* --trace-*: the trace recorder; rec.dir NULL: none */
 };
 
 /* What init receives. */

@@ -37,6 +37,34 @@ static const struct opt_def run_opt_defs[RUN_OPT_COUNT] = {
 	[RUN_ALLOW_NON_RT] = { "allow-non-rt", OPT_BOOL, NULL,
 			       "measure even without RT scheduling/mlock (rt_valid=false)", 0, 0,
 			       NULL, "false", NULL },
+	[RUN_TRACE_DIR] = { "trace-dir", OPT_STRING, "DIR",
+			    "record the measured CPUs' tracepoints into DIR (new; its parent must exist): "
+			    "a tracefs instance of the engine's own, drained on a housekeeping CPU",
+			    0, 0, NULL, NULL, "no recording" },
+	[RUN_TRACE_EVENTS] = { "trace-events", OPT_STRING, "LIST",
+			       "with --trace-dir: comma list of SYSTEM/NAME (or SYSTEM/*) events to record; "
+			       "sched/sched_switch is required, events the kernel lacks are skipped",
+			       0, 0, NULL, NULL, "sched, irq, timer, ipi, irq_vectors, power/cpu_idle events" },
+	[RUN_TRACE_BUFFER_KB] = { "trace-buffer-kb", OPT_INT, "KB",
+				  "with --trace-dir: the instance's ring buffer per CPU", 16,
+				  256 * 1024, NULL, "4096", NULL },
+	[RUN_TRACE_READER_CPU] = { "trace-reader-cpu", OPT_INT, "CPU",
+				   "with --trace-dir: CPU of the reader thread (a housekeeping CPU)", 0,
+				   CPU_SETSIZE - 1, NULL, NULL,
+				   "the first online CPU not measured; unpinned when all are" },
+	[RUN_TRACE_LIMIT_MB] = { "trace-limit-mb", OPT_INT, "MB",
+				 "with --trace-dir: at most MB written per CPU; further pages are counted as dropped",
+				 1, 1024 * 1024, NULL, "128", NULL },
+	[RUN_TRACE_INSTANCE] = { "trace-instance", OPT_STRING, "NAME",
+				 "with --trace-dir: the tracefs instance (refused when it exists)", 0, 0,
+				 NULL, NULL, "rtlab-PID" },
+	[RUN_TRACE_TRACER] = { "trace-tracer", OPT_STRING, "NAME",
+			       "with --trace-dir: the instance's tracer (e.g. timerlat, osnoise; their "
+			       "osnoise/cpus is set to the measured CPUs, journaled)",
+			       0, 0, NULL, NULL, "none" },
+	[RUN_TRACE_JOURNAL_DIR] = { "trace-journal-dir", OPT_STRING, "DIR",
+				    "with --trace-dir: where the journal of the instance lives", 0, 0,
+				    NULL, "/run/rtlab", NULL },
 };
 
 static void add_def(struct probe_opt_table *t, const struct opt_def *d, int own)
@@ -96,6 +124,24 @@ void probe_opt_split(const struct probe_opt_table *t, const struct opt_value *va
 	if ((v = shared_val(t, vals, RUN_OUTPUT)))
 		run->output = v->s;
 	run->allow_non_rt = (v = shared_val(t, vals, RUN_ALLOW_NON_RT)) && v->i;
+	run->rec = (struct trace_opts){ .buffer_kb = 4096, .limit_mb = 128, .reader_cpu = -1,
+					.journal_dir = "/run/rtlab" };
+	if ((v = shared_val(t, vals, RUN_TRACE_DIR)))
+		run->rec.dir = v->s;
+	if ((v = shared_val(t, vals, RUN_TRACE_EVENTS)))
+		run->rec.events = v->s;
+	if ((v = shared_val(t, vals, RUN_TRACE_BUFFER_KB)))
+		run->rec.buffer_kb = v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_READER_CPU)))
+		run->rec.reader_cpu = (int)v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_LIMIT_MB)))
+		run->rec.limit_mb = v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_INSTANCE)))
+		run->rec.instance = v->s;
+	if ((v = shared_val(t, vals, RUN_TRACE_TRACER)))
+		run->rec.tracer = v->s;
+	if ((v = shared_val(t, vals, RUN_TRACE_JOURNAL_DIR)))
+		run->rec.journal_dir = v->s;
 }
 
 int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_default, int *out,
@@ -253,6 +299,8 @@ void probe_write_run_config(struct jsonw *w, const struct run_opts *run, unsigne
 		if (!(which & (1u << k)))
 			continue;
 		const char *key = run_members[k].key;
+		if (!key)
+			continue; /* the trace recorder's: the header's "trace" object */
 		const void *v = (const char *)run + run_members[k].at;
 		switch (run_members[k].kind) {
 		case M_BOOL: jw_bool(w, key, *(const bool *)v); break;
