@@ -4,12 +4,12 @@ Adding a probe on the host is one module with its INFO and one entry here."""
 
 from __future__ import annotations
 
-from rtlab.probes import event, interfere, noise, overhead, switch, timer, udp
+from rtlab.probes import event, hwnoise, interfere, noise, overhead, switch, timer, udp
 from rtlab.probes.description import Monitored, ProbeInfo, TwoEnded
 from rtlab.results.shape import ResultShape
 
 PROBES: dict[str, ProbeInfo] = {m.INFO.name: m.INFO for m in (
-    timer, noise, switch, overhead, interfere, udp, event)}
+    timer, noise, switch, overhead, interfere, udp, event, hwnoise)}
 
 
 # the probe a run, a scenario's [[probe]], `rtlab monitor` and `rtlab history` use when
