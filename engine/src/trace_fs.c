@@ -42,6 +42,7 @@ int tfs_find(char *root, size_t len)
 		return -errno;
 	char line[2048], dir[1024], debugfs[1024] = "";
 	bool found = false;
+	int denied = 0;
 	while (!found && fgets(line, sizeof(line), f)) {
 		if (mount_of(line, "tracefs", dir, sizeof(dir))) {
 			struct stat st;
@@ -51,6 +52,8 @@ int tfs_find(char *root, size_t len)
 			if (stat(probe, &st) == 0 && S_ISDIR(st.st_mode)) {
 				snprintf(root, len, "%s", dir);
 				found = true;
+			} else if (errno == EACCES || errno == EPERM) {
+				denied = -errno;
 			}
 		} else if (!debugfs[0] && mount_of(line, "debugfs", dir, sizeof(dir))) {
 			snprintf(debugfs, sizeof(debugfs), "%s", dir);
@@ -67,8 +70,10 @@ int tfs_find(char *root, size_t len)
 			snprintf(root, len, "%s/tracing", debugfs);
 			return 0;
 		}
+		if (errno == EACCES || errno == EPERM)
+			denied = -errno;
 	}
-	return -ENOENT;
+	return denied ? denied : -ENOENT;
 }
 
 bool tfs_name_ok(const char *name)

@@ -21,7 +21,8 @@
 
 /*
  * Where tracefs is mounted, from /proc/mounts: a tracefs mount, else a debugfs
- * mount's tracing/ directory. -ENOENT when neither is mounted.
+ * mount's tracing/ directory. -ENOENT when neither is mounted, -EACCES when one is
+ * but this process may not look into it (not root).
  */
 int tfs_find(char *root, size_t len) RL_WUR;
 

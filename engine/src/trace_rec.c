@@ -36,6 +36,7 @@ const char trace_default_events[] =
 #define TR_REQUIRED "sched/sched_switch"
 #define TR_POLL_NS (50 * NS_PER_MS)
 #define TR_MAX_EVENTS 256
+#define TR_META_RESERVE (64 * 1024)
 
 struct tr_cpu {
 	int cpu;
@@ -65,6 +66,7 @@ struct trace_rec {
 	atomic_bool stop;
 	unsigned char *page, *frame;
 	char error[256];
+	const char *probe;	/* for its lines on stderr */
 	uint64_t started_ns, stopped_ns;
 };
 
@@ -156,6 +158,16 @@ int trace_rec_check(const struct trace_opts *o, const cpu_set_t *online, char *e
 		free(ev[k]);
 	if (r)
 		return r;
+	const char *list = o->events ? o->events : trace_default_events;
+	bool sw = false;
+	for (const char *q = list; q && *q; q = strchr(q, ',') ? strchr(q, ',') + 1 : NULL)
+		sw = sw || strncmp(q, TR_REQUIRED ",", sizeof(TR_REQUIRED)) == 0 ||
+		     strcmp(q, TR_REQUIRED) == 0 || strncmp(q, "sched/*", 7) == 0;
+	if (!sw) {
+		snprintf(err, errlen, "--trace-events: the list must name %s (the spikes' context switches)",
+			 TR_REQUIRED);
+		return -EINVAL;
+	}
 	if (o->instance && !tfs_name_ok(o->instance)) {
 		snprintf(err, errlen, "--trace-instance %s: give 1..64 of letters, digits, '_', '.', '-'",
 			 opt_shown(o->instance, shown, sizeof(shown)));
@@ -373,8 +385,8 @@ static void store_page(struct trace_rec *r, struct tr_cpu *c, size_t n)
 			if (!r->error[0]) {
 				snprintf(r->error, sizeof(r->error), "writing %s/cpu%d.pages: %s",
 					 r->o.dir, c->cpu, strerror(e));
-				fprintf(stderr, "rtlab-probe: trace: %s; further pages of CPU %d are dropped (counted)\n",
-					r->error, c->cpu);
+				fprintf(stderr, "rtlab-probe %s: trace: %s; further pages of CPU %d are dropped (counted)\n",
+					r->probe, r->error, c->cpu);
 			}
 			return;
 		}
@@ -557,6 +569,7 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 	char *text = NULL;
 	size_t len;
 	r->o = *o;
+	r->probe = probe;
 	r->j.fd = -1;
 	r->reader_cpu = -1;
 	atomic_init(&r->stop, false);
@@ -571,7 +584,10 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 		FAIL(RL_EXIT_ERROR, "%s", err);
 
 	/* what the kernel has, before anything is created */
-	if (tfs_find(r->root, sizeof(r->root)) != 0)
+	e = tfs_find(r->root, sizeof(r->root));
+	if (e == -EACCES || e == -EPERM)
+		FAIL(RL_EXIT_SKIPPED, "skipped: --trace-dir needs root (tracefs: %s)", strerror(-e));
+	if (e)
 		FAIL(RL_EXIT_SKIPPED, "skipped: --trace-dir: tracefs is not mounted; mount it: "
 		     "mount -t tracefs nodev /sys/kernel/tracing");
 	snprintf(r->inst, sizeof(r->inst), "%s/instances/%s", r->root, r->name);
@@ -596,6 +612,8 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 			for (char *q = text; *q; q++)
 				if (*q == '\n')
 					*q = ' ';
+			for (size_t l = strlen(text); l > 0 && text[l - 1] == ' ';)
+				text[--l] = '\0';
 		}
 		if (!have)
 			FAIL(RL_EXIT_SKIPPED, "skipped: --trace-tracer %s: this kernel has no such tracer; it has: %s",
@@ -615,7 +633,7 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 		have_switch = have_switch || strcmp(r->events[k], TR_REQUIRED) == 0 ||
 			      strcmp(r->events[k], "sched/*") == 0;
 	if (!have_switch)
-		FAIL(RL_EXIT_SKIPPED, "skipped: --trace-events: %s is required (the kernel lacks it, or the list does not name it)",
+		FAIL(RL_EXIT_SKIPPED, "skipped: --trace-events: this kernel lacks %s, which the recorder needs",
 		     TR_REQUIRED);
 	snprintf(p, sizeof(p), "%s/events/header_page", r->root);
 	if (tfs_read(p, &text, &len) != 0 || tfs_page_layout_parse(text, &r->layout) != 0)
@@ -736,6 +754,17 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 		if (c->out_fd < 0)
 			FAIL(RL_EXIT_ERROR, "--trace-dir: cannot create %s: %s", p, strerror(errno));
 	}
+	/* room for the final meta.json when the disk fills up: given back before it is written */
+	static const char zeros[4096];
+	snprintf(p, sizeof(p), "%s/.meta-reserve", o->dir);
+	for (int k = 0; k < TR_META_RESERVE / 4096 && !e; k++) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		e = fd < 0 ? -errno : (write(fd, zeros, sizeof(zeros)) == (ssize_t)sizeof(zeros) ? 0 : -ENOSPC);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (e)
+		FAIL(RL_EXIT_ERROR, "--trace-dir %s: cannot write into it: %s", o->dir, strerror(-e));
 	r->started_ns = rl_now_ns(CLOCK_MONOTONIC);
 	if ((e = write_meta(r, false)))
 		FAIL(RL_EXIT_ERROR, "--trace-dir: cannot write %s/meta.json: %s", o->dir, strerror(-e));
@@ -793,6 +822,9 @@ int trace_rec_finish(struct trace_rec *r, const char *probe)
 	for (int k = 0; k < 1000 && drain_once(r); k++)
 		;
 	read_stats(r);
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/.meta-reserve", r->o.dir);
+	(void)unlink(p);
 	int e = write_meta(r, true);
 	if (e)
 		fprintf(stderr, "rtlab-probe %s: trace: cannot write %s/meta.json: %s\n", probe,
