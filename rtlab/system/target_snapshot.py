@@ -45,6 +45,8 @@ DOCTOR_PATTERNS: tuple[str, ...] = (
     "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
     "/sys/fs/cgroup/cpu/cpu.rt_runtime_us", "/sys/fs/cgroup/cpu,cpuacct/cpu.rt_runtime_us",
     "/boot/config-*", "/etc/os-release",
+    "/sys/kernel/tracing/available_tracers", "/sys/kernel/tracing/osnoise/options",
+    "/sys/kernel/debug/tracing/available_tracers",
 )
 
 

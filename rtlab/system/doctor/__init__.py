@@ -42,6 +42,7 @@ from rtlab.system.doctor.sched import (
     WatchdogCheck,
     WorkqueueCheck,
 )
+from rtlab.system.doctor.tracers import TracersCheck
 from rtlab.system.sysroot import SysRoot
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ CHECKS: tuple[type[Check], ...] = (
     NumaCheck,
     VirtualizationCheck,
     MitigationsCheck,
+    TracersCheck,
 )
 
 

@@ -82,6 +82,9 @@ class Code(Enum):
     # privileges
     NO_RT_PRIORITY = "no-rt-priority"
     NO_MEMLOCK = "no-memlock"
+    # tracers
+    NO_TRACEFS = "no-tracefs"
+    NO_LATENCY_TRACERS = "no-latency-tracers"
     # generic
     UNREADABLE = "unreadable"
 
