@@ -23,8 +23,9 @@ from rtlab.trace.formats import (
     parse_format,
     parse_header_event,
     parse_header_page,
+    struct_prefix,
 )
-from rtlab.trace.ringbuf import Event, PageDecoder, page_info
+from rtlab.trace.ringbuf import Event, PageDecoder
 
 CAPTURE_VERSION = 1
 
@@ -36,8 +37,10 @@ class FormatSet:
     header_page_text: str
     header_event_text: str
     format_texts: dict[str, str]  # "system/name" -> format file text
+    byte_order: str = "little"  # the recording kernel's: "little" or "big"
 
     def __post_init__(self) -> None:
+        struct_prefix(self.byte_order)  # ValueError for anything else
         self.page_header: PageHeader = parse_header_page(self.header_page_text)
         self.event_header: EventHeader = parse_header_event(self.header_event_text)
         self.by_id: dict[int, EventFormat] = {}
@@ -47,7 +50,7 @@ class FormatSet:
             self.by_id[fmt.id] = fmt
 
     def decoder(self) -> PageDecoder:
-        return PageDecoder(self.by_id, self.page_header, self.event_header)
+        return PageDecoder(self.by_id, self.page_header, self.event_header, self.byte_order)
 
     @classmethod
     def from_tracefs(cls, root: Path, events: Iterable[str]) -> FormatSet:
@@ -70,12 +73,31 @@ class FormatSet:
             (d / (key.replace("/", "__") + ".format")).write_text(text)
 
     @classmethod
-    def load(cls, d: Path) -> FormatSet:
+    def load(cls, d: Path, byte_order: str = "little") -> FormatSet:
         texts = {
             p.name[: -len(".format")].replace("__", "/"): p.read_text()
             for p in sorted(d.glob("*.format"))
         }
-        return cls((d / "header_page").read_text(), (d / "header_event").read_text(), texts)
+        return cls(
+            (d / "header_page").read_text(), (d / "header_event").read_text(), texts, byte_order
+        )
+
+
+def check_word_meta(meta: Mapping[str, object], formats: FormatSet) -> None:
+    """Refuse a capture whose meta contradicts its format files (byte order, word size)."""
+    order = meta.get("byte_order")
+    if order is not None and order != formats.byte_order:
+        raise ValueError(
+            f"capture meta says byte_order {str(order)[:40]!r} but its formats are decoded as"
+            f" {formats.byte_order!r}: load it with TraceCapture.load"
+        )
+    bits = meta.get("long_bits")
+    commit_bits = formats.page_header.commit_size * 8
+    if bits is not None and bits != commit_bits:
+        raise ValueError(
+            f"capture meta says long_bits {str(bits)[:20]} but its header_page has a"
+            f" {commit_bits}-bit commit word: the format files are not the recording board's"
+        )
 
 
 @dataclass
@@ -91,6 +113,7 @@ class TraceCapture:
     symbols: Mapping[int, str] | None = None  # optional kernel address -> symbol
 
     def __post_init__(self) -> None:
+        check_word_meta(self.meta, self.formats)
         self._decoder = self.formats.decoder()
         self._page_ts: dict[int, list[int]] = {}
         self._cache: dict[int, list[Event]] = {}
@@ -110,8 +133,8 @@ class TraceCapture:
 
     def _starts(self, cpu: int) -> list[int]:
         if cpu not in self._page_ts:
-            hdr = self.formats.page_header
-            self._page_ts[cpu] = [page_info(p, hdr).timestamp for p in self.pages.get(cpu, [])]
+            info = self._decoder.page_info
+            self._page_ts[cpu] = [info(p).timestamp for p in self.pages.get(cpu, [])]
         return self._page_ts[cpu]
 
     def window(self, cpu: int, t0: int, t1: int) -> list[Event]:
@@ -151,7 +174,7 @@ class TraceCapture:
         """Events the kernel reported as lost in page headers (-1 per page without a count)."""
         n = 0
         for p in self.pages.get(cpu, []):
-            info = page_info(p, self.formats.page_header)
+            info = self._decoder.page_info(p)
             if info.missed_events:
                 n += info.missed_count if info.missed_count is not None else 1
         return n
@@ -194,7 +217,7 @@ class TraceCapture:
             "cpus": self.cpus,
             "lost": {str(k): v for k, v in self.lost.items()},
             "evicted": {str(k): v for k, v in self.evicted.items()},
-            "meta": self.meta,
+            "meta": {**self.meta, "byte_order": self.formats.byte_order},
             "symbols": {f"{k:x}": v for k, v in self._used_symbols().items()},
         }
         (d / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -215,12 +238,21 @@ class TraceCapture:
                 lst.append(blob[pos + 4 : pos + 4 + n])
                 pos += 4 + n
             pages[int(cpu)] = lst
+        inner = meta.get("meta", {})
+        if not isinstance(inner, dict):
+            raise ValueError(f"{d}: meta.json 'meta' is not an object")
+        # Captures from before byte orders were recorded come from this machine: little.
+        order = inner.get("byte_order", "little")
+        try:
+            struct_prefix(order)
+        except ValueError as exc:
+            raise ValueError(f"{d}: meta.json byte_order: {exc}") from None
         return cls(
-            FormatSet.load(d / "formats"),
+            FormatSet.load(d / "formats", order),
             pages,
             clock=meta.get("clock", "mono"),
             lost={int(k): v for k, v in meta.get("lost", {}).items()},
             evicted={int(k): v for k, v in meta.get("evicted", {}).items()},
-            meta=meta.get("meta", {}),
+            meta=inner,
             symbols={int(k, 16): v for k, v in meta.get("symbols", {}).items()} or None,
         )

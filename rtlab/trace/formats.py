@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _FIELD_RE = re.compile(
@@ -17,6 +18,26 @@ _FIELD_RE = re.compile(
     r"\s*signed:(?P<signed>\d+);"
 )
 _INT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+# The byte orders a recording may have (meta "byte_order"), and their struct prefix.
+BYTE_ORDERS = {"little": "<", "big": ">"}
+# Precompiled integer structs per (byte order, size, signed): decoding is on the hot path.
+INT_STRUCTS = {
+    (order, size, signed): struct.Struct(prefix + (code.lower() if signed else code))
+    for order, prefix in BYTE_ORDERS.items()
+    for size, code in _INT_FORMATS.items()
+    for signed in (False, True)
+}
+
+FieldValue = int | str | bytes
+
+
+def struct_prefix(byte_order: str) -> str:
+    """The struct prefix of a byte order ("little" -> "<"); ValueError names what is allowed."""
+    prefix = BYTE_ORDERS.get(byte_order) if isinstance(byte_order, str) else None
+    if prefix is None:
+        raise ValueError(f"unknown byte order {str(byte_order)[:40]!r}: expected 'little' or 'big'")
+    return prefix
 
 
 @dataclass(frozen=True)
@@ -30,49 +51,84 @@ class Field:
     signed: bool
     data_loc: bool = False  # `__data_loc T[] name`: u32 = (length << 16) | offset
     array_len: int | None = None  # `char name[16]` -> 16; `char buf[]` -> 0
+    rel_loc: bool = False  # `__rel_loc T[] name`: as data_loc, offset from the field's end
 
     @property
     def is_string(self) -> bool:
-        return "char" in self.ctype and (self.array_len is not None or self.data_loc)
+        return "char" in self.ctype and (
+            self.array_len is not None or self.data_loc or self.rel_loc
+        )
 
-    def decode(self, rec: bytes | memoryview) -> int | str | bytes:
-        """Decode this field from one event record (the payload, common fields first)."""
-        if self.data_loc:
-            (loc,) = struct.unpack_from("<I", rec, self.offset)
-            off, length = loc & 0xFFFF, loc >> 16
-            raw = bytes(rec[off : off + length])
-            return _cstr(raw) if "char" in self.ctype else raw
+    def decode(self, rec: bytes | memoryview, byte_order: str = "little") -> FieldValue:
+        """Decode this field from one event record (the payload, common fields first),
+        written in `byte_order` ("little" or "big", the recording machine's)."""
+        struct_prefix(byte_order)
+        return self.reader(byte_order)(rec)
+
+    def reader(self, byte_order: str = "little") -> Callable[[bytes | memoryview], FieldValue]:
+        """A function that decodes this field from a record: built once per byte order."""
+        off, size = self.offset, self.size
+        if self.data_loc or self.rel_loc:
+            loc_unpack = INT_STRUCTS[byte_order, 4, False].unpack_from  # u32 on every word size
+            # __rel_loc offsets count from the end of the u32 itself, __data_loc from
+            # the start of the record.
+            base = off + 4 if self.rel_loc else 0
+            as_str = "char" in self.ctype
+
+            def read_loc(rec: bytes | memoryview) -> FieldValue:
+                (loc,) = loc_unpack(rec, off)
+                start = base + (loc & 0xFFFF)
+                raw = bytes(rec[start : start + (loc >> 16)])
+                return _cstr(raw) if as_str else raw
+
+            return read_loc
         if self.array_len is not None:
-            end = len(rec) if self.array_len == 0 else self.offset + self.size
-            raw = bytes(rec[self.offset : end])
-            return _cstr(raw) if "char" in self.ctype else raw
-        fmt = _INT_FORMATS.get(self.size)
-        if fmt is None:
-            return bytes(rec[self.offset : self.offset + self.size])
-        if self.signed:
-            fmt = fmt.lower()
-        return struct.unpack_from("<" + fmt, rec, self.offset)[0]
+            as_str = "char" in self.ctype
+            if self.array_len == 0:
+                if as_str:
+                    return lambda rec: _cstr(bytes(rec[off:]))
+                return lambda rec: bytes(rec[off:])
+            if as_str:
+                return lambda rec: _cstr(bytes(rec[off : off + size]))
+            return lambda rec: bytes(rec[off : off + size])
+        st = INT_STRUCTS.get((byte_order, size, self.signed))
+        if st is None:
+            return lambda rec: bytes(rec[off : off + size])
+        unpack = st.unpack_from
+        return lambda rec: unpack(rec, off)[0]
+
+    @property
+    def end(self) -> int:
+        """The record length this field needs to be decoded."""
+        if self.data_loc or self.rel_loc:
+            return self.offset + 4
+        if self.array_len == 0:
+            return self.offset
+        return self.offset + self.size
 
 
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _parse_decl(decl: str) -> tuple[str, str, bool, int | None]:
-    """`__data_loc char[] name` / `char prev_comm[16]` / `pid_t pid` -> parts."""
+def _parse_decl(decl: str) -> tuple[str, str, str, int | None]:
+    """`__data_loc char[] name` / `char prev_comm[16]` / `pid_t pid` -> parts.
+
+    The third part is "data" for `__data_loc`, "rel" for `__rel_loc`, else ""."""
     decl = decl.strip()
-    data_loc = decl.startswith("__data_loc ")
-    if data_loc:
-        decl = decl[len("__data_loc ") :]
+    loc = ""
+    for prefix, kind in (("__data_loc ", "data"), ("__rel_loc ", "rel")):
+        if decl.startswith(prefix):
+            decl, loc = decl[len(prefix) :], kind
     array_len: int | None = None
     m = re.match(r"^(?P<type>.*?)\s*(?P<name>[A-Za-z_]\w*)\s*\[(?P<n>\d*)\]$", decl)
-    if m and not data_loc:
+    if m and not loc:
         array_len = int(m["n"]) if m["n"] else 0
-        return m["name"], m["type"].strip(), False, array_len
+        return m["name"], m["type"].strip(), "", array_len
     ctype, _, name = decl.rpartition(" ")
-    if data_loc:
+    if loc:
         ctype = ctype.replace("[]", "").strip()
-    return name.strip(), ctype.strip(), data_loc, array_len
+    return name.strip(), ctype.strip(), loc, array_len
 
 
 def parse_fields(text: str) -> list[Field]:
@@ -81,7 +137,7 @@ def parse_fields(text: str) -> list[Field]:
         m = _FIELD_RE.match(line)
         if not m:
             continue
-        name, ctype, data_loc, array_len = _parse_decl(m["decl"])
+        name, ctype, loc, array_len = _parse_decl(m["decl"])
         fields.append(
             Field(
                 name=name,
@@ -89,8 +145,9 @@ def parse_fields(text: str) -> list[Field]:
                 offset=int(m["offset"]),
                 size=int(m["size"]),
                 signed=m["signed"] == "1",
-                data_loc=data_loc,
+                data_loc=loc == "data",
                 array_len=array_len,
+                rel_loc=loc == "rel",
             )
         )
     return fields
@@ -106,13 +163,28 @@ class EventFormat:
     fields: tuple[Field, ...]
     print_fmt: str = ""
     common: tuple[Field, ...] = field(default=())
+    # (name, record length needed, reader) per field, built once per byte order
+    _readers: dict[str, tuple[tuple[str, int, Callable[[bytes | memoryview], FieldValue]], ...]] = (
+        field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    )
 
-    def decode(self, rec: bytes | memoryview) -> dict[str, int | str | bytes]:
-        out: dict[str, int | str | bytes] = {}
-        for f in self.fields:
-            if f.offset + (0 if f.array_len == 0 else f.size) > len(rec) and not f.data_loc:
-                continue  # a truncated record; keep what is there
-            out[f.name] = f.decode(rec)
+    def readers(
+        self, byte_order: str = "little"
+    ) -> tuple[tuple[str, int, Callable[[bytes | memoryview], FieldValue]], ...]:
+        plan = self._readers.get(byte_order)
+        if plan is None:
+            struct_prefix(byte_order)
+            plan = tuple((f.name, f.end, f.reader(byte_order)) for f in self.fields)
+            self._readers[byte_order] = plan
+        return plan
+
+    def decode(self, rec: bytes | memoryview, byte_order: str = "little") -> dict[str, FieldValue]:
+        """The event's own fields (not the common ones) from one record in `byte_order`."""
+        out: dict[str, FieldValue] = {}
+        n = len(rec)
+        for name, end, read in self.readers(byte_order):
+            if end <= n:  # a truncated record: keep what is there
+                out[name] = read(rec)
         return out
 
 
