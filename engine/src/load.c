@@ -47,7 +47,7 @@
 #define LOAD_IOPRIO_CLASS_SHIFT 13
 
 enum {
-	L_CPU, L_VM, L_VM_BYTES, L_ALLOC_BYTES, L_ALLOC_PERIOD, L_IO, L_IO_BYTES, L_IO_DIR,
+	L_CPU, L_CPU_DUTY, L_VM, L_VM_BYTES, L_ALLOC_BYTES, L_ALLOC_PERIOD, L_IO, L_IO_BYTES, L_IO_DIR,
 	L_NET_TO, L_NET_KBIT, L_NET_SIZE, L_NET_SINK, L_CPUS, L_POLICY, L_PRIORITY, L_DURATION,
 	L_SNAPSHOT, L_COUNT
 };
@@ -60,6 +60,11 @@ static const enum rt_policy load_policies[] = { RT_OTHER, RT_FIFO, RT_RR };
 static const struct opt_def load_opts[L_COUNT] = {
 	[L_CPU] = { "cpu", OPT_INT, "N", "workers spinning on square roots (stress --cpu)", 0,
 		    LOAD_MAX_WORKERS, NULL, "0", NULL },
+	[L_CPU_DUTY] = { "cpu-duty", OPT_STRING, "ON/PERIOD",
+			 "the --cpu workers spin ON every PERIOD instead of all the time (e.g. "
+			 "2ms/20ms; absolute period starts, missed bursts counted as late; "
+			 "comm " LOAD_DUTY_COMM "); PERIOD 100us..10s, ON 1us..PERIOD", 0, 0, NULL,
+			 NULL, "none" },
 	[L_VM] = { "vm", OPT_INT, "M",
 		   "workers that map --vm-bytes, write every page, unmap, repeat (stress --vm)", 0,
 		   LOAD_MAX_WORKERS, NULL, "0", NULL },
@@ -170,6 +175,16 @@ int load_parse(int argc, char *const *argv, const cpu_set_t *online, struct load
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->n_cpu = (unsigned)v[L_CPU].i;
 	cfg->n_vm = (unsigned)v[L_VM].i;
+	if (v[L_CPU_DUTY].set) {
+		if (cfg->n_cpu == 0) {
+			snprintf(err, errlen, "--cpu-duty: only with --cpu N");
+			return -EINVAL;
+		}
+		r = load_parse_duty(v[L_CPU_DUTY].s, &cfg->duty_on_ns, &cfg->duty_period_ns, err,
+				    errlen);
+		if (r)
+			return r;
+	}
 	cfg->vm_bytes = (uint64_t)v[L_VM_BYTES].i;
 	cfg->alloc_bytes = v[L_ALLOC_BYTES].set ? (uint64_t)v[L_ALLOC_BYTES].i : 0;
 	cfg->alloc_period_ns = (uint64_t)v[L_ALLOC_PERIOD].i;
@@ -277,7 +292,10 @@ void load_help(FILE *f)
 		"--policy fifo|rr runs every worker at that real-time policy (the seed's\n"
 		"background hog: --cpu N --policy fifo --priority 97); where it is refused\n"
 		"(not root, no CAP_SYS_NICE, an RT group without runtime) nothing starts:\n"
-		"one line on stderr, exit 4.\n\n"
+		"one line on stderr, exit 4. --cpu-duty ON/PERIOD makes each cpu worker\n"
+		"spin ON every PERIOD (comm " LOAD_DUTY_COMM "): with --cpu 1 --cpus C --policy\n"
+		"fifo --priority 97 it is the seed's SCHED_FIFO task spinning D ms every P ms\n"
+		"on CPU C, a known cause for a traced run.\n\n"
 		"options:\n");
 	opts_help(f, load_opts, L_COUNT);
 	fprintf(f, "  %-28s show this help\n", "--help");
@@ -341,6 +359,8 @@ static void worker_run(struct load_run *r, enum worker_kind kind, size_t index,
 		close(r->sink_fd);
 	switch (kind) {
 	case W_CPU: {
+		if (c->duty_period_ns)
+			load_duty_worker(slot, c->duty_on_ns, c->duty_period_ns);
 		const double seed = (double)(index % 8);
 		for (;;) {
 			/* the sum goes to the shared page: the work cannot be optimised away */
@@ -475,6 +495,15 @@ static void write_start(struct jsonw *w, const struct load_run *r, const struct 
 	jw_uint(w, "start_realtime_ns", rl_now_ns(CLOCK_REALTIME));
 	jw_obj_begin(w, "config");
 	jw_uint(w, "cpu", c->n_cpu);
+	if (c->duty_period_ns) {
+		jw_obj_begin(w, "cpu_duty");
+		jw_uint(w, "on_ns", c->duty_on_ns);
+		jw_uint(w, "period_ns", c->duty_period_ns);
+		jw_str(w, "comm", LOAD_DUTY_COMM);
+		jw_obj_end(w);
+	} else {
+		jw_null(w, "cpu_duty");
+	}
 	jw_uint(w, "vm", c->n_vm);
 	jw_uint(w, "vm_bytes", c->vm_bytes);
 	jw_uint_or_null(w, "alloc_bytes", c->alloc_bytes);
@@ -628,7 +657,8 @@ static void write_result(struct jsonw *w, const struct load_run *r, const char *
 			jw_uint(w, "received", s->sent);
 			jw_uint(w, "foreign", s->failed);
 		}
-		if (k->kind == W_ALLOC || k->kind == W_NET)
+		if (k->kind == W_ALLOC || k->kind == W_NET ||
+		    (k->kind == W_CPU && r->cfg->duty_period_ns))
 			jw_uint(w, "late", s->late);
 		if (k->stopped)
 			jw_str(w, "end", "stopped");

@@ -34,6 +34,8 @@
 /* Frozen after parsing. */
 struct load_cfg {
 	unsigned n_cpu;		/* --cpu N */
+	uint64_t duty_on_ns;	/* --cpu-duty ON/PERIOD: the cpu workers spin ON every */
+	uint64_t duty_period_ns; /* PERIOD (0: no --cpu-duty, they spin all the time) */
 	unsigned n_vm;		/* --vm M */
 	uint64_t vm_bytes;	/* --vm-bytes SIZE */
 	uint64_t alloc_bytes;	/* --alloc-bytes SIZE; 0: no alloc worker */

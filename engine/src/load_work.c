@@ -13,6 +13,7 @@
 
 #include "le_bytes.h"
 #include "load.h"
+#include "opts.h"
 
 #define NET_MAGIC 0x4c4c5452u	/* "RTLL" little-endian */
 
@@ -200,6 +201,71 @@ void load_net_worker(struct load_slot *slot, int fd, uint64_t kbit, uint64_t siz
 			}
 		}
 		slot->loops = slot->loops + 1;
+	}
+}
+
+int load_parse_duty(const char *s, uint64_t *on_ns, uint64_t *period_ns, char *err,
+		    size_t errlen)
+{
+	char shown[OPT_SHOWN_LEN];
+	const char *slash = strchr(s, '/');
+	char on_s[64];
+	size_t n = slash ? (size_t)(slash - s) : 0;
+	if (!slash || n == 0 || n >= sizeof(on_s) || slash[1] == '\0' ||
+	    strchr(slash + 1, '/')) {
+		snprintf(err, errlen, "--cpu-duty: %s is not ON/PERIOD (two durations, e.g. "
+			 "2ms/20ms: spin 2ms every 20ms)", opt_shown(s, shown, sizeof(shown)));
+		return -EINVAL;
+	}
+	memcpy(on_s, s, n);
+	on_s[n] = '\0';
+	uint64_t on, period;
+	if (opt_parse_duration(on_s, &on) != 0 || opt_parse_duration(slash + 1, &period) != 0) {
+		snprintf(err, errlen, "--cpu-duty: %s is not ON/PERIOD (two durations with a unit "
+			 "ns|us|ms|s, e.g. 2ms/20ms)", opt_shown(s, shown, sizeof(shown)));
+		return -EINVAL;
+	}
+	if (period < LOAD_DUTY_MIN_PERIOD || period > LOAD_DUTY_MAX_PERIOD) {
+		snprintf(err, errlen, "--cpu-duty: the period of %s is out of range; allowed "
+			 "range 100us..10s", opt_shown(s, shown, sizeof(shown)));
+		return -EINVAL;
+	}
+	if (on < LOAD_DUTY_MIN_ON || on >= period) {
+		snprintf(err, errlen, "--cpu-duty: ON of %s must be at least 1us and shorter than "
+			 "the period (to spin all the time, leave --cpu-duty out)",
+			 opt_shown(s, shown, sizeof(shown)));
+		return -EINVAL;
+	}
+	*on_ns = on;
+	*period_ns = period;
+	return 0;
+}
+
+uint64_t load_duty_next(uint64_t start, uint64_t now, uint64_t period_ns, uint64_t *missed)
+{
+	uint64_t next = start + period_ns;
+	if (next > now)
+		return next;
+	uint64_t k = (now - next) / period_ns + 1; /* period starts in (start, now] */
+	*missed += k;
+	return next + k * period_ns;
+}
+
+void load_duty_worker(struct load_slot *slot, uint64_t on_ns, uint64_t period_ns)
+{
+	prctl(PR_SET_NAME, LOAD_DUTY_COMM, 0, 0, 0);
+	uint64_t start = rl_now_ns(CLOCK_MONOTONIC);
+	for (;;) {
+		/* the burst: spin on the clock until ON has passed */
+		uint64_t end = start + on_ns, now;
+		while ((now = rl_now_ns(CLOCK_MONOTONIC)) < end) {
+		}
+		slot->loops = slot->loops + 1;
+		uint64_t missed = 0;
+		start = load_duty_next(start, now, period_ns, &missed);
+		if (missed)
+			slot->late = slot->late + missed;
+		sleep_until(start);
 	}
 }
 

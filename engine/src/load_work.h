@@ -77,7 +77,34 @@ void load_net_encode(unsigned char *buf, uint32_t tag, uint64_t seq);
 /* True if buf (len bytes) is a message of a load's sender (magic and length). */
 bool load_net_ours(const unsigned char *buf, size_t len);
 
+/*
+ * The duty-cycle cpu worker (--cpu-duty ON/PERIOD): it spins ON, then sleeps until the
+ * next period's start (absolute CLOCK_MONOTONIC deadlines), so it takes about ON/PERIOD
+ * of its CPU; at an RT policy on the measured CPU it is the seed's "SCHED_FIFO task
+ * spinning D ms every P ms". Its comm is LOAD_DUTY_COMM, which a trace shows.
+ */
+#define LOAD_DUTY_COMM "rtlab-spin"
+#define LOAD_DUTY_MIN_ON (NS_PER_US)			/* 1us */
+#define LOAD_DUTY_MIN_PERIOD (100 * NS_PER_US)		/* 100us */
+#define LOAD_DUTY_MAX_PERIOD (10 * NS_PER_SEC)		/* 10s */
+
+/*
+ * Parse "ON/PERIOD" (two durations, e.g. "2ms/20ms"): 0 or -EINVAL with a one-line
+ * message naming --cpu-duty, what is wrong and the allowed form and ranges.
+ */
+int load_parse_duty(const char *s, uint64_t *on_ns, uint64_t *period_ns, char *err,
+		    size_t errlen) RL_WUR;
+
+/*
+ * The start of the burst after the one that started at `start`, when it ended at `now`:
+ * start + PERIOD, or, when that has passed already, the first period start after `now`
+ * (missed bursts are skipped, never caught up: *missed counts them).
+ */
+uint64_t load_duty_next(uint64_t start, uint64_t now, uint64_t period_ns, uint64_t *missed);
+
 /* The worker bodies; none returns. */
+void load_duty_worker(struct load_slot *slot, uint64_t on_ns, uint64_t period_ns)
+	__attribute__((noreturn));
 void load_alloc_worker(struct load_slot *slot, uint64_t bytes, uint64_t period_ns)
 	__attribute__((noreturn));
 void load_io_worker(struct load_slot *slot, const struct load_io_job *job)

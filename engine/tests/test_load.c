@@ -43,6 +43,37 @@ int main(void)
 	CHECK(refused("--duration: '5' is not a duration", "--cpu", "1", "--duration", "5", NULL));
 	CHECK(refused("unknown option '--bogus'", "--cpu", "1", "--bogus", NULL));
 
+	/* --cpu-duty ON/PERIOD: the cpu workers spin ON every PERIOD */
+	CHECK(parse(2, cpu) == 0 && cfg.duty_on_ns == 0 && cfg.duty_period_ns == 0);
+	char *duty[] = { "--cpu", "1", "--cpu-duty", "2ms/20ms", "--policy", "fifo",
+			 "--priority", "97", "--cpus", "1" };
+	CHECK(parse(10, duty) == 0 && cfg.duty_on_ns == 2000000 && cfg.duty_period_ns == 20000000);
+	CHECK(cfg.policy == RT_FIFO && cfg.priority == 97 && CPU_COUNT(&cfg.cpus) == 1);
+	char *duty_us[] = { "--cpu", "2", "--cpu-duty", "1us/100us" };
+	CHECK(parse(4, duty_us) == 0 && cfg.duty_on_ns == 1000 && cfg.duty_period_ns == 100000);
+	CHECK(refused("--cpu-duty: only with --cpu N", "--vm", "1", "--cpu-duty", "2ms/20ms",
+		      NULL));
+	CHECK(refused("--cpu-duty: '2ms' is not ON/PERIOD", "--cpu", "1", "--cpu-duty", "2ms",
+		      NULL));
+	CHECK(refused("--cpu-duty: '/20ms' is not ON/PERIOD", "--cpu", "1", "--cpu-duty", "/20ms",
+		      NULL));
+	CHECK(refused("--cpu-duty: '2ms/' is not ON/PERIOD", "--cpu", "1", "--cpu-duty", "2ms/",
+		      NULL));
+	CHECK(refused("--cpu-duty: '1ms/2ms/3ms' is not ON/PERIOD", "--cpu", "1", "--cpu-duty",
+		      "1ms/2ms/3ms", NULL));
+	CHECK(refused("--cpu-duty: '2/20' is not ON/PERIOD (two durations with a unit", "--cpu",
+		      "1", "--cpu-duty", "2/20", NULL));
+	CHECK(refused("--cpu-duty: the period of '1us/50us' is out of range; allowed range "
+		      "100us..10s", "--cpu", "1", "--cpu-duty", "1us/50us", NULL));
+	CHECK(refused("--cpu-duty: the period of '1s/11s' is out of range", "--cpu", "1",
+		      "--cpu-duty", "1s/11s", NULL));
+	CHECK(refused("--cpu-duty: ON of '20ms/20ms' must be at least 1us and shorter than the "
+		      "period", "--cpu", "1", "--cpu-duty", "20ms/20ms", NULL));
+	CHECK(refused("--cpu-duty: ON of '0ns/20ms' must be at least 1us", "--cpu", "1",
+		      "--cpu-duty", "0ns/20ms", NULL));
+	CHECK(refused("--cpu-duty: ON of '500ns/1ms' must be at least 1us", "--cpu", "1",
+		      "--cpu-duty", "500ns/1ms", NULL));
+
 	/* --policy / --priority: every worker's scheduling */
 	char *cpu1[] = { "--cpu", "1" };
 	CHECK(parse(2, cpu1) == 0 && cfg.policy == RT_OTHER && cfg.priority == 0);

@@ -121,5 +121,18 @@ int main(void)
 	CHECK(refused("--alloc-period: 100us is out of range",
 		      "--alloc-bytes", "1M", "--alloc-period", "100us", NULL));
 	CHECK(refused("--io-bytes: 1k is out of range", "--io", "1", "--io-bytes", "1k", NULL));
+
+	/* the duty worker's next burst: on time, or the first period start after a late end */
+	uint64_t missed = 0;
+	CHECK(load_duty_next(1000, 1500, 1000, &missed) == 2000 && missed == 0);
+	CHECK(load_duty_next(1000, 1999, 1000, &missed) == 2000 && missed == 0);
+	CHECK(load_duty_next(1000, 2000, 1000, &missed) == 3000 && missed == 1);
+	CHECK(load_duty_next(1000, 4500, 1000, &missed) == 5000 && missed == 4);
+	uint64_t on = 0, period = 0;
+	char e2[256];
+	CHECK(load_parse_duty("500us/5ms", &on, &period, e2, sizeof(e2)) == 0 && on == 500000 &&
+	      period == 5000000);
+	CHECK(load_parse_duty("5ms/500us", &on, &period, e2, sizeof(e2)) == -EINVAL &&
+	      strstr(e2, "shorter than the period") && !strchr(e2, '\n'));
 	return tap_done("load_work");
 }

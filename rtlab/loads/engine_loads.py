@@ -16,7 +16,7 @@ from rtlab.cpulist import format_cpulist
 from rtlab.engine.locate import find_probe
 from rtlab.errors import SkippedError
 from rtlab.loads.lifecycle import RT_POLICIES, Command, Load, Placement, Proc, SpawnRecorder
-from rtlab.loads.params import Param, format_size, preset_values
+from rtlab.loads.params import Param, format_size, parse_duration, preset_values
 from rtlab.probes.registry import DEFAULT_PROBE
 
 # --------------------------------------------------------------------------------------------
@@ -37,6 +37,9 @@ BUILTIN_PARAMS: tuple[Param, ...] = (
           "seed = --cpu 8 --vm 8 --vm-bytes 20M", choices=("none", *BUILTIN_PRESETS)),
     Param("cpu", "int", 0, "workers spinning on square roots (like stress --cpu)",
           min=0, max=BUILTIN_MAX_WORKERS),
+    Param("duty", "str", "", "ON/PERIOD, e.g. \"2ms/20ms\": each cpu worker spins ON every "
+          "PERIOD instead of all the time (--cpu-duty; comm rtlab-spin); with policy fifo, "
+          "priority 97 and one CPU it is the seed's RT task spinning D ms every P ms"),
     Param("vm", "int", 0, "workers that map vm_bytes, write every page, unmap, repeat "
           "(like stress --vm)", min=0, max=BUILTIN_MAX_WORKERS),
     Param("vm_bytes", "size", 64 << 20, "memory a vm worker maps per loop (--vm-bytes)",
@@ -48,7 +51,34 @@ def check_builtin(v: Mapping[str, Any]) -> list[str]:
     if not v["cpu"] and not v["vm"]:
         return ["builtin: no worker selected; set cpu and/or vm to a positive number, "
                 "or preset = \"seed\""]
+    if v.get("duty"):
+        if not v["cpu"]:
+            return ["builtin: duty needs cpu workers; set cpu to a positive number"]
+        err = duty_error(v["duty"])
+        if err:
+            return [f"builtin: duty = {v['duty']!r}: {err}"]
     return []
+
+
+DUTY_MIN_ON_NS = 1_000  # the engine's LOAD_DUTY_MIN_ON
+DUTY_PERIOD_NS = (100_000, 10_000_000_000)  # LOAD_DUTY_MIN_PERIOD, LOAD_DUTY_MAX_PERIOD
+
+
+def duty_error(text: str) -> str | None:
+    """What is wrong with a duty value "ON/PERIOD" (the engine's --cpu-duty checks,
+    so a scenario is refused before anything starts), or None."""
+    parts = text.split("/")
+    if len(parts) != 2:
+        return "not ON/PERIOD (two durations, e.g. \"2ms/20ms\": spin 2ms every 20ms)"
+    try:
+        on, period = (parse_duration(x) for x in parts)
+    except ValueError:
+        return "not ON/PERIOD (two durations with a unit ns|us|ms|s, e.g. \"2ms/20ms\")"
+    if not DUTY_PERIOD_NS[0] <= period <= DUTY_PERIOD_NS[1]:
+        return "the period is out of range; allowed 100us..10s"
+    if not DUTY_MIN_ON_NS <= on < period:
+        return "ON must be at least 1us and shorter than the period"
+    return None
 
 
 
@@ -83,6 +113,8 @@ class BuiltinLoad(Load):
         a = ["load"]
         if v["cpu"]:
             a += ["--cpu", str(v["cpu"])]
+            if v.get("duty"):
+                a += ["--cpu-duty", v["duty"]]
         if v["vm"]:
             a += ["--vm", str(v["vm"]), "--vm-bytes", format_size(v["vm_bytes"])]
         if pl.cpus is not None:

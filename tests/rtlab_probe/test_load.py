@@ -50,7 +50,7 @@ def test_load_record_and_process_group(loads: Any) -> None:
     assert s["pid"] == pid
     assert s["pgid"] == pid == os.getpgid(pid)  # its own group, though started in ours
     assert s["starttime"] == int(proc_stat(pid)[19])  # /proc/PID/stat field 22, for a journal
-    assert s["config"] == {"cpu": 2, "vm": 1, "vm_bytes": 4 << 20, "cpus": None,
+    assert s["config"] == {"cpu": 2, "cpu_duty": None, "vm": 1, "vm_bytes": 4 << 20, "cpus": None,
                            "duration_ns": None, "alloc_bytes": None, "alloc_period_ns": None,
                            "io": 0, "io_bytes": None, "io_dir": None, "net_to": None,
                            "net_kbit": None, "net_size": None, "net_tick_ns": None,
