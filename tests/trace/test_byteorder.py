@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.trace.capture import FormatSet, TraceCapture
+from rtlab.trace.formats import parse_format
 from rtlab.trace.ringbuf import (
     RB_MISSED_EVENTS,
     RB_MISSED_STORED,
@@ -413,3 +414,31 @@ def test_synthetic_capture_saves_and_loads_in_its_byte_order(
     assert loaded.events(1) == cap.events(1)
     mid = cap.events(1)[2].ts
     assert loaded.window(1, mid, mid + 10**10) == cap.events(1)[2:]
+
+
+REL_LOC_FORMAT = (
+    "name: rel_test\nID: 901\nformat:\n"
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+    "\tfield:__rel_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;\n"
+    "\tfield:__data_loc u8[] blob;\toffset:12;\tsize:4;\tsigned:0;\n"
+    "\tfield:s16 level;\toffset:16;\tsize:2;\tsigned:1;\n"
+)
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_rel_loc_data_loc_and_signed_fields_in_both_orders(order: str) -> None:
+    fmt = parse_format(REL_LOC_FORMAT, "test")
+    p = "<" if order == "little" else ">"
+    # __rel_loc: offset counted from the end of its own u32 (12); __data_loc: from 0
+    msg, blob = b"hello\0", b"\x01\x02\x03"
+    rec = struct.pack(p + "H2xiIIh2x", 901, 5, len(msg) << 16 | (20 - 12), 0, -7)
+    rec = rec[:12] + struct.pack(p + "I", len(blob) << 16 | (20 + len(msg))) + rec[16:]
+    rec += msg + blob
+    assert fmt.decode(rec, order) == {"msg": "hello", "blob": blob, "level": -7}
+    field = next(f for f in fmt.fields if f.name == "level")
+    assert field.decode(rec, order) == -7
+    with pytest.raises(ValueError, match="expected 'little' or 'big'"):
+        fmt.decode(rec, "native")
+    with pytest.raises(ValueError, match="expected 'little' or 'big'"):
+        field.decode(rec, "native")
