@@ -146,6 +146,11 @@ int trace_rec_check(const struct trace_opts *o, const cpu_set_t *online, char *e
 		parent[1] = '\0';
 	else
 		*slash = '\0';
+	if (stat(parent, &st) != 0 && (errno == EACCES || errno == EPERM)) {
+		snprintf(err, errlen, "--trace-dir %s: cannot look into its parent directory (%s)",
+			 opt_shown(o->dir, shown, sizeof(shown)), strerror(errno));
+		return -EINVAL;
+	}
 	if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "--trace-dir %s: its parent directory does not exist; create it first",
 			 opt_shown(o->dir, shown, sizeof(shown)));
