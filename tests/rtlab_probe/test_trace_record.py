@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -113,6 +114,28 @@ def test_kill9_leaves_instance_and_journal_that_sys_restore_removes(
     r = run_probe(probe_bin, "sys", "restore", "--journal", str(journal))
     assert r.returncode == 0, r.stderr
     assert not inst.exists() and not journal.exists()
+
+
+def test_rtlab_restore_removes_a_killed_recorders_instance(
+    probe_bin: str, tmp_path: Path, require_root: None
+) -> None:
+    out, jdir = tmp_path / "trace", tmp_path / "journals"
+    proc = subprocess.Popen([probe_bin, *timer_args(out, jdir, duration="60s")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "meta.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    inst = instance(f"rtlab-{proc.pid}")
+    assert inst.is_dir()
+    env = {**os.environ, "RTLAB_JOURNAL_DIR": str(jdir), "RTLAB_PROBE": probe_bin}
+    r = subprocess.run([sys.executable, "-m", "rtlab", "restore"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not inst.exists() and list(jdir.glob("*.journal")) == []
 
 
 def test_sigterm_ends_recording_cleanly(probe_bin: str, tmp_path: Path, require_root: None) -> None:
