@@ -351,7 +351,7 @@ int lifecycle_run(const struct probe_ops *p, void *ctx, const struct run_opts *r
 	};
 	int code;
 	char err[640];
-	if (run->rec.dir && trace_rec_check(&run->rec, env->online, err, sizeof(err)) != 0) {
+	if ((run->rec.dir || run->rec.orphan) && trace_rec_check(&run->rec, env->online, err, sizeof(err)) != 0) {
 		fprintf(stderr, "rtlab-probe %s: %s\n", p->name, err);
 		return RL_EXIT_USAGE;
 	}

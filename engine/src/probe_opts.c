@@ -142,6 +142,9 @@ void probe_opt_split(const struct probe_opt_table *t, const struct opt_value *va
 		run->rec.tracer = v->s;
 	if ((v = shared_val(t, vals, RUN_TRACE_JOURNAL_DIR)))
 		run->rec.journal_dir = v->s;
+	for (int k = RUN_TRACE_EVENTS; k <= RUN_TRACE_JOURNAL_DIR && !run->rec.orphan; k++)
+		if (t->shared[k] >= 0 && vals[t->shared[k]].given)
+			run->rec.orphan = run_opt_defs[k].name;
 }
 
 int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_default, int *out,

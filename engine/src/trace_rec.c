@@ -125,6 +125,10 @@ int trace_rec_check(const struct trace_opts *o, const cpu_set_t *online, char *e
 {
 	char shown[OPT_SHOWN_LEN];
 	struct stat st;
+	if (!o->dir && o->orphan) {
+		snprintf(err, errlen, "--%s needs --trace-dir; give --trace-dir DIR or drop it", o->orphan);
+		return -EINVAL;
+	}
 	if (!o->dir)
 		return 0;
 	if (!o->dir[0])

@@ -25,6 +25,7 @@ struct trace_opts {
 	const char *journal_dir;
 	int64_t buffer_kb, limit_mb;
 	int reader_cpu;		/* -1: the first online CPU not traced */
+	const char *orphan;	/* a --trace-* option given without --trace-dir (refused), or NULL */
 };
 
 /* The default event list (one list, shared with the host's DEFAULT_EVENTS). */

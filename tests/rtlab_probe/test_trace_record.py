@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.trace.capture import TraceCapture
+from rtlab.trace.tracefs import DEFAULT_EVENTS
 
 
 def tracefs_root() -> Path | None:
@@ -86,6 +87,17 @@ def test_records_the_measured_cpu(probe_bin: str, tmp_path: Path, require_root: 
     assert any(start <= e.ts <= start + 1_000_000_000 for e in switches)
     assert not instance(name).exists()
     assert list(jdir.iterdir()) == []
+    # the engine's default list is the host's
+    assert sorted(m["events"] + m["events_missing"]) == sorted(DEFAULT_EVENTS)
+
+
+def test_option_without_trace_dir_is_refused(probe_bin: str, tmp_path: Path) -> None:
+    r = run_probe(probe_bin, "timer", "--cpus", "1", "--duration", "1s", "--allow-non-rt",
+                  "--trace-buffer-kb", "64")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "rtlab-probe timer: --trace-buffer-kb needs --trace-dir; " \
+        "give --trace-dir DIR or drop it"
+    assert r.stdout == ""
 
 
 def test_kill9_leaves_instance_and_journal_that_sys_restore_removes(
