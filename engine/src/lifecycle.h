@@ -12,6 +12,8 @@
  *   4. the real-time check: every measuring thread runs as it asked, memory is locked,
  *      the DMA latency is held; if not, one line from probe_explain() and exit 4 (skipped),
  *      or with --allow-non-rt rt_valid false and that line as a `no_rt` log;
+ *   4b. with --trace-dir, the trace recorder (trace_rec.h) set up on the measured CPUs
+ *      and tracing on (its checks, exit 2, come before step 1);
  *   5. the start (now + 20 ms) decided: start();
  *   6. the header (header.h) and the log records (no_rt, no_tracefs, write_logs());
  *   7. the reporter started (snapshots with write_extra());
@@ -19,6 +21,7 @@
  *   9. the wait, until the threads that end the run have returned or SIGINT/SIGTERM
  *      (which sets the probe's stop flag): rt_wait_done_or_signal, or wait();
  *  10. those threads joined, stop() for the ones that run until stopped, all joined;
+ *      tracing off, the last pages drained, the instance and its journal removed;
  *  11. ended(), the outcome (a claimed threshold, interrupted, an error, a failed check
  *      or completed), then the result (reporter_conclude) and the exit code.
  */
