@@ -44,8 +44,6 @@ from rtlab.scenario import find
 from rtlab.scenario.loader import declared_targets
 from rtlab.scenario.units import online_cpus
 
-TRACE_FLAGS = ("--trace", "--trace-threshold", "--trace-buffer-kb")
-
 
 @dataclass(frozen=True)
 class RunJob:
@@ -142,13 +140,6 @@ def job_targets(job: RunJob) -> list[str | None]:
 
 
 def _check_targets(job: RunJob, targets: Sequence[str | None]) -> None:
-    req = job.request
-    traced = [f for f, v in zip(TRACE_FLAGS, (req.trace, req.trace_threshold,
-                                              req.trace_buffer_kb), strict=True) if v]
-    boards = [t for t in targets if t not in (None, "local")]
-    if traced and boards:  # before connecting (a scenario's [trace] is checked once read)
-        raise UsageError(f"{traced[0]} with --target {boards[0]}: tracing is read from this "
-                         "machine's tracefs; it is not available for boards yet")
     if len(targets) > 1:
         if len(set(targets)) != len(targets):
             raise UsageError("the same --target is given twice: one run per board")

@@ -32,10 +32,9 @@ from rtlab.runner.outcome import classify, combine_probes
 from rtlab.runner.raw_layout import layout_add, raw_for, split_raw
 from rtlab.runner.run_options import Progress, RunOptions
 from rtlab.runner.shield import ShieldBackend
-from rtlab.runner.tracing import phase_trace
+from rtlab.runner.tracing import PhaseTrace, phase_trace
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario, ShieldSpec
 from rtlab.scenario.overrides import with_options
-from rtlab.scenario.units import online_cpus
 
 Traced = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]
 
@@ -97,7 +96,7 @@ def _measure(ctx: RunContext, index: int, phase: Phase, loads: dict[str, Any],
     load_notes: list[str] = []  # what a load says about itself once it runs (`notes`)
     traced: Traced | None = None
     if scenario.trace is not None and scenario.trace.enabled:
-        phase, tracer = _traced_phase(scenario, index, phase, ctx.run_id, ctx.first_raw)
+        phase, tracer = _traced_phase(scenario, index, phase, ctx)
     with ExitStack() as stack:
         loadset = None
         if active:
@@ -129,15 +128,11 @@ def _measure(ctx: RunContext, index: int, phase: Phase, loads: dict[str, Any],
                 record.shield_check = _recheck_shield(backend, spec, phase.name, active,
                                                       shield_notes)
             stack.callback(recheck)
-        if tracer is not None:
-            opts.event(f"phase {phase.name}: tracing CPUs " + ",".join(map(str, tracer.cpus)))
-            stack.callback(tracer.close)
-            tracer.start()
-        opts.event(f"phase {phase.name}: measuring")
-        outcomes = _run_probes(ctx, index, phase, info)
+        opts.event(f"phase {phase.name}: measuring" + (", traced" if tracer else ""))
+        outcomes = _run_probes(ctx, index, phase, info, tracer)
         if tracer is not None:
             opts.event(f"phase {phase.name}: attributing spikes")
-            traced = _finish_trace(tracer, outcomes, phase.name)
+            traced = _finish_trace(tracer, outcomes, phase.name, ctx.transport)
         if loadset is not None:
             for ld in loadset.died():
                 why = next((p.describe()["stderr_tail"].splitlines()[-1:]
@@ -226,13 +221,15 @@ def _load_cpus(loads: list[Any], shielded: set[int] | None, measured: list[int |
     return out
 
 
-def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
-                  first_raw: Path) -> tuple[Phase, Any]:
-    """The phase with its measured probe writing samples, and its PhaseTrace."""
+def _traced_phase(scenario: Scenario, index: int, phase: Phase, ctx: RunContext
+                  ) -> tuple[Phase, PhaseTrace]:
+    """The phase with its measured probe writing samples, and its PhaseTrace (the engine
+    of the measured probe records; on a board into the board's runs directory)."""
     assert scenario.trace is not None
-    online = online_cpus()
-    tracer = phase_trace(scenario.trace, phase.probe.cpus or online, online, first_raw.parent,
-                         run_id, index, phase.name)
+    board = getattr(ctx.transport, "board", None)
+    target_runs = None if ctx.transport.is_local else str(board.runs_dir)
+    tracer = phase_trace(scenario.trace, ctx.first_raw.parent, ctx.run_id, index, phase.name,
+                         target_runs)
     if probe_info(phase.probe.name).lists_gaps:
         # a polling probe has no samples: it lists its gaps; list every gap that can spike
         if "record_gaps_above_ns" not in phase.probe.options:
@@ -240,25 +237,23 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, run_id: str,
                 phase.probe, record_gaps_above_ns=scenario.trace.threshold_ns))
         return phase, tracer
     given = phase.probe.options.get("samples_file")
-    if given:
+    if given and target_runs is None:
         tracer.samples_path = Path(str(given))
-    else:
-        phase = replace(phase, probe=with_options(phase.probe,
-                                                  samples_file=str(tracer.samples_path)))
+    else:  # a board writes its samples in its runs directory; they are fetched home
+        phase = replace(phase, probe=with_options(
+            phase.probe, samples_file=tracer.target_path(tracer.samples_path.name)))
     return phase, tracer
 
 
-def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]], phase: str
-                  ) -> Traced:
+def _finish_trace(tracer: PhaseTrace, outcomes: list[tuple[ProbeSpec, SessionOutcome]],
+                  phase: str, transport: Transport) -> Traced:
     """Attribution never loses the measurement: a failure becomes a note."""
     collector = outcomes[0][1].collector if outcomes else None
     header = collector.header if collector else None
     try:
-        result: Traced = (
-            tracer.finish(header, phase, gaps=collector.gaps if collector else None))
-        return result
+        return tracer.finish(header, phase, gaps=collector.gaps if collector else None,
+                             transport=transport)
     except Exception as exc:
-        tracer.close()
         return [], {"threshold_ns": tracer.threshold_ns, "spikes": 0, "attributed": 0,
                     "stored": 0, "by_class": {}, "top_causes": {},
                     "error": f"{type(exc).__name__}: {exc}"}, {
@@ -266,16 +261,19 @@ def _finish_trace(tracer: Any, outcomes: list[tuple[ProbeSpec, SessionOutcome]],
             f"tracing failed: {type(exc).__name__}: {exc}"]
 
 
-def _run_probes(ctx: RunContext, index: int, phase: Phase, info: dict[str, Any]
-                ) -> list[tuple[ProbeSpec, SessionOutcome]]:
+def _run_probes(ctx: RunContext, index: int, phase: Phase, info: dict[str, Any],
+                tracer: PhaseTrace | None = None) -> list[tuple[ProbeSpec, SessionOutcome]]:
     scenario, opts, control, transport = ctx.scenario, ctx.opts, ctx.control, ctx.transport
     run_id, first_raw, backend = ctx.run_id, ctx.first_raw, ctx.backend
     sessions: list[tuple[ProbeSpec, EngineSession]] = []
     partition = getattr(backend, "probe_cgroup", None) if backend is not None else None
     for probe in phase.probes:
         raw = raw_for(first_raw, run_id, scenario, index, phase, probe)
-        for cpus, cgroup, part_raw in _probe_parts(probe, partition, scenario, raw):
+        for part, (cpus, cgroup, part_raw) in enumerate(
+                _probe_parts(probe, partition, scenario, raw)):
             options = dict(probe.options)
+            if tracer is not None and probe is phase.probe:  # its engine records the trace
+                options.update(tracer.engine_options(part))
             if cpus is not None:
                 options["cpus"] = list(cpus)
             if opts.allow_non_rt:

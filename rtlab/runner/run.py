@@ -27,7 +27,7 @@ from typing import Any
 
 from rtlab import __version__
 from rtlab.engine.transport import LocalTransport, Transport
-from rtlab.errors import MissingToolError, RtlabError, SkippedError, UsageError
+from rtlab.errors import MissingToolError, RtlabError, SkippedError
 from rtlab.exitcodes import ExitCode
 from rtlab.loads import from_spec
 from rtlab.loads.fallback import builtin_instead, fallback_note
@@ -127,11 +127,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         transport.describe()  # the engine must exist before anything starts
 
     # 1. before anything changes: tracing support, stale journal, privileges, load tools
-    if scenario.trace is not None and scenario.trace.enabled:
-        if transport.name != "local":
-            raise UsageError("--trace needs a local run (tracefs of this machine)")
-
-        check_available()
+    if scenario.trace is not None and scenario.trace.enabled and transport.is_local:
+        check_available()  # a board's engine says itself what its tracefs lacks (exit 4)
     # every run: changes a crashed run left behind would spoil any measurement
     notes += check_stale(opts.restore_first, opts.journal_dir, transport,
                          lenient=scenario.shield is None or opts.no_shield)

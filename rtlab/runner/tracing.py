@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Spike attribution during a run (`rtlab run --trace`, scenario `[trace]`).
 
-For each phase: a `Recorder` (rtlab.trace) records the ordinary tracepoints of
-the measured CPUs into its own trace instance, its reader pinned to a
-housekeeping CPU when there is one; the measured probe writes every sample to
-a `--samples` file in the runs directory; afterwards every sample above the
-threshold is attributed (`attribute_run`). The capture is saved beside the raw
-JSON Lines (`<run>.<n>-<phase>.trace/`, bounded by `CAPTURE_LIMIT_MB` per CPU)
-so `rtlab spikes RUN --threshold DUR` can attribute again later.
+For each phase the measured probe's engine records the ordinary tracepoints of its
+CPUs itself (`--trace-dir`: its own trace instance, journaled, a reader on a
+housekeeping CPU; docs/tracing.md), on this machine or on a board alike, and writes
+every sample to a `--samples` file. A board's capture and samples are fetched home
+when the phase ends. Afterwards every sample above the threshold is attributed
+(`attribute_run`). The capture is kept beside the raw JSON Lines
+(`<run>.<n>-<phase>.trace/`, bounded by `CAPTURE_LIMIT_MB` per CPU) so
+`rtlab spikes RUN --threshold DUR` can attribute again later.
 
 What is stored per result phase (docs/results.md): `spikes` (at most
 `MAX_SPIKE_RECORDS` cause records, the worst, in time order), `spike_summary`
@@ -19,21 +20,27 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rtlab.errors import SkippedError
+from rtlab.engine.snapshot import record_bytes, snapshot
+from rtlab.errors import RtlabError, SkippedError
 from rtlab.trace.attribution import attribute_run, is_virtualized
+from rtlab.trace.capture import TraceCapture
 from rtlab.trace.causes import Spike
 from rtlab.trace.spike_sources import read_samples
-from rtlab.trace.tracefs import Recorder, TraceFS
+from rtlab.trace.symbols import KALLSYMS, LocalSymbols, parse_kallsyms
+from rtlab.trace.tracefs import TraceFS
 
 MAX_SPIKE_RECORDS = 1000  # cause records stored per phase (the worst)
 MAX_ATTRIBUTED = 20_000  # spikes attributed per phase (the worst); the rest only counted
-CAPTURE_LIMIT_MB = 128  # per traced CPU, in memory and on disk (oldest pages dropped)
+CAPTURE_LIMIT_MB = 128  # per traced CPU written by the engine (later pages counted, not kept)
+BOARD_LIMIT_MB = 32  # the same on a board, whose runs directory is often RAM
 CLASSES = ("task", "irq", "softirq", "timer", "unexplained", "other", "untraced")
 PROC_FILESYSTEMS = "/proc/filesystems"
 TRACEFS_MOUNTPOINT = "/sys/kernel/tracing"
@@ -159,55 +166,104 @@ def attribute(capture: Any, samples_path: Path, info: dict[str, Any], threshold_
 
 @dataclass
 class PhaseTrace:
-    """Recording of one phase: start() before the probes, finish() after them."""
+    """Recording of one phase by the measured probe's engine (`--trace-dir`, docs/tracing.md),
+    on this machine or on a board: `engine_options()` for each engine process of the measured
+    probe before it starts, `finish()` after it ended. On a board the capture and the samples
+    are written there and fetched home at the end (`fetch_capture`)."""
 
-    cpus: list[int]
-    online: list[int]
     threshold_ns: int
     buffer_kb: int
-    capture_dir: Path
-    samples_path: Path
-    recorder: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
+    capture_dir: Path  # where the capture ends up on this machine (the runs directory)
+    samples_path: Path  # this machine's copy of the samples
+    target_runs: str | None = None  # a board's runs directory (None: this machine)
+    parts: list[str] = field(default_factory=list)  # the engines' trace dirs, on the target
     started: float = 0.0
 
-    def start(self) -> None:
+    @property
+    def remote(self) -> bool:
+        return self.target_runs is not None
 
-        housekeeping = [c for c in self.online if c not in self.cpus]
-        self.recorder = Recorder(self.cpus, reader_cpus=housekeeping[:1] or None,
-                                 buffer_kb=self.buffer_kb, memory_limit_mb=CAPTURE_LIMIT_MB)
-        self.recorder.start()
-        self.started = time.monotonic()
+    def target_path(self, name: str) -> str:
+        """A file of this phase where the target writes it."""
+        if self.target_runs is None:
+            return str(self.capture_dir.parent / name)
+        return f"{self.target_runs}/{name}"
+
+    def engine_options(self, part: int) -> dict[str, Any]:
+        """The options that make one engine process of the measured probe record (part k of
+        a probe split in parts: each records its own CPUs into its own directory)."""
+        name = self.capture_dir.name + ("" if part == 0 else f".p{part + 1}")
+        path = self.target_path(name)
+        if path not in self.parts:
+            self.parts.append(path)
+        if not self.started:
+            self.started = time.monotonic()
+        return {"trace_dir": path, "trace_buffer_kb": self.buffer_kb,
+                "trace_limit_mb": CAPTURE_LIMIT_MB if not self.remote else BOARD_LIMIT_MB}
 
     def close(self) -> None:
-        if self.recorder is not None:
+        """Nothing to stop: the engine records and cleans up its own instance."""
+
+    def _collect(self, transport: Any) -> tuple[TraceCapture | None, list[str]]:
+        """The phase's capture on this machine (fetched from a board, parts merged)."""
+        notes: list[str] = []
+        local: list[Path] = []
+        for path in self.parts:
+            name = path.rsplit("/", 1)[-1]
+            dest = self.capture_dir.parent / name
+            if self.remote:
+                try:
+                    fetch_capture(transport, path, dest)
+                except RtlabError as exc:
+                    notes.append(f"trace capture not fetched from {transport.target}: "
+                                 f"{exc.message}")
+                    continue
+            if (dest / "meta.json").is_file():
+                local.append(dest)
+        if self.remote and self.target_runs is not None:
             try:
-                self.recorder.stop()
-            finally:
-                self.recorder.close()
+                fetch_file(transport, self.target_path(self.samples_path.name),
+                           self.samples_path)
+                remove_on_board(transport, self.target_path(self.samples_path.name))
+            except RtlabError as exc:
+                notes.append(f"samples not fetched from {transport.target}: {exc.message}")
+        if not local:
+            return None, notes
+        cap = merge_captures([TraceCapture.load(d) for d in local])
+        cap.symbols = (board_symbols(transport, notes) if self.remote else LocalSymbols())
+        if local != [self.capture_dir]:
+            for d in local:
+                if d != self.capture_dir:
+                    shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(self.capture_dir, ignore_errors=True)
+            cap.save(self.capture_dir)
+        else:  # keep the names of the kernel functions it holds
+            cap.save(self.capture_dir, pages=False)
+        return cap, notes
 
     def finish(self, header: dict[str, Any] | None, phase: str,
-               gaps: Sequence[tuple[int, int, int]] | None = None
+               gaps: Sequence[tuple[int, int, int]] | None = None, transport: Any = None
                ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[str]]:
-        """Stop, save the capture, attribute: (spikes, spike_summary, trace info, notes).
+        """Collect the capture, attribute: (spikes, spike_summary, trace info, notes).
         `gaps`: (cpu, start, end) of a polling probe's gaps, attributed instead of samples."""
 
-        rec = self.recorder
-        notes: list[str] = []
-        try:
-            rec.stop()
-            elapsed = max(time.monotonic() - self.started, 1e-9)
-            cap = rec.capture()
-            lost = {int(k): int(v) for k, v in rec.lost_events().items() if v}
-            missing = list(rec.missing_events)
-        finally:
-            rec.close()
-        cap.save(self.capture_dir)
-        pages = sum(len(p) for p in cap.pages.values())
-        size = sum(f.stat().st_size for f in self.capture_dir.rglob("*") if f.is_file())
-        evicted_total = sum(int(v) for v in cap.evicted.values())
+        elapsed = max(time.monotonic() - self.started, 1e-9) if self.started else 1e-9
+        cap, notes = self._collect(transport)
         header = header or {}
         threads = (header.get("effective") or {}).get("threads") or []
+        empty = {"threshold_ns": self.threshold_ns, "spikes": 0, "attributed": 0,
+                 "stored": 0, "by_class": {}, "top_causes": {}}
+        if cap is None:
+            err = ((header.get("trace") or {}).get("error")
+                   or "the engine wrote no trace capture")
+            notes.append(f"tracing: {err}; spikes not attributed")
+            return [], empty, {"threshold_ns": self.threshold_ns, "capture": None}, notes
+        rmeta = cap.meta
+        lost = {c: lost_count(v) for c, v in cap.lost.items() if lost_count(v)}
+        dropped = {int(k): int(v) for k, v in (rmeta.get("dropped_pages") or {}).items()
+                   if int(v)}
+        pages = sum(len(p) for p in cap.pages.values())
+        size = sum(f.stat().st_size for f in self.capture_dir.rglob("*") if f.is_file())
         info: dict[str, Any] = {
             "capture": self.capture_dir.name,
             "samples": (self.samples_path.name  # relative to the runs directory
@@ -215,27 +271,35 @@ class PhaseTrace:
                         else str(self.samples_path)),
             "threshold_ns": self.threshold_ns,
             "buffer_kb": self.buffer_kb,
-            "cpus": self.cpus,
-            "reader_cpus": rec.reader_cpus,
+            "cpus": cap.cpus,
+            "reader_cpus": sorted({int(c) for c in _reader_cpus(rmeta)}),
+            "recorder": "engine",
+            "target": transport.target if self.remote and transport is not None else None,
             "start_monotonic_ns": header.get("start_monotonic_ns"),
             # samples channel index = position in the header's effective.threads
             "channel_cpus": [t.get("cpu") for t in threads],
             "channel_tids": [t.get("tid") for t in threads],
-            "virtualized": is_virtualized(),
-            "events_missing": missing,
+            "virtualized": _virtualized(header, self.remote),
+            "events_missing": list(rmeta.get("events_missing") or []),
             "lost_events": {str(k): v for k, v in lost.items()},
-            "evicted_pages": evicted_total,
+            "evicted_pages": sum(dropped.values()),
             "pages": pages,
             "capture_bytes": size,
             "pages_per_s": round(pages / elapsed, 1),
         }
+        if rmeta.get("error"):
+            notes.append(f"tracing: {rmeta['error']}")
+        if rmeta.get("complete") is False:
+            notes.append("trace capture incomplete (the engine did not finish it): "
+                         "spikes after its end are untraced")
         if lost:
             notes.append("trace lost events on "
                          + ", ".join(f"CPU{c}: {v}" for c, v in sorted(lost.items()))
                          + " (spikes there may be partly unexplained)")
-        if evicted_total:
-            notes.append(f"trace capture bounded at {CAPTURE_LIMIT_MB} MB per CPU: "
-                         f"{evicted_total} oldest pages dropped (early spikes untraced)")
+        if dropped:
+            limit = BOARD_LIMIT_MB if self.remote else CAPTURE_LIMIT_MB
+            notes.append(f"trace capture bounded at {limit} MB per CPU: "
+                         f"{sum(dropped.values())} pages not kept (later spikes untraced)")
         if info["start_monotonic_ns"] is not None and gaps:
             t0 = time.monotonic()
             spikes, summary = attribute_gaps(cap, gaps, info, self.threshold_ns, phase)
@@ -247,8 +311,7 @@ class PhaseTrace:
             return spikes, summary, info, notes
         if info["start_monotonic_ns"] is None or not self.samples_path.exists():
             notes.append("tracing: no engine header or samples file, spikes not attributed")
-            return [], {"threshold_ns": self.threshold_ns, "spikes": 0, "attributed": 0,
-                        "stored": 0, "by_class": {}, "top_causes": {}}, info, notes
+            return [], empty, info, notes
         t0 = time.monotonic()
         spikes, summary = attribute(cap, self.samples_path, info, self.threshold_ns, phase)
         info["attribution_s"] = round(time.monotonic() - t0, 3)
@@ -258,11 +321,132 @@ class PhaseTrace:
         return spikes, summary, info, notes
 
 
-def phase_trace(spec: Any, cpus: Sequence[int], online: Sequence[int], runs_dir: Path,
-                run_id: str, index: int, phase: str) -> PhaseTrace:
+def lost_count(counters: Any) -> int:
+    """Events the kernel lost on one CPU, from its counters (overrun + dropped)."""
+    if isinstance(counters, int):
+        return counters
+    if not isinstance(counters, dict):
+        return 0
+    return sum(int(v) for k, v in counters.items()
+               if isinstance(v, int) and ("overrun" in k or "dropped" in k)
+               and "commit" not in k)
+
+
+def _reader_cpus(meta: dict[str, Any]) -> list[int]:
+    c = meta.get("reader_cpu")
+    if isinstance(c, list):
+        return [int(x) for x in c if x is not None]
+    return [] if c is None else [int(c)]
+
+
+def _virtualized(header: dict[str, Any], remote: bool) -> bool | None:
+    """Whether the traced machine is a VM (only the wording of "unexplained")."""
+    if not remote:
+        return is_virtualized()
+    virt = header.get("virtualization") or (header.get("system") or {}).get("virtualization")
+    return bool(virt) if virt is not None else None
+
+
+def merge_captures(caps: Sequence[TraceCapture]) -> TraceCapture:
+    """One capture from the parts of a probe (each its own CPUs, the same kernel)."""
+    if len(caps) == 1:
+        return caps[0]
+    first = caps[0]
+    pages: dict[int, list[bytes]] = {}
+    lost: dict[int, dict[str, int]] = {}
+    meta = dict(first.meta)
+    dropped: dict[str, int] = {}
+    missing: list[str] = []
+    for cap in caps:
+        pages.update(cap.pages)
+        lost.update(cap.lost)
+        for k, v in (cap.meta.get("dropped_pages") or {}).items():
+            dropped[str(k)] = dropped.get(str(k), 0) + int(v)
+        missing += [e for e in cap.meta.get("events_missing") or [] if e not in missing]
+        if cap.meta.get("complete") is False:
+            meta["complete"] = False
+        if cap.meta.get("error") and not meta.get("error"):
+            meta["error"] = cap.meta["error"]
+    meta["dropped_pages"] = dropped
+    meta["events_missing"] = missing
+    meta["reader_cpu"] = sorted({c for cap in caps for c in _reader_cpus(cap.meta)})
+    return TraceCapture(first.formats, pages, clock=first.clock, lost=lost, meta=meta,
+                        symbols=first.symbols)
+
+
+KALLSYMS_LIMIT = 64 << 20
+
+
+def board_symbols(transport: Any, notes: list[str]) -> dict[int, str]:
+    """The board's kernel text symbols (its /proc/kallsyms, read once per connection)."""
+    cached = getattr(transport, "_rtlab_kallsyms", None)
+    if cached is not None:
+        return dict(cached)
+    table: dict[int, str] = {}
+    try:
+        recs = snapshot(transport, [KALLSYMS], timeout_s=300.0, max_file=KALLSYMS_LIMIT,
+                        max_total=KALLSYMS_LIMIT)
+        for rec in recs:
+            if rec.get("type") == "file":
+                table = parse_kallsyms(record_bytes(rec).decode("utf-8", "replace")
+                                       .splitlines())
+    except RtlabError as exc:
+        notes.append(f"kernel symbols of {transport.target} not read ({exc.message}): "
+                     "timer callbacks are shown as addresses")
+    with suppress(AttributeError):
+        transport._rtlab_kallsyms = table
+    return dict(table)
+
+
+def fetch_file(transport: Any, path: str, dest: Path, limit: int = 1 << 30) -> None:
+    """Copy one file of a board home (bounded by `limit` bytes)."""
+    recs = snapshot(transport, [path], timeout_s=600.0, max_file=limit, max_total=limit)
+    for rec in recs:
+        if rec.get("type") == "error":
+            raise RtlabError(f"{path}: {rec.get('error')}")
+        if rec.get("type") == "file":
+            if rec.get("truncated"):
+                raise RtlabError(f"{path}: larger than {limit} bytes")
+            dest.write_bytes(record_bytes(rec))
+
+
+def fetch_capture(transport: Any, path: str, dest: Path) -> None:
+    """Copy a capture directory a board's engine wrote home, then remove it there (the
+    board's runs directory is often RAM). Bounded by the capture limit per CPU."""
+    limit = (BOARD_LIMIT_MB + 1) << 20
+    recs = snapshot(transport, [f"{path}/meta.json", f"{path}/*.pages", f"{path}/formats/*"],
+                    timeout_s=600.0, max_file=limit, max_total=64 * limit)
+    errors = [r for r in recs if r.get("type") == "error"]
+    if errors:
+        raise RtlabError(f"cannot read {errors[0].get('path')}: {errors[0].get('error')}")
+    files = [r for r in recs if r.get("type") == "file"]
+    if not any(str(r.get("path", "")).endswith("/meta.json") for r in files):
+        raise RtlabError(f"no capture in {path}")
+    tmp = dest.with_name(dest.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "formats").mkdir(parents=True)
+    for rec in files:
+        rel = str(rec["path"])[len(path) + 1:]
+        if rel.count("/") > 1 or ".." in rel.split("/"):
+            continue
+        (tmp / rel).write_bytes(record_bytes(rec))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    remove_on_board(transport, path)
+
+
+def remove_on_board(transport: Any, path: str) -> None:
+    """Remove what was fetched home from the board's runs directory (often RAM there);
+    a failure leaves it for `rtlab board clean`."""
+    with suppress(RtlabError, OSError):
+        transport.run_command(["rm", "-rf", path], timeout_s=60.0,
+                              what="removing a fetched trace file")
+
+
+def phase_trace(spec: Any, runs_dir: Path, run_id: str, index: int, phase: str,
+                target_runs: str | None = None) -> PhaseTrace:
     stem = f"{run_id}.{index + 1}-{phase}"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    return PhaseTrace(cpus=sorted(set(cpus)), online=sorted(online),
-                      threshold_ns=spec.threshold_ns, buffer_kb=spec.buffer_kb,
+    return PhaseTrace(threshold_ns=spec.threshold_ns, buffer_kb=spec.buffer_kb,
                       capture_dir=runs_dir / f"{stem}.trace",
-                      samples_path=runs_dir / f"{stem}.samples")
+                      samples_path=runs_dir / f"{stem}.samples", target_runs=target_runs)

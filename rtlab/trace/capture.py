@@ -202,15 +202,18 @@ class TraceCapture:
 
     # -- persistence ---------------------------------------------------------------
 
-    def save(self, d: str | Path) -> Path:
+    def save(self, d: str | Path, pages: bool = True) -> Path:
+        """Write the capture to `d` (`pages=False`: only meta.json, e.g. to add the names
+        of its symbols to a capture the engine wrote)."""
         d = Path(d)
         d.mkdir(parents=True, exist_ok=True)
-        self.formats.save(d / "formats")
-        for cpu, pages in self.pages.items():
-            with open(d / f"cpu{cpu}.pages", "wb") as f:
-                for p in pages:  # each page framed by its length (pages may be trimmed)
-                    f.write(struct.pack("<I", len(p)))
-                    f.write(p)
+        if pages:
+            self.formats.save(d / "formats")
+            for cpu, cpu_pages in self.pages.items():
+                with open(d / f"cpu{cpu}.pages", "wb") as f:
+                    for p in cpu_pages:  # each page framed by its length (pages may be trimmed)
+                        f.write(struct.pack("<I", len(p)))
+                        f.write(p)
         meta = {
             "version": CAPTURE_VERSION,
             "clock": self.clock,
@@ -220,7 +223,9 @@ class TraceCapture:
             "meta": {**self.meta, "byte_order": self.formats.byte_order},
             "symbols": {f"{k:x}": v for k, v in self._used_symbols().items()},
         }
-        (d / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        tmp = d / "meta.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        tmp.replace(d / "meta.json")
         return d
 
     @classmethod

@@ -30,6 +30,7 @@ from rtlab.cpulist import format_cpumask
 from rtlab.errors import RtlabError, SkippedError
 from rtlab.trace.capture import FormatSet, TraceCapture
 from rtlab.trace.ringbuf import page_info
+from rtlab.trace.symbols import LocalSymbols
 
 # Events the attribution uses. Absent ones are skipped individually and reported.
 DEFAULT_EVENTS: tuple[str, ...] = (
@@ -501,33 +502,5 @@ class Recorder:
                 "stopped_ns": self.stopped_ns,
                 "notes": self.notes,
             },
-            symbols=_KallsymsView() if self.want_symbols else None,
+            symbols=LocalSymbols() if self.want_symbols else None,
         )
-
-
-class _KallsymsView(dict[int, str]):
-    """Lazy exact-address lookup in /proc/kallsyms (text symbols); empty if unreadable."""
-
-    _table: dict[int, str] | None = None
-
-    def _load(self) -> dict[int, str]:
-        if _KallsymsView._table is None:
-            table: dict[int, str] = {}
-            with contextlib.suppress(OSError), open("/proc/kallsyms") as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
-                        addr = int(parts[0], 16)
-                        if addr:
-                            table.setdefault(addr, parts[2])
-            _KallsymsView._table = table
-        return _KallsymsView._table
-
-    def get(self, key: int, default: str | None = None) -> str | None:  # type: ignore[override]
-        return self._load().get(key, default)
-
-    def __bool__(self) -> bool:
-        return True
-
-    def items(self):  # type: ignore[override]
-        return {}.items()  # not persisted wholesale; see TraceCapture.save

@@ -74,8 +74,6 @@ def test_bad_request_is_refused_before_anything_starts(tmp_path: Path) -> None:
     cases = [
         (RunJob(request=RunRequest(probe="timer"), targets=("b1", "b1"), store=str(store)),
          "the same --target is given twice"),
-        (RunJob(request=RunRequest(probe="timer", trace=True), targets=("b1",),
-                store=str(store)), "--trace with --target b1"),
         (RunJob(request=RunRequest(probe="timer"), targets=("b1", "b2"), peer="10.0.0.1:9",
                 store=str(store)), "--peer and --reflector go with one --target"),
         (RunJob(request=RunRequest(probe="timer"),
