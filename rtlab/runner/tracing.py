@@ -250,7 +250,6 @@ class PhaseTrace:
         elapsed = max(time.monotonic() - self.started, 1e-9) if self.started else 1e-9
         cap, notes = self._collect(transport)
         header = header or {}
-        threads = (header.get("effective") or {}).get("threads") or []
         empty = {"threshold_ns": self.threshold_ns, "spikes": 0, "attributed": 0,
                  "stored": 0, "by_class": {}, "top_causes": {}}
         if cap is None:
@@ -258,48 +257,20 @@ class PhaseTrace:
                    or "the engine wrote no trace capture")
             notes.append(f"tracing: {err}; spikes not attributed")
             return [], empty, {"threshold_ns": self.threshold_ns, "capture": None}, notes
-        rmeta = cap.meta
-        lost = {c: lost_count(v) for c, v in cap.lost.items() if lost_count(v)}
-        dropped = {int(k): int(v) for k, v in (rmeta.get("dropped_pages") or {}).items()
-                   if int(v)}
-        pages = sum(len(p) for p in cap.pages.values())
-        size = sum(f.stat().st_size for f in self.capture_dir.rglob("*") if f.is_file())
-        info: dict[str, Any] = {
-            "capture": self.capture_dir.name,
+        info = trace_info(cap, header, self.capture_dir.name,
+                          virtualized=_virtualized(header, self.remote))
+        info.update({
             "samples": (self.samples_path.name  # relative to the runs directory
                         if self.samples_path.parent == self.capture_dir.parent
                         else str(self.samples_path)),
             "threshold_ns": self.threshold_ns,
             "buffer_kb": self.buffer_kb,
-            "cpus": cap.cpus,
-            "reader_cpus": sorted({int(c) for c in _reader_cpus(rmeta)}),
-            "recorder": "engine",
             "target": transport.target if self.remote and transport is not None else None,
-            "start_monotonic_ns": header.get("start_monotonic_ns"),
-            # samples channel index = position in the header's effective.threads
-            "channel_cpus": [t.get("cpu") for t in threads],
-            "channel_tids": [t.get("tid") for t in threads],
-            "virtualized": _virtualized(header, self.remote),
-            "events_missing": list(rmeta.get("events_missing") or []),
-            "lost_events": {str(k): v for k, v in lost.items()},
-            "evicted_pages": sum(dropped.values()),
-            "pages": pages,
-            "capture_bytes": size,
-            "pages_per_s": round(pages / elapsed, 1),
-        }
-        if rmeta.get("error"):
-            notes.append(f"tracing: {rmeta['error']}")
-        if rmeta.get("complete") is False:
-            notes.append("trace capture incomplete (the engine did not finish it): "
-                         "spikes after its end are untraced")
-        if lost:
-            notes.append("trace lost events on "
-                         + ", ".join(f"CPU{c}: {v}" for c, v in sorted(lost.items()))
-                         + " (spikes there may be partly unexplained)")
-        if dropped:
-            limit = BOARD_LIMIT_MB if self.remote else CAPTURE_LIMIT_MB
-            notes.append(f"trace capture bounded at {limit} MB per CPU: "
-                         f"{sum(dropped.values())} pages not kept (later spikes untraced)")
+            "capture_bytes": sum(f.stat().st_size for f in self.capture_dir.rglob("*")
+                                 if f.is_file()),
+            "pages_per_s": round(info["pages"] / elapsed, 1),
+        })
+        notes += capture_notes(cap, BOARD_LIMIT_MB if self.remote else CAPTURE_LIMIT_MB)
         if info["start_monotonic_ns"] is not None and gaps:
             t0 = time.monotonic()
             spikes, summary = attribute_gaps(cap, gaps, info, self.threshold_ns, phase)
@@ -319,6 +290,101 @@ class PhaseTrace:
             notes.append(f"tracing: {summary['spikes']} spikes, only the worst "
                          f"{summary['attributed']} attributed")
         return spikes, summary, info, notes
+
+
+def trace_info(cap: TraceCapture, header: dict[str, Any], capture_name: str, *,
+               virtualized: bool | None) -> dict[str, Any]:
+    """A phase's `trace` dict from its capture and the engine header (docs/results.md)."""
+    rmeta = cap.meta
+    threads = (header.get("effective") or {}).get("threads") or []
+    lost = {c: lost_count(v) for c, v in cap.lost.items() if lost_count(v)}
+    dropped = {int(k): int(v) for k, v in (rmeta.get("dropped_pages") or {}).items()}
+    return {
+        "capture": capture_name,
+        "cpus": cap.cpus,
+        "reader_cpus": sorted({int(c) for c in _reader_cpus(rmeta)}),
+        "recorder": "engine",
+        "mode": rmeta.get("mode") or "full",
+        "start_monotonic_ns": header.get("start_monotonic_ns"),
+        # samples channel index = position in the header's effective.threads
+        "channel_cpus": [t.get("cpu") for t in threads],
+        "channel_tids": [t.get("tid") for t in threads],
+        "virtualized": virtualized,
+        "events_missing": list(rmeta.get("events_missing") or []),
+        "lost_events": {str(k): v for k, v in lost.items()},
+        "evicted_pages": sum(dropped.values()),
+        "pages": sum(len(p) for p in cap.pages.values()),
+    }
+
+
+def capture_notes(cap: TraceCapture, limit_mb: int) -> list[str]:
+    """What a run's notes say about its capture: errors, an unfinished capture, lost
+    events, pages not kept."""
+    rmeta, notes = cap.meta, []
+    lost = {c: lost_count(v) for c, v in cap.lost.items() if lost_count(v)}
+    dropped = sum(int(v) for v in (rmeta.get("dropped_pages") or {}).values())
+    if rmeta.get("error"):
+        notes.append(f"tracing: {rmeta['error']}")
+    if rmeta.get("complete") is False:
+        notes.append("trace capture incomplete (the engine did not finish it): "
+                     "spikes after its end are untraced")
+    if lost:
+        notes.append("trace lost events on "
+                     + ", ".join(f"CPU{c}: {v}" for c, v in sorted(lost.items()))
+                     + " (spikes there may be partly unexplained)")
+    if dropped:
+        notes.append(f"trace capture bounded at {limit_mb} MB per CPU: "
+                     f"{dropped} pages not kept (later spikes untraced)")
+    return notes
+
+
+def flight_notes(cap: TraceCapture) -> list[str]:
+    """What a flight recording says about the windows it could not keep (never silent)."""
+    fl = cap.meta.get("flight") or {}
+    notes = capture_notes(cap, int(cap.meta.get("limit_mb") or CAPTURE_LIMIT_MB))
+    triggers = int(fl.get("triggers") or 0)
+    rate = int(fl.get("windows_dropped_rate") or 0)
+    disk = int(fl.get("windows_dropped_disk") or 0)
+    partial = int(fl.get("windows_partial") or 0)
+    if rate:
+        notes.append(f"flight recorder: {rate} of {triggers} spike windows dropped by the "
+                     f"cap of {fl.get('rate_bytes_per_s')} bytes/s (those spikes are counted, "
+                     "not explained)")
+    if disk:
+        notes.append(f"flight recorder: {disk} spike windows not written (the target's disk "
+                     "was full)")
+    if partial:
+        notes.append(f"flight recorder: {partial} spike windows began before the kept ring "
+                     "(partly traced)")
+    return notes
+
+
+def attribute_windows(capture: Any, windows: Sequence[dict[str, Any]], info: dict[str, Any],
+                      threshold_ns: int, phase: str
+                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Attribute the spikes a flight recording kept windows for (its windows.jsonl lines);
+    the spikes whose window was dropped are counted in the summary, not explained."""
+    start = int(info.get("start_monotonic_ns") or 0)
+    tids = info.get("channel_tids") or []
+    kept, dropped = [], 0
+    for w in windows:
+        if int(w.get("value_ns", 0)) <= threshold_ns:
+            continue
+        if not w.get("kept"):
+            dropped += 1
+            continue
+        ch = w.get("channel")
+        tid = tids[ch] if isinstance(ch, int) and 0 <= ch < len(tids) else None
+        kept.append(Spike(int(w["cpu"]), int(w["deadline_ns"]), int(w["wake_ns"]), tid,
+                          source="flight"))
+    total = len(kept) + dropped
+    if len(kept) > MAX_ATTRIBUTED:
+        kept = sorted(kept, key=lambda sp: -sp.latency_ns)[:MAX_ATTRIBUTED]
+    causes = attribute_run(capture, kept, start, threshold_ns=threshold_ns,
+                           virtualized=info.get("virtualized"))
+    spikes, summary = build_records(causes, start, phase, threshold_ns, total=total)
+    summary["not_kept"] = dropped
+    return spikes, summary
 
 
 def lost_count(counters: Any) -> int:
