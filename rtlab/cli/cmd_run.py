@@ -109,6 +109,12 @@ def register(sub: Any) -> None:
     p.add_argument("--trace-buffer-kb", type=int, metavar="N",
                    help="kernel trace buffer per traced CPU in KiB, 16-262144 (default 4096; "
                    "implies --trace)")
+    p.add_argument("--kernel-split", action="store_true",
+                   help="timer probe: also record the kernel's own view with its timerlat "
+                   "tracer (IRQ, thread and return-to-user latency per CPU; each activation "
+                   "above the trace threshold split into IRQ and thread parts with its "
+                   "culprit); implies --trace; a kernel without timerlat: exit 4. The "
+                   "kernel's timerlat threads (FIFO 95) run beside the probe on its CPUs")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.add_argument("--report", metavar="FILE",
                    help="write the HTML report here (default: reports/<run id>.html beside the "
@@ -133,7 +139,8 @@ def _job(args: argparse.Namespace) -> RunJob:
             interval=args.interval, threshold=args.threshold, cpus=args.cpus,
             priority=args.priority, policy=args.policy, allow_non_rt=bool(args.allow_non_rt),
             trace=bool(args.trace), trace_threshold=args.trace_threshold,
-            trace_buffer_kb=args.trace_buffer_kb, samples=args.samples),
+            trace_buffer_kb=args.trace_buffer_kb, kernel_split=bool(args.kernel_split),
+            samples=args.samples),
         targets=tuple(args.target or ()), peer=args.peer,
         reflector=ReflectorRequest(args.reflector, args.reflector_cpu,
                                    tuple(args.reflector_thread_priority),

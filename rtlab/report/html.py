@@ -26,6 +26,7 @@ from rtlab.probes.registry import shape as probe_shape
 from rtlab.report.html_blocks import esc, figure_html
 from rtlab.report.html_compare import comparison_section, side_by_side_section
 from rtlab.report.html_facts import doctor_findings, provenance_section
+from rtlab.report.kernel_split import html_block as kernel_split_html
 from rtlab.report.spikes import spike_row, summary_line
 from rtlab.report.terminal import channel_label, interval_us, is_wide, row_intervals, verdict
 from rtlab.results.model import RunResult
@@ -187,6 +188,7 @@ def _phase_spikes(phase: Phase) -> str:
         out.append("<p class='sub'>what the kernel trace shows was running or pending on the "
                    "CPU while the latency built up</p>")
         out.append(_spike_table(spikes))
+    out.append(kernel_split_html((getattr(phase, "trace", None) or {}).get("kernel_split")))
     return "".join(out)
 
 

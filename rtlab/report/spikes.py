@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rtlab.report import kernel_split
 from rtlab.textfmt import human
 
 UNEXPLAINED = {None: "host/hypervisor or SMI", True: "host/hypervisor",
@@ -38,8 +39,11 @@ def spike_lines(result: Any) -> list[str]:
     """One line per traced phase of a result (none when the run was not traced)."""
     traced = [p for p in result.phases if p.spike_summary is not None]
     many = len(result.phases) > 1
-    lines = [summary_line(p.spike_summary, p.trace, f"phase {p.name}: " if many else "")
-             for p in traced]
+    lines = []
+    for p in traced:
+        prefix = f"phase {p.name}: " if many else ""
+        lines.append(summary_line(p.spike_summary, p.trace, prefix))
+        lines += kernel_split.lines((p.trace or {}).get("kernel_split"), prefix)
     if any(p.spike_summary.get("spikes") for p in traced):
         lines.append(f"causes of each spike: rtlab spikes {result.run_id}")
     return lines

@@ -14,6 +14,7 @@ from typing import Any
 
 from rtlab.errors import UsageError
 from rtlab.runner.direct import DirectRequest, probe_scenario
+from rtlab.runner.kernel_split import check_probes
 from rtlab.scenario import (
     find,
     load_file,
@@ -46,6 +47,7 @@ class RunRequest:
     trace: bool = False
     trace_threshold: str | None = None
     trace_buffer_kb: int | None = None
+    kernel_split: bool = False  # --kernel-split (implies --trace)
     samples: str | None = None
     peer: str | None = None  # a two-ended probe's other end the user started
 
@@ -103,6 +105,7 @@ def prepare(args: RunRequest, online: list[int] | None = None
             base = str(Path(args.samples).resolve())
             sc = _samples(sc, base)
         validate_probes(sc)
+        check_probes(sc)
         out.append(sc)
     return sfile, out
 
@@ -110,9 +113,12 @@ def prepare(args: RunRequest, online: list[int] | None = None
 def _trace_overrides(args: RunRequest) -> dict[str, Any] | None:
     """--trace* flags -> TraceSpec fields to set (None: keep the scenario's)."""
 
-    if not (args.trace or args.trace_threshold or args.trace_buffer_kb is not None):
+    if not (args.trace or args.trace_threshold or args.trace_buffer_kb is not None
+            or args.kernel_split):
         return None
     out: dict[str, Any] = {"enabled": True}
+    if args.kernel_split:
+        out["kernel_split"] = True
     if args.trace_threshold:
         ns = parse_duration(args.trace_threshold, "--trace-threshold")
         if not 1_000 <= ns <= 3_600_000_000_000:
@@ -160,4 +166,5 @@ def _prepare_probe(args: RunRequest, cpus: list[int] | None, interval: int | Non
         sc = _with_trace(sc, trace)
     if args.samples:
         sc = _samples(sc, str(Path(args.samples).resolve()))
+    check_probes(sc)
     return SimpleNamespace(has_matrix=False, source=f"--probe {args.probe}"), [sc]

@@ -35,6 +35,7 @@ from rtlab.loads.on_target import for_target
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.runner.control import RunControl, handle_signals
+from rtlab.runner.kernel_split import check_tracer
 from rtlab.runner.outcome import STATUS_RANK, merge_phases, worst_exit
 from rtlab.runner.phase import RunContext, now, run_phase
 from rtlab.runner.raw_layout import discard_unmeasured, write_layout
@@ -129,6 +130,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     # 1. before anything changes: tracing support, stale journal, privileges, load tools
     if scenario.trace is not None and scenario.trace.enabled and transport.is_local:
         check_available()  # a board's engine says itself what its tracefs lacks (exit 4)
+        if scenario.trace.kernel_split:
+            check_tracer()  # the same: a board's engine without timerlat
     # every run: changes a crashed run left behind would spoil any measurement
     notes += check_stale(opts.restore_first, opts.journal_dir, transport,
                          lenient=scenario.shield is None or opts.no_shield)

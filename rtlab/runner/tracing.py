@@ -30,6 +30,7 @@ from typing import Any
 
 from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.errors import RtlabError, SkippedError
+from rtlab.runner import kernel_split as ksplit
 from rtlab.trace.attribution import attribute_run, is_virtualized
 from rtlab.trace.capture import TraceCapture
 from rtlab.trace.causes import Spike
@@ -178,6 +179,7 @@ class PhaseTrace:
     target_runs: str | None = None  # a board's runs directory (None: this machine)
     parts: list[str] = field(default_factory=list)  # the engines' trace dirs, on the target
     started: float = 0.0
+    kernel_split: bool = False  # also the kernel's timerlat view (rtlab.runner.kernel_split)
 
     @property
     def remote(self) -> bool:
@@ -199,7 +201,8 @@ class PhaseTrace:
         if not self.started:
             self.started = time.monotonic()
         return {"trace_dir": path, "trace_buffer_kb": self.buffer_kb,
-                "trace_limit_mb": CAPTURE_LIMIT_MB if not self.remote else BOARD_LIMIT_MB}
+                "trace_limit_mb": CAPTURE_LIMIT_MB if not self.remote else BOARD_LIMIT_MB,
+                **(ksplit.engine_options() if self.kernel_split else {})}
 
     def close(self) -> None:
         """Nothing to stop: the engine records and cleans up its own instance."""
@@ -271,6 +274,10 @@ class PhaseTrace:
             "pages_per_s": round(info["pages"] / elapsed, 1),
         })
         notes += capture_notes(cap, BOARD_LIMIT_MB if self.remote else CAPTURE_LIMIT_MB)
+        if self.kernel_split:
+            info["kernel_split"] = ksplit.phase_split(cap, self.threshold_ns,
+                                                      info["start_monotonic_ns"])
+            notes += ksplit.notes_of(info["kernel_split"])
         if info["start_monotonic_ns"] is not None and gaps:
             t0 = time.monotonic()
             spikes, summary = attribute_gaps(cap, gaps, info, self.threshold_ns, phase)
@@ -515,4 +522,5 @@ def phase_trace(spec: Any, runs_dir: Path, run_id: str, index: int, phase: str,
     runs_dir.mkdir(parents=True, exist_ok=True)
     return PhaseTrace(threshold_ns=spec.threshold_ns, buffer_kb=spec.buffer_kb,
                       capture_dir=runs_dir / f"{stem}.trace",
-                      samples_path=runs_dir / f"{stem}.samples", target_runs=target_runs)
+                      samples_path=runs_dir / f"{stem}.samples", target_runs=target_runs,
+                      kernel_split=spec.kernel_split)

@@ -126,11 +126,13 @@ class ShieldSpec:
 @dataclass(frozen=True)
 class TraceSpec:
     """`[trace]` / `rtlab run --trace`: record tracepoints of the measured CPUs during
-    each phase and attribute every sample above `threshold_ns` (docs/tracing.md)."""
+    each phase and attribute every sample above `threshold_ns`; with `kernel_split` the
+    kernel's timerlat tracer records its own split beside it (docs/tracing.md)."""
 
     enabled: bool = False
     threshold_ns: int = 100_000
     buffer_kb: int = 4096
+    kernel_split: bool = False  # also the kernel's timerlat view (rtlab.runner.kernel_split)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

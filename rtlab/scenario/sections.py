@@ -35,7 +35,7 @@ _OPTION_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 TOP_KEYS = ("scenario", "shield", "load", "probe", "phase", "matrix", "trace", "reflector")
 REFLECTOR_KEYS = ("target", "address", "cpu", "thread_priorities", "irqs")
 REFLECTOR_IRQ_KEYS = ("match", "cpus")
-TRACE_KEYS = ("enabled", "threshold", "buffer_kb")
+TRACE_KEYS = ("enabled", "threshold", "buffer_kb", "kernel_split")
 TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB = 16, 256 * 1024
 SCENARIO_KEYS = ("name", "description", "targets")
 SHIELD_KEYS = ("user", "system", "cpuset", "tasks", "kthreads", "irqs",
@@ -136,7 +136,7 @@ def trace(ctx: Ctx, raw: Mapping[str, Any]) -> TraceSpec:
     buffer_kb = g.int("buffer_kb", TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB, default.buffer_kb)
     assert threshold is not None and buffer_kb is not None
     return TraceSpec(enabled=g.bool("enabled", True), threshold_ns=threshold,
-                     buffer_kb=buffer_kb)
+                     buffer_kb=buffer_kb, kernel_split=g.bool("kernel_split", False))
 
 
 def _load_kinds() -> tuple[Sequence[str], Any]:
