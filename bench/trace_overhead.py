@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Latency cost of `rtlab run --trace`: rtlab-probe timer with tracing off vs on.
+"""Cost of `rtlab run --trace`: rtlab-probe timer with tracing off vs on.
 
-Interleaved rounds (off, on, off, on, ...; the order flips every round so drift
-does not favour one side) of the timer probe on one CPU, SCHED_FIFO 99, 1 ms
-interval, with the same Recorder the runner uses (all default events, reader on
-a housekeeping CPU) around the "on" runs. Reports p50/p99/p99.9/max of each run
-and the on/off ratio of the medians over rounds, plus trace pages/s and lost
-events. On a noisy VM the run-to-run spread is the thing to compare against.
+Interleaved rounds (off, on, off, on, ...; the order flips every round so drift does
+not favour one side) of the timer probe on one CPU, SCHED_FIFO 99, 1 ms interval; the
+"on" runs record with the engine's own recorder, exactly as the runner has it record
+(`--trace-dir`: all default events, the reader thread on a housekeeping CPU). Per run:
+
+* the measured CPU's latency: p50/p99/p99.9/max, and the on/off ratio of the medians
+  over rounds (on a noisy VM the run-to-run spread is the thing to compare against);
+* CPU time per second of measurement, from the kernel's per-thread accounting
+  (/proc/PID/task/TID/schedstat, polled every 50 ms): the measuring thread (on the
+  measured CPU: it pays for the tracepoints it hits), the recorder's reader thread (on
+  the housekeeping CPU), and the whole process (its rusage);
+* the capture: bytes written per second (meta.json `bytes` over the recorded time),
+  pages per second and events lost.
 
 Usage (as root, after scripts/setup.sh):
     .venv/bin/python bench/trace_overhead.py --rounds 3 --duration 10 --cpu 1
@@ -21,8 +28,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -30,25 +39,79 @@ sys.path.insert(0, str(HERE.parent))
 from benchlib import channel_percentile  # noqa: E402
 
 from rtlab.engine.locate import find_probe  # noqa: E402
-from rtlab.runner.tracing import CAPTURE_LIMIT_MB  # noqa: E402
-from rtlab.trace.tracefs import Recorder  # noqa: E402
+from rtlab.runner.tracing import CAPTURE_LIMIT_MB, lost_count  # noqa: E402
 
 PCTS = (50.0, 99.0, 99.9)
+POLL_S = 0.05
 
 
-def run_probe(probe: str, cpu: int, duration_s: float) -> dict[str, float]:
-    out = subprocess.run([probe, "timer", "--cpus", str(cpu), "--interval", "1ms",
-                          "--duration", f"{duration_s}s"], capture_output=True, text=True,
-                         check=False)
-    result = next((json.loads(ln) for ln in reversed(out.stdout.splitlines())
-                   if ln.startswith("{") and '"type":"result"' in ln.replace(" ", "")), None)
-    if result is None:
-        raise SystemExit(f"rtlab-probe failed: {out.stderr.strip()}")
+def _runtime_ns(pid: int) -> dict[int, int]:
+    """CPU time (ns, on the CPU) of every thread of `pid` now."""
+    out: dict[int, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def run_probe(probe: str, cpu: int, duration_s: float, trace_dir: Path | None,
+              reader_cpu: int | None, buffer_kb: int) -> dict[str, Any]:
+    """One run of the timer probe; its latency percentiles and CPU costs."""
+    cmd = [probe, "timer", "--cpus", str(cpu), "--policy", "fifo", "--priority", "99",
+           "--interval", "1ms", "--duration", f"{duration_s:g}s"]
+    if trace_dir is not None:
+        cmd += ["--trace-dir", str(trace_dir), "--trace-buffer-kb", str(buffer_kb),
+                "--trace-limit-mb", str(CAPTURE_LIMIT_MB)]
+        if reader_cpu is not None:
+            cmd += ["--trace-reader-cpu", str(reader_cpu)]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        last: dict[int, int] = {}
+        while True:
+            now = _runtime_ns(proc.pid)
+            last.update(now)  # a thread that has ended keeps its last value
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(POLL_S)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        lines = [json.loads(ln) for ln in out if ln.startswith("{")]
+        err.seek(0)
+        stderr = err.read()
+    header = next((r for r in lines if r.get("type") == "header"), None)
+    result = next((r for r in lines if r.get("type") == "result"), None)
+    if proc.returncode != 0 or header is None or result is None:
+        raise SystemExit(f"rtlab-probe failed (exit {proc.returncode}): {stderr.strip()}")
+    elapsed_s = result["elapsed_ns"] / 1e9
     ch = result["channels"][0]
     vals = {p: channel_percentile(ch, p) for p in PCTS}
-    row = {f"p{p:g}": float("nan") if v is None else v / 1e3 for p, v in vals.items()}
+    row: dict[str, Any] = {f"p{p:g}": float("nan") if v is None else v / 1e3
+                           for p, v in vals.items()}
     row["max"] = ch["max_ns"] / 1e3
     row["samples"] = ch["samples"]
+    measuring = {int(t["tid"]) for t in header["effective"]["threads"]}
+    others = sorted(t for t in last if t != proc.pid and t not in measuring)
+    # the engine starts the measuring threads, then the trace reader, then the reporter
+    reader = others[0] if trace_dir is not None and others else None
+    row["measured_ms_s"] = sum(last.get(t, 0) for t in measuring) / 1e6 / elapsed_s
+    row["reader_ms_s"] = last.get(reader, 0) / 1e6 / elapsed_s if reader else None
+    row["process_ms_s"] = (rusage.ru_utime + rusage.ru_stime) * 1e3 / elapsed_s
+    if trace_dir is not None:
+        meta = json.loads((trace_dir / "meta.json").read_text())
+        m = meta["meta"]
+        rec_s = max((m["stopped_ns"] - m["started_ns"]) / 1e9, 1e-9)
+        row["bytes_s"] = m["bytes"] / rec_s
+        row["pages_s"] = sum(int(v) for v in m["pages"].values()) / rec_s
+        row["lost"] = sum(lost_count(v) for v in meta["lost"].values())
+        row["dropped"] = sum(int(v) for v in (m.get("dropped_pages") or {}).values())
     return row
 
 
@@ -59,35 +122,38 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, default=1)
     ap.add_argument("--buffer-kb", type=int, default=4096)
     args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (SCHED_FIFO, tracefs)", file=sys.stderr)
+        return 4
     probe = str(find_probe())
     online = sorted(os.sched_getaffinity(0))
-    reader = [c for c in online if c != args.cpu][:1] or None
-    rows: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    reader = next((c for c in online if c != args.cpu), None)
+    rows: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     print(f"timer probe, CPU {args.cpu}, FIFO 99, 1 ms, {args.duration:g} s per run, "
-          f"reader CPU {reader}")
-    print(f"{'run':<10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}{'max µs':>10}  trace")
-    for r in range(args.rounds):
-        for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
-            extra = ""
-            if mode == "on":
-                with Recorder([args.cpu], reader_cpus=reader, buffer_kb=args.buffer_kb,
-                              memory_limit_mb=CAPTURE_LIMIT_MB) as rec:
-                    t0 = time.monotonic()
-                    row = run_probe(probe, args.cpu, args.duration)
-                    rec.stop()
-                    pages = sum(len(p) for p in rec.capture().pages.values())
-                    lost = sum(rec.lost_events().values())
-                    extra = f"{pages / (time.monotonic() - t0):.0f} pages/s, {lost} lost"
-            else:
-                row = run_probe(probe, args.cpu, args.duration)
-            rows[mode].append(row)
-            print(f"{mode + ' #' + str(r + 1):<10}{row['p50']:>10.1f}{row['p99']:>10.1f}"
-                  f"{row['p99.9']:>10.1f}{row['max']:>10.0f}  {extra}", flush=True)
-    print("median over rounds, on/off ratio:")
-    for key in ("p50", "p99", "p99.9", "max"):
+          f"engine recorder, reader CPU {reader}")
+    print(f"{'run':<8}{'p50 µs':>8}{'p99 µs':>8}{'p99.9':>8}{'max µs':>8}"
+          f"{'meas ms/s':>10}{'reader':>8}{'proc':>8}  capture")
+    with tempfile.TemporaryDirectory(prefix="rtlab-trace-cost-") as tmp:
+        for r in range(args.rounds):
+            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                tdir = Path(tmp) / f"r{r}" if mode == "on" else None
+                row = run_probe(probe, args.cpu, args.duration, tdir, reader, args.buffer_kb)
+                rows[mode].append(row)
+                extra = ""
+                if mode == "on":
+                    extra = (f"{row['bytes_s'] / 1024:.0f} KiB/s, {row['pages_s']:.0f} pages/s, "
+                             f"{row['lost']} lost, {row['dropped']} dropped")
+                rd = "-" if row["reader_ms_s"] is None else f"{row['reader_ms_s']:.2f}"
+                print(f"{mode + ' #' + str(r + 1):<8}{row['p50']:>8.1f}{row['p99']:>8.1f}"
+                      f"{row['p99.9']:>8.1f}{row['max']:>8.0f}{row['measured_ms_s']:>10.2f}"
+                      f"{rd:>8}{row['process_ms_s']:>8.2f}  {extra}", flush=True)
+    print("median over rounds (off | on | on/off):")
+    for key in ("p50", "p99", "p99.9", "max", "measured_ms_s", "process_ms_s"):
         off = statistics.median(x[key] for x in rows["off"])
         on = statistics.median(x[key] for x in rows["on"])
-        print(f"  {key:<6} off {off:8.1f} µs  on {on:8.1f} µs  ratio {on / off:5.2f}")
+        print(f"  {key:<14} {off:10.2f} | {on:10.2f} | {on / off:5.2f}")
+    for key in ("reader_ms_s", "bytes_s", "pages_s"):
+        print(f"  {key:<14} on {statistics.median(x[key] for x in rows['on']):12.2f}")
     return 0
 
 

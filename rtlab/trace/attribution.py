@@ -444,7 +444,7 @@ def attribute_run(
 ) -> list[Cause]:
     """One Cause per spike of a probe run, in time order.
 
-    `events`: a TraceCapture (from Recorder.capture() or TraceCapture.load()) or
+    `events`: a TraceCapture (TraceCapture.load() of an engine's --trace-dir) or
     {cpu: [Event, ...]} in time order. `samples_or_spikes`: a --samples file path,
     (channel, at_ns, value_ns) tuples, Spike objects, or None to take the spikes
     from `rtlab spike ...` trace markers. `channel_cpus[i]`/`channel_tids[i]` map

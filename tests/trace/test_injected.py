@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Real injected causes on this machine: each must be named for most spikes above a threshold.
 
+The engine's timer probe measures CPU 1 and records its tracepoints itself (`--trace-dir`,
+the recorder of `rtlab run --trace`); its samples are attributed as the runner does.
+
 Spikes that are mostly unexplained (host/hypervisor stalls on a VM) are not the injected
 cause and are left out of the majority count; they must not fail the tests.
 """
@@ -47,7 +50,7 @@ def test_fifo99_spinner_is_named(tmp_path: Path) -> None:
             [sys.executable, str(SPINNER), str(CPU), "99", "2000", "100", "30"]
         )
 
-    causes, meta, _ = measure(tmp_path, threshold_ns=500_000, load=load)
+    causes, meta = measure(tmp_path, threshold_ns=500_000, load=load)
     pid = meta["load_pid"]
 
     def named(c: Cause) -> bool:
@@ -141,8 +144,8 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
     causes: list[Cause] = []
     try:
         for attempt in range(8):
-            got, _, _ = measure(tmp_path / str(attempt), seconds=2.0, threshold_ns=80_000,
-                                load=load)
+            got, _ = measure(tmp_path / str(attempt), seconds=2.0, threshold_ns=80_000,
+                             load=load)
             causes += got
             if majority(causes, named)[0] >= 5 and any(mostly_net(c) for c in causes):
                 break
@@ -151,7 +154,7 @@ def test_udp_storm_softirq_is_named(tmp_path: Path, veth_pair: str) -> None:
         rx.wait(timeout=10)
 
     # Other work on this CPU (another run's qemu, a tokio worker: their kernel time
-    # delays the sleeper too) adds spikes of its own, so the storm's spikes are not
+    # delays the probe too) adds spikes of its own, so the storm's spikes are not
     # required to be the majority: the storm made at least 5, and every spike that is
     # mostly NET_RX (or NET_TX) softirq time is named after it
     hits, _ = majority(causes, named)
@@ -168,7 +171,7 @@ def test_timer_load_is_named(tmp_path: Path) -> None:
 
     # A timer storm: 2000 timerfds of one stress-ng worker expire together 100 times a
     # second on CPU. Each expiry runs its hrtimer callback in the interrupt, so the storms
-    # delay the sleeper by a known cause hundreds of times per second. (One --hrtimers
+    # delay the probe by a known cause hundreds of times per second. (One --hrtimers
     # worker made anywhere from 0 to ~40 such spikes in 5 s here: CI saw too few.)
     def load() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -200,7 +203,7 @@ def test_timer_load_is_named(tmp_path: Path) -> None:
     def storm(c: Cause) -> bool:  # the expiries themselves, counted, not only the task
         return any(x.kind == "hrtimer" and x.count > 10 for x in c.components)
 
-    causes, meta, _ = measure(tmp_path, seconds=2.0, threshold_ns=100_000, load=load)
+    causes, meta = measure(tmp_path, seconds=2.0, threshold_ns=100_000, load=load)
     hits, n = majority(causes, named)
     summaries = [c.summary() for c in causes[:20]]
     assert n >= 3, summaries
