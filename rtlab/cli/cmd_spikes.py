@@ -11,9 +11,13 @@ from typing import Any
 from rtlab.cli.options import add_limit_arg, add_store_arg, check_limit
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
+from rtlab.report.kernel_split import HEAD, culprit_line, split_rows
+from rtlab.report.kernel_split import lines as ks_lines
+from rtlab.report.kernel_split import notes as ks_notes
 from rtlab.report.spikes import class_counts, spike_row, summary_line
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
+from rtlab.runner.kernel_split import phase_split
 from rtlab.runner.tracing import attribute, attribute_gaps
 from rtlab.scenario import parse_duration
 from rtlab.trace.capture import TraceCapture
@@ -30,7 +34,10 @@ def register(sub: Any) -> None:
         "and a one-line summary, with the counts by cause class. --trace-threshold "
         "attributes again from the trace capture and samples saved beside the run. --json "
         "lists every stored record unless --limit is given, and says how many it shows of "
-        "how many (shown, of, limit; spike_summary: spikes found, attributed, stored). Exit "
+        "how many (shown, of, limit; spike_summary: spikes found, attributed, stored). A run "
+        "recorded with --kernel-split also shows the kernel's own split: per CPU its IRQ and "
+        "thread latency, the culprit counts and the worst activations split into IRQ and "
+        "thread parts (--json: kernel_split per phase). Exit "
         "codes: 0 ok, 1 the run was not traced or its capture is gone, 2 usage (unknown run "
         "or phase).",
     )
@@ -75,7 +82,8 @@ def _phases(args: argparse.Namespace, store: Any) -> tuple[str, list[dict[str, A
             spikes, summary = _again(store.runs_dir, p, threshold)
         shown = _worst(spikes, args.limit)
         out.append({"phase": p.name, "spike_summary": summary, "trace": p.trace,
-                    "spikes": shown, "shown": len(shown), "of": len(spikes)})
+                    "spikes": shown, "shown": len(shown), "of": len(spikes),
+                    "kernel_split": _kernel_split(store.runs_dir, p, threshold)})
     return result.run_id, out
 
 
@@ -97,6 +105,17 @@ def _again(runs_dir: Any, phase: Any, threshold_ns: int
         gaps = [tuple(int(x) for x in g) for g in json.loads(data.read_text())]
         return attribute_gaps(cap, gaps, info, threshold_ns, phase.name)
     return attribute(cap, data, info, threshold_ns, phase.name)
+
+
+def _kernel_split(runs_dir: Any, phase: Any, threshold_ns: int | None
+                  ) -> dict[str, Any] | None:
+    """The phase's kernel split (`--kernel-split`): as stored, or analysed again from the
+    saved capture with another threshold."""
+    stored = (phase.trace or {}).get("kernel_split")
+    if stored is None or threshold_ns is None:
+        return stored
+    cap = TraceCapture.load(runs_dir / str(phase.trace.get("capture", "")))
+    return phase_split(cap, threshold_ns, phase.trace.get("start_monotonic_ns"))
 
 
 def _worst(spikes: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -128,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"dominant cause by class: {class_counts(summary)}", highlight=False,
                       markup=False)
         if not ph["spikes"]:
+            _show_kernel_split(console, ph["kernel_split"], args.limit)
             continue
         shown = len(ph["spikes"])
         table = Table(title=f"{shown} worst of {summary.get('spikes', shown)} spikes, "
@@ -138,4 +158,31 @@ def run(args: argparse.Namespace) -> int:
         for s in ph["spikes"]:
             table.add_row(*spike_row(s))
         console.print(table)
+        _show_kernel_split(console, ph["kernel_split"], args.limit)
     return int(ExitCode.OK)
+
+
+def _show_kernel_split(console: Any, split: dict[str, Any] | None, limit: int) -> None:
+    """The kernel's own split of a phase: per CPU its line and culprit counts, then the
+    worst activations split into IRQ and thread parts."""
+    from rich.table import Table
+
+    if not split:
+        return
+    for line in ks_lines(split):
+        console.print(line, highlight=False, markup=False)
+    thr = split.get("threshold_ns")
+    for cpu, d in sorted((split.get("cpus") or {}).items()):
+        console.print(f"{HEAD} {culprit_line(cpu, d, thr)}", highlight=False, markup=False)
+    rows = split_rows(split, limit)
+    if rows:
+        table = Table(title=f"{HEAD}: {len(rows)} worst activations, in time order",
+                      title_justify="left")
+        for name in ("at s", "CPU", "latency", "culprit", "split"):
+            table.add_column(name, justify="right" if name in ("at s", "CPU", "latency")
+                             else "left", overflow="fold")
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+    for note in ks_notes(split):
+        console.print(note, highlight=False, markup=False)
