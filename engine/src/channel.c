@@ -39,6 +39,21 @@ int channel_create(struct channel **out, const char *name, int cpu, uint64_t win
 	return 0;
 }
 
+int channel_enable_samples(struct channel *ch, size_t entries)
+{
+	if (ch->smp_ring)
+		return 0;
+	if (entries == 0 || (entries & (entries - 1)) != 0)
+		return -EINVAL;
+	struct sample_rec *ring = aligned_alloc(RL_CACHELINE, entries * sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	memset(ring, 0, entries * sizeof(*ring));
+	ch->smp_mask = entries - 1;
+	ch->smp_ring = ring;
+	return 0;
+}
+
 void channel_destroy(struct channel *ch)
 {
 	if (!ch)

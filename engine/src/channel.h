@@ -99,6 +99,13 @@ int channel_create(struct channel **out, const char *name, int cpu, uint64_t win
 		   size_t sample_ring) RL_WUR;
 void channel_destroy(struct channel *ch);
 
+/*
+ * Give a channel created without one a sample ring of entries (a power of two; the
+ * flight recorder's triggers come from it). Only before its thread records; 0 (also
+ * when it has one), -EINVAL or -ENOMEM.
+ */
+int channel_enable_samples(struct channel *ch, size_t entries) RL_WUR;
+
 /* Hot path: record one value measured at run time at_ns. */
 static inline void channel_record(struct channel *ch, uint64_t at_ns, uint64_t value_ns,
 				  uint64_t missed, bool negative)

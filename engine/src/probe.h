@@ -40,6 +40,9 @@ enum run_opt {
 	/* the trace recorder beside the measurement (trace_rec.h) */
 	RUN_TRACE_DIR, RUN_TRACE_EVENTS, RUN_TRACE_BUFFER_KB, RUN_TRACE_READER_CPU,
 	RUN_TRACE_LIMIT_MB, RUN_TRACE_INSTANCE, RUN_TRACE_TRACER, RUN_TRACE_JOURNAL_DIR,
+	/* its flight recorder (trace_flight.h) */
+	RUN_TRACE_MODE, RUN_TRACE_TRIGGER, RUN_TRACE_BEFORE, RUN_TRACE_AFTER, RUN_TRACE_RATE,
+	RUN_TRACE_KEEP_MB,
 	RUN_OPT_COUNT
 };
 #define RUN_OPT(name) (1u << RUN_##name)
@@ -47,7 +50,9 @@ enum run_opt {
 #define RUN_OPTS_TRACE                                                                       \
 	(RUN_OPT(TRACE_DIR) | RUN_OPT(TRACE_EVENTS) | RUN_OPT(TRACE_BUFFER_KB) |              \
 	 RUN_OPT(TRACE_READER_CPU) | RUN_OPT(TRACE_LIMIT_MB) | RUN_OPT(TRACE_INSTANCE) |      \
-	 RUN_OPT(TRACE_TRACER) | RUN_OPT(TRACE_JOURNAL_DIR))
+	 RUN_OPT(TRACE_TRACER) | RUN_OPT(TRACE_JOURNAL_DIR) | RUN_OPT(TRACE_MODE) |             \
+	 RUN_OPT(TRACE_TRIGGER) | RUN_OPT(TRACE_BEFORE) | RUN_OPT(TRACE_AFTER) |              \
+	 RUN_OPT(TRACE_RATE) | RUN_OPT(TRACE_KEEP_MB))
 /* The set that every measuring probe takes */
 #define RUN_OPTS_COMMON (RUN_OPT(MLOCK) | RUN_OPT(SNAPSHOT) | RUN_OPT(OUTPUT) | RUN_OPT(ALLOW_NON_RT) | \
 			 RUN_OPTS_TRACE)

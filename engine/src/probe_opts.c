@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "probe.h"
+#include "trace_flight.h"
+
+static const char *const trace_modes[] = { "full", "flight", NULL };
 
 /* The shared options, in the order --help lists them (housekeeping's default: the probe's). */
 static const struct opt_def run_opt_defs[RUN_OPT_COUNT] = {
@@ -65,6 +68,26 @@ static const struct opt_def run_opt_defs[RUN_OPT_COUNT] = {
 	[RUN_TRACE_JOURNAL_DIR] = { "trace-journal-dir", OPT_STRING, "DIR",
 				    "with --trace-dir: where the journal of the instance lives", 0, 0,
 				    NULL, "/run/rtlab", NULL },
+	[RUN_TRACE_MODE] = { "trace-mode", OPT_ENUM, NULL,
+			     "with --trace-dir: full (every page) or flight (a memory ring; only the "
+			     "pages around each sample above --trace-trigger are written)",
+			     0, 0, trace_modes, "full", NULL },
+	[RUN_TRACE_TRIGGER] = { "trace-trigger", OPT_DURATION, NULL,
+				"flight: a sample above this keeps a window of pages around it", 1,
+				(int64_t)(3600 * NS_PER_SEC), NULL, "100us", NULL },
+	[RUN_TRACE_BEFORE] = { "trace-before", OPT_DURATION, NULL,
+			       "flight: the window starts this long before the spike's deadline", 0,
+			       (int64_t)(60 * NS_PER_SEC), NULL, "20ms", NULL },
+	[RUN_TRACE_AFTER] = { "trace-after", OPT_DURATION, NULL,
+			      "flight: the window ends this long after the spike's wake-up", 0,
+			      (int64_t)(60 * NS_PER_SEC), NULL, "2ms", NULL },
+	[RUN_TRACE_RATE] = { "trace-rate", OPT_SIZE, "BYTES",
+			     "flight: at most BYTES written per second (a burst of 10 s worth; 0: no cap); "
+			     "a window that does not fit is dropped whole and counted",
+			     0, TFL_RATE_MAX, NULL, "256k", NULL },
+	[RUN_TRACE_KEEP_MB] = { "trace-keep-mb", OPT_INT, "MB",
+				"flight: the memory ring of pages per traced CPU; older pages age out (counted)",
+				1, 4096, NULL, "8", NULL },
 };
 
 static void add_def(struct probe_opt_table *t, const struct opt_def *d, int own)
@@ -142,9 +165,29 @@ void probe_opt_split(const struct probe_opt_table *t, const struct opt_value *va
 		run->rec.tracer = v->s;
 	if ((v = shared_val(t, vals, RUN_TRACE_JOURNAL_DIR)))
 		run->rec.journal_dir = v->s;
-	for (int k = RUN_TRACE_EVENTS; k <= RUN_TRACE_JOURNAL_DIR && !run->rec.orphan; k++)
+	run->rec.trigger_ns = 100 * NS_PER_US;
+	run->rec.before_ns = 20 * NS_PER_MS;
+	run->rec.after_ns = 2 * NS_PER_MS;
+	run->rec.rate = 256 * 1024;
+	run->rec.keep_mb = 8;
+	if ((v = shared_val(t, vals, RUN_TRACE_MODE)))
+		run->rec.flight = v->i == 1;
+	if ((v = shared_val(t, vals, RUN_TRACE_TRIGGER)))
+		run->rec.trigger_ns = (uint64_t)v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_BEFORE)))
+		run->rec.before_ns = (uint64_t)v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_AFTER)))
+		run->rec.after_ns = (uint64_t)v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_RATE)))
+		run->rec.rate = v->i;
+	if ((v = shared_val(t, vals, RUN_TRACE_KEEP_MB)))
+		run->rec.keep_mb = v->i;
+	for (int k = RUN_TRACE_EVENTS; k < RUN_OPT_COUNT && !run->rec.orphan; k++)
 		if (t->shared[k] >= 0 && vals[t->shared[k]].given)
 			run->rec.orphan = run_opt_defs[k].name;
+	for (int k = RUN_TRACE_TRIGGER; k < RUN_OPT_COUNT && !run->rec.flight_orphan; k++)
+		if (t->shared[k] >= 0 && vals[t->shared[k]].given)
+			run->rec.flight_orphan = run_opt_defs[k].name;
 }
 
 int probe_priority(enum rt_policy policy, const struct opt_value *v, int rt_default, int *out,

@@ -43,6 +43,8 @@ struct reporter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool finish;			/* under lock */
+	uint64_t sync_req, sync_done;	/* under lock: reporter_sync_samples */
+	pthread_cond_t synced;
 	struct reporter_outcome outcome;	/* valid once finish is set */
 	struct jsonw w;
 	struct chan_state *scratch;
@@ -198,11 +200,16 @@ void reporter_write_channel(struct jsonw *w, const struct channel *ch,
 
 static void drain_samples(struct reporter *r)
 {
-	if (r->cfg.samples_fd < 0)
+	if (r->cfg.samples_fd < 0 && !r->cfg.sink)
 		return;
 	for (size_t c = 0; c < r->cfg.n_chans; c++) {
 		size_t n;
 		while ((n = channel_drain_samples(r->cfg.chans[c], r->smp, SMP_BATCH)) > 0) {
+			if (r->cfg.sink)
+				r->cfg.sink(r->cfg.sink_arg, c, r->cfg.chans[c]->cpu,
+					    r->cfg.start_mono_ns, r->smp, n);
+			if (r->cfg.samples_fd < 0)
+				continue;
 			for (size_t i = 0; i < n; i++) {
 				unsigned char *p = r->smp_out + i * SAMPLES_RECORD_SIZE;
 				le_put32(p, (uint32_t)c);
@@ -301,7 +308,7 @@ static void *reporter_main(void *arg)
 {
 	struct reporter *r = arg;
 	uint64_t next_snap = r->cfg.start_mono_ns + r->cfg.snapshot_ns;
-	uint64_t step = r->cfg.samples_fd >= 0 && DRAIN_NS < r->cfg.snapshot_ns ? DRAIN_NS
+	uint64_t step = (r->cfg.samples_fd >= 0 || r->cfg.sink) && DRAIN_NS < r->cfg.snapshot_ns ? DRAIN_NS
 										   : r->cfg.snapshot_ns;
 	if (step > USE_NS)
 		step = USE_NS;
@@ -309,7 +316,7 @@ static void *reporter_main(void *arg)
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
-		while (!r->finish) {
+		while (!r->finish && r->sync_req == r->sync_done) {
 			struct timespec ts = rl_ns_to_ts(next_wake);
 			int e = pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 			if (e == ETIMEDOUT)
@@ -317,10 +324,17 @@ static void *reporter_main(void *arg)
 		}
 		if (r->finish)
 			break;
+		uint64_t req = r->sync_req;
 		pthread_mutex_unlock(&r->lock);
 
 		uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 		drain_samples(r);
+		if (req != r->sync_done) {
+			pthread_mutex_lock(&r->lock);
+			r->sync_done = req;
+			pthread_cond_broadcast(&r->synced);
+			pthread_mutex_unlock(&r->lock);
+		}
 		if (now >= next_snap) {
 			write_snapshot(r, now);
 			while (next_snap <= now)
@@ -353,6 +367,7 @@ static void reporter_free(struct reporter *r)
 	free(r->smp);
 	free(r->smp_out);
 	pthread_cond_destroy(&r->cond);
+	pthread_cond_destroy(&r->synced);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
@@ -370,6 +385,7 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&r->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&r->synced, NULL);
 
 	size_t n = cfg->n_chans ? cfg->n_chans : 1;
 	r->scratch = calloc(n, sizeof(*r->scratch));
@@ -379,12 +395,12 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	r->use_cpu = calloc(n, sizeof(*r->use_cpu));
 	r->use_busy = calloc(n, sizeof(*r->use_busy));
 	r->use_found = calloc(n, sizeof(*r->use_found));
-	if (cfg->samples_fd >= 0) {
+	if (cfg->samples_fd >= 0 || cfg->sink) {
 		r->smp = calloc(SMP_BATCH, sizeof(*r->smp));
 		r->smp_out = calloc(SMP_BATCH, SAMPLES_RECORD_SIZE);
 	}
 	if (!r->scratch || !r->wins || !r->n_wins || !r->use || !r->use_cpu || !r->use_busy ||
-	    !r->use_found || (cfg->samples_fd >= 0 && (!r->smp || !r->smp_out))) {
+	    !r->use_found || ((cfg->samples_fd >= 0 || cfg->sink) && (!r->smp || !r->smp_out))) {
 		reporter_free(r);
 		return -ENOMEM;
 	}
@@ -424,6 +440,16 @@ int reporter_start(struct reporter **out, const struct reporter_cfg *cfg)
 	}
 	*out = r;
 	return 0;
+}
+
+void reporter_sync_samples(struct reporter *r)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t req = ++r->sync_req;
+	pthread_cond_signal(&r->cond);
+	while (r->sync_done < req && !r->finish)
+		pthread_cond_wait(&r->synced, &r->lock);
+	pthread_mutex_unlock(&r->lock);
 }
 
 int reporter_finish(struct reporter *r, const struct reporter_outcome *o)

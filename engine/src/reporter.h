@@ -32,6 +32,14 @@ struct reporter_cfg {
 	 */
 	void (*extra)(void *arg, struct jsonw *w, bool final);
 	void *extra_arg;
+	/*
+	 * Optional (NULL: none): every drained sample also goes here, a batch of channel
+	 * chan (its CPU, -1: none) at a time, on the reporter thread (the flight recorder's
+	 * triggers, trace_rec_samples). The sample rings are drained with or without --samples.
+	 */
+	void (*sink)(void *arg, size_t chan, int cpu, uint64_t start_mono_ns,
+		     const struct sample_rec *s, size_t n);
+	void *sink_arg;
 };
 
 struct reporter_outcome {
@@ -48,6 +56,12 @@ struct reporter;
 
 /* Write the samples file header (if any) and start the thread. */
 int reporter_start(struct reporter **out, const struct reporter_cfg *cfg) RL_WUR;
+
+/*
+ * Have the reporter drain the sample rings now and wait until it has (after the
+ * measuring threads stopped: the sink sees every sample before the recorder ends).
+ */
+void reporter_sync_samples(struct reporter *r);
 
 /*
  * Call after every measuring thread has stopped: wakes the reporter, which

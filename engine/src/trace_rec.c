@@ -17,6 +17,7 @@
 
 #include "le_bytes.h"
 #include "opts.h"
+#include "trace_flight.h"
 #include "trace_fs.h"
 
 const char trace_default_events[] =
@@ -37,6 +38,8 @@ const char trace_default_events[] =
 #define TR_POLL_NS (50 * NS_PER_MS)
 #define TR_MAX_EVENTS 256
 #define TR_META_RESERVE (64 * 1024)
+#define TR_META_EVERY_NS NS_PER_SEC	/* flight mode: meta.json rewritten this often */
+#define TR_READ_SLACK_NS NS_PER_MS	/* events this much before a complete drain are read */
 
 struct tr_cpu {
 	int cpu;
@@ -68,6 +71,10 @@ struct trace_rec {
 	char error[256];
 	const char *probe;	/* for its lines on stderr */
 	uint64_t started_ns, stopped_ns;
+	/* --trace-mode flight */
+	struct tfl fl;
+	bool fl_made;
+	uint64_t meta_at;	/* when meta.json was last written */
 };
 
 /* ---- checks ---- */
@@ -131,6 +138,15 @@ int trace_rec_check(const struct trace_opts *o, const cpu_set_t *online, char *e
 	}
 	if (!o->dir)
 		return 0;
+	if (!o->flight && o->flight_orphan) {
+		snprintf(err, errlen, "--%s needs --trace-mode flight; add it or drop --%s",
+			 o->flight_orphan, o->flight_orphan);
+		return -EINVAL;
+	}
+	if (o->flight && o->trigger_ns == 0) {
+		snprintf(err, errlen, "--trace-trigger: give a duration above 0 (e.g. 100us)");
+		return -EINVAL;
+	}
 	if (!o->dir[0])
 		return snprintf(err, errlen, "--trace-dir: empty; give a new directory"), -EINVAL;
 	if (lstat(o->dir, &st) == 0) {
@@ -322,27 +338,33 @@ static int write_meta(struct trace_rec *r, bool complete)
 	jw_int(&w, "buffer_kb", r->o.buffer_kb);
 	jw_int(&w, "limit_mb", r->o.limit_mb);
 	jw_str_or_null(&w, "tracer", r->o.tracer);
-	jw_str(&w, "mode", "full");
+	jw_str(&w, "mode", r->o.flight ? "flight" : "full");
 	jw_uint(&w, "page_size", tfs_page_size(&r->layout));
 	jw_uint(&w, "started_ns", r->started_ns);
 	jw_uint_or_null(&w, "stopped_ns", r->stopped_ns);
+	/* flight mode: the pages written into window files (bytes: with their frames),
+	 * dropped with the windows that did not fit (aged pages are in meta.flight) */
 	uint64_t bytes = 0;
 	jw_obj_begin(&w, "pages");
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		snprintf(key, sizeof(key), "%d", r->cpus[i].cpu);
-		jw_uint(&w, key, r->cpus[i].pages);
-		bytes += r->cpus[i].bytes;
+		const struct tfl_ring *g = r->fl_made ? &r->fl.rings[i] : NULL;
+		jw_uint(&w, key, g ? g->written : r->cpus[i].pages);
+		bytes += g ? g->bytes_written : r->cpus[i].bytes;
 	}
 	jw_obj_end(&w);
 	jw_uint(&w, "bytes", bytes);
 	jw_obj_begin(&w, "dropped_pages");
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		snprintf(key, sizeof(key), "%d", r->cpus[i].cpu);
-		jw_uint(&w, key, r->cpus[i].dropped);
+		jw_uint(&w, key, r->fl_made ? r->fl.rings[i].dropped : r->cpus[i].dropped);
 	}
 	jw_obj_end(&w);
 	jw_bool(&w, "complete", complete);
-	jw_str_or_null(&w, "error", r->error[0] ? r->error : NULL);
+	const char *error = r->error[0] ? r->error : r->fl_made && r->fl.error[0] ? r->fl.error : NULL;
+	jw_str_or_null(&w, "error", error);
+	if (r->fl_made)
+		tfl_write_meta(&r->fl, &w);
 	jw_obj_end(&w);
 	jw_obj_begin(&w, "symbols");
 	jw_obj_end(&w);
@@ -372,6 +394,13 @@ static void store_page(struct trace_rec *r, struct tr_cpu *c, size_t n)
 	size_t len = tfs_page_trim(r->page, n, &r->layout);
 	if (len == 0)
 		return;
+	if (r->fl_made) {
+		uint64_t ts = 0;
+		if (r->layout.ts_size == 8)
+			memcpy(&ts, r->page + r->layout.ts_off, 8);
+		tfl_ring_push(&r->fl.rings[c - r->cpus], r->page, len, ts);
+		return;
+	}
 	uint64_t limit = (uint64_t)r->o.limit_mb << 20;
 	if (c->write_failed || c->bytes + len + 4 > limit) {
 		c->dropped++;
@@ -406,20 +435,56 @@ static void store_page(struct trace_rec *r, struct tr_cpu *c, size_t n)
 	c->bytes += len;
 }
 
-/* Read every CPU's available pages; true when one was read. */
-static bool drain_once(struct trace_rec *r)
+/* Read every CPU's available pages; true when one was read. *complete (may be NULL):
+ * whether every CPU's pipe was read until it had nothing more. */
+static bool drain_pass(struct trace_rec *r, bool *complete)
 {
-	bool any = false;
+	bool any = false, all = true;
 	size_t ps = tfs_page_size(&r->layout);
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		struct tr_cpu *c = &r->cpus[i];
+		bool empty = false;
 		for (int k = 0; k < 64; k++) {
 			ssize_t n = read(c->in_fd, r->page, ps);
-			if (n <= 0)
+			if (n <= 0) {
+				empty = true;
 				break;
+			}
 			any = true;
 			store_page(r, c, (size_t)n);
 		}
+		all = all && empty;
+	}
+	if (complete)
+		*complete = all;
+	return any;
+}
+
+static bool drain_once(struct trace_rec *r)
+{
+	return drain_pass(r, NULL);
+}
+
+static int write_meta(struct trace_rec *r, bool complete);
+
+/*
+ * Flight mode, one step of the reader: the pages read so far go into the rings; the
+ * triggers the reporter queued open or widen windows; the windows whose end has been
+ * read (every CPU read empty after it) are written or dropped; meta.json about once a
+ * second. True when pages were read.
+ */
+static bool flight_step(struct trace_rec *r)
+{
+	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
+	bool complete;
+	bool any = drain_pass(r, &complete);
+	tfl_take_queue(&r->fl);
+	if (complete)
+		tfl_close(&r->fl, t0 > TR_READ_SLACK_NS ? t0 - TR_READ_SLACK_NS : 0, t0);
+	uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
+	if (now - r->meta_at >= TR_META_EVERY_NS) {
+		(void)write_meta(r, false);
+		r->meta_at = now;
 	}
 	return any;
 }
@@ -434,7 +499,7 @@ static void *reader_main(void *arg)
 		(void)pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
 	}
 	while (!atomic_load(&r->stop)) {
-		if (!drain_once(r)) {
+		if (!(r->fl_made ? flight_step(r) : drain_once(r))) {
 			struct timespec ts = { 0, TR_POLL_NS };
 			nanosleep(&ts, NULL);
 		}
@@ -474,6 +539,8 @@ static void read_stats(struct trace_rec *r)
 
 static void rec_free(struct trace_rec *r)
 {
+	if (r->fl_made)
+		tfl_free(&r->fl);
 	for (size_t i = 0; i < r->n_events; i++)
 		free(r->events[i]);
 	for (size_t i = 0; i < r->n_missing; i++)
@@ -758,10 +825,28 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 		c->in_fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (c->in_fd < 0)
 			FAIL(RL_EXIT_ERROR, "--trace-dir: cannot open %s: %s", p, strerror(errno));
+		if (o->flight)
+			continue;	/* window files instead */
 		snprintf(p, sizeof(p), "%s/cpu%d.pages", o->dir, c->cpu);
 		c->out_fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
 		if (c->out_fd < 0)
 			FAIL(RL_EXIT_ERROR, "--trace-dir: cannot create %s: %s", p, strerror(errno));
+	}
+	if (o->flight) {
+		int ids[CPU_SETSIZE];
+		for (size_t i = 0; i < r->n_cpus; i++)
+			ids[i] = r->cpus[i].cpu;
+		const struct tfl_opts fo = {
+			.trigger_ns = o->trigger_ns, .before_ns = o->before_ns, .after_ns = o->after_ns,
+			.rate = (uint64_t)o->rate, .keep_mb = (uint64_t)o->keep_mb,
+		};
+		if (tfl_init(&r->fl, &fo, o->dir, ids, r->n_cpus, ps, rl_now_ns(CLOCK_MONOTONIC)) != 0)
+			FAIL(RL_EXIT_ERROR, "--trace-keep-mb %lld: cannot hold %lld MiB per traced CPU in memory; "
+			     "give a smaller --trace-keep-mb", (long long)o->keep_mb, (long long)o->keep_mb);
+		r->fl_made = true;
+		if ((e = tfl_open_lines(&r->fl)))
+			FAIL(RL_EXIT_ERROR, "--trace-dir: cannot create %s/windows.jsonl: %s", o->dir,
+			     strerror(-e));
 	}
 	/* room for the final meta.json when the disk fills up: given back before it is written */
 	static const char zeros[4096];
@@ -775,6 +860,7 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 	if (e)
 		FAIL(RL_EXIT_ERROR, "--trace-dir %s: cannot write into it: %s", o->dir, strerror(-e));
 	r->started_ns = rl_now_ns(CLOCK_MONOTONIC);
+	r->meta_at = r->started_ns;
 	if ((e = write_meta(r, false)))
 		FAIL(RL_EXIT_ERROR, "--trace-dir: cannot write %s/meta.json: %s", o->dir, strerror(-e));
 	if ((e = pthread_create(&r->reader, NULL, reader_main, r)) != 0)
@@ -811,7 +897,28 @@ void trace_rec_header(const struct trace_rec *r, struct jsonw *w)
 		jw_str(w, NULL, r->missing[i]);
 	jw_arr_end(w);
 	jw_str_or_null(w, "tracer", r->o.tracer);
+	jw_str(w, "mode", r->o.flight ? "flight" : "full");
+	if (r->o.flight) {
+		jw_uint(w, "trigger_ns", r->o.trigger_ns);
+		jw_uint(w, "before_ns", r->o.before_ns);
+		jw_uint(w, "after_ns", r->o.after_ns);
+		jw_uint(w, "rate_bytes_per_s", (uint64_t)r->o.rate);
+		jw_uint(w, "keep_mb", (uint64_t)r->o.keep_mb);
+	}
 	jw_obj_end(w);
+}
+
+bool trace_rec_flight(const struct trace_rec *r)
+{
+	return r && r->fl_made;
+}
+
+void trace_rec_samples(void *arg, size_t chan, int cpu, uint64_t start_ns,
+		       const struct sample_rec *s, size_t n)
+{
+	struct trace_rec *r = arg;
+	if (r && r->fl_made)
+		tfl_push_samples(&r->fl, (uint32_t)chan, cpu, start_ns, s, n);
 }
 
 const char *trace_rec_error(const struct trace_rec *r)
@@ -830,6 +937,13 @@ int trace_rec_finish(struct trace_rec *r, const char *probe)
 		pthread_join(r->reader, NULL);
 	for (int k = 0; k < 1000 && drain_once(r); k++)
 		;
+	if (r->fl_made) {
+		/* tracing is off and drained: every window can be closed, what is left aged */
+		tfl_take_queue(&r->fl);
+		tfl_close(&r->fl, UINT64_MAX, rl_now_ns(CLOCK_MONOTONIC));
+		for (size_t i = 0; i < r->fl.n_rings; i++)
+			tfl_ring_age_all(&r->fl.rings[i]);
+	}
 	read_stats(r);
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/.meta-reserve", r->o.dir);

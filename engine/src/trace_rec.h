@@ -4,7 +4,8 @@
  * tracefs instance of its own (journaled: trace_fs.h) on the measured CPUs, with the
  * mono clock and the asked events (and tracer), drained by a reader thread on a
  * housekeeping CPU into DIR/cpuN.pages (each page framed by a u32 little-endian
- * length), DIR/formats/ and DIR/meta.json (docs/engine-output.md: "Trace capture").
+ * length), DIR/formats/ and DIR/meta.json (docs/engine-output.md: "Trace capture"); or,
+ * with --trace-mode flight, only the pages around the spikes (trace_flight.h).
  */
 #ifndef RTLAB_TRACE_REC_H
 #define RTLAB_TRACE_REC_H
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "channel.h"
 #include "common.h"
 #include "jsonw.h"
 
@@ -26,6 +28,11 @@ struct trace_opts {
 	int64_t buffer_kb, limit_mb;
 	int reader_cpu;		/* -1: the first online CPU not traced */
 	const char *orphan;	/* a --trace-* option given without --trace-dir (refused), or NULL */
+	/* --trace-mode flight: the flight recorder (trace_flight.h) */
+	bool flight;
+	uint64_t trigger_ns, before_ns, after_ns;
+	int64_t rate, keep_mb;
+	const char *flight_orphan;	/* a flight option given with --trace-mode full, or NULL */
 };
 
 /* The default event list (one list, shared with the host's DEFAULT_EVENTS). */
@@ -55,6 +62,17 @@ void trace_rec_header(const struct trace_rec *r, struct jsonw *w);
  * stderr (an instance that could not be removed: its journal is kept).
  */
 int trace_rec_finish(struct trace_rec *r, const char *probe);
+
+/* Whether r records in flight mode (its triggers come from the samples). */
+bool trace_rec_flight(const struct trace_rec *r);
+
+/*
+ * The reporter's sink of samples (reporter_cfg.sink) in flight mode: samples of channel
+ * chan (on CPU cpu, -1: none) of the run started at start_ns (CLOCK_MONOTONIC); those
+ * above --trace-trigger are queued as triggers for the reader. arg is the trace_rec.
+ */
+void trace_rec_samples(void *arg, size_t chan, int cpu, uint64_t start_ns,
+		       const struct sample_rec *s, size_t n);
 
 /* Whether recording met an error (a full disk): its one line, else NULL. */
 const char *trace_rec_error(const struct trace_rec *r);

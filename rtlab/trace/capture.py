@@ -4,17 +4,21 @@
 Pages are kept raw and decoded lazily, only around the time windows that are
 asked for, so a long flight recording costs little CPU. A capture saves to and
 loads from a directory (`meta.json`, `formats/`, `cpuN.pages`), which is also how
-the test fixtures were recorded.
+the test fixtures were recorded. The engine's flight recorder (`--trace-mode
+flight`) writes the pages around each spike instead, in window files
+`wSEQ-cpuN.pages` listed by `windows.jsonl` (docs/engine-output.md).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rtlab.trace.formats import (
     EventFormat,
@@ -28,6 +32,8 @@ from rtlab.trace.formats import (
 from rtlab.trace.ringbuf import Event, PageDecoder
 
 CAPTURE_VERSION = 1
+WINDOW_FILE = re.compile(r"^w(\d+)-cpu(\d+)\.pages$")
+WINDOWS_LIST = "windows.jsonl"
 
 
 @dataclass
@@ -234,15 +240,6 @@ class TraceCapture:
         meta = json.loads((d / "meta.json").read_text())
         if meta.get("version") != CAPTURE_VERSION:
             raise ValueError(f"{d}: unknown trace capture version {meta.get('version')!r}")
-        pages: dict[int, list[bytes]] = {}
-        for cpu in meta["cpus"]:
-            blob = (d / f"cpu{cpu}.pages").read_bytes()
-            lst, pos = [], 0
-            while pos + 4 <= len(blob):
-                (n,) = struct.unpack_from("<I", blob, pos)
-                lst.append(blob[pos + 4 : pos + 4 + n])
-                pos += 4 + n
-            pages[int(cpu)] = lst
         inner = meta.get("meta", {})
         if not isinstance(inner, dict):
             raise ValueError(f"{d}: meta.json 'meta' is not an object")
@@ -252,8 +249,21 @@ class TraceCapture:
             struct_prefix(order)
         except ValueError as exc:
             raise ValueError(f"{d}: meta.json byte_order: {exc}") from None
+        formats = FormatSet.load(d / "formats", order)
+        flight = inner.get("mode") == "flight"
+        windows = _window_files(d)
+        pages: dict[int, list[bytes]] = {}
+        for cpu in meta["cpus"]:
+            cpu = int(cpu)
+            whole = d / f"cpu{cpu}.pages"
+            lst = _read_frames(whole) if whole.exists() or not flight else []
+            for _seq, path in windows.get(cpu, []):
+                lst.extend(_read_frames(path))
+            if windows.get(cpu):
+                lst = _time_ordered(lst, formats, d, cpu)
+            pages[cpu] = lst
         return cls(
-            FormatSet.load(d / "formats", order),
+            formats,
             pages,
             clock=meta.get("clock", "mono"),
             lost={int(k): v for k, v in meta.get("lost", {}).items()},
@@ -261,3 +271,71 @@ class TraceCapture:
             meta=inner,
             symbols={int(k, 16): v for k, v in meta.get("symbols", {}).items()} or None,
         )
+
+
+def _read_frames(path: Path) -> list[bytes]:
+    """The pages of a pages file: each framed by its u32 little-endian length."""
+    blob = path.read_bytes()
+    lst, pos = [], 0
+    while pos + 4 <= len(blob):
+        (n,) = struct.unpack_from("<I", blob, pos)
+        lst.append(blob[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    return lst
+
+
+def _window_files(d: Path) -> dict[int, list[tuple[int, Path]]]:
+    """A flight capture's window files per CPU, in window (seq) order. Temporary files
+    (being written) are not window files: the engine renames a window when whole."""
+    out: dict[int, list[tuple[int, Path]]] = {}
+    for p in d.iterdir():
+        m = WINDOW_FILE.match(p.name)
+        if m:
+            out.setdefault(int(m.group(2)), []).append((int(m.group(1)), p))
+    for lst in out.values():
+        lst.sort()
+    return out
+
+
+def _time_ordered(pages: list[bytes], formats: FormatSet, d: Path, cpu: int) -> list[bytes]:
+    """One CPU's pages of all its windows in time order (by page timestamp). The engine
+    writes a page at most once, so the same page twice is a broken capture: refused."""
+    info = formats.decoder().page_info
+    keyed = sorted(((info(p).timestamp, i) for i, p in enumerate(pages)))
+    out: list[bytes] = []
+    prev_ts: int | None = None
+    for ts, i in keyed:
+        if ts == prev_ts and pages[i] == out[-1]:
+            raise ValueError(
+                f"{d}: CPU {cpu}: a page (timestamp {ts}) is in two window files; the engine "
+                "writes each page once, so the capture was changed or mixed with another"
+            )
+        out.append(pages[i])
+        prev_ts = ts
+    return out
+
+
+def flight_windows(d: str | Path) -> list[dict[str, Any]]:
+    """The lines of a flight capture's windows.jsonl, one per trigger (spike) in the order
+    written: seq, channel, cpu, deadline_ns, wake_ns (absolute CLOCK_MONOTONIC), value_ns,
+    kept, why (null, "merged", "rate", "aged" or "disk"), partial, pages, bytes and file
+    (the window's pages of the trigger's CPU, or null). An unfinished last line (the
+    engine stopped while writing it) is left out; a broken line elsewhere is refused."""
+    path = Path(d) / WINDOWS_LIST
+    text = path.read_text()
+    lines = text.split("\n")
+    if lines and lines[-1]:
+        lines = lines[:-1]  # no newline yet: not finished
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}: line {n} is not JSON") from None
+        if not isinstance(rec, dict) or not {"seq", "channel", "deadline_ns", "wake_ns",
+                                             "value_ns", "kept"} <= rec.keys():
+            raise ValueError(f"{path}: line {n} is not a flight window record")
+        out.append(rec)
+    return out
