@@ -9,8 +9,9 @@ spinner.py) taking CPU 1 for 300 µs every 20 ms. BASE is an older checkout of r
 NEW is this tree (the runner has the measured probe's engine record, `--trace-dir`).
 Both use this tree's engine binary for the measurement itself. Per run it reports the
 spikes above 100 µs, how many the spinner is the top cause of, how many it is in at
-all (>= 150 µs of it), the trace pages, lost events, and whether a trace instance was
-left behind.
+all (>= 150 µs of it), how many were untraced (no trace for their window) or mostly
+unexplained (host stalls on a VM), the trace pages, lost events, and whether a trace
+instance was left behind.
 
 Usage (as root, after scripts/setup.sh; BASE from `git worktree add /tmp/base REV`):
     .venv/bin/python bench/trace_attribution_ab.py --base /tmp/base --rounds 3
@@ -68,6 +69,9 @@ def one_run(tree: Path, probe: str, duration_s: int, store: Path) -> dict[str, o
         else []
     return {"spikes": sum(int(s.get("spikes", 0)) for s in summ), "stored": len(spikes),
             "top_is_spinner": top, "spinner_inside": inside,
+            "untraced": sum(int((x.get("by_class") or {}).get("untraced", 0)) for x in summ),
+            "unexplained": sum(int((x.get("by_class") or {}).get("unexplained", 0))
+                               for x in summ),
             "pages": sum(int(i.get("pages") or 0) for i in info),
             "lost": sum(int(v) for i in info for v in (i.get("lost_events") or {}).values()),
             "instances_left": len(left)}
@@ -94,11 +98,12 @@ def main() -> int:
                 rows.append((name, one_run(tree, args.probe, args.duration, store)))
                 print(name, json.dumps(rows[-1][1]), flush=True)
     print("\n| side | spikes > 100 µs | stored | spinner top cause | spinner inside "
-          "(>= 150 µs) | pages | lost | instances left |")
-    print("|---|---|---|---|---|---|---|---|")
+          "(>= 150 µs) | untraced | unexplained | pages | lost | instances left |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, row in rows:
         print(f"| {name} | {row['spikes']} | {row['stored']} | {row['top_is_spinner']} | "
-              f"{row['spinner_inside']} | {row['pages']} | {row['lost']} | "
+              f"{row['spinner_inside']} | {row['untraced']} | {row['unexplained']} | "
+              f"{row['pages']} | {row['lost']} | "
               f"{row['instances_left']} |")
     return 0
 
