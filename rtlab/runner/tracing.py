@@ -339,7 +339,10 @@ def capture_notes(cap: TraceCapture, limit_mb: int) -> list[str]:
         notes.append("trace lost events on "
                      + ", ".join(f"CPU{c}: {v}" for c, v in sorted(lost.items()))
                      + " (spikes there may be partly unexplained)")
-    if dropped:
+    if dropped and rmeta.get("error"):  # a write failed (a full disk): not the bound
+        notes.append(f"trace capture: {dropped} pages not kept after that error "
+                     "(later spikes untraced)")
+    elif dropped:
         notes.append(f"trace capture bounded at {limit_mb} MB per CPU: "
                      f"{dropped} pages not kept (later spikes untraced)")
     return notes
