@@ -74,6 +74,7 @@ struct trace_rec {
 	/* --trace-mode flight */
 	struct tfl fl;
 	bool fl_made;
+	bool fl_said;		/* its first write error is on stderr */
 	uint64_t meta_at;	/* when meta.json was last written */
 };
 
@@ -473,6 +474,16 @@ static int write_meta(struct trace_rec *r, bool complete);
  * read (every CPU read empty after it) are written or dropped; meta.json about once a
  * second. True when pages were read.
  */
+/* The flight recorder's first write error, once on stderr. */
+static void flight_say(struct trace_rec *r)
+{
+	if (r->fl.error[0] && !r->fl_said) {
+		r->fl_said = true;
+		fprintf(stderr, "rtlab-probe %s: trace: %s; what is not written is counted in meta.json, "
+			"later windows are tried again\n", r->probe, r->fl.error);
+	}
+}
+
 static bool flight_step(struct trace_rec *r)
 {
 	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
@@ -481,6 +492,7 @@ static bool flight_step(struct trace_rec *r)
 	tfl_take_queue(&r->fl);
 	if (complete)
 		tfl_close(&r->fl, t0 > TR_READ_SLACK_NS ? t0 - TR_READ_SLACK_NS : 0, t0);
+	flight_say(r);
 	uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 	if (now - r->meta_at >= TR_META_EVERY_NS) {
 		(void)write_meta(r, false);
@@ -943,6 +955,7 @@ int trace_rec_finish(struct trace_rec *r, const char *probe)
 		tfl_close(&r->fl, UINT64_MAX, rl_now_ns(CLOCK_MONOTONIC));
 		for (size_t i = 0; i < r->fl.n_rings; i++)
 			tfl_ring_age_all(&r->fl.rings[i]);
+		flight_say(r);
 	}
 	read_stats(r);
 	char p[PATH_MAX];

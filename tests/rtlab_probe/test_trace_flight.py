@@ -248,3 +248,35 @@ def test_bad_flight_options_are_refused(probe_bin: str, tmp_path: Path, extra: l
     assert r.returncode == 2
     assert word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stdout == "" and not out.exists()
+
+
+def test_full_disk_drops_windows_and_says_so(probe_bin: str, tmp_path: Path,
+                                             require_root: None) -> None:
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "tmpfs", str(mnt)], check=True)
+    try:
+        out, jdir = mnt / "trace", tmp_path / "journals"
+        # every sample triggers: windows of the whole run, more than the disk holds
+        r = run_probe(probe_bin, "timer", "--cpus", "1", "--interval", "100us",
+                      "--duration", "2s", "--allow-non-rt", "--trace-dir", str(out),
+                      "--trace-journal-dir", str(jdir), "--trace-mode", "flight",
+                      "--trace-trigger", "1ns", "--trace-rate", "0")
+        assert r.returncode == 0, r.stderr
+        assert "No space left on device" in r.stderr
+        assert len([ln for ln in r.stderr.splitlines() if "trace:" in ln]) == 1, r.stderr
+        m = json.loads((out / "meta.json").read_text())["meta"]
+        fl = m["flight"]
+        assert m["complete"] is True and "No space left" in m["error"]
+        assert fl["windows_dropped_disk"] >= 1 and fl["pages_dropped"] >= 1
+        assert (fl["windows_kept"] + fl["windows_dropped_rate"] + fl["windows_dropped_disk"]
+                + fl["windows_dropped_aged"] + fl["triggers_merged"]) == fl["triggers"]
+        assert fl["pages_read"] == fl["pages_written"] + fl["pages_dropped"] + fl["pages_aged"]
+        # the lines that could be written are whole; those that could not are counted
+        assert len(flight_windows(out)) + fl["lines_lost"] == fl["triggers"]
+        assert not list(out.glob(".w*"))  # a dropped window leaves no temporary file
+        assert sum(p.stat().st_size for p in out.glob("w*-cpu*.pages")) == fl["bytes_written"]
+        TraceCapture.load(out)
+        assert list(jdir.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
