@@ -66,6 +66,16 @@ def register(sub: Any) -> None:
                    help="stop after this long (default: run until Ctrl-C/SIGTERM)")
     p.add_argument("--allow-non-rt", action="store_true",
                    help="measure even without real-time scheduling (results marked)")
+    p.add_argument("--trace", action="store_true",
+                   help="flight recorder: each board keeps a bounded ring of scheduler/IRQ/"
+                   "timer tracepoints and sends home only the pages around each sample above "
+                   "--trace-threshold; the worst spikes of every segment are explained "
+                   "(`rtlab spikes RUN`); needs root and tracefs on the board")
+    p.add_argument("--trace-threshold", metavar="DUR",
+                   help="samples above this are explained (default 100us; implies --trace)")
+    p.add_argument("--trace-rate", metavar="BYTES",
+                   help="the most trace bytes a board sends per second, e.g. 64k (default; "
+                   "0: no cap); windows over the cap are dropped and counted (implies --trace)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
     add_store_arg(p)
     p.set_defaults(func=run)
@@ -78,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_monitor(MonitorRequest(
         probe=args.probe, interval=args.interval, priority=args.priority,
         dma_latency=args.dma_latency, cpus=args.cpus, segment=args.segment,
-        duration=args.duration, watchdog=args.watchdog, allow_non_rt=args.allow_non_rt))
+        duration=args.duration, watchdog=args.watchdog, allow_non_rt=args.allow_non_rt,
+        trace=args.trace, trace_threshold=args.trace_threshold, trace_rate=args.trace_rate))
     listen = None
     if args.listen:
         from rtlab.monitor.http import parse_listen
@@ -99,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     opts = MonitorOptions(targets=targets, engine_args=plan.engine_args, state_dir=state_dir,
                           store=args.store, segment_s=plan.segment_s,
                           duration_s=plan.duration_s, watchdog_s=plan.watchdog_s,
-                          engine_dir=args.engine_dir, measured_cpus=plan.cpus, on_event=say)
+                          engine_dir=args.engine_dir, measured_cpus=plan.cpus, on_event=say,
+                          trace=plan.trace)
     mon = Monitor(opts)
     server = None
     try:

@@ -18,7 +18,7 @@ from rtlab.report.spikes import class_counts, spike_row, summary_line
 from rtlab.report.terminal import make_console
 from rtlab.results.store import Store
 from rtlab.runner.kernel_split import phase_split
-from rtlab.runner.tracing import attribute, attribute_gaps
+from rtlab.runner.tracing import attribute, attribute_gaps, attribute_windows
 from rtlab.scenario import parse_duration
 from rtlab.trace.capture import TraceCapture
 
@@ -94,13 +94,24 @@ def _again(runs_dir: Any, phase: Any, threshold_ns: int
 
     info = phase.trace
     cap_dir = runs_dir / str(info.get("capture", ""))
-    # samples of a sleeping probe, or the gap list of a polling one (noise)
-    data = runs_dir / str(info.get("samples") or info.get("gaps") or "")
+    # samples of a sleeping probe, the gap list of a polling one (noise), or the windows a
+    # flight recorder kept (`rtlab monitor --trace`), inside its capture
+    data = (cap_dir / str(info["windows"]) if info.get("windows")
+            else runs_dir / str(info.get("samples") or info.get("gaps") or ""))
     if not info.get("capture") or not cap_dir.is_dir() or not data.is_file():
         raise RtlabError(f"phase {phase.name}: the saved trace capture or samples file is "
                          f"missing in {runs_dir}", hint="without --trace-threshold the stored "
                          "records are shown")
-    cap = TraceCapture.load(cap_dir)
+    try:
+        cap = TraceCapture.load(cap_dir)
+        if info.get("windows"):
+            from rtlab.trace.capture import flight_windows
+
+            return attribute_windows(cap, flight_windows(cap_dir), info, threshold_ns,
+                                     phase.name)
+    except (OSError, ValueError) as exc:
+        raise RtlabError(f"phase {phase.name}: the saved trace capture {cap_dir.name} cannot "
+                         f"be read: {exc}") from None
     if info.get("gaps") and not info.get("samples"):
         gaps = [tuple(int(x) for x in g) for g in json.loads(data.read_text())]
         return attribute_gaps(cap, gaps, info, threshold_ns, phase.name)

@@ -11,6 +11,8 @@ from typing import Any
 
 from rtlab.cpulist import CpuListError, parse_cpulist
 from rtlab.errors import UsageError
+from rtlab.loads.params import parse_size
+from rtlab.monitor.flight import DEFAULT_RATE, DEFAULT_TRIGGER_NS, MonitorTrace
 from rtlab.probes.registry import DEFAULT_PROBE, monitored
 from rtlab.scenario.units import parse_duration
 from rtlab.textfmt import shown
@@ -21,6 +23,7 @@ DEFAULT_PRIORITY = 80
 # and --dma-latency is an int32 of microseconds
 MAX_SEGMENT = "1000h"
 MAX_DMA_LATENCY_US = 2**31 - 1
+MAX_TRACE_RATE = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class MonitorRequest:
     duration: str | None = None
     watchdog: str = "15s"
     allow_non_rt: bool = False
+    trace: bool = False
+    trace_threshold: str | None = None  # implies trace
+    trace_rate: str | None = None  # bytes per second (k/M suffixes); implies trace
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class MonitorPlan:
     duration_s: float | None
     watchdog_s: float
     cpus: list[int] | None
+    trace: MonitorTrace | None = None
 
 
 def _number(value: int) -> str:
@@ -107,5 +114,30 @@ def plan_monitor(req: MonitorRequest) -> MonitorPlan:
     watchdog_s = parse_duration(req.watchdog, "--watchdog") / 1e9
     if watchdog_s < 2:
         raise UsageError("--watchdog must be at least 2s (the engine reports every second)")
-    return MonitorPlan(engine, segment_ns / 1e9, duration_s, watchdog_s, cpus)
+    return MonitorPlan(engine, segment_ns / 1e9, duration_s, watchdog_s, cpus,
+                       _trace(req))
+
+
+def _trace(req: MonitorRequest) -> MonitorTrace | None:
+    """--trace, --trace-threshold, --trace-rate checked (each of the last two implies
+    --trace)."""
+    if not (req.trace or req.trace_threshold is not None or req.trace_rate is not None):
+        return None
+    trigger = DEFAULT_TRIGGER_NS
+    if req.trace_threshold is not None:
+        trigger = parse_duration(req.trace_threshold, "--trace-threshold")
+        if not 1_000 <= trigger <= 10_000_000_000:
+            raise UsageError(f"--trace-threshold {shown(req.trace_threshold)} is out of range "
+                             "(1us..10s)")
+    rate = DEFAULT_RATE
+    if req.trace_rate is not None:
+        try:
+            rate = parse_size(req.trace_rate)
+        except ValueError:
+            raise UsageError(f"--trace-rate {shown(req.trace_rate)}: not a size in bytes per "
+                             "second", hint="e.g. --trace-rate 64k (0: no cap)") from None
+        if rate > MAX_TRACE_RATE:
+            raise UsageError(f"--trace-rate {shown(req.trace_rate)} is out of range "
+                             "(0..1G bytes per second)")
+    return MonitorTrace(trigger, rate)
 

@@ -21,6 +21,7 @@ from rtlab import __version__
 from rtlab.engine.jsonl import StreamCollector, UnknownSchemaError, log_notes
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
+from rtlab.monitor import flight
 from rtlab.monitor.checkpoint import Segment
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
@@ -114,7 +115,7 @@ def _is_this_segment(store: Store, run_id: str, seg: Segment, monitor_id: str) -
 
 
 def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
-                  target: str | None) -> tuple[str, str]:
+                  target: str | None, virtualized: bool | None = None) -> tuple[str, str]:
     """Store a segment with its raw output: ("stored" | "already" | "empty", run id).
     "already": a crash came between storing and the checkpoint; "empty": nothing
     measured, nothing stored. The run id is the segment's, or when an unrelated run holds
@@ -128,9 +129,11 @@ def store_segment(store: Store, raw: Path, seg: Segment, monitor_id: str,
                 return "already", run_id
             run_id = next_run_id(run_id)
             continue
-        result = segment_result(read_segment(raw), seg, monitor_id, target, run_id)
+        col = read_segment(raw)
+        result = segment_result(col, seg, monitor_id, target, run_id)
         if result is None:
             return "empty", run_id
+        flight.attach(result, raw, store.runs_dir, col.header or {}, virtualized)
         if store.add_with_raw(result, raw, probe_shape):
             return "stored", run_id
         # stored meanwhile under this id (by whom: the next turn looks)

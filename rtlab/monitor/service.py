@@ -37,12 +37,15 @@ from rtlab.engine.board import transport_for
 from rtlab.engine.session import EngineSession
 from rtlab.errors import RtlabError
 from rtlab.exitcodes import ExitCode
+from rtlab.monitor import flight
 from rtlab.monitor.checkpoint import MAX_GAPS, Checkpoint, Gap, Segment, StateDir
 from rtlab.monitor.feed import FeedError, SegmentFeed
+from rtlab.monitor.flight import MonitorTrace
 from rtlab.monitor.live import LiveState
 from rtlab.monitor.memory import release_free_memory
 from rtlab.monitor.segments import segment_records, segment_run_id, store_segment
 from rtlab.results.store import Store
+from rtlab.trace.attribution import is_virtualized
 
 LOCAL = "local"
 STORE_RETRY_MAX_S = 600.0  # the longest pause before a refused segment is tried again
@@ -65,10 +68,14 @@ class MonitorOptions:
     # CPUs measured on this machine: the monitor itself keeps off them (None: all)
     measured_cpus: list[int] | None = None
     on_event: Callable[[str], None] = field(default=lambda _m: None)
+    trace: MonitorTrace | None = None  # --trace: every segment's flight recorder
 
     def as_json(self) -> dict[str, Any]:
-        return {"targets": self.targets, "engine_args": self.engine_args,
-                "store": self.store, "segment_s": self.segment_s}
+        out = {"targets": self.targets, "engine_args": self.engine_args,
+               "store": self.store, "segment_s": self.segment_s}
+        if self.trace is not None:
+            out["trace"] = self.trace.as_json()
+        return out
 
 
 class Monitor:
@@ -345,7 +352,9 @@ class Monitor:
         target = None if seg.board == LOCAL else seg.board
         try:
             outcome, run_id = store_segment(store, self.state.abs(seg.file), seg,
-                                            self.cp.monitor_id, target)
+                                            self.cp.monitor_id, target,
+                                            virtualized=is_virtualized() if target is None
+                                            else None)
         except (RtlabError, OSError) as exc:
             n = self._store_backoff.get(seg.file, (0, 0.0))[0] + 1
             pause = min(self.opts.store_retry_s * 2 ** (n - 1), STORE_RETRY_MAX_S)
@@ -362,6 +371,7 @@ class Monitor:
                 self.live.add_board(seg.board, segments=1)
             self._update_pending(seg.board)
             self.save(force=True)
+        flight.forget(self.state.abs(seg.file))
         self.state.remove(seg.file)
         if outcome == "stored":
             self.opts.on_event(f"{seg.board}: stored segment {run_id}")
@@ -485,11 +495,22 @@ class Watcher(threading.Thread):
         self.mon.add_gap(self.board, start, now, reason, rebooted=rebooted, seg=seg)
         self.mon.opts.on_event(f"{self.board}: {line}")
 
+    def _trace_home(self, transport: Any, raw: Path) -> None:
+        """A board's flight windows of the segment, fetched beside its raw file."""
+        if self.mon.opts.trace is None:
+            return
+        why = flight.bring_home(transport, raw)
+        if why is not None:
+            self.mon.opts.on_event(f"{self.board}: {why}")
+
     def _segment(self, transport: Any, seg: Segment) -> tuple[bool, str, int | None]:
         """Run one segment: (measured something, why not, engine exit code)."""
         mon = self.mon
         feed = SegmentFeed(live=True)
         args = [*mon.opts.engine_args, "--duration", f"{int(mon.opts.segment_s * 1000)}ms"]
+        raw = mon.state.abs(seg.file)
+        if mon.opts.trace is not None:
+            args += mon.opts.trace.engine_args(flight.target_dir(transport, raw))
 
         def on_record(rec: dict[str, Any]) -> None:
             if rec.get("type") == "header":
@@ -523,6 +544,7 @@ class Watcher(threading.Thread):
             outcome = session.run()
         except (RtlabError, OSError) as exc:
             # what was measured before the fault is in the totals: it is stored too
+            self._trace_home(transport, raw)
             mon.end_segment(seg, measured=session.collector.state is not None)
             why = exc.one_line() if isinstance(exc, RtlabError) else f"{exc}"
             return False, why, None
@@ -530,6 +552,7 @@ class Watcher(threading.Thread):
             with self._session_lock:
                 self._session = None
         measured = outcome.collector.state is not None
+        self._trace_home(transport, raw)
         mon.end_segment(seg, measured=measured)
         code = outcome.exit_code
         if measured and (code in (0, 130) or self._stopped.is_set()):

@@ -339,7 +339,9 @@ def capture_notes(cap: TraceCapture, limit_mb: int) -> list[str]:
         notes.append("trace lost events on "
                      + ", ".join(f"CPU{c}: {v}" for c, v in sorted(lost.items()))
                      + " (spikes there may be partly unexplained)")
-    if dropped and rmeta.get("error"):  # a write failed (a full disk): not the bound
+    if rmeta.get("mode") == "flight":
+        pass  # its pages not written belong to windows not kept: flight_notes says why
+    elif dropped and rmeta.get("error"):  # a write failed (a full disk): not the bound
         notes.append(f"trace capture: {dropped} pages not kept after that error "
                      "(later spikes untraced)")
     elif dropped:
@@ -348,24 +350,30 @@ def capture_notes(cap: TraceCapture, limit_mb: int) -> list[str]:
     return notes
 
 
-def flight_notes(cap: TraceCapture) -> list[str]:
-    """What a flight recording says about the windows it could not keep (never silent)."""
+def flight_notes(cap: TraceCapture, windows: Sequence[dict[str, Any]]) -> list[str]:
+    """What a flight recording says about the spikes it could not keep windows for (never
+    silent): how many, and why (the rate cap, a full disk, the ring)."""
     fl = cap.meta.get("flight") or {}
     notes = capture_notes(cap, int(cap.meta.get("limit_mb") or CAPTURE_LIMIT_MB))
-    triggers = int(fl.get("triggers") or 0)
-    rate = int(fl.get("windows_dropped_rate") or 0)
-    disk = int(fl.get("windows_dropped_disk") or 0)
+    lost = [w for w in windows if not w.get("kept")]
+    why: dict[str, int] = {}
+    for w in lost:
+        key = str(w.get("why") or "unknown")
+        why[key] = why.get(key, 0) + 1
+    if lost:
+        words = {"rate": f"over the cap of {fl.get('rate_bytes_per_s')} bytes/s",
+                 "disk": "the target's disk was full", "aged": "already out of the ring",
+                 "merged": "merged into a window that was dropped"}
+        parts = [f"{n} {words.get(k, k)}" for k, n in sorted(why.items(), key=lambda kv: -kv[1])]
+        notes.append(f"flight recorder: {len(lost)} of {len(windows)} spikes above the trigger "
+                     f"not explained, their windows not kept ({', '.join(parts)})")
     partial = int(fl.get("windows_partial") or 0)
-    if rate:
-        notes.append(f"flight recorder: {rate} of {triggers} spike windows dropped by the "
-                     f"cap of {fl.get('rate_bytes_per_s')} bytes/s (those spikes are counted, "
-                     "not explained)")
-    if disk:
-        notes.append(f"flight recorder: {disk} spike windows not written (the target's disk "
-                     "was full)")
     if partial:
         notes.append(f"flight recorder: {partial} spike windows began before the kept ring "
                      "(partly traced)")
+    if int(fl.get("triggers_lost") or 0) or int(fl.get("lines_lost") or 0):
+        notes.append(f"flight recorder: {fl.get('triggers_lost', 0)} triggers and "
+                     f"{fl.get('lines_lost', 0)} window lines lost on the target")
     return notes
 
 
