@@ -171,20 +171,34 @@ void tfl_ring_select(const struct tfl_ring *r, uint64_t from, uint64_t to, size_
 
 /* ---- the recorder ---- */
 
+/* A window's pages in one CPU's ring, when it is closed (struct tfl.scratch). */
+struct sel {
+	size_t first, count;
+	uint64_t pages, bytes;	/* the pages not written yet, framed */
+	bool partial, gone;
+	bool file;		/* written into a file */
+};
+
 int tfl_init(struct tfl *f, const struct tfl_opts *o, const char *dir, const int *cpus,
 	     size_t n_cpus, size_t page_size, uint64_t now_ns)
 {
 	*f = (struct tfl){ .o = *o, .dir = dir, .lines_fd = -1, .next_seq = 1 };
 	f->rings = calloc(n_cpus ? n_cpus : 1, sizeof(*f->rings));
-	if (!f->rings)
+	f->scratch = calloc(n_cpus ? n_cpus : 1, sizeof(struct sel));
+	if (!f->rings || !f->scratch) {
+		free(f->rings);
+		free(f->scratch);
 		return -ENOMEM;
+	}
 	size_t cap = (size_t)((o->keep_mb << 20) / page_size);
 	for (size_t i = 0; i < n_cpus; i++) {
 		if (tfl_ring_init(&f->rings[i], cpus[i], cap, page_size) != 0) {
 			for (size_t k = 0; k < i; k++)
 				tfl_ring_free(&f->rings[k]);
 			free(f->rings);
+			free(f->scratch);
 			f->rings = NULL;
+			f->scratch = NULL;
 			return -ENOMEM;
 		}
 		f->n_rings++;
@@ -199,6 +213,8 @@ void tfl_free(struct tfl *f)
 	for (size_t i = 0; i < f->n_rings; i++)
 		tfl_ring_free(&f->rings[i]);
 	free(f->rings);
+	free(f->scratch);
+	f->scratch = NULL;
 	for (size_t i = 0; i < f->n_open; i++)
 		free(f->open[i].trig);
 	free(f->open);
@@ -357,12 +373,6 @@ void tfl_take_queue(struct tfl *f)
 enum why { WHY_NONE, WHY_RATE, WHY_AGED, WHY_DISK };
 static const char *const why_names[] = { NULL, "rate", "aged", "disk" };
 
-struct sel {
-	size_t first, count;
-	uint64_t pages, bytes;	/* the pages not written yet, framed */
-	bool partial, gone;
-	bool file;		/* written into a file */
-};
 
 static int write_frames(struct tfl_ring *r, const struct sel *s, const char *path)
 {
@@ -464,7 +474,7 @@ static void close_one(struct tfl *f, size_t i, uint64_t now_ns)
 {
 	struct tfl_window w = f->open[i];
 	f->open[i] = f->open[--f->n_open];
-	struct sel sel[f->n_rings ? f->n_rings : 1];
+	struct sel *sel = f->scratch;
 	uint64_t pages = 0, bytes = 0;
 	bool partial = false, gone = f->n_rings > 0;
 	for (size_t k = 0; k < f->n_rings; k++) {

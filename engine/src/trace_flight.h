@@ -135,6 +135,7 @@ struct tfl {
 	const char *dir;
 	struct tfl_ring *rings;
 	size_t n_rings;
+	void *scratch;			/* n_rings selections, for closing a window */
 	struct tfl_bucket bucket;
 	struct tfl_window *open;
 	size_t n_open, cap_open;
