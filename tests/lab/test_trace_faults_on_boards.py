@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.support.cli_errors import one_error_line
 
 from .boards import Board
-from .test_rtlab_on_boards import REPO, rtlab, stored
+from .test_rtlab_on_boards import REPO, _children, rtlab, stored
 from .test_trace_on_boards import SPINNER, TRACEFS, board_state, spinner_pids, top_task, traced_run
 
 ENGINES = REPO / ".venv" / "share" / "rtlab" / "engines"
@@ -178,11 +178,28 @@ def _left_on_board(board: Board) -> str:
                     "ps | grep '[r]tlab-probe'", timeout=60).stdout.strip()
 
 
+def _wait_recording(board: Board, p: subprocess.Popen[bytes]) -> None:
+    """Until the board's engine records: its instance, its journal, pages of CPU 1."""
+    deadline = time.monotonic() + 300
+    while True:
+        assert p.poll() is None, p.stderr.read().decode() if p.stderr else ""
+        assert time.monotonic() < deadline, "the board's engine never started recording"
+        r = board.sh(f"ls {TRACEFS}/instances; ls /run/rtlab; "
+                     "cat /tmp/rtlab.0/runs/*.trace/cpu1.pages 2>/dev/null | wc -c",
+                     timeout=60).stdout.split()
+        if (any(x.startswith("rtlab-") for x in r)
+                and any(x.startswith("trace-") for x in r) and int(r[-1]) > 0):
+            return
+        time.sleep(1)
+
+
 def test_link_dropped_mid_capture_board_cleans_up_and_the_run_comes_home(
         fresh_board: Callable[..., Board], tmp_path: Path) -> None:
     """kill -9 of the host's rtlab and its ssh while the board's engine records: the
     engine's lifeline (stdin EOF) stops it, it removes its instance and its journal; the
-    run (partial) comes home with `rtlab results fetch`."""
+    run (partial) comes home with `rtlab results fetch` (its capture and samples stay in
+    the board's runs directory: fetch brings the raw JSON Lines only). Then the SSH
+    connection alone dies under a second run."""
     board = fresh_board("aarch64-rt", mem_mb=256)
     before = board_state(board)
     env = {**os.environ, "RTLAB_SSH_CONFIG": str(board.ssh_config), "PYTHONPATH": str(REPO),
@@ -193,17 +210,7 @@ def test_link_dropped_mid_capture_board_cleans_up_and_the_run_comes_home(
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                          start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while True:  # until the engine records: its instance, its journal, pages
-            assert p.poll() is None, p.stderr.read().decode() if p.stderr else ""
-            assert time.monotonic() < deadline, "the board's engine never started recording"
-            r = board.sh(f"ls {TRACEFS}/instances; ls /run/rtlab; "
-                         "cat /tmp/rtlab.0/runs/*.trace/cpu1.pages 2>/dev/null | wc -c",
-                         timeout=60).stdout.split()
-            if (any(x.startswith("rtlab-") for x in r)
-                    and any(x.startswith("trace-") for x in r) and int(r[-1]) > 0):
-                break
-            time.sleep(1)
+        _wait_recording(board, p)
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # rtlab and its ssh processes, at once
         p.wait()
@@ -218,6 +225,51 @@ def test_link_dropped_mid_capture_board_cleans_up_and_the_run_comes_home(
     assert got.returncode == 0, got.stderr
     (run,) = stored(tmp_path)
     assert run["partial"] and run["phases"][0]["channels"][0]["samples"] > 0
+
+    # the SSH connection dies under the run (its ControlMaster killed), rtlab lives on:
+    # it says so (exit 1), the board's engine stops and cleans up, and the capture
+    # comes home over a new connection and is attributed
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "rtlab", "run", *SHORT[:-4], "--duration",
+                          "120s", "--no-report", "--no-progress", "--trace", "--target",
+                          board.alias, "--store", str(drop / "store.db")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         start_new_session=True)
+    try:
+        _wait_recording(board, p)
+        # and the host has the engine's header: a snapshot is in the run's kept raw file
+        # (dropped before that, the run "failed before measuring anything")
+        deadline = time.monotonic() + 120
+        newest = "$(ls -t /tmp/rtlab.0/runs/*.jsonl | head -1)"
+        while board.sh(f'grep -q \'"snapshot"\' {newest} && echo yes',
+                       timeout=60).stdout.strip() != "yes":
+            assert time.monotonic() < deadline, "no snapshot in the board's kept raw file"
+            time.sleep(1)
+        time.sleep(2)
+        masters = [c for c in _children(p.pid)
+                   if b"-M" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[:20]]
+        assert masters, "no ssh ControlMaster under the rtlab process"
+        for m in masters:
+            os.kill(m, signal.SIGKILL)
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 1, err
+    assert b"Traceback" not in err and b"connection to" in out, out[-2000:]
+    deadline = time.monotonic() + 120
+    while _left_on_board(board):
+        assert time.monotonic() < deadline, _left_on_board(board)
+        time.sleep(1)
+    (run,) = stored(drop)
+    assert run["partial"]
+    (phase,) = run["phases"]
+    assert "error" not in phase["spike_summary"] and phase["trace"]["pages"] > 0, phase
+    assert (drop / "runs" / phase["trace"]["capture"] / "meta.json").is_file()
+    left = board_state(board)["leftovers"]
+    assert run["run_id"] not in left, left
 
 
 def test_trace_buffer_the_board_cannot_hold(arm64_board: Board, tmp_path: Path) -> None:
