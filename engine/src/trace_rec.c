@@ -436,11 +436,16 @@ static void store_page(struct trace_rec *r, struct tr_cpu *c, size_t n)
 	c->bytes += len;
 }
 
-/* Read every CPU's available pages; true when one was read. *complete (may be NULL):
- * whether every CPU's pipe was read until it had nothing more. */
-static bool drain_pass(struct trace_rec *r, bool *complete)
+/*
+ * Read every CPU's available pages (at most 64 each); true when one was read. Flight
+ * mode, *read_to (may be NULL): the time up to which every CPU's events have been read:
+ * t0 (when the pass began, less a slack for events still being committed) for a CPU
+ * read until it had nothing more, else the start of the newest page read of it.
+ */
+static bool drain_pass(struct trace_rec *r, uint64_t t0, uint64_t *read_to)
 {
-	bool any = false, all = true;
+	bool any = false;
+	uint64_t upto = t0 > TR_READ_SLACK_NS ? t0 - TR_READ_SLACK_NS : 0;
 	size_t ps = tfs_page_size(&r->layout);
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		struct tr_cpu *c = &r->cpus[i];
@@ -454,16 +459,20 @@ static bool drain_pass(struct trace_rec *r, bool *complete)
 			any = true;
 			store_page(r, c, (size_t)n);
 		}
-		all = all && empty;
+		if (!empty && r->fl_made) {
+			struct tfl_ring *g = &r->fl.rings[i];
+			uint64_t newest = g->n ? tfl_ring_at(g, g->n - 1)->ts : 0;
+			upto = newest < upto ? newest : upto;
+		}
 	}
-	if (complete)
-		*complete = all;
+	if (read_to)
+		*read_to = upto;
 	return any;
 }
 
 static bool drain_once(struct trace_rec *r)
 {
-	return drain_pass(r, NULL);
+	return drain_pass(r, 0, NULL);
 }
 
 static int write_meta(struct trace_rec *r, bool complete);
@@ -471,8 +480,8 @@ static int write_meta(struct trace_rec *r, bool complete);
 /*
  * Flight mode, one step of the reader: the pages read so far go into the rings; the
  * triggers the reporter queued open or widen windows; the windows whose end has been
- * read (every CPU read empty after it) are written or dropped; meta.json about once a
- * second. True when pages were read.
+ * read on every CPU are written or dropped; meta.json about once a second. True when
+ * pages were read.
  */
 /* The flight recorder's first write error, once on stderr. */
 static void flight_say(struct trace_rec *r)
@@ -486,12 +495,10 @@ static void flight_say(struct trace_rec *r)
 
 static bool flight_step(struct trace_rec *r)
 {
-	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC);
-	bool complete;
-	bool any = drain_pass(r, &complete);
+	uint64_t t0 = rl_now_ns(CLOCK_MONOTONIC), read_to;
+	bool any = drain_pass(r, t0, &read_to);
 	tfl_take_queue(&r->fl);
-	if (complete)
-		tfl_close(&r->fl, t0 > TR_READ_SLACK_NS ? t0 - TR_READ_SLACK_NS : 0, t0);
+	tfl_close(&r->fl, read_to, t0);
 	flight_say(r);
 	uint64_t now = rl_now_ns(CLOCK_MONOTONIC);
 	if (now - r->meta_at >= TR_META_EVERY_NS) {
