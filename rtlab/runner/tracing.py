@@ -498,7 +498,8 @@ def fetch_capture(transport: Any, path: str, dest: Path) -> None:
     """Copy a capture directory a board's engine wrote home, then remove it there (the
     board's runs directory is often RAM). Bounded by the capture limit per CPU."""
     limit = (BOARD_LIMIT_MB + 1) << 20
-    recs = snapshot(transport, [f"{path}/meta.json", f"{path}/*.pages", f"{path}/formats/*"],
+    recs = snapshot(transport, [f"{path}/meta.json", f"{path}/*.pages", f"{path}/*.jsonl",
+                                f"{path}/formats/*"],
                     timeout_s=600.0, max_file=limit, max_total=64 * limit)
     errors = [r for r in recs if r.get("type") == "error"]
     if errors:
