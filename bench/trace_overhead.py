@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 """Cost of `rtlab run --trace`: rtlab-probe timer with tracing off vs on.
 
-Interleaved rounds (off, on, off, on, ...; the order flips every round so drift does
-not favour one side) of the timer probe on one CPU, SCHED_FIFO 99, 1 ms interval; the
-"on" runs record with the engine's own recorder, exactly as the runner has it record
-(`--trace-dir`: all default events, the reader thread on a housekeeping CPU). Per run:
+Interleaved rounds (`--modes off,full,flight`: each mode comes first in turn, so drift
+does not favour one) of the timer probe on one CPU, SCHED_FIFO 99, 1 ms interval; the
+traced runs record with the engine's own recorder, exactly as the runner has it record
+(`--trace-dir`: all default events, the reader thread on a housekeeping CPU), in full
+or in flight mode (`--trace-mode flight`, the monitor's: only the windows around the
+samples above the trigger are written, capped in bytes per second). Per run:
 
 * the measured CPU's latency: p50/p99/p99.9/max, and the on/off ratio of the medians
   over rounds (on a noisy VM the run-to-run spread is the thing to compare against);
@@ -13,11 +15,13 @@ not favour one side) of the timer probe on one CPU, SCHED_FIFO 99, 1 ms interval
   (/proc/PID/task/TID/schedstat, polled every 50 ms): the measuring thread (on the
   measured CPU: it pays for the tracepoints it hits), the recorder's reader thread (on
   the housekeeping CPU), and the whole process (its rusage);
-* the capture: bytes written per second (meta.json `bytes` over the recorded time),
-  pages per second and events lost.
+* the capture: bytes written per second (meta.json `bytes`, or the flight recorder's
+  `bytes_written`, over the recorded time), pages per second, events lost, and in
+  flight mode the windows kept and dropped by the cap.
 
 Usage (as root, after scripts/setup.sh):
-    .venv/bin/python bench/trace_overhead.py --rounds 3 --duration 10 --cpu 1
+    .venv/bin/python bench/trace_overhead.py --rounds 3 --duration 10 --cpu 1 \
+        --modes off,full,flight
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def _runtime_ns(pid: int) -> dict[int, int]:
 
 
 def run_probe(probe: str, cpu: int, duration_s: float, trace_dir: Path | None,
-              reader_cpu: int | None, buffer_kb: int) -> dict[str, Any]:
+              reader_cpu: int | None, buffer_kb: int, mode: str = "full",
+              flight: list[str] | None = None) -> dict[str, Any]:
     """One run of the timer probe; its latency percentiles and CPU costs."""
     cmd = [probe, "timer", "--cpus", str(cpu), "--policy", "fifo", "--priority", "99",
            "--interval", "1ms", "--duration", f"{duration_s:g}s"]
@@ -71,6 +76,8 @@ def run_probe(probe: str, cpu: int, duration_s: float, trace_dir: Path | None,
                 "--trace-limit-mb", str(CAPTURE_LIMIT_MB)]
         if reader_cpu is not None:
             cmd += ["--trace-reader-cpu", str(reader_cpu)]
+        if mode == "flight":
+            cmd += ["--trace-mode", "flight", *(flight or [])]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
         last: dict[int, int] = {}
@@ -108,8 +115,13 @@ def run_probe(probe: str, cpu: int, duration_s: float, trace_dir: Path | None,
         meta = json.loads((trace_dir / "meta.json").read_text())
         m = meta["meta"]
         rec_s = max((m["stopped_ns"] - m["started_ns"]) / 1e9, 1e-9)
-        row["bytes_s"] = m["bytes"] / rec_s
-        row["pages_s"] = sum(int(v) for v in m["pages"].values()) / rec_s
+        fl = m.get("flight") or {}
+        row["bytes_s"] = (fl["bytes_written"] if fl else m["bytes"]) / rec_s
+        row["pages_s"] = ((fl["pages_written"] if fl else sum(int(v) for v in
+                                                               m["pages"].values())) / rec_s)
+        row["windows"] = (f"{fl.get('windows_kept', 0)} kept, "
+                          f"{fl.get('windows_dropped_rate', 0)} over the cap, "
+                          f"{fl.get('triggers', 0)} triggers" if fl else "")
         row["lost"] = sum(lost_count(v) for v in meta["lost"].values())
         row["dropped"] = sum(int(v) for v in (m.get("dropped_pages") or {}).values())
     return row
@@ -121,39 +133,53 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--cpu", type=int, default=1)
     ap.add_argument("--buffer-kb", type=int, default=4096)
+    ap.add_argument("--modes", default="off,full",
+                    help="comma list of off, full, flight (interleaved, order rotated)")
+    ap.add_argument("--flight", default="--trace-trigger 100us --trace-rate 256k",
+                    help="the flight recorder's options")
     args = ap.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("off", "full", "flight") for m in modes):
+        print("--modes: a comma list of off, full, flight", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("needs root (SCHED_FIFO, tracefs)", file=sys.stderr)
         return 4
     probe = str(find_probe())
     online = sorted(os.sched_getaffinity(0))
     reader = next((c for c in online if c != args.cpu), None)
-    rows: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     print(f"timer probe, CPU {args.cpu}, FIFO 99, 1 ms, {args.duration:g} s per run, "
-          f"engine recorder, reader CPU {reader}")
-    print(f"{'run':<8}{'p50 µs':>8}{'p99 µs':>8}{'p99.9':>8}{'max µs':>8}"
+          f"engine recorder, reader CPU {reader}; flight: {args.flight}")
+    print(f"{'run':<10}{'p50 µs':>8}{'p99 µs':>8}{'p99.9':>8}{'max µs':>8}"
           f"{'meas ms/s':>10}{'reader':>8}{'proc':>8}  capture")
     with tempfile.TemporaryDirectory(prefix="rtlab-trace-cost-") as tmp:
         for r in range(args.rounds):
-            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
-                tdir = Path(tmp) / f"r{r}" if mode == "on" else None
-                row = run_probe(probe, args.cpu, args.duration, tdir, reader, args.buffer_kb)
+            k = r % len(modes)
+            for mode in modes[k:] + modes[:k]:  # each mode first in turn
+                tdir = Path(tmp) / f"{mode}{r}" if mode != "off" else None
+                row = run_probe(probe, args.cpu, args.duration, tdir, reader, args.buffer_kb,
+                                mode, args.flight.split())
                 rows[mode].append(row)
                 extra = ""
-                if mode == "on":
+                if mode != "off":
                     extra = (f"{row['bytes_s'] / 1024:.0f} KiB/s, {row['pages_s']:.0f} pages/s, "
-                             f"{row['lost']} lost, {row['dropped']} dropped")
+                             f"{row['lost']} lost, {row['dropped']} not written"
+                             + (f"; {row['windows']}" if row.get("windows") else ""))
                 rd = "-" if row["reader_ms_s"] is None else f"{row['reader_ms_s']:.2f}"
-                print(f"{mode + ' #' + str(r + 1):<8}{row['p50']:>8.1f}{row['p99']:>8.1f}"
+                print(f"{mode + ' #' + str(r + 1):<10}{row['p50']:>8.1f}{row['p99']:>8.1f}"
                       f"{row['p99.9']:>8.1f}{row['max']:>8.0f}{row['measured_ms_s']:>10.2f}"
                       f"{rd:>8}{row['process_ms_s']:>8.2f}  {extra}", flush=True)
-    print("median over rounds (off | on | on/off):")
+    base = modes[0]
+    print(f"median over rounds ({' | '.join(modes)}; ratios to {base}):")
     for key in ("p50", "p99", "p99.9", "max", "measured_ms_s", "process_ms_s"):
-        off = statistics.median(x[key] for x in rows["off"])
-        on = statistics.median(x[key] for x in rows["on"])
-        print(f"  {key:<14} {off:10.2f} | {on:10.2f} | {on / off:5.2f}")
+        med = {m: statistics.median(x[key] for x in rows[m]) for m in modes}
+        ratios = " | ".join(f"{med[m] / med[base]:5.2f}" for m in modes[1:]) if med[base] else ""
+        print(f"  {key:<14} " + " | ".join(f"{med[m]:10.2f}" for m in modes) + f"   {ratios}")
     for key in ("reader_ms_s", "bytes_s", "pages_s"):
-        print(f"  {key:<14} on {statistics.median(x[key] for x in rows['on']):12.2f}")
+        for m in modes:
+            if m != "off":
+                print(f"  {key:<14} {m:<6} {statistics.median(x[key] for x in rows[m]):12.2f}")
     return 0
 
 
