@@ -7,7 +7,9 @@ SSH connection dropped is still complete up to its last line there. Fetching
 copies each kept file into the store's raw directory (unless the host already has
 it whole) and imports every run that is not stored yet, like `rtlab results import`;
 stored runs are never overwritten. The files are read by the board's engine
-(`sys snapshot`); nothing on the board changes.
+(`sys snapshot`). A traced run's captures (`ID.N-PHASE.trace/` and the `.trace.pN` parts
+of a probe split in parts) and samples come home with it and are attributed at import;
+they are removed from the board once the run is stored, and nothing else there changes.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from rtlab.engine.snapshot import record_bytes, snapshot
 from rtlab.errors import RtlabError
 from rtlab.results.store import Store
 from rtlab.runner.importer import import_jsonl
+from rtlab.runner.tracing import fetch_capture, remove_on_board
 
 _RAW = re.compile(r"(?P<id>[0-9A-Za-z_-]+)(\.[0-9]+-[A-Za-z0-9_.-]+)?\.jsonl\Z")
+_TRACE = re.compile(r"[0-9A-Za-z_-]+\.[0-9]+-[A-Za-z0-9_.-]+\.trace(\.p[0-9]+)?\Z")
 MAX_FILE = 1 << 30  # a kept raw file of a long run can be large
 
 
@@ -71,9 +75,52 @@ def fetch_runs(transport: Any, store: Store, command_line: list[str] | None = No
         by_run.setdefault(run_id, []).append(dest)
     for run_id, paths in sorted(by_run.items()):
         first = min(paths, key=lambda p: (p.name.count("."), p.name))
+        fetched = _fetch_traces(transport, runs_dir, run_id, dest_dir, report)
         try:
-            import_jsonl(first, store, command_line)
+            import_jsonl(first, store, command_line, transport=transport)
             report.imported.append(run_id)
         except RtlabError as exc:
             report.failed.append((run_id, exc.message))
+            continue
+        for path in fetched:  # home and stored: the board's runs directory is often RAM
+            remove_on_board(transport, path)
     return report
+
+
+def _fetch_traces(transport: Any, runs_dir: str, run_id: str, dest_dir: Path,
+                  report: FetchReport) -> list[str]:
+    """Copy one run's trace captures, samples and gap lists from the board into
+    `dest_dir`, where the import finds them beside the raw files (bounded reads); the
+    board's paths copied. What cannot be copied stays on the board and is reported."""
+    recs = snapshot(transport, [f"{runs_dir}/{run_id}.*.trace*/meta.json",
+                                f"{runs_dir}/{run_id}.*.samples",
+                                f"{runs_dir}/{run_id}.*.gaps.json"],
+                    timeout_s=600.0, max_file=MAX_FILE, max_total=64 * MAX_FILE)
+    fetched: list[str] = []
+    for rec in recs:
+        path = str(rec.get("path", ""))
+        if rec.get("type") == "error":
+            report.failed.append((path.rsplit("/", 1)[-1] or run_id,
+                                  f"cannot read on {transport.target}: {rec.get('error')}"))
+            continue
+        if rec.get("type") != "file":
+            continue
+        if path.endswith("/meta.json"):  # a capture directory: all its files
+            path = path.removesuffix("/meta.json")
+            name = path.rsplit("/", 1)[-1]
+            if _TRACE.fullmatch(name) is None or not name.startswith(run_id + "."):
+                continue
+            try:
+                fetch_capture(transport, path, dest_dir / name, remove=False)
+            except RtlabError as exc:
+                report.failed.append((name, f"trace capture not fetched: {exc.message}"))
+                continue
+        else:
+            name = path.rsplit("/", 1)[-1]
+            if rec.get("truncated"):
+                report.failed.append((name, "too large to fetch"))
+                continue
+            (dest_dir / name).write_bytes(record_bytes(rec))
+        report.copied.append(name)
+        fetched.append(path)
+    return fetched

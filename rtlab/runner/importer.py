@@ -12,7 +12,9 @@ phase) or all of them (in later phases), and before anything runs
 `ID.layout.json` lists every phase with its files and labels
 (`runner.raw_layout.write_layout`). Given any of these files, the whole run is imported as
 one result, its phases named from the layout (or, without one, from the file
-names); `one_file` imports just the file given, as before.
+names); `one_file` imports just the file given, as before. A traced phase's capture and
+samples beside its raw file (`ID.N-PHASE.trace/`, `ID.N-PHASE.samples`) are attributed
+as the runner does (rtlab.runner.import_trace) and kept in the store's runs directory.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import ensure_valid, nothing_measured
+from rtlab.runner.import_trace import ImportedTrace, attribute_imported, run_threshold
 from rtlab.runner.outcome import STATUS_RANK, combine_probes, merge_phases
 from rtlab.runner.raw_layout import LAYOUT_SUFFIX
+from rtlab.runner.tracing import capture_parts
 
 _ID_RE = re.compile(r"[0-9a-f]{8}")
 # a later phase's (or an extra probe's) raw file: ID.N-PHASE[-LABEL].jsonl
@@ -45,13 +49,14 @@ FIRST_PHASE_DEFAULT = "phase1"
 
 
 def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None, *,
-                 one_file: bool = False) -> RunResult:
+                 one_file: bool = False, transport: Any = None) -> RunResult:
     """Store the run of a raw file. A store raw file of a multi-phase run (`ID.jsonl` with
-    `ID.N-*.jsonl` beside it, or one of those) brings its whole run unless `one_file`."""
+    `ID.N-*.jsonl` beside it, or one of those) brings its whole run unless `one_file`.
+    `transport`: the board the files were fetched from (its kernel's symbols)."""
     if not one_file:
         found = _run_files(path)
         if found is not None:
-            return _import_run(path, *found, store, command_line)
+            return _import_run(path, *found, store, command_line, transport)
     col = _read(path)
     if col.state is None:
         raise UsageError(f"{path} holds no engine snapshot or result: nothing to import"
@@ -67,9 +72,21 @@ def import_jsonl(path: Path, store: Store, command_line: list[str] | None = None
                            extra_notes=[f"imported from {path.name}",
                                         *log_notes(col.stream.logs)])
     ensure_valid(result, _record(path, col))
+    traces: list[ImportedTrace] = []
+    if _ID_RE.fullmatch(path.stem) and len(result.phases) == 1:  # a run's first raw file
+        name = _first_phase_name(run_id, path, {path: col})
+        if name is not None and capture_parts(path.parent / f"{run_id}.1-{name}.trace"):
+            result.phases[0].name = name  # as the run called it (and its capture)
+            kept, tnotes = attribute_imported(path.parent, run_id, 1, name, col,
+                                              result.phases[0],
+                                              run_threshold(path.parent, run_id), transport)
+            traces += [kept] if kept is not None else []
+            result.notes += tnotes
     _conclude(result)
     store.add(result, probe_shape)
     _copy(path, store.raw_path(run_id))
+    for t in traces:
+        t.keep(store.runs_dir)
     return result
 
 
@@ -195,7 +212,8 @@ class _PhaseFiles:
 
 
 def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
-                store: Store, command_line: list[str] | None) -> RunResult:
+                store: Store, command_line: list[str] | None, transport: Any = None
+                ) -> RunResult:
 
     first = given.parent / f"{run_id}.jsonl"
     written = _layout_file(given.parent, run_id)
@@ -221,6 +239,8 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
         lost = [f"phase {n} lost: no raw file {run_id}.{n}-*.jsonl"
                 for n in range(2, max(numbers)) if n not in numbers]
     done: list[tuple[RunResult, ExitCode]] = []
+    traces: list[ImportedTrace] = []
+    threshold_ns = run_threshold(given.parent, run_id)
     last_col: StreamCollector | None = None
     host: dict[str, Any] = {}  # filled in below, shared by every phase's result
     for ph in phases:
@@ -245,6 +265,11 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
                 for ch in res.phases[0].channels:
                     ch.name = f"{label}.{ch.name}"
                 res.notes = [f"{label}: {n}" for n in res.notes]
+            if p == ph.files[0][1]:  # the measured probe: its engine recorded the trace
+                kept, tnotes = attribute_imported(given.parent, run_id, ph.number, ph.name,
+                                                  col, res.phases[0], threshold_ns, transport)
+                traces += [kept] if kept is not None else []
+                res.notes += tnotes
             probes.append((res, ExitCode.OK))  # an import's exit code is 0 (or it fails)
         if probes:
             done.append(combine_probes(probes))
@@ -266,6 +291,8 @@ def _import_run(given: Path, run_id: str, siblings: list[tuple[int, str, Path]],
     store.add(result, probe_shape)
     for p in paths:
         _copy(p, store.runs_dir / p.name)
+    for t in traces:
+        t.keep(store.runs_dir)
     if written is not None:
         layout = given.parent / (run_id + LAYOUT_SUFFIX)
         _copy(layout, store.runs_dir / layout.name)

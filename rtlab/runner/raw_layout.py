@@ -7,7 +7,8 @@ and probe, named so that `rtlab results import` can rebuild a run whose host die
     ID.N-PHASE.jsonl             phase N's probe
     ID.N-PHASE-LABEL.jsonl       phase N's probe LABEL, when the phase runs several
     ID.N-PHASE...-outside.jsonl  the part of a probe outside a cgroup v2 partition
-    ID.layout.json               every phase's name and files, written before the run
+    ID.layout.json               every phase's name and files (and the [trace] table of a
+                                 traced run), written before the run
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def write_layout(first: Path, run_id: str, scenario: Scenario) -> None:
                           "file": raw_for(first, run_id, scenario, i, ph, p).name}
                          for p in ph.probes]}
               for i, ph in enumerate(scenario.phases)]
-    doc = {"version": 1, "run_id": run_id, "phases": phases}
+    doc: dict[str, object] = {"version": 1, "run_id": run_id, "phases": phases}
+    if scenario.trace is not None and scenario.trace.enabled:
+        doc["trace"] = scenario.trace.to_dict()  # the threshold an import attributes with
     with suppress(OSError):
         first.parent.mkdir(parents=True, exist_ok=True)
         first.with_name(run_id + LAYOUT_SUFFIX).write_text(json.dumps(doc, indent=1) + "\n")

@@ -234,14 +234,7 @@ class PhaseTrace:
             return None, notes
         cap = merge_captures([TraceCapture.load(d) for d in local])
         cap.symbols = (board_symbols(transport, notes) if self.remote else LocalSymbols())
-        if local != [self.capture_dir]:
-            for d in local:
-                if d != self.capture_dir:
-                    shutil.rmtree(d, ignore_errors=True)
-            shutil.rmtree(self.capture_dir, ignore_errors=True)
-            cap.save(self.capture_dir)
-        else:  # keep the names of the kernel functions it holds
-            cap.save(self.capture_dir, pages=False)
+        keep_capture(cap, local, self.capture_dir)
         return cap, notes
 
     def finish(self, header: dict[str, Any] | None, phase: str,
@@ -297,6 +290,30 @@ class PhaseTrace:
             notes.append(f"tracing: {summary['spikes']} spikes, only the worst "
                          f"{summary['attributed']} attributed")
         return spikes, summary, info, notes
+
+
+def capture_parts(capture_dir: Path) -> list[Path]:
+    """The capture directories the engines of one phase wrote beside each other: `capture_dir`
+    and the `.pN` parts of a probe split in parts (`PhaseTrace.engine_options`), in order."""
+    parts = [capture_dir] if (capture_dir / "meta.json").is_file() else []
+    for d in sorted(capture_dir.parent.glob(capture_dir.name + ".p*")):
+        if d.name[len(capture_dir.name) + 2:].isdigit() and (d / "meta.json").is_file():
+            parts.append(d)
+    return parts
+
+
+def keep_capture(cap: TraceCapture, parts: Sequence[Path], capture_dir: Path) -> None:
+    """Keep a phase's capture as the one directory `capture_dir`: the parts of a probe
+    merged into it (the parts removed), or the one part's meta.json written again with the
+    names of the kernel functions it holds."""
+    if list(parts) != [capture_dir]:
+        for d in parts:
+            if d != capture_dir:
+                shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(capture_dir, ignore_errors=True)
+        cap.save(capture_dir)
+    else:
+        cap.save(capture_dir, pages=False)
 
 
 def trace_info(cap: TraceCapture, header: dict[str, Any], capture_name: str, *,
@@ -494,9 +511,10 @@ def fetch_file(transport: Any, path: str, dest: Path, limit: int = 1 << 30) -> N
             dest.write_bytes(record_bytes(rec))
 
 
-def fetch_capture(transport: Any, path: str, dest: Path) -> None:
+def fetch_capture(transport: Any, path: str, dest: Path, remove: bool = True) -> None:
     """Copy a capture directory a board's engine wrote home, then remove it there (the
-    board's runs directory is often RAM). Bounded by the capture limit per CPU."""
+    board's runs directory is often RAM; `remove=False`: left for the caller to remove).
+    Bounded by the capture limit per CPU."""
     limit = (BOARD_LIMIT_MB + 1) << 20
     recs = snapshot(transport, [f"{path}/meta.json", f"{path}/*.pages", f"{path}/*.jsonl",
                                 f"{path}/formats/*"],
@@ -517,7 +535,8 @@ def fetch_capture(transport: Any, path: str, dest: Path) -> None:
         (tmp / rel).write_bytes(record_bytes(rec))
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
-    remove_on_board(transport, path)
+    if remove:
+        remove_on_board(transport, path)
 
 
 def remove_on_board(transport: Any, path: str) -> None:
