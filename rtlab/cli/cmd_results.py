@@ -98,8 +98,11 @@ def register(sub: Any) -> None:
         "killed host)",
         description="Every run on a board also keeps its raw output there (in the engine "
         "directory's runs/). This copies those files into the store's raw directory and "
-        "imports every run that is not stored yet; stored runs are never overwritten. "
-        "Exit codes: 0 ok, 1 a file could not be imported or the board not reached.")
+        "imports every run that is not stored yet; stored runs are never overwritten. A "
+        "traced run's trace captures and samples come with it (its spikes attributed at "
+        "import) and are removed from the board once it is stored. "
+        "Exit codes: 0 ok, 1 a file could not be imported or fetched, or the board not "
+        "reached.")
     fetch.add_argument("--json", action="store_true",
                        help="print a JSON document (imported, already stored, failed)")
     add_target_args(fetch)

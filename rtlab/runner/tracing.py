@@ -296,10 +296,10 @@ def capture_parts(capture_dir: Path) -> list[Path]:
     """The capture directories the engines of one phase wrote beside each other: `capture_dir`
     and the `.pN` parts of a probe split in parts (`PhaseTrace.engine_options`), in order."""
     parts = [capture_dir] if (capture_dir / "meta.json").is_file() else []
-    for d in sorted(capture_dir.parent.glob(capture_dir.name + ".p*")):
-        if d.name[len(capture_dir.name) + 2:].isdigit() and (d / "meta.json").is_file():
-            parts.append(d)
-    return parts
+    more = {int(d.name[len(capture_dir.name) + 2:]): d
+            for d in capture_dir.parent.glob(capture_dir.name + ".p*")
+            if d.name[len(capture_dir.name) + 2:].isdigit() and (d / "meta.json").is_file()}
+    return parts + [more[k] for k in sorted(more)]
 
 
 def keep_capture(cap: TraceCapture, parts: Sequence[Path], capture_dir: Path) -> None:
