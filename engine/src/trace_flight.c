@@ -434,9 +434,13 @@ static int write_window(struct tfl *f, uint64_t seq, struct sel *sel)
 	return e;
 }
 
+/* One line of windows.jsonl. `merged`/`worst_ns`: on the line of a window that was not
+ * kept, the triggers merged into it (they get no line of their own: a storm of triggers
+ * whose windows are dropped writes one line per window, not per trigger) and the largest
+ * value among all its triggers; 0 elsewhere, and then not written. */
 static void write_line(struct tfl *f, const struct tfl_trigger *t, bool kept, const char *why,
 		       bool partial, uint64_t pages, uint64_t bytes, const char *file,
-		       uint64_t seq, const struct sel *sel)
+		       uint64_t seq, const struct sel *sel, uint64_t merged, uint64_t worst_ns)
 {
 	struct jsonw w;
 	jw_init(&w);
@@ -453,6 +457,10 @@ static void write_line(struct tfl *f, const struct tfl_trigger *t, bool kept, co
 	jw_uint(&w, "pages", pages);
 	jw_uint(&w, "bytes", bytes);
 	jw_str_or_null(&w, "file", file);
+	if (merged) {
+		jw_uint(&w, "merged", merged);
+		jw_uint(&w, "worst_ns", worst_ns);
+	}
 	jw_arr_begin(&w, "files");
 	for (size_t k = 0; sel && k < f->n_rings; k++)
 		if (sel[k].file)
@@ -461,7 +469,7 @@ static void write_line(struct tfl *f, const struct tfl_trigger *t, bool kept, co
 	jw_obj_end(&w);
 	int e = jw_error(&w) ? -ENOMEM : (f->lines_fd >= 0 ? jw_emit(&w, f->lines_fd) : -EBADF);
 	if (e) {
-		f->k.lines_lost++;
+		f->k.lines_lost += 1 + merged;	/* the triggers this line stood for */
 		if (!f->error[0])
 			snprintf(f->error, sizeof(f->error), "writing %s/windows.jsonl: %s", f->dir,
 				 strerror(-e));
@@ -539,13 +547,18 @@ static void close_one(struct tfl *f, size_t i, uint64_t now_ns)
 		if (sel[k].file && (!file[0] || f->rings[k].cpu == t0->cpu))
 			snprintf(file, sizeof(file), "w%llu-cpu%d.pages", (unsigned long long)t0->seq,
 				 f->rings[k].cpu);
+	uint64_t worst = 0;
+	for (size_t m = 0; m < w.n_trig; m++)
+		worst = w.trig[m].value_ns > worst ? w.trig[m].value_ns : worst;
+	f->k.triggers_merged += w.n_trig - 1;
+	/* a kept window: a line per trigger (each spike is explained from its own deadline
+	 * and wake); a dropped one: one line, counting the triggers merged into it */
 	write_line(f, t0, kept, why_names[why], partial, pages, kept ? bytes : 0,
-		   file[0] ? file : NULL, t0->seq, kept ? sel : NULL);
-	for (size_t m = 1; m < w.n_trig; m++) {
-		f->k.triggers_merged++;
+		   file[0] ? file : NULL, t0->seq, kept ? sel : NULL, kept ? 0 : w.n_trig - 1,
+		   worst);
+	for (size_t m = 1; kept && m < w.n_trig; m++)
 		write_line(f, &w.trig[m], kept, "merged", partial, 0, 0, file[0] ? file : NULL,
-			   t0->seq, kept ? sel : NULL);
-	}
+			   t0->seq, sel, 0, 0);
 	free(w.trig);
 }
 

@@ -7,7 +7,9 @@
  * the pages up to a window's end have been read, the window's pages are written
  * (each page once) into DIR/w<SEQ>-cpu<N>.pages, under a temporary name renamed when
  * whole, if the token bucket (--trace-rate, a burst of 10 s worth) has room for them,
- * else dropped whole and counted. Every trigger gets its line in DIR/windows.jsonl;
+ * else dropped whole and counted. Every trigger is in DIR/windows.jsonl: a line each in a
+ * kept window; a dropped window has one line whose `merged` counts the triggers merged
+ * into it (the lines stay bounded by the windows when every sample triggers);
  * every page read is written, dropped (counted) or aged out of the ring (counted).
  *
  * The pure parts (the bucket, the ring, the windows) are separate functions for the
@@ -127,7 +129,7 @@ struct tfl_counters {
 	uint64_t triggers, triggers_merged, triggers_lost;
 	uint64_t windows_kept, windows_dropped_rate, windows_dropped_disk, windows_dropped_aged;
 	uint64_t windows_partial;
-	uint64_t lines_lost;	/* lines of windows.jsonl that could not be written */
+	uint64_t lines_lost;	/* triggers whose line of windows.jsonl could not be written */
 };
 
 struct tfl {

@@ -250,8 +250,8 @@ static int copy_format(const struct trace_rec *r, const char *src, const char *n
 	int e = tfs_read(src, &text, &len);
 	if (e)
 		return e;
-	snprintf(dst, sizeof(dst), "%s/formats/%s", r->o.dir, name);
-	e = write_file(dst, text, len);
+	int n = snprintf(dst, sizeof(dst), "%s/formats/%s", r->o.dir, name);
+	e = n < 0 || (size_t)n >= sizeof(dst) ? -ENAMETOOLONG : write_file(dst, text, len);
 	free(text);
 	return e;
 }
@@ -801,7 +801,7 @@ int trace_rec_start(struct trace_rec **out, const struct trace_opts *o, const cp
 			char list[1024];
 			opt_format_cpulist(cpus, list, sizeof(list));
 			snprintf(p, sizeof(p), "%s/osnoise/cpus", r->root);
-			if ((e = tfs_write_journaled(&r->j, p, list)))
+			if ((e = tfs_write_journaled(&r->j, p, list, NULL)))
 				FAIL(RL_EXIT_ERROR, "--trace-tracer %s: cannot set osnoise/cpus to %s: %s%s",
 				     o->tracer, list, strerror(-e),
 				     e == -EBUSY ? " (another tool, e.g. rtla, is using it; stop it first)" : "");

@@ -292,6 +292,46 @@ static void test_close(void)
 	rmdir(dir);
 }
 
+/* A window that is not kept has one line for all its triggers: `merged` counts the later
+ * ones, `worst_ns` is the largest value; a storm of dropped triggers writes one line per
+ * window, and a line is still there for every trigger of a kept window. */
+static void test_dropped_window_one_line(void)
+{
+	char dir[] = "/tmp/rtlab-tfl-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	struct tfl f;
+	CHECK(new_flight(&f, dir, 1, 16) == 0);	/* 1 B/s: a burst of 10 bytes, no window fits */
+	CHECK(tfl_open_lines(&f) == 0);
+	for (unsigned k = 0; k < 12; k++) {
+		push(&f.rings[0], k * 10 * MS, (unsigned char)k);
+		push(&f.rings[1], k * 10 * MS + 5 * MS, (unsigned char)k);
+	}
+	struct tfl_trigger a = trig(1, 0, 50, 1000), b = trig(2, 1, 51, 3000),
+			   c = trig(3, 0, 52, 500);
+	CHECK(tfl_add(&f, &a) == 0);
+	CHECK(tfl_add(&f, &b) == 0);
+	CHECK(tfl_add(&f, &c) == 0);
+	tfl_close(&f, UINT64_MAX, 0);
+	CHECK_EQ_U(f.k.triggers, 3);
+	CHECK_EQ_U(f.k.windows_dropped_rate, 1);
+	CHECK_EQ_U(f.k.triggers_merged, 2);
+	CHECK_EQ_U(f.k.lines_lost, 0);
+	char p[512];
+	size_t len;
+	snprintf(p, sizeof(p), "%s/windows.jsonl", dir);
+	char *text = slurp(p, &len);
+	size_t lines = 0;
+	for (size_t i = 0; text && i < len; i++)
+		lines += text[i] == '\n';
+	CHECK_EQ_U(lines, 1);
+	CHECK(text && strstr(text, "\"seq\":1,") && strstr(text, "\"why\":\"rate\"") &&
+	      strstr(text, "\"merged\":2,\"worst_ns\":3000000,"));
+	free(text);
+	tfl_free(&f);
+	unlink(p);
+	rmdir(dir);
+}
+
 static void test_queue(void)
 {
 	struct tfl f;
@@ -317,6 +357,7 @@ int main(void)
 	test_ring();
 	test_merge();
 	test_close();
+	test_dropped_window_one_line();
 	test_queue();
 	printf("%d checks, %d failed\n", tap_count, tap_failed);
 	return tap_failed ? 1 : 0;

@@ -372,17 +372,21 @@ def flight_notes(cap: TraceCapture, windows: Sequence[dict[str, Any]]) -> list[s
     silent): how many, and why (the rate cap, a full disk, the ring)."""
     fl = cap.meta.get("flight") or {}
     notes = capture_notes(cap, int(cap.meta.get("limit_mb") or CAPTURE_LIMIT_MB))
-    lost = [w for w in windows if not w.get("kept")]
     why: dict[str, int] = {}
-    for w in lost:
-        key = str(w.get("why") or "unknown")
-        why[key] = why.get(key, 0) + 1
+    spikes = lost = 0
+    for w in windows:  # a line not kept also stands for the triggers merged into it
+        n = 1 + int(w.get("merged", 0)) if not w.get("kept") else 1
+        spikes += n
+        if not w.get("kept"):
+            key = str(w.get("why") or "unknown")
+            why[key] = why.get(key, 0) + n
+            lost += n
     if lost:
         words = {"rate": f"over the cap of {fl.get('rate_bytes_per_s')} bytes/s",
                  "disk": "the target's disk was full", "aged": "already out of the ring",
                  "merged": "merged into a window that was dropped"}
         parts = [f"{n} {words.get(k, k)}" for k, n in sorted(why.items(), key=lambda kv: -kv[1])]
-        notes.append(f"flight recorder: {len(lost)} of {len(windows)} spikes above the trigger "
+        notes.append(f"flight recorder: {lost} of {spikes} spikes above the trigger "
                      f"not explained, their windows not kept ({', '.join(parts)})")
     partial = int(fl.get("windows_partial") or 0)
     if partial:
@@ -403,10 +407,11 @@ def attribute_windows(capture: Any, windows: Sequence[dict[str, Any]], info: dic
     tids = info.get("channel_tids") or []
     kept, dropped = [], 0
     for w in windows:
-        if int(w.get("value_ns", 0)) <= threshold_ns:
+        if not w.get("kept"):  # its line stands for itself and the triggers merged into it
+            if max(int(w.get("value_ns", 0)), int(w.get("worst_ns", 0))) > threshold_ns:
+                dropped += 1 + int(w.get("merged", 0))
             continue
-        if not w.get("kept"):
-            dropped += 1
+        if int(w.get("value_ns", 0)) <= threshold_ns:
             continue
         ch = w.get("channel")
         tid = tids[ch] if isinstance(ch, int) and 0 <= ch < len(tids) else None
