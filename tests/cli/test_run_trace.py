@@ -179,6 +179,29 @@ def test_trace_without_tracefs_is_skipped(probe_bin: str, tmp_path: Path,
     assert not Store.open(str(store)).list()
 
 
+def test_trace_with_tracefs_unmounted_is_skipped_with_the_mount_command(
+        probe_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine never mounts tracefs: an unmounted one is refused before anything starts,
+    with the command that mounts it (as on a board)."""
+    import rtlab.runner.tracing as tracing
+    from rtlab.cli import main
+    from rtlab.trace.tracefs import TraceFS
+
+    fs = tmp_path / "filesystems"
+    fs.write_text("nodev\tsysfs\nnodev\tproc\nnodev\ttracefs\n")
+    monkeypatch.setattr(tracing, "PROC_FILESYSTEMS", str(fs))
+    monkeypatch.setattr(TraceFS, "find", classmethod(lambda cls: None))
+    monkeypatch.setenv("RTLAB_PROBE", probe_bin)
+    store = tmp_path / "rtlab.db"
+    code = main(["run", "--trace", "--duration", "1s", "--cpus", "0", "--no-progress",
+                 "--store", str(store)])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "tracefs is not mounted" in err and "mount -t tracefs nodev /sys/kernel/tracing" in err
+    assert not store.exists() or not Store.open(str(store)).list()
+
+
 def test_spikes_of_untraced_and_unknown_runs(fake_probe: object, store_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     from rtlab.cli import main
