@@ -27,17 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "channel.h"
 #include "output.h"
 #include "probe.h"
-#include "sys.h"
-#include "sys_op.h"
 #include "sysfile.h"
-#include "version.h"
+#include "trace_fs.h"
 
 #define HW_PATH 512
 #define HW_POLL_MS 100
@@ -124,11 +120,7 @@ struct hw_ctx {
 	unsigned commit_off, commit_size, data_off, page_size;
 	int id_sample, id_summary;	/* event ids (-1: none) */
 	struct hw_field f[10];
-	/* the journal */
-	char journal[HW_PATH];
-	int journal_fd;
-	struct sys_ctx sys;
-	bool journaling;
+	struct tfs_journal j;	/* j.fd -1: not open */
 	uint64_t start_rt_ns, start_mono_ns;
 	atomic_uint_least64_t pages, lost_pages, decode_errors;
 	unsigned char *page;
@@ -144,21 +136,7 @@ static int hw_init(void *p, struct probe_args *a)
 	struct hw_ctx *ctx = p;
 	struct hw_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
-	int first = -1, online = CPU_COUNT(a->env->online);
-	for (int i = 0; i < CPU_SETSIZE; i++) {
-		bool take;
-		if (v[O_CPUS].set) {
-			take = CPU_ISSET(i, &v[O_CPUS].cpus);
-		} else {
-			take = CPU_ISSET(i, a->env->online);
-			if (take && first < 0 && online > 1) {
-				first = i;
-				take = false;
-			}
-		}
-		if (take)
-			c->cpus[c->n_cpus++] = i;
-	}
+	c->n_cpus = probe_measured_cpus(&v[O_CPUS], a->env->online, c->cpus);
 	c->duration_ns = v[O_DURATION].set ? (uint64_t)v[O_DURATION].i : 0;
 	c->tracer = (int)v[O_TRACER].i;
 	c->thresh_ns = v[O_THRESH].set ? (uint64_t)v[O_THRESH].i : 0;
@@ -181,7 +159,7 @@ static int hw_init(void *p, struct probe_args *a)
 		return probe_refuse(a, "--journal-dir: an absolute directory");
 	for (size_t k = 0; k < c->n_cpus; k++)
 		CPU_SET(c->cpus[k], &a->used);
-	ctx->journal_fd = -1;
+	ctx->j.fd = -1;
 	ctx->cfg = c;
 	return 0;
 }
@@ -266,102 +244,25 @@ static int find_tracefs(struct hw_ctx *ctx)
 	return -ENOENT;
 }
 
-/* ---- the journal (the `sys` journal format: `sys restore` undoes it) ---- */
-
-static int journal_open(struct hw_ctx *ctx)
-{
-	const char *dir = ctx->cfg->journal_dir;
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return -errno;
-	char tmp[HW_PATH + 32];
-	if (snprintf(ctx->journal, sizeof(ctx->journal), "%s/hwnoise-%d.journal", dir,
-		     (int)getpid()) >= (int)sizeof(ctx->journal))
-		return -ENAMETOOLONG;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", ctx->journal);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int r = 0;
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-		r = -errno;
-	ctx->sys = (struct sys_ctx){ .journal_fd = fd };
-	jw_init(&ctx->sys.jw);
-	if (!r) {
-		sys_record_begin(&ctx->sys.jw, "journal");
-		jw_int(&ctx->sys.jw, "pid", getpid());
-		jw_uint(&ctx->sys.jw, "starttime", sf_starttime(getpid()));
-		jw_bool(&ctx->sys.jw, "detached", false);
-		jw_str(&ctx->sys.jw, "owner", "rtlab-probe hwnoise");
-		jw_str(&ctx->sys.jw, "engine_version", RTLAB_VERSION);
-		jw_uint(&ctx->sys.jw, "time_ns", rl_now_ns(CLOCK_REALTIME));
-		jw_obj_end(&ctx->sys.jw);
-		r = jw_emit(&ctx->sys.jw, fd);
-		if (!r && fsync(fd) != 0)
-			r = -errno;
-	}
-	if (!r && link(tmp, ctx->journal) != 0)
-		r = -errno;
-	unlink(tmp);
-	if (r) {
-		close(fd);
-		jw_free(&ctx->sys.jw);
-		return r;
-	}
-	ctx->journal_fd = fd;
-	ctx->journaling = true;
-	return 0;
-}
+/* ---- the journal (a `sys` journal through trace_fs: `sys restore` undoes it) ---- */
 
 /* Journal the old value (or undo: what restores it), then write. 0 or -errno. */
 static int jwrite(struct hw_ctx *ctx, const char *rel, const char *value, const char *undo)
 {
 	char p[HW_PATH];
 	tpath(ctx, p, sizeof(p), rel);
-	char *old = NULL;
-	int r = sf_read_text(p, &old);
-	if (r)
-		return r;
-	sys_journal_begin(&ctx->sys, "write");
-	jw_str(&ctx->sys.jw, "path", p);
-	jw_str(&ctx->sys.jw, "value", value);
-	if (undo)
-		jw_str(&ctx->sys.jw, "undo", undo);
-	jw_str(&ctx->sys.jw, "old", old);
-	free(old);
-	ctx->sys.seq++;
-	r = sys_journal_commit(&ctx->sys);
-	if (r)
-		return r;
-	r = sf_write(p, value);
-	if (r) {
-		int jr = sys_journal_cancel(&ctx->sys);
-		return jr ? jr : r;
-	}
-	return 0;
+	return tfs_write_journaled(&ctx->j, p, value, undo);
 }
 
 /* Undo every journaled write (reverse order), then remove the journal. */
 static void journal_restore(struct hw_ctx *ctx)
 {
-	if (!ctx->journaling)
+	if (ctx->j.fd < 0)
 		return;
-	ctx->journaling = false;
-	char *text = NULL;
-	size_t len = 0;
-	struct sys_restore_stats st = { 0 };
-	bool ok = lseek(ctx->journal_fd, 0, SEEK_SET) == 0 &&
-		  sf_slurp(ctx->journal_fd, &text, &len) == 0 &&
-		  sys_restore_text(text, len, -1, &st) == 0 && st.failed == 0;
-	free(text);
-	if (ok)
-		unlink(ctx->journal);
-	else
+	if (tfs_journal_restore(&ctx->j) != 0)
 		fprintf(stderr,
 			"rtlab-probe hwnoise: the tracefs changes were not all undone; "
-			"restore them: rtlab-probe sys restore --journal %s\n", ctx->journal);
-	close(ctx->journal_fd);
-	ctx->journal_fd = -1;
-	jw_free(&ctx->sys.jw);
+			"restore them: rtlab-probe sys restore --journal %s\n", ctx->j.path);
 }
 
 /* ---- page and format decoding ---- */
@@ -893,7 +794,7 @@ static int hw_prepare(void *p, struct probe_plan *plan)
 		ctx->cpu[k].ch = ctx->chans[k];
 	}
 	/* the journal first: nothing changes before it exists */
-	r = journal_open(ctx);
+	r = tfs_journal_open(&ctx->j, c->journal_dir, "hwnoise");
 	if (r) {
 		fprintf(stderr, "rtlab-probe hwnoise: %scannot create the journal in %s: %s\n",
 			r == -EACCES || r == -EPERM ? "skipped: needs root: " : "", c->journal_dir,
@@ -967,7 +868,7 @@ static void hw_write_effective(const void *p, struct jsonw *w)
 						  : "irq-disable");
 	jw_str(w, "tracefs", ctx->tracefs);
 	jw_uint(w, "threshold_ns", ctx->thresh_ns);
-	jw_str(w, "journal", ctx->journal);
+	jw_str(w, "journal", ctx->j.path);
 	jw_uint(w, "page_size", ctx->page_size);
 	jw_obj_end(w);
 }

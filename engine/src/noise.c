@@ -134,21 +134,7 @@ static int noise_init(void *p, struct probe_args *a)
 	struct noise_ctx *ctx = p;
 	struct noise_cfg *c = &ctx->cfg_store;
 	c->run = a->run;
-	int first = -1, online = CPU_COUNT(a->env->online);
-	for (int i = 0; i < CPU_SETSIZE; i++) {
-		bool take;
-		if (v[O_CPUS].set) {
-			take = CPU_ISSET(i, &v[O_CPUS].cpus);
-		} else {
-			take = CPU_ISSET(i, a->env->online);
-			if (take && first < 0 && online > 1) {
-				first = i;
-				take = false;
-			}
-		}
-		if (take)
-			c->cpus[c->n_cpus++] = i;
-	}
+	c->n_cpus = probe_measured_cpus(&v[O_CPUS], a->env->online, c->cpus);
 	if (probe_sched_no_deadline(&v[O_POLICY], &v[O_PRIORITY], 1,
 				    "--policy: deadline cannot run a polling loop (it is throttled every period); use other, fifo or rr",
 				    &c->policy, &c->priority, a->err, a->errlen) != 0) {

@@ -317,6 +317,13 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 		     uint64_t interval_ns, uint64_t *duration_ns, uint64_t *loops_out,
 		     char *err, size_t errlen) RL_WUR;
 
+/*
+ * The CPUs a per-CPU probe measures, ascending, into cpus: --cpus (v_cpus) when given,
+ * else every online CPU but the first (left to housekeeping; the only one when just
+ * one is online). Returns how many.
+ */
+size_t probe_measured_cpus(const struct opt_value *v_cpus, const cpu_set_t *online, int *cpus);
+
 /* init's usage error: msg into args->err; returns -EINVAL. */
 int probe_refuse(struct probe_args *a, const char *msg);
 

@@ -242,6 +242,22 @@ int probe_run_length(const struct opt_value *duration, const struct opt_value *l
 	return 0;
 }
 
+size_t probe_measured_cpus(const struct opt_value *v_cpus, const cpu_set_t *online, int *cpus)
+{
+	size_t n = 0;
+	bool skip_first = CPU_COUNT(online) > 1;
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		bool take = v_cpus->set ? CPU_ISSET(i, &v_cpus->cpus) : CPU_ISSET(i, online);
+		if (take && !v_cpus->set && skip_first) {
+			skip_first = false;
+			take = false;
+		}
+		if (take)
+			cpus[n++] = i;
+	}
+	return n;
+}
+
 int probe_refuse(struct probe_args *a, const char *msg)
 {
 	snprintf(a->err, a->errlen, "%s", msg);

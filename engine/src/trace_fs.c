@@ -140,7 +140,9 @@ int tfs_journal_open(struct tfs_journal *j, const char *dir, const char *stem)
 		jw_int(&j->c.jw, "pid", getpid());
 		jw_uint(&j->c.jw, "starttime", sf_starttime(getpid()));
 		jw_bool(&j->c.jw, "detached", false);
-		jw_str(&j->c.jw, "owner", "rtlab-probe trace");
+		char owner[80];
+		snprintf(owner, sizeof(owner), "rtlab-probe %s", stem);
+		jw_str(&j->c.jw, "owner", owner);
 		jw_str(&j->c.jw, "engine_version", RTLAB_VERSION);
 		jw_uint(&j->c.jw, "time_ns", rl_now_ns(CLOCK_REALTIME));
 		jw_obj_end(&j->c.jw);
@@ -222,7 +224,8 @@ int tfs_instance_remove(const char *path)
 	return -EBUSY;
 }
 
-int tfs_write_journaled(struct tfs_journal *j, const char *path, const char *value)
+int tfs_write_journaled(struct tfs_journal *j, const char *path, const char *value,
+			const char *undo)
 {
 	struct jsonw w;
 	jw_init(&w);
@@ -230,6 +233,8 @@ int tfs_write_journaled(struct tfs_journal *j, const char *path, const char *val
 	jw_str(&w, "op", "write");
 	jw_str(&w, "path", path);
 	jw_str(&w, "value", value);
+	if (undo)
+		jw_str(&w, "undo", undo);
 	jw_obj_end(&w);
 	int r = jw_error(&w) ? -ENOMEM : apply_op(j, jw_text(&w));
 	jw_free(&w);

@@ -41,7 +41,8 @@ struct tfs_journal {
 
 /*
  * Create the journal DIR/STEM-PID.journal (DIR made 0700 if missing), locked for as
- * long as it is open, with its header line. -EEXIST when it exists. j->fd is -1 on error.
+ * long as it is open, with its header line (owner "rtlab-probe STEM"). -EEXIST when it
+ * exists. j->fd is -1 on error.
  */
 int tfs_journal_open(struct tfs_journal *j, const char *dir, const char *stem) RL_WUR;
 
@@ -59,10 +60,13 @@ int tfs_instance_remove(const char *path) RL_WUR;
 
 /*
  * Write value to a tracefs file outside our instance (e.g. osnoise/cpus), its old
- * value journaled first so restoring writes it back. The kernel's errno on failure
- * (e.g. -EBUSY), -EIO when the journal cannot be written.
+ * value journaled first so restoring writes it back, or writes undo when it is not
+ * NULL (for files whose content is not valid input, e.g. hwlat_detector/mode's
+ * "none [round-robin] per-cpu"). The kernel's errno on failure (e.g. -EBUSY), -EIO
+ * when the journal cannot be written.
  */
-int tfs_write_journaled(struct tfs_journal *j, const char *path, const char *value) RL_WUR;
+int tfs_write_journaled(struct tfs_journal *j, const char *path, const char *value,
+			const char *undo) RL_WUR;
 
 /*
  * Restore every entry of the journal in reverse order (the instance removed, old
