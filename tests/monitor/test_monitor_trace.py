@@ -48,22 +48,30 @@ def monitor(env: dict[str, str], state: Path, store: Path, *more: str,
                           timeout=timeout)
 
 
-def test_segments_explain_their_spikes(require_root: None, env: dict[str, str],
-                                       tmp_path: Path) -> None:
-    root = _tracefs()
+def traced_beside_spinner(env: dict[str, str], tmp_path: Path, period_ms: str,
+                          *more: str) -> tuple[int, Path, Path]:
+    """rtlab monitor --trace --trace-threshold 1ms (and more) on CPU 1 while a FIFO 90
+    spinner takes CPU 1 for 2 ms every period_ms (the monitor's thread, FIFO 80, waits
+    behind it: a spike above the trigger each time); asserts that it exited 0. Returns
+    the spinner's pid, the state directory and the store."""
+    _tracefs()
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs CPU 1 (and CPU 0 for the trace reader)")
     state, store = tmp_path / "state", tmp_path / "store.db"
-    # a FIFO 90 spinner taking CPU 1 for 2 ms every 50 ms: the monitor's thread (FIFO 80)
-    # waits behind it, a spike above the trigger each time
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "2000", "50", "120"])
+    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "2000", period_ms, "120"])
     try:
-        r = monitor(env, state, store, "--segment", "3s", "--duration", "7s", "--trace",
-                    "--trace-threshold", "1ms")
+        r = monitor(env, state, store, "--trace", "--trace-threshold", "1ms", *more)
     finally:
         spinner.kill()
         spinner.wait()
     assert r.returncode == 0, r.stderr
+    return spinner.pid, state, store
+
+
+def test_segments_explain_their_spikes(require_root: None, env: dict[str, str],
+                                       tmp_path: Path) -> None:
+    spinner_pid, state, store = traced_beside_spinner(env, tmp_path, "50", "--segment", "3s",
+                                                      "--duration", "7s")
     st = Store.open(str(store), create=False)
     try:
         runs = [st.get(x.id) for x in st.list(None)]
@@ -86,12 +94,12 @@ def test_segments_explain_their_spikes(require_root: None, env: dict[str, str],
             assert any("flight recorder" in n for n in run.notes), run.notes
         for s in ph.spikes or []:
             total += 1
-            named += f"[{spinner.pid}]" in str(s["top"])
+            named += f"[{spinner_pid}]" in str(s["top"])
     assert total >= 20, "the spinner made too few spikes"
     # the spinner is most of them; host stalls on this VM are the rest
     assert named * 2 > total, (named, total)
     assert not list(state.rglob("*.trace")), "captures left in the state directory"
-    assert _ours(root) == []
+    assert _ours(_tracefs()) == []
     # the stored capture explains the spikes again
     again = subprocess.run([sys.executable, "-m", "rtlab", "spikes", runs[0].run_id, "--json",
                             "--threshold", "1ms", "--store", str(store)], env=env,
@@ -101,18 +109,8 @@ def test_segments_explain_their_spikes(require_root: None, env: dict[str, str],
 
 def test_a_tiny_rate_drops_windows_and_says_so(require_root: None, env: dict[str, str],
                                                tmp_path: Path) -> None:
-    _tracefs()
-    if (os.cpu_count() or 1) < 2:
-        pytest.skip("needs CPU 1 (and CPU 0 for the trace reader)")
-    state, store = tmp_path / "state", tmp_path / "store.db"
-    spinner = subprocess.Popen([sys.executable, str(SPINNER), "1", "90", "2000", "20", "120"])
-    try:
-        r = monitor(env, state, store, "--segment", "4s", "--duration", "4s", "--trace",
-                    "--trace-threshold", "1ms", "--trace-rate", "1k")
-    finally:
-        spinner.kill()
-        spinner.wait()
-    assert r.returncode == 0, r.stderr
+    _, _, store = traced_beside_spinner(env, tmp_path, "20", "--segment", "4s", "--duration", "4s",
+                                        "--trace-rate", "1k")
     st = Store.open(str(store), create=False)
     try:
         run = st.get("last")

@@ -24,7 +24,7 @@ import pytest
 
 from rtlab.trace.capture import TraceCapture, flight_windows
 
-from .test_trace_record import TRACEFS, instance, run_probe
+from .test_trace_record import TRACEFS, instance, killed_at_end, leftovers, run_probe, tiny_tmpfs
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tracefs instances)"),
@@ -205,10 +205,8 @@ def test_meta_live_and_kill9_keeps_the_finished_windows(
     probe_bin: str, tmp_path: Path, spinner: subprocess.Popen
 ) -> None:
     out, jdir = tmp_path / "trace", tmp_path / "journals"
-    proc = subprocess.Popen([probe_bin, *flight_args(out, jdir, "--trace-rate", "0",
-                                                     duration="120s")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_at_end(probe_bin, flight_args(out, jdir, "--trace-rate", "0",
+                                              duration="120s")) as proc:
         m1 = wait_for(lambda: (m := flight_meta(out)) and m["flight"]["windows_kept"] >= 1 and m,
                       60, "a first kept window in meta.json")
         assert m1["complete"] is False
@@ -217,13 +215,7 @@ def test_meta_live_and_kill9_keeps_the_finished_windows(
                       60, "meta.json rewritten with more triggers")
         assert m2["flight"]["windows_kept"] >= m1["flight"]["windows_kept"]
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
-    journal = jdir / f"trace-{proc.pid}.journal"
-    inst = instance(f"rtlab-{proc.pid}")
+    journal, inst = leftovers(jdir, proc.pid)
     try:
         lines = flight_windows(out)
         kept = [ln for ln in lines if ln["kept"] and ln["why"] is None and ln["files"]]
@@ -259,10 +251,7 @@ def test_bad_flight_options_are_refused(probe_bin: str, tmp_path: Path, extra: l
 
 def test_full_disk_drops_windows_and_says_so(probe_bin: str, tmp_path: Path,
                                              require_root: None) -> None:
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "tmpfs", str(mnt)], check=True)
-    try:
+    with tiny_tmpfs(tmp_path, "320k") as mnt:
         out, jdir = mnt / "trace", tmp_path / "journals"
         # every sample triggers: windows of the whole run, more than the disk holds
         r = run_probe(probe_bin, "timer", "--cpus", "1", "--interval", "100us",
@@ -286,5 +275,3 @@ def test_full_disk_drops_windows_and_says_so(probe_bin: str, tmp_path: Path,
         assert sum(p.stat().st_size for p in out.glob("w*-cpu*.pages")) == fl["bytes_written"]
         TraceCapture.load(out)
         assert list(jdir.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,45 @@ def timer_args(trace_dir: Path, journal_dir: Path, *extra: str, duration: str = 
 def instance(name: str) -> Path:
     assert TRACEFS is not None
     return TRACEFS / "instances" / name
+
+
+@contextmanager
+def killed_at_end(probe_bin: str, args: list[str]) -> Iterator[subprocess.Popen]:
+    """The engine run with args (stderr piped, as text) for the block, then killed with
+    SIGKILL and reaped, whatever the block did."""
+    proc = subprocess.Popen([probe_bin, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def leftovers(jdir: Path, pid: int) -> tuple[Path, Path]:
+    """The journal and the tracefs instance of the recorder of engine pid."""
+    return jdir / f"trace-{pid}.journal", instance(f"rtlab-{pid}")
+
+
+@contextmanager
+def tiny_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of size (e.g. "256k") mounted at tmp_path/tiny for the block, then unmounted."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def wait_for_file(path: Path, timeout: float = 60) -> None:
+    """Until path exists or timeout seconds passed (the caller asserts what follows)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_records_the_measured_cpu(probe_bin: str, tmp_path: Path, require_root: None) -> None:
@@ -104,21 +144,11 @@ def test_kill9_leaves_instance_and_journal_that_sys_restore_removes(
     probe_bin: str, tmp_path: Path, require_root: None
 ) -> None:
     out, jdir = tmp_path / "trace", tmp_path / "journals"
-    proc = subprocess.Popen([probe_bin, *timer_args(out, jdir, duration="60s")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "meta.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with killed_at_end(probe_bin, timer_args(out, jdir, duration="60s")) as proc:
+        wait_for_file(out / "meta.json")
         time.sleep(0.5)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
-    journal = jdir / f"trace-{proc.pid}.journal"
-    inst = instance(f"rtlab-{proc.pid}")
+    journal, inst = leftovers(jdir, proc.pid)
     assert journal.exists() and inst.is_dir()
     # the partial capture still loads (the start's meta, the pages drained so far)
     cap = TraceCapture.load(out)
@@ -132,16 +162,9 @@ def test_rtlab_restore_removes_a_killed_recorders_instance(
     probe_bin: str, tmp_path: Path, require_root: None
 ) -> None:
     out, jdir = tmp_path / "trace", tmp_path / "journals"
-    proc = subprocess.Popen([probe_bin, *timer_args(out, jdir, duration="60s")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "meta.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    inst = instance(f"rtlab-{proc.pid}")
+    with killed_at_end(probe_bin, timer_args(out, jdir, duration="60s")) as proc:
+        wait_for_file(out / "meta.json")
+    _, inst = leftovers(jdir, proc.pid)
     assert inst.is_dir()
     env = {**os.environ, "RTLAB_JOURNAL_DIR": str(jdir), "RTLAB_PROBE": probe_bin}
     r = subprocess.run([sys.executable, "-m", "rtlab", "restore"], capture_output=True,
@@ -154,9 +177,7 @@ def test_sigterm_ends_recording_cleanly(probe_bin: str, tmp_path: Path, require_
     out, jdir = tmp_path / "trace", tmp_path / "journals"
     proc = subprocess.Popen([probe_bin, *timer_args(out, jdir, duration="60s")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (out / "meta.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_file(out / "meta.json")
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
@@ -242,10 +263,7 @@ def test_not_root_is_skipped(probe_bin: str, open_tmp: Path, require_root: None)
 
 def test_full_disk_drops_pages_and_says_so(probe_bin: str, tmp_path: Path,
                                            require_root: None) -> None:
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
-    try:
+    with tiny_tmpfs(tmp_path, "256k") as mnt:
         out, jdir = mnt / "trace", tmp_path / "journals"
         # a busy CPU 1 fills 256 KiB within the run
         r = run_probe(probe_bin, *timer_args(out, jdir, "--trace-buffer-kb", "1024",
@@ -259,5 +277,3 @@ def test_full_disk_drops_pages_and_says_so(probe_bin: str, tmp_path: Path,
         assert meta["dropped_pages"]["1"] > 0
         TraceCapture.load(out)  # the pages written before are whole
         assert list(jdir.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
