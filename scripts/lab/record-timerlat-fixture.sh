@@ -29,34 +29,14 @@
 set -euo pipefail
 
 prog=record-timerlat-fixture.sh
-usage() {
-  echo "usage: $prog [-F SSH_CONFIG] HOST OUTDIR" >&2
-  exit 2
-}
-ssh_opts=()
-while getopts "F:h" opt; do
-  case $opt in
-    F) ssh_opts=(-F "$OPTARG") ;;
-    *) usage ;;
-  esac
-done
-shift $((OPTIND - 1))
-[[ $# -eq 2 ]] || usage
-host=$1
-out=$2
+# shellcheck source=scripts/lab/trace-fixture-lib.sh
+. "$(dirname "$0")/trace-fixture-lib.sh"
+fixture_args "$@"
 cpu=${CPU:-1}
 secs=${SECONDS_REC:-2}
 duty=${DUTY:-5ms/50ms}
 thresh=${THRESH_US:-2500}
 engines=${RTLAB_ENGINES:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/share/rtlab/engines}
-if [[ -e $out ]]; then
-  echo "$prog: $out exists; remove it or name a new directory" >&2
-  exit 2
-fi
-if [[ ! -d $(dirname "$out") ]]; then
-  echo "$prog: $(dirname "$out") is not a directory; create it first" >&2
-  exit 2
-fi
 machine=$(ssh "${ssh_opts[@]}" "$host" uname -m)
 engine=$engines/$machine/rtlab-probe
 [[ -x $engine ]] || { echo "$prog: no engine for $machine at $engine; run scripts/setup.sh" >&2; exit 1; }
@@ -97,21 +77,15 @@ echo mono > "$I/trace_clock"
 echo 4096 > "$I/buffer_size_kb"
 echo "$CPU" > "$T/osnoise/cpus"
 echo 1000 > "$T/osnoise/timerlat_period_us"
-for e in osnoise/irq_noise osnoise/thread_noise osnoise/softirq_noise osnoise/nmi_noise \
-         sched/sched_switch; do
-  [ -e "$T/events/$e/format" ] || continue
-  echo 1 > "$I/events/$e/enable"
-  cp "$T/events/$e/format" "$W/formats/${e%%/*}__${e#*/}.format"
-done
+fx_events osnoise/irq_noise osnoise/thread_noise osnoise/softirq_noise osnoise/nmi_noise \
+          sched/sched_switch
 cp "$T/events/ftrace/timerlat/format" "$W/formats/ftrace__timerlat.format"
-cp "$T/events/header_page" "$T/events/header_event" "$W/formats/"
+fx_headers
 echo timerlat > "$I/current_tracer"
 echo 1 > "$I/tracing_on"
 sleep "$SECS"
 echo 0 > "$I/tracing_on"
-# trace_pipe_raw blocks once it is drained: read what there is, one page per read.
-timeout 5 dd if="$I/per_cpu/cpu$CPU/trace_pipe_raw" of="$W/cpu.raw" bs=4096 2>/dev/null || true
-cat "$I/per_cpu/cpu$CPU/stats" > "$W/stats"
+fx_read "$CPU"
 echo nop > "$I/current_tracer"
 echo 0 > "$I/events/enable"
 rmdir "$I"
@@ -119,82 +93,27 @@ rmdir "$I"
 cd "$W/rtla"
 timeout 120 rtla timerlat top -a "$THRESH" -c "$CPU" -d 60 -q > stdout.txt 2> stderr.txt || true
 echo "$old_cpus" > "$T/osnoise/cpus"
-uname -m > "$W/machine"
-uname -r > "$W/release"
-od -An -tu1 -j4 -N2 /bin/busybox > "$W/elf"
+fx_facts
 kill "$spin"; wait "$spin" 2>/dev/null || true; spin=
 cd /
 tar -C "$W" -cf - .
 EOF
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-ssh "${ssh_opts[@]}" "$host" "CPU=$cpu SECS=$secs DUTY=$duty THRESH=$thresh sh -s" \
-  > "$work/board.tar" <<< "$board_script"
-mkdir "$work/rec"
-tar -C "$work/rec" -xf "$work/board.tar"
+fixture_run "CPU=$cpu SECS=$secs DUTY=$duty THRESH=$thresh sh -s" "$board_script"
 
-# This side: frame the pages as TraceCapture.load reads them and write meta.json.
-python3 - "$work/rec" "$work/out" "$cpu" "$duty" "$thresh" <<'EOF'
-import json, re, shutil, struct, sys
+# This side: frame the pages as TraceCapture.load reads them (OUTDIR/capture/), then
+# the spinner's record and rtla's files.
+mkdir "$work/out"
+fixture_frame "$work/rec" "$work/out/capture" "$cpu" \
+  recorder=scripts/lab/record-timerlat-fixture.sh tracer=timerlat \
+  "cause=rtlab-probe load --cpu 1 --cpu-duty $duty --cpus $cpu --policy fifo --priority 97 (comm rtlab-spin)"
+python3 - "$work/rec" "$work/out" "$cpu" "$thresh" <<'EOF'
+import json, shutil, sys
 from pathlib import Path
 
-rec, out, cpu, duty, thresh = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-fields = {}
-for m in re.finditer(r"field:[^;]*?(\w+);\s*offset:(\d+);\s*size:(\d+);",
-                     (rec / "formats" / "header_page").read_text()):
-    fields[m[1]] = (int(m[2]), int(m[3]))
-commit_off, commit_size = fields["commit"]
-data_off, data_size = fields["data"]
-page_size = data_off + data_size
-_, ei_data = (int(x) for x in (rec / "elf").read_text().split())
-order = {1: "little", 2: "big"}[ei_data]
-word = {(4, "little"): "<I", (8, "little"): "<Q", (4, "big"): ">I", (8, "big"): ">Q"}
-blob = (rec / "cpu.raw").read_bytes()
-pages = []
-for i in range(0, len(blob) - page_size + 1, page_size):
-    page = blob[i : i + page_size]
-    (raw,) = struct.unpack_from(word[commit_size, order], page, commit_off)
-    commit = raw & ((1 << 30) - 1)
-    keep = data_off + commit + (commit_size if raw & (1 << 30) else 0)
-    if commit:
-        pages.append(page[:keep])
-stats = {}
-for line in (rec / "stats").read_text().splitlines():
-    key, _, val = line.rpartition(":")
-    if key and val.strip().isdigit():
-        stats[key.strip().replace(" ", "_")] = int(val)
+rec, out, cpu, thresh = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 spinner = next(json.loads(line) for line in (rec / "spinner.jsonl").read_text().splitlines()
                if '"load"' in line)
-out.mkdir()
-cap = out / "capture"
-cap.mkdir()
-shutil.copytree(rec / "formats", cap / "formats")
-for f in (cap / "formats").iterdir():
-    f.chmod(0o644)  # tracefs files are root-only; a fixture is readable by all
-with open(cap / f"cpu{cpu}.pages", "wb") as f:
-    for p in pages:
-        f.write(struct.pack("<I", len(p)) + p)
-meta = {
-    "version": 1,
-    "clock": "mono",
-    "cpus": [int(cpu)],
-    "lost": {cpu: {k: stats.get(k, 0) for k in ("overrun", "dropped_events")}},
-    "evicted": {},
-    "meta": {
-        "recorder": "scripts/lab/record-timerlat-fixture.sh",
-        "byte_order": order,
-        "long_bits": commit_size * 8,
-        "machine": (rec / "machine").read_text().strip(),
-        "kernel": (rec / "release").read_text().strip(),
-        "tracer": "timerlat",
-        "pages": {cpu: len(pages)},
-        "cause": f"rtlab-probe load --cpu 1 --cpu-duty {duty} --cpus {cpu} --policy fifo "
-                 "--priority 97 (comm rtlab-spin)",
-    },
-    "symbols": {},
-}
-(cap / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 (out / "spinner.json").write_text(json.dumps(
     {k: spinner.get(k) for k in ("argv", "pid", "config", "workers")}, indent=1) + "\n")
 rtla = out / "rtla"
@@ -205,9 +124,7 @@ for name in ("stdout.txt", "stderr.txt", "timerlat_trace.txt"):
         shutil.copy(src, rtla / name)
         (rtla / name).chmod(0o644)
 (rtla / "command.txt").write_text(f"rtla timerlat top -a {thresh} -c {cpu} -d 60 -q\n")
-print(f"{out}: {len(pages)} pages, {sum(map(len, pages))} bytes, "
-      f"{meta['meta']['machine']} {order}-endian; rtla: "
-      f"{(rtla / 'stdout.txt').read_text().strip().splitlines()[-2:]}")
+print(f"{out}: rtla: {(rtla / 'stdout.txt').read_text().strip().splitlines()[-2:]}")
 EOF
 mv "$work/out" "$out"
 echo "$prog: recorded $out"
