@@ -67,6 +67,7 @@ CLASSES: dict[str, Rule] = {
     "duration": _metavar("DUR"),
     "priority": _dest("priority"),
     "number": lambda o: o.action.type is int,
+    "size": _metavar("BYTES"),
     "output": _both(_metavar("FILE", "FILE.png|svg"),
                     _dest("output", "report", "junit", "samples", "html", "plot")),
     "input": _both(_metavar("FILE", "SCENARIO"), _dest("file", "scenario")),

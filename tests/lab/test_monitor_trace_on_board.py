@@ -18,6 +18,7 @@ from rtlab.results.store import Store
 from .boards import Board
 from .test_kernel_split_on_board import SPIN, _start_spinner
 from .test_rtlab_on_boards import REPO
+from .test_trace_on_boards import emulator_stall
 
 RATE = 128 * 1024
 
@@ -59,6 +60,8 @@ def test_monitor_segments_explain_the_boards_spikes(x86_board: Board, tmp_path: 
         written = sum(f.stat().st_size for f in cap.glob("w*-cpu*.pages"))
         assert written <= RATE * (10 + 5), written
         for s in ph.spikes or []:
+            if emulator_stall(s):  # qemu not running the vCPU: not a cause on the board
+                continue
             total += 1
             named += f"[{spin_pid}]" in str(s["top"]) and "rtlab-spin" in str(s["top"])
     assert total >= 5, (r.stderr, [run.notes for run in runs])

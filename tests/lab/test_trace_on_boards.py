@@ -99,19 +99,30 @@ def top_task(spike: dict[str, Any]) -> tuple[str, int | None] | None:
     return best["name"], best["id"]
 
 
+def emulator_stall(spike: dict[str, Any]) -> bool:
+    """A spike mostly made of time the board's kernel cannot see (`unexplained`: under TCG
+    on a loaded machine, qemu not running the vCPU for 10-25 ms): the emulator's, not a
+    cause on the board; set apart as tests/trace/test_injected.py sets host stalls apart."""
+    return 2 * int(spike["unexplained_ns"]) > int(spike["latency_ns"])
+
+
 def assert_spinner_named(run: dict[str, Any], phase: dict[str, Any]) -> str:
-    """Assert the duty spinner is the dominant cause of >= 90 % of the spikes; the
-    count as a line for the lab summary."""
+    """Assert the duty spinner is the dominant cause of >= 90 % of the spikes above the
+    threshold that have a cause on the board (emulator stalls set apart and counted), and
+    of most of its bursts; the counts as a line for the lab summary."""
     pids = spinner_pids(run)
     assert pids, run["provenance"]["host"]["phases"]
     summary, spikes = phase["spike_summary"], phase["spikes"]
     # 4 s of 20 ms bursts every 100 ms: ~40 spikes; a few may fall in the run's edges
     assert summary["spikes"] >= 20, summary
     assert summary["stored"] == len(spikes) == summary["spikes"], summary
-    named = [s for s in spikes if top_task(s) in {("rtlab-spin", p) for p in pids}]
-    assert len(named) >= 0.9 * len(spikes), (pids, summary)
+    board = [s for s in spikes if not emulator_stall(s)]
+    named = [s for s in board if top_task(s) in {("rtlab-spin", p) for p in pids}]
+    assert len(named) >= 0.9 * len(board), (pids, summary)
+    assert len(named) >= 24, (pids, summary)  # most of the ~40 bursts
     machine = run["provenance"]["host"]["target"]["machine"]
-    return f"--trace on {machine}: the spinner named in {len(named)} of {len(spikes)} spikes"
+    return (f"--trace on {machine}: the spinner named in {len(named)} of {len(board)} spikes "
+            f"with a cause on the board ({len(spikes) - len(board)} emulator stalls set apart)")
 
 
 def redecoded(board_cfg: Path, tmp: Path, run: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,13 @@ from pathlib import Path
 
 from .boards import Board
 from .test_rtlab_on_boards import rtlab, stored
-from .test_trace_on_boards import SPINNER, THRESHOLD, board_state, spinner_pids, top_task
+from .test_trace_on_boards import (
+    SPINNER,
+    THRESHOLD,
+    assert_spinner_named,
+    board_state,
+    spinner_pids,
+)
 
 
 def test_two_boards_traced_in_one_run(x86_board: Board, arm64_board: Board,
@@ -34,11 +40,7 @@ def test_two_boards_traced_in_one_run(x86_board: Board, arm64_board: Board,
         capture = tmp_path / "runs" / phase["trace"]["capture"]
         assert (capture / "meta.json").is_file(), capture
         assert f'"machine": "{machine}"' in (capture / "meta.json").read_text()
-        pids = spinner_pids(run)
-        spikes = phase["spikes"]
-        assert len(spikes) >= 20, phase["spike_summary"]
-        named = [s for s in spikes if top_task(s) in {("rtlab-spin", p) for p in pids}]
-        assert len(named) >= 0.9 * len(spikes), (machine, phase["spike_summary"])
+        assert_spinner_named(run, phase)
         # the causes of a board's run, from its capture at home
         out = rtlab(cfg, tmp_path, "spikes", run["run_id"], "--limit", "2")
         assert out.returncode == 0 and "rtlab-spin" in out.stdout, out.stderr
