@@ -235,6 +235,7 @@ def _traced_phase(scenario: Scenario, index: int, phase: Phase, ctx: RunContext
         if "record_gaps_above_ns" not in phase.probe.options:
             phase = replace(phase, probe=with_options(
                 phase.probe, record_gaps_above_ns=scenario.trace.threshold_ns))
+        tracer.writes_samples = False  # nothing to fetch from a board but the capture
         return phase, tracer
     given = phase.probe.options.get("samples_file")
     if given and target_runs is None:

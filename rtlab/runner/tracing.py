@@ -177,6 +177,7 @@ class PhaseTrace:
     parts: list[str] = field(default_factory=list)  # the engines' trace dirs, on the target
     started: float = 0.0
     kernel_split: bool = False  # also the kernel's timerlat view (rtlab.runner.kernel_split)
+    writes_samples: bool = True  # False: a polling probe, whose gaps come in its output
 
     @property
     def remote(self) -> bool:
@@ -220,7 +221,7 @@ class PhaseTrace:
                     continue
             if (dest / "meta.json").is_file():
                 local.append(dest)
-        if self.remote and self.target_runs is not None:
+        if self.remote and self.target_runs is not None and self.writes_samples:
             try:
                 fetch_file(transport, self.target_path(self.samples_path.name),
                            self.samples_path)

@@ -58,3 +58,21 @@ def test_two_boards_traced_in_one_run(x86_board: Board, arm64_board: Board,
         state = board_state(board)
         assert state["instances"].strip() == "" and state["journals"].strip() == "", state
         assert state["leftovers"].strip() == "", state
+
+
+def test_a_polling_probe_traced_on_a_board(x86_board: Board, tmp_path: Path) -> None:
+    """The noise probe lists its gaps instead of writing samples: a traced run on a board
+    attributes its gaps from the capture brought home, with no note about samples."""
+    proc = rtlab(x86_board.ssh_config, tmp_path, "run", "--probe", "noise", "--cpus", "1",
+                 "--duration", "2s", "--trace", "--trace-threshold", "1ms", "--target",
+                 x86_board.alias, "--no-progress", "--no-report", timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr + proc.stdout[-2000:]
+    (run,) = stored(tmp_path)
+    (phase,) = [p for p in run["phases"] if p.get("trace")]
+    trace = phase["trace"]
+    assert trace["samples"] is None and trace["gaps"], trace
+    assert (tmp_path / "runs" / trace["capture"] / "meta.json").is_file()
+    assert phase["spike_summary"]["spikes"] >= 1, phase["spike_summary"]  # TCG has gaps
+    assert not any("samples" in n for n in run["notes"]), run["notes"]
+    state = board_state(x86_board)
+    assert state["instances"].strip() == "" and state["leftovers"].strip() == "", state
