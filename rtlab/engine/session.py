@@ -52,12 +52,16 @@ class EngineSession:
         kill_grace_s: float = 1.0,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         keep_as: str | None = None,
+        start_grace_s: float = 0.0,
     ) -> None:
         self.transport = transport
         self.keep_as = keep_as  # the name a board keeps its own copy of the output under
         self.args = args
         self.raw_path = raw_path
         self.watchdog_s = watchdog_s
+        # silence allowed before the first line, beyond watchdog_s: an engine that sets up
+        # something slow before its header (a board's trace buffer of many MiB) is not hung
+        self.start_grace_s = start_grace_s
         self.stop_grace_s = stop_grace_s
         self.kill_grace_s = kill_grace_s
         self.on_record = on_record
@@ -94,6 +98,7 @@ class EngineSession:
     def _pump(self, proc: EngineProcess, outcome: SessionOutcome) -> None:
         self.raw_path.parent.mkdir(parents=True, exist_ok=True)
         last_output = time.monotonic()
+        started = False  # a first line has come
         stop_sent_at: float | None = None
         term_at: float | None = None
         killed = False
@@ -104,6 +109,7 @@ class EngineSession:
                     raw.write(line)
                     raw.flush()
                     last_output = now
+                    started = True
                     rec = self.collector.feed(line)
                     if rec is not None and self.on_record is not None:
                         self.on_record(rec)
@@ -126,10 +132,11 @@ class EngineSession:
                     proc.kill()
                     killed = outcome.killed = True
                     continue
-                if term_at is None and now - last_output > self.watchdog_s:
+                limit = self.watchdog_s + (0.0 if started else self.start_grace_s)
+                if term_at is None and now - last_output > limit:
                     outcome.watchdog_fired = True
                     outcome.notes.append(
-                        f"engine silent for more than {self.watchdog_s:g} s: "
+                        f"engine silent for more than {limit:g} s: "
                         "stopped by the watchdog"
                     )
                     proc.send_signal(signal.SIGTERM)

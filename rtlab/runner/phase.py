@@ -32,7 +32,7 @@ from rtlab.runner.outcome import classify, combine_probes
 from rtlab.runner.raw_layout import layout_add, raw_for, split_raw
 from rtlab.runner.run_options import Progress, RunOptions
 from rtlab.runner.shield import ShieldBackend
-from rtlab.runner.tracing import PhaseTrace, phase_trace
+from rtlab.runner.tracing import TRACE_START_GRACE_S, PhaseTrace, phase_trace
 from rtlab.scenario.model import Phase, ProbeSpec, Scenario, ShieldSpec
 from rtlab.scenario.overrides import with_options
 
@@ -289,6 +289,8 @@ def _run_probes(ctx: RunContext, index: int, phase: Phase, info: dict[str, Any],
             watchdog = opts.watchdog_s or 3 * probe.snapshot_interval_ns / 1e9 + 5.0
             session = EngineSession(transport, args, part_raw, watchdog_s=watchdog,
                                     stop_grace_s=opts.stop_grace_s, keep_as=part_raw.name,
+                                    start_grace_s=TRACE_START_GRACE_S if "trace_dir" in options
+                                    else 0.0,
                                     on_record=_progress_cb(opts, phase, index,
                                                            len(scenario.phases)))
             info["engine_args"].append(args)

@@ -40,6 +40,9 @@ from rtlab.trace.tracefs import TraceFS
 MAX_SPIKE_RECORDS = 1000  # cause records stored per phase (the worst)
 MAX_ATTRIBUTED = 20_000  # spikes attributed per phase (the worst); the rest only counted
 CAPTURE_LIMIT_MB = 128  # per traced CPU written by the engine (later pages counted, not kept)
+# a traced engine sets its instance up before its header: a board asked for a large
+# buffer may take this long to allocate it (or refuse it) while it says nothing
+TRACE_START_GRACE_S = 60.0
 BOARD_LIMIT_MB = 32  # the same on a board, whose runs directory is often RAM
 CLASSES = ("task", "irq", "softirq", "timer", "unexplained", "other", "untraced")
 PROC_FILESYSTEMS = "/proc/filesystems"

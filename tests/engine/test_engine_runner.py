@@ -209,3 +209,20 @@ def test_allow_non_rt_verdict(
     fake_probe("normal")
     assert main(["run", "--duration", "1s", "--allow-non-rt", "--no-progress"]) == 0
     assert "NOT real-time valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("grace_s", "fired"), [(0.0, True), (10.0, False)])
+def test_start_grace_lets_a_slow_start_speak_first(tmp_path: Path, grace_s: float,
+                                                   fired: bool) -> None:
+    """An engine that says nothing for a while before its first line (a board allocating a
+    large trace buffer) is stopped by the watchdog only without a start grace; the watchdog
+    still holds once it has spoken."""
+    slow = tmp_path / "slow-engine"
+    slow.write_text("#!/bin/sh\nsleep 2.5\necho '{\"type\": \"log\"}'\n")
+    slow.chmod(0o755)
+    session = EngineSession(LocalTransport(slow), ["timer"], tmp_path / "raw.jsonl",
+                            watchdog_s=1.0, kill_grace_s=0.5, start_grace_s=grace_s)
+    out = session.run()
+    assert out.watchdog_fired is fired, out.notes
+    if not fired:
+        assert out.exit_code == 0 and (tmp_path / "raw.jsonl").read_text()
