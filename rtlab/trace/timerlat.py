@@ -31,9 +31,11 @@ Everything is a pure function of its inputs.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from rtlab.trace.attribution import SOFTIRQ_NAMES
 from rtlab.trace.causes import fmt_ns
@@ -153,12 +155,16 @@ class CpuTimerlat:
     splits: list[Split] = field(default_factory=list)
 
     def distribution(self, context: str) -> dict[str, int | None]:
-        """count, min, max, p50, p99, p99.9 of one context's latencies (ns)."""
+        """count, min, max, p50, p99, p99.9 of one context's latencies (ns). A percentile
+        is the nearest rank, and None when too few samples support it (n·(1 − p) < 1), the
+        rule every stored percentile follows (rtlab.results.summary.percentile)."""
         vals = sorted(getattr(self, context))
-        out: dict[str, int | None] = {"count": len(vals)}
-        for key, q in (("min", 0.0), ("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999),
-                       ("max", 1.0)):
-            out[key] = vals[min(len(vals) - 1, int(q * len(vals)))] if vals else None
+        n = len(vals)
+        out: dict[str, int | None] = {"count": n, "min": vals[0] if vals else None}
+        for key, q in (("p50", Fraction(1, 2)), ("p99", Fraction(99, 100)),
+                       ("p99.9", Fraction(999, 1000))):
+            out[key] = vals[math.ceil(q * n) - 1] if n and n * (1 - q) >= 1 else None
+        out["max"] = vals[-1] if vals else None
         return out
 
     def culprits(self) -> dict[str, int]:
