@@ -96,6 +96,7 @@ class Change:
     ci_hi: float | None = None
     needs: float | None = None
     method: str | None = None
+    confidence: float = CONFIDENCE  # of ci_lo..ci_hi (1 - the test's alpha)
 
     @property
     def ratio(self) -> float | None:
@@ -106,7 +107,7 @@ class Change:
     def _ci_text(self) -> str:
         if self.ci_lo is None or self.ci_hi is None:
             return ""
-        return (f"; {CONFIDENCE * 100:g} % CI {(self.ci_lo - 1) * 100:+.1f} to "
+        return (f"; {self.confidence * 100:g} % CI {(self.ci_lo - 1) * 100:+.1f} to "
                 f"{(self.ci_hi - 1) * 100:+.1f} %")
 
     def needs_text(self) -> str:
@@ -172,7 +173,7 @@ class Change:
             "baseline_lower_bound_ns": self.a_lo, "value_lower_bound_ns": self.b_lo,
             "ratio": r, "change_percent": (r - 1) * 100 if r is not None else None,
             "ratio_ci": ([self.ci_lo, self.ci_hi] if self.ci_lo is not None else None),
-            "confidence": CONFIDENCE,
+            "confidence": self.confidence,
             "direction": "worse" if self.direction > 0 else "better" if self.direction < 0
             else None,
             "significant": self.significant, "p_value": self.p_value,
@@ -277,19 +278,19 @@ def _method(a: Estimate, b: Estimate) -> str | None:
 
 
 def _judge(label: str, a: Config, b: Config, ea: Estimate, eb: Estimate,
-           no_test: str) -> Change:
+           no_test: str, alpha: float = ALPHA) -> Change:
     """The change from two estimates: ratio with interval, p-value, significance (p <
     ALPHA and at least MIN_REL_CHANGE), or not significant and how much more data."""
     va, vb = ea.value, eb.value
     if va is None or vb is None:
         return Change(label, va, vb, None, False, "too few samples")
     direction = 1 if vb > va else -1 if vb < va else 0
-    t = compare_estimates(ea, eb, ALPHA, TARGET_CHANGE)
+    t = compare_estimates(ea, eb, alpha, TARGET_CHANGE)
     if t is None:
-        return Change(label, va, vb, None, False, no_test, direction)
+        return Change(label, va, vb, None, False, no_test, direction, confidence=1 - alpha)
     moved = abs(t.ratio - 1) >= MIN_REL_CHANGE
     enough = t.needs is None or (ea.short is None and eb.short is None)
-    sig = t.p < ALPHA and moved and enough
+    sig = t.p < alpha and moved and enough
     notes = []
     method = _method(ea, eb)
     if method == "window-max" and not label.startswith("max"):
@@ -303,9 +304,9 @@ def _judge(label: str, a: Config, b: Config, ea: Estimate, eb: Estimate,
     if not enough:  # too few independent tail events: no interval is believable
         notes.insert(0, "too few independent tail events for an interval")
         return Change(label, va, vb, None, False, "; ".join(notes), direction,
-                      needs=needs, method=method)
+                      needs=needs, method=method, confidence=1 - alpha)
     return Change(label, va, vb, t.p, sig, "; ".join(notes), direction,
-                  ci_lo=t.lo, ci_hi=t.hi, needs=needs, method=method)
+                  ci_lo=t.lo, ci_hi=t.hi, needs=needs, method=method, confidence=1 - alpha)
 
 
 _NO_TEST = ("no interval: without windows (an imported peer result has no time "
@@ -323,7 +324,8 @@ def _estimate(c: Config, q: float) -> Estimate:
                                float(ch.max_ns or 0))
 
 
-def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram) -> Change:
+def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram,
+                       alpha: float = ALPHA) -> Change:
     label = "median" if q == 50.0 else percentile_label(q)
     va, vb = a.value(q), b.value(q)
     if va is None or vb is None:
@@ -343,10 +345,11 @@ def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram) 
         note = (f"{who}: beyond the peer tool's histogram range, only an interval is known")
         # the z-test treats samples as independent: with time structure unknown (imports)
         # it only counts together with a dependence-aware interval that agrees
-        t2 = compare_estimates(_estimate(a, q), _estimate(b, q), ALPHA, TARGET_CHANGE)
-        sig = (direction != 0 and exact and p < ALPHA and t2 is not None and t2.p < ALPHA)
-        return Change(label, va, vb, p if exact else None, sig, note, direction, la, lb)
-    ch = _judge(label, a, b, _estimate(a, q), _estimate(b, q), _NO_TEST)
+        t2 = compare_estimates(_estimate(a, q), _estimate(b, q), alpha, TARGET_CHANGE)
+        sig = (direction != 0 and exact and p < alpha and t2 is not None and t2.p < alpha)
+        return Change(label, va, vb, p if exact else None, sig, note, direction, la, lb,
+                      confidence=1 - alpha)
+    ch = _judge(label, a, b, _estimate(a, q), _estimate(b, q), _NO_TEST, alpha)
     ra, rb = _per_run(a, q), _per_run(b, q)
     if len(ra) >= 2 and len(rb) >= 2:
         apart = max(ra) < min(rb) or max(rb) < min(ra)
@@ -357,18 +360,19 @@ def _percentile_change(a: Config, b: Config, q: float, pooled: LogLinHistogram) 
     return ch
 
 
-def _mean_change(a: Config, b: Config) -> Change:
+def _mean_change(a: Config, b: Config, alpha: float = ALPHA) -> Change:
     ea = mean_estimate(a.units, a.value("avg")) if a.units else Estimate(a.value("avg"), None)
     eb = mean_estimate(b.units, b.value("avg")) if b.units else Estimate(b.value("avg"), None)
     if a.censored or b.censored:
         return Change("mean", ea.value, eb.value, None, False,
-                      "samples beyond the peer tool's histogram range: the mean is not exact")
+                      "samples beyond the peer tool's histogram range: the mean is not exact",
+                      confidence=1 - alpha)
     return _judge("mean", a, b, ea, eb, "no interval: no per-window sums (an older engine "
                   "or an import) and one run per configuration; compare two or more runs "
-                  "per configuration")
+                  "per configuration", alpha)
 
 
-def _max_change(a: Config, b: Config) -> Change:
+def _max_change(a: Config, b: Config, alpha: float = ALPHA) -> Change:
     """Maxima: from the distributions of the per-window maxima, never from the two overall
     maxima of runs of different length."""
     ma, mb = a.channel.max_ns, b.channel.max_ns
@@ -382,7 +386,7 @@ def _max_change(a: Config, b: Config) -> Change:
         ea = window_max_estimate(a.units) if a.units else Estimate(a.value("window"), None)
         eb = window_max_estimate(b.units) if b.units else Estimate(b.value("window"), None)
         ch = _judge("max (median window max)", a, b, ea, eb,
-                    "too few windows for an interval")
+                    "too few windows for an interval", alpha)
         note = (f"{a.window_ns / 1e9:g} s window maxima (batches of consecutive windows): "
                 f"P(a window of B has the higher max) = {effect:.2f}; {overall}"
                 + ("" if same_length else " (different lengths: not comparable directly)"))
@@ -391,10 +395,11 @@ def _max_change(a: Config, b: Config) -> Change:
     why = _no_window_test(a, b)
     if same_length:
         return Change("max", ma, mb, None, False,
-                      f"{why}: one maximum per run has no significance test")
+                      f"{why}: one maximum per run has no significance test",
+                      confidence=1 - alpha)
     return Change("max", None, None, None, False,
                   f"{overall}: maxima of runs of different length are not comparable "
-                  f"directly, and {why}")
+                  f"directly, and {why}", confidence=1 - alpha)
 
 
 MIN_WINDOWS = 10  # window maxima each configuration needs for the maxima's test
@@ -426,17 +431,20 @@ def _s(ns: float | None) -> str:
             else f"{s / 86400:.3g} days")
 
 
-def compare_pair(a: Config, b: Config) -> PairComparison:
+def compare_pair(a: Config, b: Config, *, alpha: float = ALPHA) -> PairComparison:
+    """Every statistic's change from A to B, each tested at `alpha` (a caller that makes
+    many tests at once, as `rtlab tune`, passes its family-wise share)."""
     out = PairComparison(a, b)
     pooled = a.channel.hist.merge(b.channel.hist)
-    out.changes.append(_percentile_change(a, b, 50.0, pooled))
-    out.changes.append(_mean_change(a, b))
+    out.changes.append(_percentile_change(a, b, 50.0, pooled, alpha))
+    out.changes.append(_mean_change(a, b, alpha))
     for q in TAIL_LEVELS:
-        out.changes.append(_percentile_change(a, b, q, pooled))
-    out.changes.append(_max_change(a, b))
+        out.changes.append(_percentile_change(a, b, q, pooled, alpha))
+    out.changes.append(_max_change(a, b, alpha))
     return out
 
 
-def compare_configs(configs: Sequence[Config]) -> list[PairComparison]:
+def compare_configs(configs: Sequence[Config], *, alpha: float = ALPHA
+                    ) -> list[PairComparison]:
     """Every configuration against the first (the baseline)."""
-    return [compare_pair(configs[0], c) for c in configs[1:]]
+    return [compare_pair(configs[0], c, alpha=alpha) for c in configs[1:]]

@@ -42,6 +42,7 @@ from rtlab.runner.run import new_comparison_id, run_variants
 from rtlab.runner.run_options import Progress, RunOptions, RunOutcome
 from rtlab.scenario import find
 from rtlab.scenario.loader import declared_targets
+from rtlab.scenario.model import Scenario
 from rtlab.scenario.units import online_cpus
 
 
@@ -60,6 +61,11 @@ class RunJob:
     restore_first: bool = False
     no_shield: bool = False
     command_line: tuple[str, ...] | None = None  # stored with each run (None: sys.argv)
+    # what the caller changes in each prepared variant before it runs (`rtlab tune`: a
+    # configuration's shield); it may raise UsageError
+    adjust: Callable[[Scenario], Scenario] | None = None
+    # the caller holds the target's owner lock for the whole job and longer (`rtlab tune`)
+    owner_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,8 @@ def _options(job: RunJob, store: Store, target: Transport, watch: Watch,
         on_progress=(lambda p: progress(board, p)) if progress is not None else None,
         on_event=watch.on_event,
         command_line=list(job.command_line if job.command_line is not None else sys.argv),
-        restore_first=job.restore_first, no_shield=job.no_shield, **more)
+        restore_first=job.restore_first, no_shield=job.no_shield,
+        owner_held=job.owner_held, **more)
 
 
 def check_samples_outputs(variants: Sequence[Any]) -> None:
@@ -183,10 +190,18 @@ def check_samples_outputs(variants: Sequence[Any]) -> None:
                 check_output(str(path), "--samples")
 
 
+def _prepare(job: RunJob, online: list[int] | None) -> tuple[Any, list[Scenario]]:
+    """The request's variants, validated, with the caller's adjustment."""
+    sfile, variants = prepare(job.request, online)
+    if job.adjust is not None:
+        variants = [job.adjust(v) for v in variants]
+    return sfile, variants
+
+
 def _run_one(job: RunJob, name: str | None, watch: Watch) -> JobResult:
     with open_target(name, job.engine_dir) as target:
         online = None if target.is_local else target_online_cpus(target)
-        sfile, variants = prepare(job.request, online)
+        sfile, variants = _prepare(job, online)
         if not target.is_local:
             check_remote(variants, target)
         elif job.request.samples is not None:
@@ -225,7 +240,7 @@ def _run_boards(job: RunJob, names: list[str], watch: Watch) -> JobResult:
         peers: list[Any] = []
         for b in boards:
             online = target_online_cpus(b)
-            sfile, variants = prepare(job.request, online)
+            sfile, variants = _prepare(job, online)
             if getattr(sfile, "reflector", None) is not None:
                 raise UsageError(f"scenario {sfile.name} names a reflector board: it goes "
                                  "with one --target (the pinging board)")

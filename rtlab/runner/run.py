@@ -139,7 +139,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
         _preflight(scenario, opts)
     loads, load_notes = _build_loads(scenario, opts)
     notes += load_notes
-    backend = (opts.shield_backend(scenario.shield, transport)
+    backend = (_shield_backend(scenario, transport, opts)
                if scenario.shield is not None and not opts.no_shield else None)
 
     peer = opts.peer_info() if opts.peer_info is not None else None
@@ -185,7 +185,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
     owner: Any = None
     with handle_signals(control, opts.handle_signals):
         try:
-            if backend is None and not transport.is_local:
+            if backend is None and not transport.is_local and not opts.owner_held:
                 owner = _own_board(transport, opts)
             if backend is not None:
                 opts.event("applying the shield")
@@ -286,6 +286,14 @@ def _asked_for(problem: str, spec: ShieldSpec) -> bool:
     if re.match(r"CPU \d+: IRQ ", problem):
         return spec.irqs
     return True
+
+
+def _shield_backend(scenario: Scenario, transport: Transport, opts: RunOptions) -> Any:
+    """The scenario's shield; when the caller holds the owner lock, one without a lock."""
+    assert scenario.shield is not None
+    if opts.owner_held:
+        return opts.shield_backend(scenario.shield, transport, take_owner=False)  # type: ignore[call-arg]
+    return opts.shield_backend(scenario.shield, transport)
 
 
 def _own_board(transport: Transport, opts: RunOptions) -> Any:

@@ -55,6 +55,9 @@ class RunOptions:
     journal_dir: Path | None = None
     control: RunControl | None = None  # shared by runs in parallel (several boards)
     peer_info: Callable[[], dict[str, Any]] | None = None  # where a two-ended probe's other end is
+    # the caller holds the target's owner lock for longer than this run (`rtlab tune`):
+    # the run takes no lock of its own
+    owner_held: bool = False
 
     def event(self, text: str) -> None:
         """One line of what the runner does, to whoever follows it (`on_event`)."""

@@ -171,8 +171,10 @@ class SystemShield:
     """
 
     def __init__(self, spec: ShieldSpec, transport: Transport | None = None,
-                 directory: Path | None = None) -> None:
+                 directory: Path | None = None, *, take_owner: bool = True) -> None:
         self.spec = spec
+        # False: the caller (`rtlab tune`) holds the target's owner lock for longer
+        self._take_owner = take_owner
         self._transport = transport or LocalTransport()
 
         self._dir = directory or journal_dir(self._transport)
@@ -194,7 +196,7 @@ class SystemShield:
         # ... and it takes the target's owner lock first: one run or shield at a time
         self._session = SystemSession(
             cmd, self._dir, name=journal_files.run_session_name(cmd),
-            owner=target_lock.owner_label()).__enter__()
+            owner=target_lock.owner_label() if self._take_owner else None).__enter__()
         before = read_facts(cmd)
         ops, required, backend, cgroup = self._plan(before)
         try:
@@ -293,8 +295,10 @@ class SystemShield:
         return cgroup if backend == "v2" else None
 
 
-def default_backend(spec: ShieldSpec, transport: Transport | None = None) -> ShieldBackend:
-    """The system layer's shield, or SkippedError when this build has none."""
+def default_backend(spec: ShieldSpec, transport: Transport | None = None, *,
+                    take_owner: bool = True) -> ShieldBackend:
+    """The system layer's shield, or SkippedError when this build has none. take_owner
+    False: the caller holds the target's owner lock already (`rtlab tune`)."""
     try:
         import rtlab.system.applier
         import rtlab.system.shield_plan
@@ -307,4 +311,4 @@ def default_backend(spec: ShieldSpec, transport: Transport | None = None) -> Shi
     if (transport is None or transport.is_local) and os.geteuid() != 0:
         raise SkippedError("this scenario's CPU shield needs root (cpusets, IRQ affinity)",
                            hint="run as root, or with --no-shield")
-    return SystemShield(spec, transport)
+    return SystemShield(spec, transport, take_owner=take_owner)
