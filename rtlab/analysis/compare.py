@@ -31,7 +31,12 @@ Enea-style row (min, avg, mode, p99, p99.9, p99.99, max). For each pair
   when the intervals do not overlap and the test's threshold lies below the
   range (so the counts above it are exact).
 
-"not significant" is a first-class answer.
+"not significant" is a first-class answer, and it comes in two kinds that are never
+confused (`Change.verdict`): **no change** (the interval of the ratio lies within
+±`EQUIVALENCE_MARGIN`: a change that large is excluded at the interval's confidence, an
+equivalence test in the manner of TOST) and **cannot tell** (no interval, or one that
+reaches beyond the margin), which always carries the change it could not judge and what
+would decide it.
 
 The configurations come from rtlab.analysis.configs (`build_configs`), the channels
 that count from rtlab.analysis.channel_select.
@@ -40,7 +45,7 @@ that count from rtlab.analysis.channel_select.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +71,10 @@ ALPHA = 0.01
 MIN_REL_CHANGE = 0.05
 CONFIDENCE = 1 - ALPHA  # of the ratio intervals
 TARGET_CHANGE = 0.10  # "needs longer runs": what it takes to detect this change
+EQUIVALENCE_MARGIN = TARGET_CHANGE  # "no change": the ratio's interval within ±10 %
+# Change.verdict, in order of what a summary names first
+VERDICTS: tuple[str, ...] = ("worse", "better", "cannot tell", "no change", "n/a")
+DECIDED: frozenset[str] = frozenset({"worse", "better", "no change"})
 CENTRE_LEVELS: tuple[float, ...] = (50.0,)
 
 
@@ -80,7 +89,13 @@ class Change:
     batches of windows or runs (docs/report.md#comparisons); None when there is nothing
     to estimate the variance from. `needs`: not significant, and about this many times
     the data (longer runs, or more runs per configuration) are needed to detect a
-    `TARGET_CHANGE` with 90 % power; `method`: what the interval rests on.
+    `TARGET_CHANGE` with 90 % power; `method`: what the interval rests on; `why`: when
+    the change cannot be told, why in a few words ("single runs without windows"; set by
+    `compare_pair`, else derived from the interval).
+
+    `verdict` is one of `VERDICTS`: `worse`/`better` (significant), `no change` (not
+    significant and the interval within ±`EQUIVALENCE_MARGIN`), `cannot tell` (not
+    significant, and no interval or one not within the margin) or `n/a` (no change shown).
     """
 
     what: str  # "p99", "p99.9", "max", ...
@@ -97,6 +112,7 @@ class Change:
     needs: float | None = None
     method: str | None = None
     confidence: float = CONFIDENCE  # of ci_lo..ci_hi (1 - the test's alpha)
+    why: str = ""  # cannot tell: why, in a few words (compare_pair fills it)
 
     @property
     def ratio(self) -> float | None:
@@ -123,49 +139,98 @@ class Change:
         return (f"inconclusive: to detect a {TARGET_CHANGE * 100:.0f} % change, measure "
                 f"~{times}× longer, or {runs} runs of this length per configuration")
 
-    def describe(self) -> str:
-        r = self.ratio
-        if r is None:
-            return f"{self.what}: n/a" + (f" ({self.note})" if self.note else "")
-        if self.a_lo is not None or self.b_lo is not None:
-            def show(v: float | None, lo: float | None) -> str:
-                return _us(v) if lo is None else f"{_us(lo)}–{_us(v)}"
-            text = f"{self.what}: {show(self.a_ns, self.a_lo)} → {show(self.b_ns, self.b_lo)}"
-        else:
-            text = f"{self.what}: {(r - 1) * 100:+.1f} %"
+    @property
+    def verdict(self) -> str:
+        """`worse`/`better` (significant), `no change` (not significant, and the ratio's
+        interval lies within ±EQUIVALENCE_MARGIN: a change that large is excluded at
+        `confidence`), `cannot tell` (not significant, and no interval or one that reaches
+        beyond the margin) or `n/a` (no change shown)."""
+        if self.ratio is None:
+            return "n/a"
         if self.significant:
-            text += (f" ({'worse' if self.direction > 0 else 'better'}, significant, "
-                     f"p = {_pfmt(self.p_value)}{self._ci_text()})")
-        else:
-            text += " (not significant" + (
-                f", p = {_pfmt(self.p_value)}" if self.p_value is not None else "") + (
-                self._ci_text()) + ")"
-        extra = [x for x in (self.needs_text(), self.note) if x]
-        if extra:
-            text += "; " + "; ".join(extra)
-        return text
+            return "worse" if self.direction > 0 else "better"
+        return "no change" if self.within_margin else "cannot tell"
+
+    @property
+    def decided(self) -> bool:
+        """Whether the change was judged: worse, better or no change (not `cannot tell`,
+        not `n/a`)."""
+        return self.verdict in DECIDED
+
+    @property
+    def within_margin(self) -> bool:
+        """The ratio's interval lies within [1 - EQUIVALENCE_MARGIN, 1 + EQUIVALENCE_MARGIN]
+        (both one-sided tests of TOST reject a change of the margin, each at (1 -
+        confidence) / 2)."""
+        if self.ci_lo is None or self.ci_hi is None:
+            return False
+        return self.ci_lo >= 1 - EQUIVALENCE_MARGIN and self.ci_hi <= 1 + EQUIVALENCE_MARGIN
 
     @property
     def regression(self) -> bool:
         return self.significant and self.direction > 0
 
-    @property
-    def verdict(self) -> str:
-        """What the text says: `worse`/`better` (significant), `not significant`, or
-        `n/a` (no change shown)."""
-        if self.ratio is None:
+    def change_text(self) -> str:
+        """The change as shown: '+29.9 %', or 'from → lo–hi' where a value is known only as
+        an interval, or 'n/a'."""
+        r = self.ratio
+        if r is None:
             return "n/a"
+        if self.a_lo is not None or self.b_lo is not None:
+            def show(v: float | None, lo: float | None) -> str:
+                return _us(v) if lo is None else f"{_us(lo)}–{_us(v)}"
+            return f"{show(self.a_ns, self.a_lo)} → {show(self.b_ns, self.b_lo)}"
+        return f"{(r - 1) * 100:+.1f} %"
+
+    def brief(self) -> str:
+        """'p99 +29.9 %': the statistic and its change, for summaries."""
+        return f"{self.what} {self.change_text()}"
+
+    def undecided_reason(self) -> str:
+        """Why the change was not judged, in a few words ('' when it was): `why`, else
+        (cannot tell) the interval that reaches beyond the margin or 'no interval', else
+        (n/a) the note."""
+        verdict = self.verdict
+        if verdict in DECIDED:
+            return ""
+        if self.why:
+            return self.why
+        if verdict == "n/a":
+            return self.note or "not shown"
+        if self.ci_lo is None or self.ci_hi is None:
+            return "no interval"
+        return f"interval not within ±{EQUIVALENCE_MARGIN * 100:.0f} %"
+
+    def describe(self) -> str:
+        verdict = self.verdict
+        if verdict == "n/a":
+            return f"{self.what}: n/a" + (f" ({self.note})" if self.note else "")
+        text = f"{self.what}: {self.change_text()}"
+        p = f", p = {_pfmt(self.p_value)}" if self.p_value is not None else ""
+        margin = f"±{EQUIVALENCE_MARGIN * 100:.0f} %"
         if self.significant:
-            return "worse" if self.direction > 0 else "better"
-        return "not significant"
+            text += f" ({verdict}, significant, p = {_pfmt(self.p_value)}{self._ci_text()})"
+        elif verdict == "no change":
+            text += f" (no change: not significant{p}{self._ci_text()}, within {margin})"
+        elif self.ci_lo is None or self.ci_hi is None:
+            why = self.why or ("not significant" if self.p_value is None
+                               else f"not significant{p}")
+            text += f" (cannot tell: no interval, {why})"
+        else:
+            text += f" (cannot tell: not significant{p}{self._ci_text()}, not within {margin})"
+        extra = [x for x in ("" if verdict == "no change" else self.needs_text(), self.note)
+                 if x]
+        if extra:
+            text += "; " + "; ".join(extra)
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """The change as data: both values (ns; `*_lower_bound_ns`: known only as
         [bound, value]), ratio B/A with its confidence interval, which way it moved
-        (`worse`: B higher; null: no direction), the verdict and p-value as the text
-        shows them, `needs` (not significant and too little data: the factor of more
-        data to detect `target_change`), what the interval rests on, the note, the
-        text."""
+        (`worse`: B higher; null: no direction), the verdict (`VERDICTS`), whether it was
+        judged (`decided`), why it cannot be told, the p-value as the text shows it,
+        `needs` (not significant and too little data: the factor of more data to detect
+        `target_change`), what the interval rests on, the note, the text."""
         r = self.ratio
         return {
             "statistic": self.what,
@@ -177,8 +242,11 @@ class Change:
             "direction": "worse" if self.direction > 0 else "better" if self.direction < 0
             else None,
             "significant": self.significant, "p_value": self.p_value,
-            "verdict": self.verdict, "regression": self.regression,
-            "inconclusive": self.needs is not None,
+            "verdict": self.verdict, "decided": self.decided,
+            "equivalence_margin": EQUIVALENCE_MARGIN,
+            "cannot_tell_because": self.undecided_reason() or None,
+            "regression": self.regression,
+            "inconclusive": self.verdict == "cannot tell",
             "needs": None if self.needs is None else {
                 "more_data_factor": self.needs, "target_change": TARGET_CHANGE,
                 "runs_per_configuration": max(2, math.ceil(self.needs)),
@@ -204,10 +272,85 @@ class PairComparison:
     def regressions(self) -> list[Change]:
         return [c for c in self.changes if c.regression]
 
-    def to_dict(self) -> dict[str, Any]:
+    def selected(self, which: Selector | None = None) -> list[Change]:
+        """The changes of the statistics `which` keeps (all when None)."""
+        return [c for c in self.changes if which is None or which(c.what)]
+
+    def undecided(self, which: Selector | None = None) -> list[Change]:
+        """The changes not judged: `cannot tell` and `n/a`."""
+        return [c for c in self.selected(which) if not c.decided]
+
+    def verdict(self, which: Selector | None = None) -> str:
+        """The pair's word over the statistics `which` keeps: `worse` (one got worse),
+        else `cannot tell` (one was not judged), else `better` (one got better), else
+        `no change` (every one within the margin)."""
+        words = {c.verdict for c in self.selected(which)}
+        if "worse" in words:
+            return "worse"
+        if words - DECIDED or not words:
+            return "cannot tell"
+        return "better" if "better" in words else "no change"
+
+    def summary(self, which: Selector | None = None) -> str:
+        """One line: each verdict with its statistics, the changes that could not be told
+        with why and what would decide them ('worse: p99 +12.0 %; cannot tell: p99.9
+        +36.9 % (single runs without windows); no change: median, mean')."""
+        chosen = self.selected(which)
+        parts = []
+        for word in ("worse", "better"):
+            hit = [c.brief() for c in chosen if c.verdict == word]
+            if hit:
+                parts.append(f"{word}: {', '.join(hit)}")
+        undecided = undecided_text([c for c in chosen if c.verdict == "cannot tell"])
+        if undecided:
+            parts.append(f"cannot tell: {undecided}")
+        same = [c.what for c in chosen if c.verdict == "no change"]
+        if same:
+            parts.append(f"no change: {', '.join(same)}")
+        absent = undecided_text([c for c in chosen if c.verdict == "n/a"])
+        if absent:
+            parts.append(f"not compared: {absent}")
+        return "; ".join(parts) or "nothing compared"
+
+    def to_dict(self, which: Selector | None = None) -> dict[str, Any]:
         return {"baseline": self.a.label, "configuration": self.b.label,
+                "verdict": self.verdict(which), "summary": self.summary(which),
                 "changes": [c.to_dict() for c in self.changes],
-                "regressions": [c.what for c in self.regressions]}
+                "regressions": [c.what for c in self.regressions],
+                "undecided": [c.what for c in self.undecided(which)]}
+
+
+Selector = Callable[[str], bool]
+
+
+def tails_and_max(what: str) -> bool:
+    """The statistics a regression gate judges (`rtlab history`): the tail percentiles
+    and the maxima (through the window maxima), not the median or the mean."""
+    return what in {percentile_label(q) for q in TAIL_LEVELS} or what.startswith("max")
+
+
+def undecided_text(changes: Sequence[Change]) -> str:
+    """Changes not judged, grouped by why, each group with what would decide it:
+    'p99 +29.9 %, p99.9 +36.9 % (single runs without windows), max +20.0 % (no window
+    maxima ...)'."""
+    groups: dict[str, list[Change]] = {}
+    for c in changes:
+        groups.setdefault(c.undecided_reason(), []).append(c)
+    out = []
+    for why, group in groups.items():
+        briefs = ", ".join(c.brief() if c.ratio is not None else c.what for c in group)
+        needs = [c.needs for c in group if c.needs is not None]
+        decide = f"; to decide: {_needs_short(max(needs))}" if needs else ""
+        out.append(f"{briefs} ({why}{decide})" if why or decide else briefs)
+    return ", ".join(out)
+
+
+def _needs_short(k: float) -> str:
+    """What would decide a change, from `Change.needs` (the factor of more data)."""
+    if k > 100:
+        return "more than 100× longer runs, or many more runs per configuration"
+    times = f"{k:.0f}" if k >= 10 else f"{k:.1f}"
+    return f"~{times}× longer runs, or {max(2, math.ceil(k))} runs per configuration"
 
 
 def _above(hist: LogLinHistogram, t: int) -> int:
@@ -441,7 +584,36 @@ def compare_pair(a: Config, b: Config, *, alpha: float = ALPHA) -> PairCompariso
     for q in TAIL_LEVELS:
         out.changes.append(_percentile_change(a, b, q, pooled, alpha))
     out.changes.append(_max_change(a, b, alpha))
+    out.changes = [c if c.decided or c.why else replace(c, why=_why_undecided(a, b, c))
+                   for c in out.changes]
     return out
+
+
+def _why_undecided(a: Config, b: Config, ch: Change) -> str:
+    """Why a change was not judged, in a few words, from what the configurations hold;
+    '' where the change's interval says it (one that reaches beyond the margin)."""
+    if ch.verdict == "n/a":
+        if ch.what == "max":
+            return f"runs of different length and {_no_window_test(a, b)}"
+        return ch.note or "not shown"
+    if ch.ci_lo is not None:
+        return ""
+    if ch.a_lo is not None or ch.b_lo is not None:
+        return "known only as intervals, beyond the peer tool's histogram range"
+    if ch.what == "mean" and (a.censored or b.censored):
+        return "not exact: samples beyond the peer tool's histogram range"
+    if ch.what == "max":
+        return _no_window_test(a, b)
+    bare = [c.label for c in (a, b) if c.units is None or c.units.tier == "none"]
+    if len(bare) == 2:
+        return "single runs without windows"
+    if bare:
+        return f"{bare[0]}: a single run without windows"
+    if ch.needs is not None:
+        return "too few independent tail events"
+    if ch.what.startswith("max"):
+        return "too few windows for an interval"
+    return "no interval"
 
 
 def compare_configs(configs: Sequence[Config], *, alpha: float = ALPHA

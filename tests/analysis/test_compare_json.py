@@ -101,10 +101,10 @@ def test_compare_json_not_significant_and_selection(
     note = doc["configurations"][0]["runs"][0]["notes"][-1]
     assert note == "channels selected with --cpus 1 --channel cpu*: cpu1 (not shown: cpu0)"
     verdicts = {ch["statistic"]: ch["verdict"] for ch in doc["comparisons"][0]["changes"]}
-    assert set(verdicts.values()) <= {"not significant", "better", "worse"}
+    assert set(verdicts.values()) <= {"no change", "cannot tell", "better", "worse"}
     ns = [ch for ch in doc["comparisons"][0]["changes"] if not ch["significant"]]
-    assert ns and all(ch["verdict"] == "not significant" and "(not significant" in ch["text"]
-                      for ch in ns)
+    assert ns and all(ch["verdict"] in ("no change", "cannot tell")
+                      and f"({ch['verdict']}:" in ch["text"] for ch in ns)
 
 
 def test_compare_json_by_host_side_by_side(stored: list[str],
@@ -164,5 +164,5 @@ def test_compare_json_imported_tails_are_intervals(store_path: Path,
     assert peer["lower_bounds_ns"]["p99"] == lo
     p99 = doc["comparisons"][0]["changes"][2]
     assert p99["value_lower_bound_ns"] == lo and p99["baseline_lower_bound_ns"] is None
-    assert p99["verdict"] == "not significant" and "interval" in p99["note"]
+    assert p99["verdict"] == "cannot tell" and "interval" in p99["note"]
     assert "–" in p99["text"]
