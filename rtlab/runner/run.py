@@ -193,6 +193,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> RunOutcome:
                 note = shield_note(shield_info["in_effect"], scenario.shield)
                 if note is not None:
                     notes.append(note)
+                if isinstance(shield_info["in_effect"], dict):  # e.g. runtime knobs skipped
+                    notes += [str(n) for n in shield_info["in_effect"].get("notes") or []]
             ctx = RunContext(scenario, opts, control, transport, run_id, first_raw, host,
                              ref, backend, owner)
             for index, phase in enumerate(scenario.phases):

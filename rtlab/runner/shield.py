@@ -26,6 +26,13 @@ from rtlab.system import journal_files, target_lock
 from rtlab.system.applier import ApplyError, SystemSession
 from rtlab.system.facts import read_facts
 from rtlab.system.journal_files import journal_dir, restore_journal
+from rtlab.system.shield_knobs import (
+    KnobPlan,
+    RuntimeKnobs,
+    knobs_in_effect,
+    read_knob_state,
+    skipped_note,
+)
 from rtlab.system.shield_plan import (
     ShieldRequest,
     ThreadPriority,
@@ -184,6 +191,7 @@ class SystemShield:
         self._applied: dict[str, Any] | None = None
         self._phase_before: Any = None
         self._carriers: dict[int, str] | None = None  # a board's SSH server processes
+        self._knobs: KnobPlan | None = None  # the runtime knobs planned
 
     def apply(self) -> dict[str, Any]:
 
@@ -198,7 +206,9 @@ class SystemShield:
             cmd, self._dir, name=journal_files.run_session_name(cmd),
             owner=target_lock.owner_label() if self._take_owner else None).__enter__()
         before = read_facts(cmd)
-        ops, required, backend, cgroup = self._plan(before)
+        knobs = RuntimeKnobs.of(spec)
+        state = read_knob_state(cmd) if knobs.asked() else None
+        ops, required, backend, cgroup = self._plan(before, state)
         try:
             answers = self._session.apply(ops, required=required)
         except ApplyError as exc:
@@ -214,8 +224,23 @@ class SystemShield:
                                before=before, priorities=spec.thread_priorities)
         effect["refused"] = refused[:50]
         effect["plan"] = self.plan_summary
+        if self._knobs is not None:
+            self._add_knobs(effect, self._knobs)
         self._where, self._applied = (backend, cgroup), effect
         return effect
+
+    def _add_knobs(self, effect: dict[str, Any], kp: KnobPlan) -> None:
+        """The runtime knobs requested vs in effect (read back now), their problems, and
+        a note naming the knobs this target lacks (skipped, never a failure)."""
+        knobs, problems = knobs_in_effect(read_knob_state(self._transport), kp)
+        effect["in_effect"]["knobs"] = knobs
+        effect["problems"] = list(effect.get("problems") or []) + problems
+        effect["in_effect"]["ok"] = bool(effect["in_effect"].get("ok")) and not problems
+        notes = list(kp.notes)
+        skipped = skipped_note(kp)
+        if skipped is not None:
+            notes.append(skipped)
+        effect["notes"] = notes
 
     def phase_start(self) -> None:
 
@@ -252,23 +277,29 @@ class SystemShield:
             own[int(applier.pid)] = "rtlab-probe sys apply (holds the journal)"
         return own
 
-    def _plan(self, facts: Any) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
+    def _plan(self, facts: Any, state: Any = None
+              ) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
 
         spec = self.spec
         user, system = frozenset(spec.user), frozenset(spec.system)
+        # a system set that is every other CPU names no CPU in particular: SMT siblings
+        # taken offline (smt = false) simply leave it
+        named = None if system == facts.cpus_online - user else system
         priorities = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
         req = ShieldRequest(cpus=user, irqs=spec.irqs, kthreads=spec.kthreads,
                             priorities=priorities, rt_runtime_us=spec.sched_rt_runtime_us,
                             dma_latency_us=spec.dma_latency,
                             exclude_pids=frozenset(self.own_processes()), tasks=spec.tasks,
-                            default_smp_affinity=spec.default_smp_affinity)
+                            default_smp_affinity=spec.default_smp_affinity,
+                            knobs=RuntimeKnobs.of(spec), system=named)
         if spec.cpuset:
-            plan = plan_shield(facts, replace(req, irqs=spec.irqs or spec.default_smp_affinity))
+            plan = plan_shield(facts, replace(req, irqs=spec.irqs or spec.default_smp_affinity),
+                               knob_state=state)
             ops = list(plan.ops) + move_ops(plan, facts)
-            self.plan_summary = plan.summary()
+            self.plan_summary, self._knobs = plan.summary(), plan.knobs
             return ops, list(plan.required), plan.backend, plan.shield_cgroup
-        plan = plan_affinity(facts, req, system)
-        self.plan_summary = plan.summary()
+        plan = plan_affinity(facts, req, system, knob_state=state)
+        self.plan_summary, self._knobs = plan.summary(), plan.knobs
         return list(plan.ops), list(plan.required), "none", None
 
     def release(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from rtlab.errors import UsageError
 from rtlab.probes.registry import DEFAULT_PROBE
 from rtlab.scenario.units import format_duration, online_cpus
+from rtlab.system.shield_knobs import KNOB_NAMES as KNOB_FIELDS
 
 POLICIES = ("fifo", "rr", "other")
 RT_POLICIES = ("fifo", "rr")
@@ -114,13 +115,30 @@ class ShieldSpec:
     dma_latency: int | None = None  # hold /dev/cpu_dma_latency at this many µs
     # threads to re-prioritise, e.g. the NIC's IRQ thread: (name pattern, policy, priority)
     thread_priorities: tuple[tuple[str, str, int], ...] = ()
+    # runtime knobs (rtlab.system.shield_knobs, docs/system.md); None: left as it is
+    timer_migration: bool | None = None
+    watchdogs: bool | None = None
+    vm_stat_interval: int | None = None  # s
+    idle_max_latency_us: int | None = None
+    governor: str | None = None
+    min_freq: str | int | None = None  # "max" or kHz
+    smt: bool | None = None
+    thp: str | None = None  # never | madvise | always
+    numa_balancing: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
+        """The shield as stored with a run; runtime knobs only when set (so a shield
+        without them keeps the hash it always had)."""
+        d = {k: v for k, v in self.__dict__.items()
+             if k not in KNOB_FIELDS or v is not None}
         d["system"], d["user"] = list(self.system), list(self.user)
         d["thread_priorities"] = [{"match": m, "policy": pol, "priority": pr}
                                   for m, pol, pr in self.thread_priorities]
         return d
+
+    def knobs(self) -> dict[str, Any]:
+        """{name: value} of the runtime knobs set."""
+        return {k: getattr(self, k) for k in KNOB_FIELDS if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from rtlab.scenario.model import (
     ShieldSpec,
     TraceSpec,
 )
+from rtlab.system.shield_knobs import KNOB_NAMES, check_knob
 
 PROBE_POLICIES = ("fifo", "rr", "other", "deadline")
 RT_POLICIES = ("fifo", "rr")
@@ -40,7 +41,7 @@ TRACE_MIN_BUFFER_KB, TRACE_MAX_BUFFER_KB = 16, 256 * 1024
 SCENARIO_KEYS = ("name", "description", "targets")
 SHIELD_KEYS = ("user", "system", "cpuset", "tasks", "kthreads", "irqs",
                "default_smp_affinity", "sched_rt_runtime_us", "dma_latency",
-               "thread_priorities")
+               "thread_priorities", *KNOB_NAMES)
 THREAD_PRIORITY_KEYS = ("match", "policy", "priority")
 THREAD_POLICIES = ("fifo", "rr", "other", "batch", "idle")
 SHIELD_BOOLS = {"cpuset": True, "tasks": True, "kthreads": False, "irqs": False,
@@ -92,9 +93,15 @@ def shield(ctx: Ctx, raw: Mapping[str, Any], online: Sequence[int], path: str,
                      f"at least 2 CPUs; online: {','.join(map(str, online))})")
     rt = g.int("sched_rt_runtime_us", -1, 1_000_000)
     dma = g.int("dma_latency", 0, 2_147_483_647)
+    knobs = {}
+    for name in KNOB_NAMES:
+        try:
+            knobs[name] = check_knob(name, raw.get(name))
+        except ValueError as exc:
+            raise g.fail(name, str(exc)) from None
     return ShieldSpec(tuple(system), tuple(user), sched_rt_runtime_us=rt, dma_latency=dma,
                       thread_priorities=thread_priorities(g, raw.get("thread_priorities")),
-                      **flags)
+                      **flags, **knobs)
 
 
 def thread_priorities(g: Getter, raw: object) -> tuple[tuple[str, str, int], ...]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from rtlab.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from rtlab.errors import SkippedError, UsageError
 from rtlab.system.facts import Facts, Irq, Task
+from rtlab.system.shield_knobs import KnobPlan, KnobState, RuntimeKnobs, plan_knobs
 from rtlab.textfmt import shown
 
 SHIELD_NAME = "rtlab-shield"
@@ -55,6 +56,9 @@ class ShieldRequest:
     # default_smp_affinity (None: with the IRQs)
     tasks: bool = True
     default_smp_affinity: bool | None = None
+    # runtime knobs (rtlab.system.shield_knobs): planned from a KnobState of the target
+    knobs: RuntimeKnobs = field(default_factory=RuntimeKnobs)
+    system: frozenset[int] | None = None  # the system CPUs named (SMT checks; None: the rest)
 
 
 @dataclass
@@ -71,6 +75,7 @@ class Plan:
     left_alone: list[Task] = field(default_factory=list)  # in another cpuset
     moved_irqs: list[Irq] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    knobs: KnobPlan | None = None  # the runtime knobs' part, when any was asked
 
     def add(self, op: dict[str, Any], *, required: bool = False) -> int:
         self.ops.append(op)
@@ -207,7 +212,40 @@ def choose_backend(facts: Facts, wanted: Backend | None) -> Backend:
     return "v1"
 
 
-def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
+def _knob_plan(facts: Facts, req: ShieldRequest, state: KnobState | None
+               ) -> tuple[KnobPlan | None, Facts]:
+    """The runtime knobs' plan (None: none asked), and the facts the rest is planned
+    from: SMT siblings taken offline are no CPUs of the shield's sets (a system set
+    named in `req.system` must leave them out; without one, the rest is the system)."""
+    if not req.knobs.asked():
+        return None, facts
+    if state is None:
+        raise ValueError("runtime knobs need the target's KnobState")
+    kp = plan_knobs(state, req.knobs, req.cpus, req.system or frozenset(), facts)
+    if kp.offline:
+        facts = replace(facts, cpus_online=facts.cpus_online - kp.offline)
+    return kp, facts
+
+
+def _with_knobs(plan: Plan, kp: KnobPlan | None) -> Plan:
+    """The knobs' operations around the shield's: SMT first (restored last, after the
+    cpusets are gone), the settings at the end."""
+    if kp is None:
+        return plan
+    plan.knobs = kp
+    n = len(kp.first)
+    plan.ops[:0] = kp.first
+    plan.required = [i + n for i in plan.required]
+    plan.ops.extend(kp.ops)
+    plan.notes.extend(kp.notes)
+    return plan
+
+
+def plan_shield(facts: Facts, req: ShieldRequest, *,
+                knob_state: KnobState | None = None) -> Plan:
+    """A cpuset shield (`knob_state`: the target's knob files, when `req` asks for
+    runtime knobs)."""
+    kp, facts = _knob_plan(facts, req, knob_state)
     housekeeping = validate(facts, req)
     backend = choose_backend(facts, req.backend)
     shield_cpus = format_cpulist(req.cpus)
@@ -225,16 +263,20 @@ def plan_shield(facts: Facts, req: ShieldRequest) -> Plan:
     if req.irqs:
         _plan_irqs(plan, facts, req.cpus, housekeeping)
     _plan_tail(plan, facts, req)
-    return plan
+    return _with_knobs(plan, kp)
 
 
-def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int]) -> Plan:
+def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int], *,
+                  knob_state: KnobState | None = None) -> Plan:
     """A shield without cpusets (the MBDA steps "tasks to CPU 0", "+ IRQs"): affinities
     only. Every movable task that may run on a shielded CPU gets the `system` CPUs;
     IRQs that are not kernel-managed and default_smp_affinity likewise. Tasks forked
     later inherit their parent's affinity (unlike a cpuset, nothing catches them; kthreadd
     is moved too, so new kernel threads start on the system CPUs)."""
     dsa = req.irqs if req.default_smp_affinity is None else req.default_smp_affinity
+    kp, facts = _knob_plan(facts, req, knob_state)
+    if kp is not None and req.system is None:
+        system = system - kp.offline
     if req.tasks or req.irqs or dsa:  # what moves needs two sets; priorities alone do not
         validate(facts, req)
         if not system:
@@ -261,7 +303,7 @@ def plan_affinity(facts: Facts, req: ShieldRequest, system: frozenset[int]) -> P
         _plan_irqs(plan, facts, req.cpus, system, skip_managed=True, default_affinity=dsa,
                    only_default=not req.irqs)
     _plan_tail(plan, facts, req)
-    return plan
+    return _with_knobs(plan, kp)
 
 
 def _plan_tail(plan: Plan, facts: Facts, req: ShieldRequest) -> None:
