@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rtlab.analysis.compare import compare_configs
-from rtlab.analysis.configs import build_configs, host_cpu_model
+from rtlab.analysis.compare import (
+    Change,
+    PairComparison,
+    compare_configs,
+    tails_and_max,
+    undecided_text,
+)
+from rtlab.analysis.configs import Config, build_configs, host_cpu_model
 from rtlab.analysis.day import DAY_S, HOUR_S, BoardDay, board_day, day_bounds
 from rtlab.cli.options import add_store_arg
 from rtlab.errors import UsageError
@@ -27,21 +34,30 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "history", help="a board's runs over kernel versions, with regressions flagged",
         description="Groups the stored runs of one host by kernel release (oldest first) and "
-        "compares each kernel with the previous one; a tail percentile (p99, p99.9, p99.99) or "
-        "the window maxima worse beyond significance is flagged REGRESSION. "
-        "Maxima are compared through the per-window maxima, never across runs of different "
-        "length. Exit codes: 0 ok (also with regressions, unless --fail-on-regression), "
-        "1 error, 2 usage, 3 the newest kernel regressed (with --fail-on-regression).")
+        "compares each kernel with the previous one on the tail percentiles (p99, p99.9, "
+        "p99.99) and the maxima (through the per-window maxima, never across runs of "
+        "different length). Each kernel change is REGRESSION (one of them worse beyond "
+        "significance), \"cannot tell\" (one of them could not be judged, e.g. single "
+        "imported runs without windows: the change is shown with why and what would decide "
+        "it), \"better\" or \"no change\" (every one within ±10 % at 99 % confidence). "
+        "Exit codes: 0 ok (also with regressions or undecided changes, unless asked), "
+        "1 error, 2 usage, 3 the newest kernel regressed (with --fail-on-regression) or "
+        "could not be judged (with --fail-on-undecided).")
     p.add_argument("--host", required=True, metavar="H", help="host name as stored")
     p.add_argument("--probe", default=DEFAULT_PROBE,
                    help=f"only runs of this probe ({DEFAULT_PROBE})")
     p.add_argument("--scenario", metavar="NAME", help="only runs of this scenario")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit with code 3 when the newest kernel regressed against the one "
-                   "before it (for CI after a kernel upgrade)")
+                   "before it (for CI after a kernel upgrade); a newest kernel that could not "
+                   "be judged exits 0 with a line saying so, unless --fail-on-undecided")
+    p.add_argument("--fail-on-undecided", action="store_true",
+                   help="exit with code 3 also when the newest kernel's change could not be "
+                   "judged (\"cannot tell\": the gate passes only on evidence that it did not "
+                   "regress); implies --fail-on-regression")
     p.add_argument("--json", action="store_true",
-                   help="print a JSON document: every kernel with its runs, statistics (ns) and "
-                   "regressions")
+                   help="print a JSON document: every kernel with its runs, statistics (ns), "
+                   "verdict, regressions and the changes that could not be judged")
     p.add_argument("--day", metavar="YYYY-MM-DD",
                    help="show that day (UTC) instead, OSADL-style: the maximum of every "
                    "slot over 24 hours per CPU (gaps marked), from the runs overlapping it "
@@ -55,6 +71,54 @@ def register(sub: Any) -> None:
                    "day's latency histogram per CPU)")
     add_store_arg(p)
     p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """One kernel against the one before it, over the statistics history judges."""
+
+    pair: PairComparison
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for c in self.pair.selected(tails_and_max) if c.regression]
+
+    @property
+    def undecided(self) -> list[Change]:
+        return self.pair.undecided(tails_and_max)
+
+    @property
+    def verdict(self) -> str:
+        """`regression`, `cannot tell`, `better` or `no change`."""
+        v = self.pair.verdict(tails_and_max)
+        return "regression" if v == "worse" else v
+
+    def cell(self) -> str:
+        """The table's "vs previous kernel" cell."""
+        v = self.verdict
+        undecided = undecided_text(self.undecided)
+        if v == "regression":
+            text = "REGRESSION: " + "; ".join(c.describe() for c in self.regressions)
+            return text + (f"; cannot tell: {undecided}" if undecided else "")
+        if v == "cannot tell":
+            return f"cannot tell: {undecided}"
+        return self.pair.summary(tails_and_max)
+
+
+def _steps(configs: list[Config]) -> dict[str, KernelStep]:
+    return {cur.label: KernelStep(compare_configs([prev, cur])[0])
+            for prev, cur in itertools.pairwise(configs)}
+
+
+def _gate(args: argparse.Namespace, configs: list[Config], steps: dict[str, KernelStep]
+          ) -> tuple[bool, bool, bool]:
+    """(newest regressed, newest undecided, fail): the gate on the newest kernel."""
+    newest = steps.get(configs[-1].label) if len(configs) > 1 else None
+    regressed = newest is not None and newest.verdict == "regression"
+    undecided = newest is not None and newest.verdict == "cannot tell"
+    fail = ((args.fail_on_regression or args.fail_on_undecided) and regressed) or (
+        args.fail_on_undecided and undecided)
+    return regressed, undecided, fail
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,13 +140,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     configs = build_configs(results, "kernel", shape_of=probe_shape)
-    regress: dict[str, list[str]] = {}
-    for prev, cur in itertools.pairwise(configs):
-        pc = compare_configs([prev, cur])[0]
-        regress[cur.label] = [ch.describe() for ch in pc.regressions]
-    fail = bool(args.fail_on_regression and len(configs) > 1 and regress[configs[-1].label])
+    steps = _steps(configs)
+    regressed, undecided, fail = _gate(args, configs, steps)
     if args.json:
-        _print_json(args, rows, configs, regress, fail)
+        _print_json(args, rows, configs, steps, (regressed, undecided, fail))
         return int(ExitCode.THRESHOLD) if fail else 0
     console = make_console()
     cpu = host_cpu_model(results)
@@ -94,31 +155,57 @@ def run(args: argparse.Namespace) -> int:
                                                           "vs previous kernel") else "right")
     for i, c in enumerate(configs):
         first = min(rw.created for rw in rows if rw.id in c.run_ids)
-        flag = "baseline" if i == 0 else (
-            "REGRESSION: " + "; ".join(regress[c.label]) if regress[c.label]
-            else "no significant regression")
         table.add_row(c.label, str(len(c.runs)), first.strftime("%Y-%m-%d %H:%M"),
                       f"{c.channel.samples:,}",
                       *(bounded_us(c.value(q), c.lower_bound(q)) for q in (99.0, 99.9, 99.99)),
-                      us(c.value("max")), flag)
+                      us(c.value("max")), "baseline" if i == 0 else steps[c.label].cell())
     console.print(table)
-    n = sum(1 for v in regress.values() if v)
-    console.print(f"{n} kernel change(s) with a significant regression" if n
-                  else "no significant regression between consecutive kernels", highlight=False)
-    if fail:
-        console.print(f"the newest kernel {configs[-1].label} regressed", highlight=False)
-        return int(ExitCode.THRESHOLD)
-    return 0
+    for line in _closing(configs, steps):
+        console.print(line, highlight=False, markup=False)
+    newest, before = configs[-1].label, configs[-2].label if len(configs) > 1 else ""
+    if regressed:
+        console.print(f"the newest kernel {newest} regressed", highlight=False)
+    elif undecided:
+        console.print(f"the newest kernel {newest} could not be judged against {before}: it is "
+                      "not shown to be free of regressions"
+                      + ("" if args.fail_on_undecided else
+                         " (--fail-on-undecided makes this exit 3)"),
+                      highlight=False, markup=False)
+    return int(ExitCode.THRESHOLD) if fail else 0
 
 
-def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
-                regress: dict[str, list[str]], fail: bool) -> None:
+def _closing(configs: list[Config], steps: dict[str, KernelStep]) -> list[str]:
+    """The lines under the table: regressions, changes that could not be judged, or that
+    every change was judged and none regressed."""
+    if len(configs) < 2:
+        return ["one kernel: nothing to compare"]
+    regressed = [k for k, s in steps.items() if s.verdict == "regression"]
+    undecided = [(k, s) for k, s in steps.items() if s.undecided]
+    out = []
+    if regressed:
+        out.append(f"{len(regressed)} kernel change(s) with a significant regression: "
+                   + ", ".join(regressed))
+    if undecided:
+        n = len(undecided)
+        out.append(f"{n} kernel change{'s' if n > 1 else ''} could not be judged ("
+                   + "; ".join(f"{k}: {undecided_text(s.undecided)}" for k, s in undecided)
+                   + ")")
+    if not out:
+        out.append("no regression between consecutive kernels: every change of p99, p99.9, "
+                   "p99.99 and the maxima was judged (no change or better)")
+    return out
+
+
+def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Config],
+                steps: dict[str, KernelStep], gate: tuple[bool, bool, bool]) -> None:
     import json
     import sys
 
+    regressed, undecided, fail = gate
     kernels = []
     for i, c in enumerate(configs):
         first = min(rw.created for rw in rows if rw.id in c.run_ids)
+        step = None if i == 0 else steps[c.label]
         kernels.append({
             "kernel": c.label, "runs": list(c.run_ids), "first_run": first.isoformat(),
             "cpu_model": host_cpu_model(c.runs),
@@ -127,14 +214,21 @@ def _print_json(args: argparse.Namespace, rows: list[Any], configs: list[Any],
             "lower_bounds_ns": {f"p{q:g}": c.lower_bound(q) for q in (99.0, 99.9, 99.99)},
             "max_ns": c.value("max"),
             "baseline": i == 0,
-            "regressions": [] if i == 0 else regress[c.label],
+            "verdict": "baseline" if step is None else step.verdict,
+            "summary": None if step is None else step.cell(),
+            "regressions": [] if step is None else [ch.describe() for ch in step.regressions],
+            "undecided": [] if step is None else [ch.to_dict() for ch in step.undecided],
+            "changes": [] if step is None else [ch.to_dict()
+                                                for ch in step.pair.selected(tails_and_max)],
         })
     json.dump({"schema": 1, "host": args.host,
                "cpu_model": host_cpu_model(r for c in configs for r in c.runs),
                "probe": args.probe,
                "scenario": args.scenario, "kernels": kernels,
-               "newest_regressed": bool(len(configs) > 1 and regress[configs[-1].label]),
-               "fail_on_regression": bool(args.fail_on_regression), "failed": fail},
+               "summary": _closing(configs, steps),
+               "newest_regressed": regressed, "newest_undecided": undecided,
+               "fail_on_regression": bool(args.fail_on_regression or args.fail_on_undecided),
+               "fail_on_undecided": bool(args.fail_on_undecided), "failed": fail},
               sys.stdout, indent=1)
     sys.stdout.write("\n")
 
