@@ -38,11 +38,15 @@ def register(sub: Any) -> None:
         "and for each configuration the change of median, mean, p99, p99.9, p99.99 and the "
         "median window maximum against the first (baseline): a ratio with a 99 % confidence "
         "interval from batches of consecutive windows (latency samples are not independent), "
-        "and \"worse\"/\"better\" (significant), \"not significant\", or \"inconclusive: "
-        "measure ~k× longer or k runs\". Maxima of runs of different length are not compared "
+        "and a verdict: \"worse\"/\"better\" (significant), \"no change\" (not "
+        "significant, and the interval lies within ±10 %), or \"cannot tell\" (no interval, "
+        "or one reaching beyond ±10 %: the change is shown with why, and what would decide "
+        "it, e.g. \"measure ~k× longer or k runs\"); then one line per comparison with each "
+        "verdict's statistics. Maxima of runs of different length are not compared "
         "directly: their per-window maxima are. "
         "--json prints all of it as one document (values in ns). "
-        "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated (with --json too).")
+        "Exit codes: 0 ok, 1 error, 2 usage, 3 SLO violated or not decided (with --json "
+        "too).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (the first is the baseline)")
     p.add_argument("--by", choices=("run", "kernel", "scenario", "variant", "host"),
                    default="run", help="group runs into configurations (run: each run is one; "
@@ -105,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{pc.b.display} vs {pc.a.display} (baseline):", highlight=False)
         for ch in pc.changes:
             console.print(f"  {ch.describe()}", highlight=False, markup=False)
+        console.print(f"  verdict: {pc.summary()}", highlight=False, markup=False)
     report = evaluate_slo(slo, results, shape_of=probe_shape) if slo is not None else None
     html = _write_files(args, results, slo, report)
     if html is not None:
@@ -170,9 +175,11 @@ def _json_out(args: argparse.Namespace, selection: Any, configs: list[Any], pair
         "notes": notes,
         "slo": None if report is None else {
             "expression": str(report.slo), "passed": report.passed,
-            "checks": len(report.outcomes), "summary": report.summary(),
+            "verdict": report.verdict, "checks": len(report.outcomes),
+            "undecided": len(report.undecided), "summary": report.summary(),
             "failures": [{"run_id": o.run_id, "phase": o.phase, "channel": o.channel,
-                          "clause": o.clause.text, "value": o.value, "reason": o.reason}
+                          "clause": o.clause.text, "status": o.status, "value": o.value,
+                          "reason": o.reason}
                          for o in report.failures]},
         "html": html,
         "junit": args.junit,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rtlab.analysis.compare import EQUIVALENCE_MARGIN
 from rtlab.analysis.configs import TABLE_LEVELS
 from rtlab.report.html_blocks import esc, figure_html
 from rtlab.report.side_by_side import per_cpu_tails
@@ -17,6 +18,12 @@ from rtlab.textfmt import bounded_us, duration, us
 if TYPE_CHECKING:  # pragma: no cover
     from rtlab.analysis.compare import PairComparison
     from rtlab.analysis.configs import Config
+
+
+# the report's colours (html.py's CSS) of each verdict: "cannot tell" is never shown as
+# the green of "no change"
+_CLASS = {"worse": "bad", "better": "ok", "no change": "ok", "cannot tell": "warn",
+          "n/a": "info"}
 
 
 def comparison_table(configs: Sequence[Config]) -> str:
@@ -72,16 +79,21 @@ def comparison_section(configs: Sequence[Config], pairs: Sequence[PairComparison
     if pairs:
         out.append("<h3>Changes against the baseline (first configuration)</h3>")
         out.append(
-            "<p class='sub'>Tail percentiles: two-proportion test of the fraction of samples "
-            "above the pooled percentile (significant: p &lt; 0.01, a change of at least "
-            "5 % and, with several runs per configuration, runs that do not overlap; it "
-            "assumes independent samples, which clustered spikes are not, so treat "
-            "borderline results with care). Maxima: runs of different length are not "
-            "comparable directly, so the distributions of per-window maxima are compared "
-            "(Mann-Whitney U); the change shown is that of the median window maximum.</p>")
+            "<p class='sub'>Each change is a ratio with its 99 % confidence interval (from "
+            "batches of consecutive windows, or runs) and a verdict: <b>worse</b> / "
+            "<b>better</b> (significant: p &lt; 0.01 and a change of at least 5 %), "
+            "<b>no change</b> (not significant, and the whole interval lies within "
+            f"±{EQUIVALENCE_MARGIN * 100:.0f} %: a change that large is excluded) or "
+            "<b>cannot tell</b> (no interval, e.g. single imported runs without windows, or "
+            "one reaching beyond the margin: the change is shown, with why and what would "
+            "decide it). Maxima: runs of different length are not comparable directly, so "
+            "the per-window maxima are compared; the change shown is that of the median "
+            "window maximum.</p>")
         for pc in pairs:
-            items = "".join(f"<li>{esc(ch.describe())}</li>" for ch in pc.changes)
-            out.append(f"<p><b>{esc(pc.b.display)}</b> vs <b>{esc(pc.a.display)}</b></p>"
-                       f"<ul>{items}</ul>")
+            items = "".join(f"<li class='{_CLASS[ch.verdict]}'>{esc(ch.describe())}</li>"
+                            for ch in pc.changes)
+            out.append(f"<p><b>{esc(pc.b.display)}</b> vs <b>{esc(pc.a.display)}</b>: "
+                       f"<span class='{_CLASS[pc.verdict()]}'>{esc(pc.verdict())}</span></p>"
+                       f"<p class='sub'>{esc(pc.summary())}</p><ul>{items}</ul>")
     return "".join(out)
 
