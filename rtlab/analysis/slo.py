@@ -38,10 +38,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from rtlab.analysis.configs import beyond_range
 from rtlab.analysis.stats import PercentileInterval, channel_intervals, samples_to_bound
 from rtlab.errors import UsageError
 from rtlab.results.model import RunResult
@@ -334,13 +335,17 @@ def _unbelievable(result: RunResult) -> str | None:
 
 
 def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSummary,
-           iv: PercentileInterval | None, rate: float | None) -> Outcome:
+           iv: PercentileInterval | None, rate: float | None, above: int | None = None
+           ) -> Outcome:
+    """One clause on one channel; `above`: the channel's samples beyond a peer tool's
+    histogram range are only known to lie above this (ns), None when it has none."""
 
     if clause.percentile is None:
         value = _value(clause, s)
-        if value is None:
+        if value is None:  # nothing measured: no evidence either way (as for a percentile)
             return Outcome(run_id, phase, ch.name, clause, None, False,
-                           f"{clause.text}: {clause.metric} unknown (no samples)", "violated")
+                           f"{clause.text} undecided: {clause.metric} unknown (no samples)",
+                           "undecided")
         ok = clause.holds(value)
         verb = "holds" if ok else "violated"
         return Outcome(run_id, phase, ch.name, clause, value, ok,
@@ -352,9 +357,17 @@ def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSumma
     shown = f"{clause.metric} = {_fmt(clause, value)}" if value is not None else (
         f"{iv.samples:,} samples cannot support {clause.metric} (needs at least "
         f"{_support(clause.percentile):,})")
+    if above is not None and iv.low_ns is not None and iv.low_ns > above:
+        # the interval reaches into samples a peer tool counted beyond its histogram range
+        # (placed at the max): their true values are only known to be above the range
+        iv = replace(iv, low_ns=above)
+        beyond = ("; lowered to the peer tool's histogram range: samples beyond it are only "
+                  "known to lie between it and the max")
+    else:
+        beyond = ""
     ci = (f"{round(iv.level * 100)} % interval [{_ns(iv.low_ns, '-inf')}, "
           f"{_ns(iv.high_ns, 'unbounded')}] us"
-          + (f" (widened: {iv.widened})" if iv.widened else ""))
+          + (f" (widened: {iv.widened})" if iv.widened else "") + beyond)
     status = _decide(clause, iv)
     if status == "met":
         return Outcome(run_id, phase, ch.name, clause, value, True,
@@ -362,6 +375,11 @@ def _check(run_id: str, phase: str, ch: Channel, clause: Clause, s: ChannelSumma
     if status == "violated":
         return Outcome(run_id, phase, ch.name, clause, value, False,
                        f"{clause.text} violated: {shown}, {ci}", "violated", iv)
+    if beyond:  # more samples of the same tool would not tell: its range would
+        return Outcome(run_id, phase, ch.name, clause, value, False,
+                       f"{clause.text} undecided: {shown}, {ci}: the interval contains the "
+                       "bound; measure with a histogram range above the bound (cyclictest "
+                       "-h, oslat -b) to decide", "undecided", iv)
     need = _needed(clause, iv, ch)
     how_long = f" (≈ {duration(need / rate)} at this run's rate)" if rate else ""
     why = ("no sample bounds it from above" if iv.high_ns is None
@@ -399,7 +417,9 @@ def evaluate_slo(slo: Slo, result: RunResult | Iterable[RunResult], *, shape_of:
             ivs = channel_intervals(ch, qs) if qs and ch.hist.total else {}
             rate = (ch.samples / phase.elapsed_ns
                     if phase.elapsed_ns and ch.samples else None)
+            count, above = beyond_range(res, {ch.name})
             for clause in slo.clauses:
                 report.outcomes.append(_check(res.run_id, phase.name, ch, clause, s,
-                                              ivs.get(clause.percentile or -1.0), rate))
+                                              ivs.get(clause.percentile or -1.0), rate,
+                                              above if count else None))
     return report

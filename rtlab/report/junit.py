@@ -3,7 +3,9 @@
 
 One `<testsuite>` per run; with an SLO one `<testcase>` per channel per clause
 (classname `rtlab.<run>.<phase>.<channel>`, name = the clause), failed ones
-carry a `<failure>` with the measured value. Without an SLO, one testcase per
+carry a `<failure>` with the measured value: type `slo` (violated), `slo-undecided`
+(not decided: the run cannot show the clause met or violated; never a pass) or
+`invalid` (not checked). Without an SLO, one testcase per
 channel checks that the measurement is valid: samples were measured, no period
 was missed, the run completed with real-time scheduling in effect, its numbers
 are consistent (rtlab.results.validate). An SLO is never "met" on a result that
@@ -53,6 +55,11 @@ def _validity_cases(result: RunResult, suite: ET.Element) -> tuple[int, int]:
     return tests, failures
 
 
+# a check not met, by its status: violated, not decided (the data cannot tell; it fails
+# the gate all the same), or not checked (numbers that failed validation)
+_FAILURE_TYPE = {"violated": "slo", "undecided": "slo-undecided", "invalid": "invalid"}
+
+
 def junit_xml(results: Sequence[RunResult], slo: Slo | None = None,
               report: SloReport | None = None) -> bytes:
     """JUnit XML of one or several runs, checked against `slo` (or its evaluated `report`)."""
@@ -75,9 +82,10 @@ def junit_xml(results: Sequence[RunResult], slo: Slo | None = None,
                 case = ET.SubElement(suite, "testcase",
                                      classname=f"rtlab.{o.run_id}.{o.phase}.{o.channel}",
                                      name=o.clause.text, time="0")
-                if not o.passed:
+                if not o.passed:  # violated, not decided or not checked: never a pass
                     failures += 1
-                    ET.SubElement(case, "failure", message=o.reason, type="slo").text = o.reason
+                    ET.SubElement(case, "failure", message=o.reason,
+                                  type=_FAILURE_TYPE.get(o.status, "slo")).text = o.reason
                 else:
                     ET.SubElement(case, "system-out").text = o.reason
         suite.set("tests", str(tests))
