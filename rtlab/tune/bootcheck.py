@@ -208,7 +208,7 @@ def _rcu_nocbs(value: str | None, files: BootFiles) -> BootCheck:
                          f"no rcuop kthread for CPUs {format_cpulist(missing)} "
                          f"(offloaded: {format_cpulist(sorted(seen))})")
     return BootCheck("rcu_nocbs", value, True,
-                     f"callbacks offloaded: rcuop kthreads for CPUs {format_cpulist(sorted(seen))}")
+                     f"offload kthreads (rcuop/N) for CPUs {format_cpulist(sorted(seen))}")
 
 
 def _irqaffinity(value: str | None, files: BootFiles) -> BootCheck:

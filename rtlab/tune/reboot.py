@@ -276,7 +276,9 @@ class Rebooter:
         assert probe.boot_id is not None and probe.cmdline is not None
         if normalise(probe.cmdline) != normalise(cmdline):
             came = ("its original command line" if normalise(probe.cmdline)
-                    == normalise(original) else shown(probe.cmdline))
+                    == normalise(original) else
+                    f"another command line ({shown(describe_change(cmdline, probe.cmdline))}"
+                    " against the one asked)")
             err = RtlabError(
                 f"the board {self.target} came back with {came} instead of booting "
                 f"{shown(change)}",

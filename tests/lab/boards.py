@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,11 @@ DEFAULT_MEM_MB = 384
 # What the board's init prints on the console once the network is up (init.sh).
 READY_MARKER = "rtlab-lab: ready"
 READY_GRACE = 30.0
+# A rebootable board's control socket (in its directory) and what the kernel prints on
+# the console when the guest powers itself off (then the board stays off).
+REBOOT_SOCKET = "reboot.sock"
+POWER_DOWN_MARKER = "reboot: Power down"
+REBOOT_ENV_BOOT, REBOOT_ENV_CMDLINE = "RTLAB_BOOT", "RTLAB_CMDLINE"
 
 Accel = Literal["tcg", "kvm"]
 
@@ -271,13 +277,24 @@ class Board:
     _proc: subprocess.Popen[bytes] | None = None
     _started: float = 0.0
     _console_final: str | None = None
+    rebootable: bool = False
+    # every qemu start of a rebootable board: (why, -append) -- "boot", "once",
+    # "original", "reboot" (the guest rebooted or qemu ended: the original again)
+    boots: list[tuple[str, str]] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    _control: threading.Thread | None = None
+    _answered: bool = False  # SSH answered once (until then wait_ready handles qemu)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def start(cls, name: str, kind: str = "x86_64-rt", *, cpus: int = 2,
               mem_mb: int = DEFAULT_MEM_MB, link: LinkSpec | None = None,
-              accel: Accel = "tcg", tmpdir: Path | None = None) -> Board:
-        """Start qemu for a new board and return at once (see wait_ready)."""
+              accel: Accel = "tcg", tmpdir: Path | None = None,
+              rebootable: bool = False) -> Board:
+        """Start qemu for a new board and return at once (see wait_ready). `rebootable`:
+        the board also answers the lab's reboot command (`reboot_command`, docs/lab.md)
+        and comes back by itself when its guest reboots or panics."""
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
             raise ValueError(f"board name {name!r}: lower-case letters, digits and '-' only")
         image = ensure_image(kind)
@@ -287,16 +304,18 @@ class Board:
         path = Path(tempfile.mkdtemp(prefix=f"rtlab-lab-{name}-")) if tmpdir is None else tmpdir
         path.mkdir(parents=True, exist_ok=True)
         board = cls(name=name, image=image, cpus=cpus, mem_mb=mem_mb, link=link, accel=accel,
-                    tmpdir=path, own_tmpdir=own)
+                    tmpdir=path, own_tmpdir=own, rebootable=rebootable)
         shutil.copyfile(image.known_hosts, board.known_hosts)
         board._launch()
+        if rebootable:
+            board._start_control()
         return board
 
     @classmethod
     def boot(cls, name: str, kind: str = "x86_64-rt", *, cpus: int = 2,
              mem_mb: int = DEFAULT_MEM_MB, link: LinkSpec | None = None,
              accel: Accel | None = None, timeout: float | None = None,
-             tmpdir: Path | None = None) -> Board:
+             tmpdir: Path | None = None, rebootable: bool = False) -> Board:
         """Start a board and wait until it answers over SSH. accel None: TCG, or KVM
         first when RTLAB_LAB_KVM=1 (falling back to TCG, with the reason in
         accel_note, when KVM does not boot within RTLAB_LAB_KVM_TIMEOUT seconds)."""
@@ -312,7 +331,7 @@ class Board:
                     note = f"RTLAB_LAB_KVM=1 ignored: {why}"
                 else:
                     board = cls.start(name, kind, cpus=cpus, mem_mb=mem_mb, link=link,
-                                      accel="kvm", tmpdir=tmpdir)
+                                      accel="kvm", tmpdir=tmpdir, rebootable=rebootable)
                     try:
                         return board.wait_ready(KVM_TIMEOUT)
                     except BoardError as exc:
@@ -321,11 +340,25 @@ class Board:
                         if why:
                             note += f" ({why})"
         board = cls.start(name, kind, cpus=cpus, mem_mb=mem_mb, link=link, accel=accel,
-                          tmpdir=tmpdir)
+                          tmpdir=tmpdir, rebootable=rebootable)
         board.accel_note = note
         return board.wait_ready(timeout)
 
-    def _qemu_command(self) -> list[str]:
+    @property
+    def original_append(self) -> str:
+        """The board's own kernel command line (the lab's arguments: console, panic=1,
+        host name, NIC MACs, link address)."""
+        q = self.image.qemu
+        append = [f"console={q['console']}", "panic=1", f"rtlab.hostname={self.name}",
+                  f"rtlab.mac={USER_MAC}"]
+        if self.link is not None:
+            append += [f"rtlab.link={self.link.address}", f"rtlab.linkmac={self.link.mac}"]
+        if q.get("kernel_args"):
+            append.append(q["kernel_args"])
+        return " ".join(append)
+
+    def _qemu_command(self, append: str | None = None) -> list[str]:
+        """qemu's command line; `append` instead of the original kernel command line."""
         q = self.image.qemu
         con = self.tmpdir / "console.sock"
         log = self.tmpdir / "console.log"
@@ -333,12 +366,6 @@ class Board:
             chardev = f"socket,id=con,path={con},server=on,wait=off,logfile={log}"
         else:
             chardev = f"file,id=con,path={log}"
-        append = [f"console={q['console']}", "panic=1", f"rtlab.hostname={self.name}",
-                  f"rtlab.mac={USER_MAC}"]
-        if self.link is not None:
-            append += [f"rtlab.link={self.link.address}", f"rtlab.linkmac={self.link.mac}"]
-        if q.get("kernel_args"):
-            append.append(q["kernel_args"])
         cmd = [q["binary"], "-M", q["machine"]]
         if self.accel == "kvm":
             cmd += ["-accel", "kvm", "-cpu", q["kvm_cpu"]]
@@ -348,7 +375,7 @@ class Board:
                 "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
                 "-monitor", "none",
                 "-kernel", str(self.image.kernel), "-initrd", str(self.image.initramfs),
-                "-append", " ".join(append),
+                "-append", self.original_append if append is None else append,
                 "-chardev", chardev, "-serial", "chardev:con",
                 # restrict=on: the board reaches nothing through the user network; only
                 # the forwarded SSH port (on the host's loopback) reaches it.
@@ -367,11 +394,17 @@ class Board:
         self._write_ssh_config()
         for f in ("console.log", "qemu.log"):
             (self.tmpdir / f).unlink(missing_ok=True)
-        self.qemu_cmd = self._qemu_command()
+        self._popen_qemu("boot", None)
+
+    def _popen_qemu(self, why: str, append: str | None) -> None:
+        """Start qemu (the board powered on) with `append`, else the original command
+        line; the board's log of boots notes it."""
+        self.qemu_cmd = self._qemu_command(append)
         with open(self.tmpdir / "qemu.log", "wb") as out:
             self._proc = subprocess.Popen(self.qemu_cmd, stdin=subprocess.DEVNULL, stdout=out,
                                           stderr=subprocess.STDOUT, preexec_fn=_set_pdeathsig)
         self._started = time.monotonic()
+        self.boots.append((why, self.original_append if append is None else append))
 
     def wait_ready(self, timeout: float | None = None) -> Self:
         """Wait until the board answers over SSH; on failure stop it and raise BoardError
@@ -402,6 +435,7 @@ class Board:
                                            timeout=30, check=False)
                         if r.returncode == 0:
                             self.boot_seconds = time.monotonic() - self._started
+                            self._answered = True
                             return self
                 if time.monotonic() > deadline:
                     raise BoardError(f"no SSH answer within {limit:.0f} s" + self._diagnostics())
@@ -413,7 +447,12 @@ class Board:
     def stop(self) -> None:
         """Kill qemu (always; idempotent) and remove the board's own temporary directory
         (kept with RTLAB_LAB_KEEP=1). console_log() still answers afterwards."""
-        proc, self._proc = self._proc, None
+        self._stopping.set()
+        control, self._control = self._control, None
+        if control is not None and control is not threading.current_thread():
+            control.join(timeout=60)
+        with self._lock:
+            proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None:
                 proc.kill()
@@ -560,27 +599,169 @@ class Board:
         `off_s` seconds, boot it again with the same forwarded SSH port, host key and
         ssh_config, so its alias reaches the new boot (another kernel boot, another boot
         id, /tmp empty again). Returns once SSH answers, as wait_ready does (which may
-        move the board to another port, in ssh_config, should its own be taken)."""
+        move the board to another port, in ssh_config, should its own be taken). It
+        boots the original command line, as any reboot of a rebootable board."""
+        with self._lock:
+            self._power_off()
+            time.sleep(off_s)
+            self._power_on("restart", None)
+        return self.wait_ready(timeout)
+
+    def _power_off(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=30)
-        time.sleep(off_s)
+
+    def _power_on(self, why: str, append: str | None) -> None:
+        """qemu again on the same port, host key and ssh_config."""
         for f in ("console.log", "qemu.log", "console.sock"):
             (self.tmpdir / f).unlink(missing_ok=True)
         self.boot_seconds = None
-        self.qemu_cmd = self._qemu_command()
-        with open(self.tmpdir / "qemu.log", "wb") as out:
-            self._proc = subprocess.Popen(self.qemu_cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, preexec_fn=_set_pdeathsig)
-        self._started = time.monotonic()
-        return self.wait_ready(timeout)
+        self._popen_qemu(why, append)
+
+    # ------------------------------------------------------------------ reboot interface
+    @property
+    def reboot_socket(self) -> Path:
+        return self.tmpdir / REBOOT_SOCKET
+
+    @property
+    def reboot_command(self) -> str:
+        """The command that implements rtlab's reboot interface for this board (a
+        `--reboot-cmd`): `python3 tests/lab/boards.py reboot DIR` (docs/lab.md)."""
+        return " ".join(shlex.quote(a) for a in (sys.executable, str(Path(__file__).resolve()),
+                                                 "reboot", str(self.tmpdir)))
+
+    def _start_control(self) -> None:
+        """Listen on the board's control socket, from a thread of its own: the qemu it
+        starts dies with that thread, which ends when the board is stopped."""
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.reboot_socket.unlink(missing_ok=True)
+        server.bind(str(self.reboot_socket))
+        server.listen(4)
+        server.settimeout(0.5)
+        self._control = threading.Thread(target=self._serve, args=(server,),
+                                         name=f"lab-reboot-{self.name}", daemon=True)
+        self._control.start()
+
+    def _serve(self, server: socket.socket) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._supervise()
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.settimeout(30)
+                    reply = self._handle(conn)
+                    with contextlib.suppress(OSError):
+                        conn.sendall((json.dumps(reply) + "\n").encode())
+        finally:
+            server.close()
+            # qemu started here would die with this thread anyway
+            with self._lock, contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                self._power_off()
+
+    def _supervise(self) -> None:
+        """A qemu that ended by itself (-no-reboot: the guest rebooted or panicked) is a
+        reboot: the board boots again, with its original command line (a one-shot
+        command line was for one boot only). A guest that powered off stays off."""
+        with self._lock:
+            proc = self._proc
+            if (proc is None or proc.poll() is None or self._stopping.is_set()
+                    or not self._answered):
+                return
+            if POWER_DOWN_MARKER in self.console_log():
+                return
+            self._power_on("reboot", None)
+
+    def _handle(self, conn: socket.socket) -> dict[str, Any]:
+        data = b""
+        with contextlib.suppress(OSError):
+            while not data.endswith(b"\n") and len(data) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        try:
+            req = json.loads(data)
+            boot, cmdline = req["boot"], req.get("cmdline")
+        except (ValueError, TypeError, KeyError):
+            return {"ok": False, "error": "bad request"}
+        if boot not in ("once", "original"):
+            return {"ok": False, "error": f"boot {boot!r}: expected once or original"}
+        if boot == "once" and (not isinstance(cmdline, str) or not cmdline.strip()
+                               or any(c in cmdline for c in "\n\0")):
+            return {"ok": False, "error": "once needs a one-line kernel command line"}
+        with self._lock:
+            if self._stopping.is_set():
+                return {"ok": False, "error": "the board is being stopped"}
+            append = cmdline.strip() if boot == "once" else None
+            self._power_off()  # a pulled plug: the power-cycle also ends a hung board
+            self._power_on(boot, append)
+            pid = self.pid
+        return {"ok": True, "boot": boot, "append": self.boots[-1][1], "qemu_pid": pid}
+
+
+def reboot_main(argv: list[str]) -> int:
+    """`boards.py reboot DIR`: rtlab's reboot interface for a rebootable board whose
+    directory is DIR (docs/lab.md): RTLAB_BOOT=once boots RTLAB_CMDLINE one time,
+    RTLAB_BOOT=original boots the board's own command line (power-cycling it)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python3 tests/lab/boards.py reboot",
+        description="Reboot a rebootable lab board (rtlab's reboot interface: "
+                    "RTLAB_BOOT=once|original, RTLAB_CMDLINE).")
+    parser.add_argument("dir", metavar="DIR", help="the board's directory (board.tmpdir)")
+    args = parser.parse_args(argv)
+    boot = os.environ.get(REBOOT_ENV_BOOT, "")
+    cmdline = os.environ.get(REBOOT_ENV_CMDLINE, "")
+    if boot not in ("once", "original"):
+        print(f"boards.py reboot: {REBOOT_ENV_BOOT}={boot!r}: expected once or original",
+              file=sys.stderr)
+        return 2
+    if boot == "once" and not cmdline.strip():
+        print(f"boards.py reboot: {REBOOT_ENV_BOOT}=once needs {REBOOT_ENV_CMDLINE}",
+              file=sys.stderr)
+        return 2
+    sock_path = Path(args.dir) / REBOOT_SOCKET
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(120)
+            s.connect(str(sock_path))
+            s.sendall((json.dumps({"boot": boot, "cmdline": cmdline}) + "\n").encode())
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
+        print(f"boards.py reboot: no rebootable lab board answers at {sock_path}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        print("boards.py reboot: the board gave no answer", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"boards.py reboot: {reply.get('error')}", file=sys.stderr)
+        return 1
+    print(f"powered on again ({boot}): qemu {reply['qemu_pid']}, -append {reply['append']}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Boot boards by hand and keep them until Ctrl-C (docs/lab.md)."""
     import argparse
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["reboot"]:
+        return reboot_main(argv[1:])
 
     parser = argparse.ArgumentParser(
         prog="python3 tests/lab/boards.py",
@@ -591,6 +772,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="join two boards by a link (10.77.0.1/24 and 10.77.0.2/24)")
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--mem-mb", type=int, default=DEFAULT_MEM_MB)
+    parser.add_argument("--rebootable", action="store_true",
+                        help="boards answer the lab's reboot command (printed), rtlab's "
+                             "reboot interface (docs/reboot.md)")
     args = parser.parse_args(argv)
     if args.link and len(args.kinds) != 2:
         parser.error("--link needs exactly two boards")
@@ -599,15 +783,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i, (kind, end) in enumerate(zip(args.kinds, ends, strict=True), start=1):
             board = Board.boot(f"board{i}", kind, cpus=args.cpus, mem_mb=args.mem_mb,
-                               link=end)
+                               link=end, rebootable=args.rebootable)
             boards.append(board)
             print(board.describe())
             print(f"  ssh -F {board.ssh_config} {board.alias}")
             sock = board.tmpdir / "console.sock"
             print(f"  console: {board.tmpdir / 'console.log'}"
                   f" (interactive: socat -,raw,echo=0 UNIX-CONNECT:{sock})")
+            if board.rebootable:
+                print(f"  reboot command (--reboot-cmd): {board.reboot_command}")
         print("Ctrl-C stops the boards.", flush=True)
-        while all(b.running for b in boards):
+        while all(b.running or b.rebootable for b in boards):
             time.sleep(1)
         print("a board stopped by itself", file=sys.stderr)
         return 1
