@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""`rtlab shield`: apply, show or remove a persistent CPU shield."""
+"""`rtlab shield`: apply, show or remove a persistent CPU shield (from options, or the
+[shield] table of a scenario file), with its runtime knobs."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from rtlab.fileio import check_directory
 from rtlab.system.facts import parse_cpus_arg, read_facts
 from rtlab.system.journal_files import RestoreReport, journal_dir
 from rtlab.system.shield_apply import apply_shield, reset_shield, run_shields, shield_status
+from rtlab.system.shield_knobs import KNOBS, RuntimeKnobs, check_knob
 from rtlab.system.shield_plan import ShieldRequest, parse_thread_priority
 from rtlab.textfmt import shown
 
@@ -32,12 +35,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "shield",
         help="shield CPUs from tasks and IRQs (journaled; undo with --reset)",
         description="Move tasks, unbound kthreads and IRQs off CPUS with a cpuset shield "
-        "(cgroup v2 partition or v1 cpusets, chosen automatically). Every change is "
-        "journaled in /run/rtlab/shield.journal and undone by `rtlab shield --reset` "
-        "or `rtlab restore`.",
+        "(cgroup v2 partition or v1 cpusets, chosen automatically), and set the runtime "
+        "knobs asked (timer migration, watchdogs, cpuidle states, cpufreq governor, SMT, "
+        "...), or apply the [shield] table of a scenario file (e.g. the profile `rtlab tune` "
+        "exports). Every change is journaled in /run/rtlab/shield.journal and undone by "
+        "`rtlab shield --reset` or `rtlab restore`; a knob the system lacks is skipped and "
+        "named.",
     )
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--cpus", metavar="LIST", help="CPUs to shield, e.g. 1 or 2-3")
+    g.add_argument("--scenario", metavar="FILE",
+                   help="apply the [shield] table of this scenario file (its CPU sets, moves, "
+                   "priorities and runtime knobs) persistently")
     g.add_argument("--reset", action="store_true", help="undo the shield")
     g.add_argument("--status", action="store_true", help="show the shield requested vs in effect")
     p.add_argument("--irqs", action="store_true", help="also move IRQs and default_smp_affinity")
@@ -63,6 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="comma-separated process ids (1 or more) to leave where they are",
     )
+    k = p.add_argument_group("runtime knobs (with --cpus; default: leave as it is)")
+    for decl in KNOBS:
+        k.add_argument(decl.option, metavar=_KNOB_METAVAR.get(decl.name, "VALUE"),
+                       dest=f"knob_{decl.name}", default=None,
+                       help=f"{decl.changes}; {_knob_help(decl.name, decl.allowed)}")
     p.add_argument("--journal-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true",
                    help="print a JSON document: the shield applied (--cpus), requested vs in "
@@ -72,12 +86,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+_KNOB_METAVAR = {"timer_migration": "on|off", "watchdogs": "on|off", "smt": "on|off",
+                 "numa_balancing": "on|off", "vm_stat_interval": "S",
+                 "idle_max_latency_us": "US", "governor": "NAME", "min_freq": "max|KHZ",
+                 "thp": "never|madvise|always"}
+_BOOL_KNOBS = ("timer_migration", "watchdogs", "smt", "numa_balancing")
+
+
+def _knob_help(name: str, allowed: str) -> str:
+    if name in _BOOL_KNOBS:
+        return "on or off"
+    return allowed.replace("an integer", "a number").replace("\"", "")
+
+
+def knob_options(args: argparse.Namespace) -> RuntimeKnobs:
+    """The runtime knobs given as options; UsageError (one line naming the option and what
+    it takes) for a bad value."""
+    values = {}
+    for decl in KNOBS:
+        text = getattr(args, f"knob_{decl.name}", None)
+        if text is None:
+            continue
+        value: object = text
+        if decl.name in _BOOL_KNOBS:
+            value = {"on": True, "off": False}.get(text.strip().lower(), text)
+        elif decl.name != "governor" and decl.name != "thp" and text.strip().isdigit():
+            value = int(text.strip()[:12])
+        try:
+            values[decl.name] = check_knob(decl.name, value)
+        except ValueError:
+            raise UsageError(f"{decl.option} {shown(text)}: not allowed; allowed: "
+                             f"{_knob_help(decl.name, decl.allowed)}") from None
+    return RuntimeKnobs(**values)
+
+
 def run(args: argparse.Namespace) -> int:
 
+    knobs = knob_options(args)
     if (args.reset or args.status) and (args.irqs or args.kthreads or args.exclude is not None
-                                        or args.thread_priority or args.rt_runtime is not None):
-        raise UsageError("--irqs, --kthreads, --thread-priority, --rt-runtime and --exclude go "
-                         "with --cpus")
+                                        or args.thread_priority or args.rt_runtime is not None
+                                        or knobs.asked()):
+        raise UsageError("--irqs, --kthreads, --thread-priority, --rt-runtime, --exclude and "
+                         "the runtime knobs go with --cpus")
+    if args.scenario is not None and (args.irqs or args.kthreads or args.thread_priority
+                                      or args.rt_runtime is not None or knobs.asked()):
+        raise UsageError("--scenario applies the file's [shield] table as it is",
+                         hint="change the table, or use --cpus with options instead")
+    text = _scenario_text(args.scenario) if args.scenario is not None else None
     priorities = tuple(parse_thread_priority(t) for t in args.thread_priority)
     exclude = parse_pids(args.exclude, "--exclude") if args.exclude is not None else frozenset()
     if args.rt_runtime is not None:
@@ -86,7 +141,44 @@ def run(args: argparse.Namespace) -> int:
              if args.journal_dir is not None else None)  # before connecting
     with open_target(args.target, args.engine_dir) as probe, _sigterm_interrupts():
         directory = given or journal_dir(probe)
-        return _run(args, probe, directory, priorities, exclude)
+        if text is not None:
+            return _run_scenario(args, probe, directory, text, exclude)
+        return _run(args, probe, directory, priorities, exclude, knobs)
+
+
+def _scenario_text(path: str) -> str:
+    """The scenario file's text, read before connecting (a missing file: exit 2)."""
+    from rtlab.scenario.loader import read_scenario_text
+
+    return read_scenario_text(path)
+
+
+def _run_scenario(args: argparse.Namespace, probe: Transport, directory: Path, text: str,
+                  exclude: frozenset[int]) -> int:
+    """`--scenario FILE`: its [shield] table, resolved on the target's online CPUs,
+    applied persistently (detached, journaled; `--reset` undoes it)."""
+    from rtlab.runner.shield import shield_request
+    from rtlab.scenario.loader import parse_text
+
+    facts = read_facts(probe)
+    parsed = parse_text(text, args.scenario, sorted(facts.cpus_online))
+    shields = {v.shield for v in parsed.variants}
+    if parsed.variants[0].shield is None or len(shields) != 1:
+        why = "has no [shield] table" if parsed.variants[0].shield is None else \
+            f"has {len(shields)} different shields in its [matrix]"
+        raise UsageError(f"{args.scenario} {why}",
+                         hint="give a file with one [shield] table (e.g. `rtlab tune`'s profile)")
+    spec = parsed.variants[0].shield
+    assert spec is not None
+    req = shield_request(spec, facts, exclude)
+    out = apply_shield(probe, req, directory, facts=facts, cpuset=spec.cpuset,
+                       system=frozenset(spec.system))
+    if not (spec.cpuset or spec.tasks or spec.irqs or spec.default_smp_affinity):
+        # moves nothing: what may run on the CPUs is no problem of this shield
+        v = out["verify"]
+        v["problems"] = [p for p in v["problems"] if not re.match(r"CPU \d+: ", p)]
+        out["moves"] = False
+    return _print_applied(args, probe, out, req.irqs or spec.default_smp_affinity)
 
 
 RT_PERIOD_FILE = "/proc/sys/kernel/sched_rt_period_us"
@@ -154,10 +246,10 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def _run(args: argparse.Namespace, probe: Transport, directory: Path,
-         priorities: tuple[ThreadPriority, ...], exclude: frozenset[int]) -> int:
+         priorities: tuple[ThreadPriority, ...], exclude: frozenset[int],
+         knobs: RuntimeKnobs) -> int:
 
     on = "" if probe.is_local else f" on {probe.target}"
-    again = "" if probe.is_local else f" --target {probe.target}"
     if args.reset:
         rep = reset_shield(probe, directory)
         if args.json:
@@ -192,27 +284,39 @@ def _run(args: argparse.Namespace, probe: Transport, directory: Path,
     cpus = parse_cpus_arg(args.cpus, facts.cpus_online)
     req = ShieldRequest(cpus=cpus, irqs=args.irqs, kthreads=args.kthreads,
                         priorities=priorities, rt_runtime_us=args.rt_runtime,
-                        exclude_pids=exclude)
+                        exclude_pids=exclude, knobs=knobs)
     out = apply_shield(probe, req, directory, facts=facts)
+    return _print_applied(args, probe, out, args.irqs)
+
+
+def _print_applied(args: argparse.Namespace, probe: Transport, out: dict, irqs: bool) -> int:
+    on = "" if probe.is_local else f" on {probe.target}"
+    again = "" if probe.is_local else f" --target {probe.target}"
     if args.json:
         print(json.dumps(out, indent=1))
         return int(ExitCode.OK)
     s = out["summary"]
-    print(
-        f"shielded CPU {s['shield_cpus']}{on} ({s['backend']} cpuset {s['shield_cgroup']}); "
-        f"system on CPU {s['housekeeping_cpus']}"
-    )
-    print(
-        f"  moved {out['tasks_moved']} user task(s), {out['kthreads_moved']} kthread(s); "
-        f"{s['kthreads_not_movable']} per-CPU kthread(s) cannot move"
-    )
-    if args.irqs:
+    if out.get("moves") is False:
+        print(f"applied{on} to CPU {s['shield_cpus']}: runtime knobs and priorities only, "
+              "nothing moved")
+        out["verify"]["in_effect"]["cpus"] = {}
+        out["verify"]["requested"]["cpus"] = None
+    else:
+        where = (f"{s['backend']} cpuset {s['shield_cgroup']}" if s["shield_cgroup"]
+                 else "affinities only, no cpuset")
+        print(f"shielded CPU {s['shield_cpus']}{on} ({where}); system on CPU "
+              f"{s['housekeeping_cpus']}")
+        print(f"  moved {out['tasks_moved']} user task(s), {out['kthreads_moved']} "
+              f"kthread(s); {s['kthreads_not_movable']} per-CPU kthread(s) cannot move")
+    if irqs:
         print(f"  IRQs moved: {_ints(out['irqs_moved']) or 'none'}")
         for r in out["irqs_refused"]:
             print(f"  IRQ {r['irq']} refused: {r['error']} (kernel-managed)")
     for f in out["failed"]:
         print(f"  not applied: {f}")
     _print_status(out["verify"])
+    for n in out.get("notes") or []:
+        print(f"  note: {n}")
     print(f"undo with: rtlab shield --reset{again}")
     return int(ExitCode.OK)
 
@@ -255,8 +359,9 @@ def _ints(v: list[int]) -> str:
 
 
 def _print_status(st: dict) -> None:
-    print(f"  requested: CPU {st['requested']['cpus']}")
-    eff = st["in_effect"]
+    if st["requested"].get("cpus") is not None:
+        print(f"  requested: CPU {st['requested']['cpus']}")
+    eff = st.get("in_effect") or {"cpus": {}}
     for cpu, c in eff["cpus"].items():
         print(
             f"  in effect on CPU {cpu}: {len(c['user_tasks'])} user task(s)"
@@ -270,5 +375,17 @@ def _print_status(st: dict) -> None:
     if cg.get("path") and cg.get("cpus_effective"):
         part = f", partition {cg['partition']}" if cg.get("partition") else ""
         print(f"  cpuset {cg['path']}: CPU {cg['cpus_effective']} in effect{part}")
+    for name, k in (eff.get("knobs") or {}).items():
+        state = (f"skipped: {k['skipped']}" if k.get("skipped") else
+                 f"in effect {_knob_text(k['in_effect'])}" + ("" if k.get("ok") else " (!)"))
+        print(f"  {name} = {_knob_text(k['requested'])}: {state}")
+    for k in st["requested"].get("knobs") or []:  # a persistent shield's knobs (--status)
+        print(f"  {k['knob']}: {k['path']} = {k['value']} (was {k['was']}, reads {k['now']})")
     for p in st["problems"]:
         print(f"  ! {p}")
+
+
+def _knob_text(v: object) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)

@@ -15,7 +15,6 @@ or restores first with `--restore-first`.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -167,6 +166,23 @@ class ShieldBackend(Protocol):
         partition takes them away from every other cgroup), or None."""
 
 
+def shield_request(spec: ShieldSpec, facts: Any, exclude: frozenset[int] = frozenset()
+                   ) -> ShieldRequest:
+    """The system layer's request for a scenario's [shield] on a target with these facts
+    (`exclude`: processes to leave where they are). A system set that is every other
+    CPU names no CPU in particular: SMT siblings taken offline (smt = false) leave it."""
+    user, system = frozenset(spec.user), frozenset(spec.system)
+    named = None if system == facts.cpus_online - user else system
+    priorities = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
+    # a cpuset shield moves default_smp_affinity with the IRQs
+    irqs = spec.irqs or (spec.cpuset and spec.default_smp_affinity)
+    return ShieldRequest(cpus=user, irqs=irqs, kthreads=spec.kthreads,
+                         priorities=priorities, rt_runtime_us=spec.sched_rt_runtime_us,
+                         dma_latency_us=spec.dma_latency, exclude_pids=exclude,
+                         tasks=spec.tasks, default_smp_affinity=spec.default_smp_affinity,
+                         knobs=RuntimeKnobs.of(spec), system=named)
+
+
 class SystemShield:
     """The scenario's shield through rtlab.system: facts -> plan -> journaled apply ->
     verify; `release` restores everything (the journal guarantees it even after a crash).
@@ -281,20 +297,10 @@ class SystemShield:
               ) -> tuple[list[dict[str, Any]], list[int], str, str | None]:
 
         spec = self.spec
-        user, system = frozenset(spec.user), frozenset(spec.system)
-        # a system set that is every other CPU names no CPU in particular: SMT siblings
-        # taken offline (smt = false) simply leave it
-        named = None if system == facts.cpus_online - user else system
-        priorities = tuple(ThreadPriority(m, pol, pr) for m, pol, pr in spec.thread_priorities)
-        req = ShieldRequest(cpus=user, irqs=spec.irqs, kthreads=spec.kthreads,
-                            priorities=priorities, rt_runtime_us=spec.sched_rt_runtime_us,
-                            dma_latency_us=spec.dma_latency,
-                            exclude_pids=frozenset(self.own_processes()), tasks=spec.tasks,
-                            default_smp_affinity=spec.default_smp_affinity,
-                            knobs=RuntimeKnobs.of(spec), system=named)
+        req = shield_request(spec, facts, frozenset(self.own_processes()))
+        system = frozenset(spec.system)
         if spec.cpuset:
-            plan = plan_shield(facts, replace(req, irqs=spec.irqs or spec.default_smp_affinity),
-                               knob_state=state)
+            plan = plan_shield(facts, req, knob_state=state)
             ops = list(plan.ops) + move_ops(plan, facts)
             self.plan_summary, self._knobs = plan.summary(), plan.knobs
             return ops, list(plan.required), plan.backend, plan.shield_cgroup

@@ -13,14 +13,22 @@ from rtlab.errors import RtlabError, UsageError
 from rtlab.system.applier import ApplyError, hold_target, open_applier
 from rtlab.system.facts import Facts, read_facts
 from rtlab.system.journal_files import SHIELD_JOURNAL, journals, read_journal, restore_journal
+from rtlab.system.shield_knobs import (
+    KnobPlan,
+    knob_path,
+    knobs_in_effect,
+    read_knob_state,
+    skipped_note,
+)
 from rtlab.system.shield_plan import (
     IRQ_PATH,
+    Plan,
     ShieldRequest,
     move_ops,
+    plan_affinity,
     plan_shield,
     refused_irqs,
     run_shield_cpus,
-    shield_from_journal,
 )
 from rtlab.system.target_lock import LOCK_NAME, LockHolder, lock_info, owner_label
 from rtlab.system.verify import verify_shield
@@ -53,8 +61,12 @@ def apply_shield(
     directory: Path,
     *,
     facts: Facts | None = None,
+    cpuset: bool = True,
+    system: frozenset[int] | None = None,
 ) -> dict[str, Any]:
-    """Plan and apply a persistent shield through `sys apply --detach`."""
+    """Plan and apply a persistent shield through `sys apply --detach`: a cpuset shield,
+    or with `cpuset` false affinities only (to `system`), or only runtime knobs (a
+    request that moves nothing)."""
 
     path = _journal_path(directory)
     again = "" if transport.is_local else f" --target {transport.target}"
@@ -71,7 +83,10 @@ def apply_shield(
             + ", ".join(str(j.path) for j in stale) + ")",
             hint=f"run `rtlab restore{again}` first")
     facts = facts or read_facts(transport)
-    plan = plan_shield(facts, req)
+    state = read_knob_state(transport) if req.knobs.asked() else None
+    plan: Plan = (plan_shield(facts, req, knob_state=state) if cpuset else
+                  plan_affinity(facts, req, system if system is not None
+                                else facts.cpus_online - req.cpus, knob_state=state))
     # the target's owner lock while applying (a running `rtlab run` refuses us, and we
     # it); it goes when the applier exits after the last operation (--detach)
     applier = open_applier(transport, path, detach=True,
@@ -116,7 +131,20 @@ def apply_shield(
         if (m := IRQ_PATH.match(str(op.get("path", "")))) and ans.get("ok")
     ]
     after = read_facts(transport)
-    requested = {"irqs": req.irqs, "kthreads": req.kthreads, "backend": plan.backend}
+    requested = {"irqs": req.irqs, "kthreads": req.kthreads, "backend": plan.backend,
+                 **req.knobs.asked()}
+    verify = verify_shield(
+        after,
+        req.cpus,
+        backend=plan.backend,
+        shield_cgroup=plan.shield_cgroup or None,
+        requested=requested,
+        before=facts,
+        priorities=[(p.pattern, p.policy, p.priority) for p in req.priorities],
+    )
+    notes = list(plan.notes)
+    if plan.knobs is not None:
+        notes += _verify_knobs(transport, plan.knobs, verify)
     return {
         "summary": plan.summary(),
         "journal": str(path),
@@ -128,16 +156,20 @@ def apply_shield(
         "irqs_moved": irq_ok,
         "irqs_refused": refused_irqs(ops, answers),
         "failed": failed,
-        "verify": verify_shield(
-            after,
-            req.cpus,
-            backend=plan.backend,
-            shield_cgroup=plan.shield_cgroup,
-            requested=requested,
-            before=facts,
-            priorities=[(p.pattern, p.policy, p.priority) for p in req.priorities],
-        ),
+        "notes": notes,
+        "verify": verify,
     }
+
+
+def _verify_knobs(transport: Transport, kp: KnobPlan, verify: dict[str, Any]) -> list[str]:
+    """The runtime knobs in effect, added to a shield's check; the note naming the
+    skipped ones."""
+    knobs, problems = knobs_in_effect(read_knob_state(transport), kp)
+    verify["in_effect"]["knobs"] = knobs
+    verify["problems"] = list(verify.get("problems") or []) + problems
+    verify["in_effect"]["ok"] = bool(verify["in_effect"].get("ok")) and not problems
+    note = skipped_note(kp)
+    return [note] if note is not None else []
 
 
 def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | None:
@@ -146,19 +178,41 @@ def shield_status(transport: Transport, directory: Path) -> dict[str, Any] | Non
     info = _shield_journal(transport, directory)
     if info is None:
         return None
-    shield = shield_from_journal(info.entries)
-    if shield is None:
-        return None
+    facts = read_facts(transport)
+    shield = run_shield_cpus(info.entries, facts.cpus_online)
+    knobs = journal_knobs(transport, info.entries)
+    if shield is None:  # runtime knobs or priorities only: nothing per CPU to verify
+        if not knobs and not info.entries:
+            return None
+        return {"requested": {"cpus": None, "journal": str(path), "knobs": knobs},
+                "in_effect": None, "problems": []}
     cpus, backend, cgroup = shield
     irqs = any(IRQ_PATH.match(str(e.get("path", ""))) for e in info.entries)
     st = verify_shield(
-        read_facts(transport),
+        facts,
         cpus,
         backend=backend,
         shield_cgroup=cgroup,
-        requested={"irqs": irqs, "backend": backend, "journal": str(path)},
+        requested={"irqs": irqs, "backend": backend, "journal": str(path), "knobs": knobs},
     )
     return st
+
+
+def journal_knobs(transport: Transport, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runtime knobs' writes a journal holds: per file, the value written, the one
+    it had (restored on reset) and what it reads now."""
+    writes = [e for e in entries if e.get("op") == "write"
+              and knob_path(str(e.get("path", ""))) is not None]
+    if not writes:
+        return []
+    from rtlab.engine.snapshot import record_bytes, snapshot
+
+    now = {str(r["path"]): record_bytes(r).decode(errors="replace").rstrip("\n")
+           for r in snapshot(transport, sorted({str(e["path"]) for e in writes}))
+           if r.get("type") == "file"}
+    return [{"knob": knob_path(str(e["path"])), "path": e["path"], "value": e.get("value"),
+             "was": e.get("undo", e.get("old")), "now": now.get(str(e["path"]))}
+            for e in writes]
 
 
 def reset_shield(transport: Transport, directory: Path) -> RestoreReport | None:

@@ -67,7 +67,7 @@ class KnobDecl:
 
 KNOBS: tuple[KnobDecl, ...] = (
     KnobDecl("timer_migration", "true or false",
-             f"{TIMER_MIGRATION} (false: 0, timers stay on the CPU that armed them)",
+             f"{TIMER_MIGRATION} (off: timers stay on the CPU that armed them)",
              "--timer-migration"),
     KnobDecl("watchdogs", "true or false",
              f"the soft and NMI lockup watchdogs ({WATCHDOG}; else nmi_watchdog and "
@@ -82,7 +82,7 @@ KNOBS: tuple[KnobDecl, ...] = (
     KnobDecl("min_freq", "\"max\" (the CPU's cpuinfo_max_freq) or an integer in kHz",
              "the user CPUs' cpufreq scaling_min_freq", "--min-freq"),
     KnobDecl("smt", "true or false",
-             "false: the SMT siblings of the user CPUs offline (cpuK/online 0)", "--smt"),
+             "off: the SMT siblings of the user CPUs go offline (cpuK/online 0)", "--smt"),
     KnobDecl("thp", ", ".join(f'"{m}"' for m in THP_MODES),
              f"transparent huge pages ({THP_ENABLED})", "--thp"),
     KnobDecl("numa_balancing", "true or false",
@@ -473,6 +473,24 @@ def knobs_in_effect(state: KnobState, kp: KnobPlan) -> tuple[dict[str, Any], lis
                             f"(reads {_toml_like(now)})")
         out[name] = entry
     return out, problems
+
+
+_KNOB_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(re.escape(TIMER_MIGRATION) + "$"), "timer_migration"),
+    (re.compile("/proc/sys/kernel/(nmi_|soft_)?watchdog$"), "watchdogs"),
+    (re.compile(re.escape(STAT_INTERVAL) + "$"), "vm_stat_interval"),
+    (re.compile(re.escape(NUMA_BALANCING) + "$"), "numa_balancing"),
+    (re.compile(re.escape(THP_ENABLED) + "$"), "thp"),
+    (re.compile(rf"{CPU_DIR}/cpu\d+/cpuidle/state\d+/disable$"), "idle_max_latency_us"),
+    (re.compile(rf"{CPU_DIR}/cpu\d+/cpufreq/scaling_governor$"), "governor"),
+    (re.compile(rf"{CPU_DIR}/cpu\d+/cpufreq/scaling_min_freq$"), "min_freq"),
+    (re.compile(rf"{CPU_DIR}/cpu\d+/online$"), "smt"),
+)
+
+
+def knob_path(path: str) -> str | None:
+    """The runtime knob a written file belongs to, or None."""
+    return next((name for rx, name in _KNOB_PATHS if rx.match(path)), None)
 
 
 def _toml_like(v: object) -> str:
