@@ -90,6 +90,11 @@ population of slow events (interrupts, host stalls).</li>
 <li><b>Maxima over time</b>: the maximum of every window (e.g. each second) and the running
 maximum. If the red running maximum still steps up near the end, the run was too short to
 have seen the worst case.</li>
+<li><b>Comparison</b> (several runs): each statistic's change against the first
+configuration is <i>worse</i> or <i>better</i> (significant), <i>no change</i> (the whole 99 %
+interval within ±10 %) or <i>cannot tell</i> (no interval, e.g. single imported runs, or one
+wider than that: the change is shown with what would decide it). “Cannot tell” is not “no
+change”.</li>
 <li><b>Worst-case statistics</b>: an extreme-value model fitted to the window maxima
 estimates how likely a budget is exceeded within a day, and how long a run must be to support
 a claimed maximum. Read its assumptions and warnings before quoting a number.</li>
