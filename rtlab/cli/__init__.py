@@ -36,6 +36,7 @@ COMMANDS: tuple[str, ...] = (
     "spikes",
     "board",
     "monitor",
+    "tune",
 )
 
 

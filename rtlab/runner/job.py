@@ -66,6 +66,7 @@ class RunJob:
     adjust: Callable[[Scenario], Scenario] | None = None
     # the caller holds the target's owner lock for the whole job and longer (`rtlab tune`)
     owner_held: bool = False
+    comparison: str | None = None  # the id the job's runs share (e.g. a tune's); None: new
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,9 @@ def _options(job: RunJob, store: Store, target: Transport, watch: Watch,
         on_event=watch.on_event,
         command_line=list(job.command_line if job.command_line is not None else sys.argv),
         restore_first=job.restore_first, no_shield=job.no_shield,
-        owner_held=job.owner_held, **more)
+        owner_held=job.owner_held, **({"comparison": job.comparison}
+                                       if job.comparison is not None and "comparison" not in more
+                                       else {}), **more)
 
 
 def check_samples_outputs(variants: Sequence[Any]) -> None:
@@ -250,7 +253,7 @@ def _run_boards(job: RunJob, names: list[str], watch: Watch) -> JobResult:
             # loopback
             peers.append(make_peer(variants, None, online, board=b))
         control = RunControl()
-        comparison = new_comparison_id()
+        comparison = job.comparison or new_comparison_id()
         runs = [BoardRuns(n) for n in names]
         crashes: list[BaseException | None] = [None] * len(boards)
 

@@ -273,9 +273,12 @@ def _missing(req: str, root: SysRoot, user: Sequence[int], system: Sequence[int]
             return "no kernel.sched_rt_runtime_us"
         return None
     if req == "irq-threads":
-        if any(comm.startswith("irq/") for _, comm in root.processes()):
+        import re
+
+        if any(re.fullmatch(NET_IRQ_THREADS, comm) for _, comm in root.processes()):
             return None
-        return "no threaded interrupts (PREEMPT_RT or threadirqs)"
+        return ("no threaded network interrupt (irq/N-eth0 ...: PREEMPT_RT or threadirqs, "
+                "and a network device whose interrupt has a thread)")
     if req == "nohz-full":
         config, _ = root.kconfig()
         if config and config.get("CONFIG_NO_HZ_FULL") != "y":

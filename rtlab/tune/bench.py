@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: MIT
+"""Measuring a tune's blocks through the runner's one run path (`run_job`).
+
+Each block is one stored run of the tune's scenario, scaled to the block length, in
+one configuration: its runtime knobs set as fields of the scenario's [shield] (the
+runner applies and restores them, journaled), its boot knobs in effect (booted once
+through the reboot interface when they differ from what runs now). The runs share
+the tune's id as their comparison id and carry the configuration as their variant,
+so `rtlab compare --by variant` shows any experiment again from the store. The tune
+holds the target's owner lock for its whole length (`owner_held`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from rtlab.errors import RtlabError
+from rtlab.exitcodes import ExitCode
+from rtlab.probes.registry import shape as probe_shape
+from rtlab.results.model import RunResult
+from rtlab.results.store import Store
+from rtlab.results.validate import failed_validation
+from rtlab.runner.job import RunJob, Watch, run_job
+from rtlab.runner.prepare import RunRequest
+from rtlab.scenario.model import Scenario, ShieldSpec
+from rtlab.tune import knobs as catalogue
+from rtlab.tune.search import Interrupted
+
+ATTEMPTS = 3  # a block whose result fails validation is measured again, this often
+
+
+class RunnerBench:
+    """Blocks measured on `target` (None: this machine)."""
+
+    shape_of = staticmethod(probe_shape)
+
+    def __init__(self, *, target: str | None, scenario: str, block_s: float,
+                 store: str | None, tune_id: str, user: Sequence[int], system: Sequence[int],
+                 base_shield: ShieldSpec | None, engine_dir: str | None = None,
+                 boot: Callable[[dict[str, str | None]], None] | None = None,
+                 on_event: Callable[[str], None] | None = None,
+                 command_line: Sequence[str] = ()) -> None:
+        self.target = target
+        self.scenario = scenario
+        self.block_s = block_s
+        self.store = store
+        self.tune_id = tune_id
+        self.user, self.system = list(user), list(system)
+        self.base_shield = base_shield
+        self.engine_dir = engine_dir
+        self.boot = boot  # boots the boot knobs' parameters (the reboot interface)
+        self.on_event = on_event
+        self.command_line = tuple(command_line)
+        self.notes: dict[str, list[str]] = {}  # run id -> the run's notes
+
+    def _adjust(self, config: Sequence[str], label: str) -> Callable[[Scenario], Scenario]:
+        def adjust(sc: Scenario) -> Scenario:
+            shield = catalogue.runtime_shield(sc.shield, config, self.user, self.system)
+            return replace(sc, shield=shield, variant=label)
+        return adjust
+
+    def measure(self, config: Sequence[str], label: str) -> tuple[str, RunResult]:
+        if self.boot is not None:
+            self.boot(catalogue.boot_params(config, self.user, self.system))
+        why = ""
+        for _attempt in range(ATTEMPTS):
+            job = RunJob(
+                request=RunRequest(scenario=self.scenario, duration=f"{self.block_s:g}s"),
+                targets=(self.target,) if self.target else (), store=self.store,
+                engine_dir=self.engine_dir, adjust=self._adjust(config, label),
+                owner_held=True, comparison=self.tune_id,
+                command_line=self.command_line or None)
+            result = run_job(job, Watch(on_event=None))
+            if result.interrupted:
+                raise Interrupted()
+            if not result.outcomes:
+                raise RtlabError(f"the block of {label} stored no run")
+            outcome = result.outcomes[0]
+            run = outcome.result
+            bad = failed_validation(run, f"the block of {label}", "when stored")
+            if bad is None and outcome.exit_code in (ExitCode.OK, ExitCode.THRESHOLD):
+                self.notes[run.run_id] = list(run.notes or [])
+                return run.run_id, run
+            why = bad or f"exit {int(outcome.exit_code)}"
+            if self.on_event is not None:
+                self.on_event(f"block of {label} not used ({why}): measuring it again")
+        raise RtlabError(f"the blocks of {label} failed {ATTEMPTS} times ({why})")
+
+    def load(self, run_id: str) -> RunResult:
+        store = Store.open(self.store, create=False)
+        try:
+            return store.get(run_id)
+        finally:
+            store.close()
+
+
+def shield_effect(run: RunResult) -> dict[str, Any]:
+    """What the run's shield says it applied (requested vs in effect)."""
+    shield = (run.provenance.get("host") or {}).get("shield") or {}
+    return dict(shield.get("in_effect") or {})
