@@ -256,6 +256,15 @@ def plan_knobs(state: KnobState, knobs: RuntimeKnobs, user: Iterable[int],
     if "watchdogs" in asked:
         value = "1" if knobs.watchdogs else "0"
         if state.get(WATCHDOG) is not None:
+            now = (state.get(WATCHDOG) or "").strip()
+            if value == "0" and now != "0":
+                # Before Linux 6.4 or so, reading nmi_watchdog/soft_watchdog while the
+                # master switch is off sets them to 0 (the read stores what is in
+                # effect): the restore of the master alone then leaves both off (seen on
+                # the Debian 6.1 RT board). Journal the ones that are on (a no-op now),
+                # so that their restore, after the master's, turns them on again.
+                kp.ops += [_write(p, "1") for p in (NMI_WATCHDOG, SOFT_WATCHDOG)
+                           if (state.get(p) or "").strip() == "1"]
             sysctl("watchdogs", WATCHDOG, value)
         else:
             parts = [p for p in (NMI_WATCHDOG, SOFT_WATCHDOG) if state.get(p) is not None]

@@ -313,3 +313,15 @@ def test_every_combination_of_bools_round_trips() -> None:
         spec = dataclasses.replace(_load(""), smt=a, watchdogs=b)
         (back,) = parse_text(shield_toml(spec), "p.toml", [0, 1, 2, 3]).variants
         assert back.shield == spec
+
+
+def test_watchdogs_off_journals_the_detectors_that_are_on() -> None:
+    """Their restore, after the master switch's, turns them on again (a kernel that
+    clears them when read while the master is off: the 6.1 RT board)."""
+    kp = plan_knobs(_state(), RuntimeKnobs(watchdogs=False), [1], [0])
+    assert kp.ops == [{"op": "write", "path": "/proc/sys/kernel/watchdog", "value": "0"}]
+    state = KnobState({**_state().files, "/proc/sys/kernel/nmi_watchdog": "0",
+                       "/proc/sys/kernel/soft_watchdog": "1"})
+    kp = plan_knobs(state, RuntimeKnobs(watchdogs=False), [1], [0])
+    assert [(op["path"].rsplit("/", 1)[1], op["value"]) for op in kp.ops] == [
+        ("soft_watchdog", "1"), ("watchdog", "0")]
