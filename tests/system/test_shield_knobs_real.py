@@ -262,3 +262,35 @@ def test_shield_scenario_is_persistent_until_reset(probe_bin: str, tmp_path: Pat
         rs = rtlab("shield", "--reset")
     assert rs.returncode == 0, rs.stderr
     _same(before, timeout_s=5)
+
+
+def test_shield_cpus_with_knob_options(probe_bin: str, tmp_path: Path) -> None:
+    """`rtlab shield --cpus 1` with knob options: a cpuset shield plus the knobs, in
+    effect after rtlab exits, undone byte for byte by --reset (other people's processes
+    on this shared machine are left where they are)."""
+    from rtlab.engine.transport import LocalTransport
+    from rtlab.system.facts import read_facts
+    from tests.system.helpers import foreign_pids
+
+    facts = read_facts(LocalTransport(probe_bin))
+    if not facts.cgroup.v1_cpuset or 1 not in facts.cpus_online:
+        pytest.skip("needs a cgroup v1 cpuset hierarchy and CPU 1 online")
+    knobs, applies, _ = _knobs_and_expectations()
+    before = _files()
+    env = _env(probe_bin, tmp_path)
+    exclude = ",".join(map(str, sorted(foreign_pids(facts))))
+    interval = str(knobs["vm_stat_interval"])
+    r = subprocess.run([sys.executable, "-m", "rtlab", "shield", "--cpus", "1", "--exclude",
+                        exclude, "--vm-stat-interval", interval, "--thp", str(knobs["thp"]),
+                        "--timer-migration", "on" if knobs["timer_migration"] else "off"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"vm_stat_interval = {interval}: in effect {interval}" in r.stdout, r.stdout
+        assert _in_effect({k: applies[k] for k in ("vm_stat_interval", "thp",
+                                                   "timer_migration") if k in applies})
+    finally:
+        rs = subprocess.run([sys.executable, "-m", "rtlab", "shield", "--reset"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert rs.returncode == 0, rs.stderr
+    _same(before, timeout_s=5)
