@@ -390,19 +390,28 @@ def replace_shield(text: str, table: str | None, source: str) -> str:
 
 
 def _scenario_base(state: Mapping[str, Any], scenario_text: str | None
-                   ) -> tuple[str | None, str]:
-    """The tune's scenario text (given, else the built-in one it names) and its name."""
+                   ) -> tuple[str | None, str, str | None]:
+    """The tune's scenario text, its name, and why there is no text (None: there is):
+    the text given, else the state's, else the file or built-in scenario the tune was
+    given (`scenario_ref`), else the built-in one its name names."""
     name = str(state.get("scenario") or "scenario")
+    if scenario_text is None and isinstance(state.get("scenario_text"), str):
+        scenario_text = state["scenario_text"]
     if scenario_text is not None:
-        return scenario_text, name
-    from rtlab.scenario.builtin import builtins
+        return scenario_text, name, None
+    from rtlab.scenario.builtin import builtins, find
+    from rtlab.scenario.loader import read_scenario_text
 
+    ref = state.get("scenario_ref")
+    if isinstance(ref, str) and ref:
+        try:
+            return read_scenario_text(find(ref)), name, None
+        except RtlabError as exc:
+            return None, name, f"the tune's scenario cannot be read now: {exc.one_line()}"
     path = builtins().get(name)
     if path is not None:
-        from rtlab.scenario.loader import read_scenario_text
-
-        return read_scenario_text(path), name
-    return None, name
+        return read_scenario_text(path), name, None
+    return None, name, "the tune's scenario text is not known"
 
 
 def _online(state: Mapping[str, Any], online: Sequence[int] | None) -> list[int]:
@@ -433,7 +442,7 @@ def recommended_shield(state: Mapping[str, Any], knobs: Sequence[str],
     return catalogue.runtime_shield(base, knobs, user, system)
 
 
-def _scenario(c: _Ctx, text: str | None, name: str) -> str:
+def _scenario(c: _Ctx, text: str | None, name: str, why: str | None) -> str:
     table = shield_toml(c.shield) if c.shield is not None else None
     head = [c.header,
             f"# The scenario the tune measured ({_flat(name)}) with the recommended [shield]:",
@@ -449,7 +458,8 @@ def _scenario(c: _Ctx, text: str | None, name: str) -> str:
         head.append(f"# The boot knobs are not part of a scenario: boot {CMDLINE}.")
     if text is None:
         body = f"[scenario]\nname = {json.dumps(_scenario_name(c.tune_id))}\n"
-        head.append("# The tune's scenario text was not given: the default probe runs.")
+        head.append(f"# {_flat(why or 'no scenario text')}: this file holds the shield "
+                    "alone (`rtlab run` measures the default probe with it).")
         if table:
             body += "\n" + table
         return "\n".join(head) + "\n" + body
@@ -531,7 +541,8 @@ def write_exports(ledger: dict[str, Any], state: dict[str, Any], scenario_text: 
                   online: Sequence[int] | None = None) -> list[Path]:
     """Write the recommended configuration's files into `directory` (made if missing);
     returns the files written. `scenario_text`: the tune's scenario file (None: the
-    built-in one its state names, else a scenario of the shield alone);
+    state's `scenario_text`, else the file or built-in scenario it names, else a
+    scenario of the shield alone);
     `original_cmdline`: the target's /proc/cmdline (None: unknown); `online`: the
     target's online CPUs (to read the scenario's CPU words as the tune did; default:
     the state's, else CPUs 0 to the highest CPU of the tune).
@@ -552,7 +563,7 @@ def write_exports(ledger: dict[str, Any], state: dict[str, Any], scenario_text: 
     if unknown:
         raise UsageError(f"the ledger recommends knob {shown(unknown[0])}, which this rtlab "
                          "does not know", hint="export it with the rtlab that tuned")
-    text, scen_name = _scenario_base(state, scenario_text)
+    text, scen_name, no_text = _scenario_base(state, scenario_text)
     cpus = _online(state, online)
     target = _flat(ledger.get("target") or "this machine")
     header = (f"{_head_prefix(tune_id)} target {target}, tuned "
@@ -569,7 +580,7 @@ def write_exports(ledger: dict[str, Any], state: dict[str, Any], scenario_text: 
         (CMDLINE, cmd),
         *([(CMDLINE_ADDED, added)] if added is not None else []),
         (f"{tuned_dir(tune_id)}/tuned.conf", _tuned(c)),
-        (SCENARIO, _scenario(c, text, scen_name)),
+        (SCENARIO, _scenario(c, text, scen_name, no_text)),
         (SYSCTL, _sysctl(c)),
         (LEDGER_JSON, json.dumps(ledger, indent=1, ensure_ascii=False, default=str) + "\n"),
         (LEDGER_TXT, "\n".join([header, *ledger_mod.text(ledger)]) + "\n"),

@@ -294,10 +294,24 @@ def test_hostile_names_stay_in_comments(tmp_path: Path) -> None:
 
 def test_scenario_without_text_or_shield(tmp_path: Path) -> None:
     ledger, state = simulated_tune(EFFECTS, ["timer-migration-off"], tune_id="tune-n")
-    _export(ledger, state, tmp_path / "a", scenario=None)
-    (sc,) = parse_text((tmp_path / "a" / "scenario.toml").read_text(), "s", ONLINE).variants
+    _export(ledger, state, tmp_path / "a", scenario=None)  # "mine": no such scenario
+    text = (tmp_path / "a" / "scenario.toml").read_text()
+    assert "scenario text is not known" in text
+    (sc,) = parse_text(text, "s", ONLINE).variants
     assert sc.shield is not None and sc.shield.knobs() == {"timer_migration": False}
     assert not sc.shield.cpuset and not sc.shield.tasks  # a shield that moves nothing
+    # the built-in scenario the tune was given (`rtlab tune` without SCENARIO: "tune")
+    _export(ledger, {**state, "scenario_ref": "tune"}, tmp_path / "t", scenario=None)
+    f = parse_text((tmp_path / "t" / "scenario.toml").read_text(), "s", ONLINE)
+    (sc,) = f.variants
+    assert f.name == "tune" and [ld.name for ld in sc.loads] == ["seed"]
+    assert sc.phases[0].probe.cpus == USER
+    assert sc.shield is not None and sc.shield.knobs() == {"timer_migration": False}
+    # a scenario file gone since the tune: named, the shield alone
+    _export(ledger, {**state, "scenario_ref": str(tmp_path / "gone.toml")}, tmp_path / "g",
+            scenario=None)
+    text = (tmp_path / "g" / "scenario.toml").read_text()
+    assert "cannot be read now" in text and "gone.toml" in text
     plain = SCENARIO.split("[shield]\nuser")[0] + "[[probe]]\nprobe = \"timer\"\ncpus = \"3\"\n"
     _export(ledger, state, tmp_path / "b", scenario=plain)
     (sc,) = parse_text((tmp_path / "b" / "scenario.toml").read_text(), "s", ONLINE).variants
@@ -323,3 +337,27 @@ def test_a_shield_the_text_cannot_show_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RtlabError, match="cannot replace the \\[shield\\]"):
         _export(ledger, state, tmp_path / "d", scenario=dotted)
     assert not (tmp_path / "d").exists()
+
+
+def test_rtlab_checks_the_exported_scenario_here(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`rtlab scenarios check` (this machine's online CPUs: CPU 0 is always one; other
+    tests may take the others offline for a moment) takes the file as it is exported."""
+    from rtlab.cli import main
+
+    s = st.new(tune_id="tune-here", target=None, scenario="tune", stats=("p99",),
+               budget_s=1e9, block_s=10, block_cost_s=10, pairs=2, confirm_pairs=2,
+               candidates=["rt-throttling-off", "timer-migration-off"], skipped={},
+               proposed={}, not_tested=[], user=[0], system=[0], slo=None, store=None,
+               reboot=None, command_line=[])
+    state = Tuner(s, SimBench({"rt-throttling-off": 0.7, "timer-migration-off": 0.8},
+                              seconds=10)).run()
+    ledger = ledger_mod.build(state)
+    assert ledger["recommended"]["knobs"] == ["rt-throttling-off", "timer-migration-off"]
+    write_exports(ledger, state, None, None, tmp_path, online=[0])
+    capsys.readouterr()
+    code = main(["scenarios", "check", "--json", str(tmp_path / "scenario.toml")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    text = json.dumps(json.loads(out))
+    assert '"timer_migration": false' in text and '"sched_rt_runtime_us": -1' in text
