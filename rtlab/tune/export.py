@@ -53,6 +53,7 @@ SCENARIO = "scenario.toml"
 SYSCTL = "sysctl.conf"
 LEDGER_JSON = "ledger.json"
 LEDGER_TXT = "ledger.txt"
+MAX_LEDGER_BYTES = 64 * 1024 * 1024  # a larger ledger.json is not one rtlab wrote
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _BOOTLOADER_WORDS = ("BOOT_IMAGE",)  # a bootloader adds these itself
 
@@ -483,6 +484,8 @@ def _owned(path: Path, tune_id: str, cmdline_owned: bool, data: str) -> bool:
         return True
     if path.name == LEDGER_JSON:
         try:
+            if path.stat().st_size > MAX_LEDGER_BYTES:
+                return False
             return json.loads(path.read_bytes()).get("tune") == tune_id
         except (OSError, ValueError, AttributeError):
             return False

@@ -9,6 +9,8 @@ nothing written then)."""
 from __future__ import annotations
 
 import configparser
+import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -67,13 +69,23 @@ def simulated_tune(effects: dict[str, float], candidates: list[str], *,
                    tune_id: str = "tune-20261128-120000-ab12", target: str | None = "board-1",
                    skipped: dict[str, str] | None = None,
                    not_tested: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(ledger, state) of a finished simulated tune."""
+    """(ledger, state) of a finished simulated tune (a copy of its own: the same tune is
+    simulated once per test session)."""
+    return copy.deepcopy(_simulated(tuple(sorted(effects.items())), tuple(candidates),
+                                    tune_id, target, tuple(sorted((skipped or {}).items())),
+                                    tuple(not_tested or ())))
+
+
+@functools.cache
+def _simulated(effects: tuple[tuple[str, float], ...], candidates: tuple[str, ...],
+               tune_id: str, target: str | None, skipped: tuple[tuple[str, str], ...],
+               not_tested: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     s = st.new(tune_id=tune_id, target=target, scenario="mine", stats=("p99.99", "max"),
                budget_s=1e9, block_s=10, block_cost_s=10, pairs=3, confirm_pairs=4,
-               candidates=candidates, skipped=skipped or {}, proposed={},
-               not_tested=not_tested or [], user=USER, system=SYSTEM, slo=None, store=None,
+               candidates=list(candidates), skipped=dict(skipped), proposed={},
+               not_tested=list(not_tested), user=USER, system=SYSTEM, slo=None, store=None,
                reboot=None, command_line=[])
-    state = Tuner(s, SimBench(effects, seconds=10)).run()
+    state = Tuner(s, SimBench(dict(effects), seconds=10)).run()
     return ledger_mod.build(state), state
 
 
