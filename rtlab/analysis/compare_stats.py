@@ -8,8 +8,15 @@ sure of itself (docs/report.md, "Comparisons"). Here the unit is not the sample 
 *batch* of consecutive windows (batch means: Conway 1963, Schmeiser 1982; the block
 idea of Künsch 1989): within a run, windows are grouped into B batches of L windows,
 and the variance of a statistic is estimated from how much it varies between batches.
-Runs are never mixed inside a batch; when a configuration has several runs the
-run-to-run variance is estimated as well and the larger of the two is used.
+Runs are never mixed inside a batch, but the batches of all runs of a configuration are
+pooled: k runs give k times the batches of one, as one k-times longer run does. When a
+configuration has several runs, the run-to-run variance is estimated as well (runs as the
+unit, k - 1 degrees of freedom) and replaces the batches' only when it is significantly
+larger than the batches predict (an F test at RUNS_TEST_LEVEL: a random run effect,
+e.g. boot-to-boot differences, is then evidenced and the runs are the honest unit).
+Taking the larger of the two every time, as before, let one degree of freedom decide
+half of all two-run comparisons: two 1-min runs had less power than one
+(bench/calibrate_compare.py --runs-power).
 
 Percentiles go through their exceedance fraction (Woodruff 1952): the standard error of
 F(t) at the percentile t is estimated from the batches, and the interval of the
@@ -36,7 +43,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtlab.analysis.batchstats import MIN_BATCHES, coarse_edges, hist_arrays, ratio_var, t_ppf, t_sf
+from rtlab.analysis.batchstats import (
+    MIN_BATCHES,
+    betainc,
+    coarse_edges,
+    hist_arrays,
+    ratio_var,
+    t_ppf,
+    t_sf,
+)
 from rtlab.results.model import Channel
 
 Z90 = 1.2815515655446004  # one-sided z of 90 % power
@@ -48,6 +63,10 @@ MIN_EVENTS_LOWER = 5.0  # ... or, from enough batches, their 90 % lower bound
 # 1-min configurations otherwise showed p99/p99.9 intervals that covered only 85-88 %
 # (a run without a burst cannot know about them, and 10 batches underrate a few bursts)
 FEW_BATCHES = 20
+# The run-to-run variance replaces the batches' only when larger at this level (F test, one
+# sided): with no run effect it costs at most this share of the tests the batches' power
+# (5 % cost two 2-run configurations ~10 % of their power, more than they gain)
+RUNS_TEST_LEVEL = 0.01
 
 
 # the data of one configuration ---------------------------------------------------------------
@@ -85,7 +104,13 @@ class Units:
             return 1
         w = self.windows
         shortest = min(len(r.n) for r in self.runs)
-        return max(1, min(round(math.sqrt(w)), shortest))
+        L = max(1, min(round(math.sqrt(w)), shortest))
+        if len(self.runs) > 1 and shortest:
+            # several runs: batches that tile the shortest run evenly (k runs of W windows
+            # then give the batches of one k x W run: 8 1-min runs 24 batches of 20, not
+            # 16 of 22 with a remainder of 16 in each run's last)
+            L = max(1, shortest // max(1, round(shortest / L)))
+        return L
 
     def batch_starts(self, run: RunWindows, L: int) -> np.ndarray:
         nb = max(1, len(run.n) // L)
@@ -257,6 +282,34 @@ def _window_inflation(units: Units) -> tuple[float, int]:
     return max(1.0, float(v) * len(allm) / s2), df
 
 
+def f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F > f) of Fisher's F with (d1, d2) degrees of freedom (d2 = inf: chi-square)."""
+    if f <= 0:
+        return 1.0
+    d2 = min(d2, 1e7) if math.isfinite(d2) else 1e7
+    return betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f))
+
+
+def with_runs(var: float | None, df: float, runs: tuple[float, int] | None
+              ) -> tuple[float | None, float, bool]:
+    """(variance, degrees of freedom, from the runs?) of a statistic given its batches'
+    variance `var` (None: none) and the run-to-run one `runs` (variance, k - 1; None: one
+    run). Both estimate the same variance when runs differ only by what happens inside
+    them; the runs' replaces the batches' only when significantly larger (F test at
+    RUNS_TEST_LEVEL): a run effect is then evidenced, and with k - 1 degrees of freedom
+    the interval is honestly wide. Otherwise the batches of all runs decide, with their
+    degrees of freedom (k runs: k times the batches of one)."""
+    if runs is None or runs[1] < 1 or not math.isfinite(runs[0]):
+        return var, df, False
+    if var is None or not math.isfinite(var):
+        return runs[0], runs[1], True
+    if runs[0] <= var:
+        return var, df, False
+    if var <= 0 or f_sf(runs[0] / var, runs[1], max(df, 1.0)) < RUNS_TEST_LEVEL:
+        return runs[0], runs[1], True
+    return var, df, False
+
+
 def _runs_var_fraction(units: Units, t: float) -> tuple[float, int] | None:
     """Run-to-run variance of F(t) (several runs)."""
     if len(units.runs) < 2 or any(r.hist_hi is None for r in units.runs):
@@ -269,6 +322,13 @@ def _runs_var_fraction(units: Units, t: float) -> tuple[float, int] | None:
     return float(v), df
 
 
+def _few_batches(units: Units) -> bool:
+    """Fewer than FEW_BATCHES + 1 batches over all runs (a run under ~7 min)."""
+    L = units.batch_len()
+    return sum(len(units.batch_starts(r, L)) for r in units.runs if len(r.n)) - 1 \
+        < FEW_BATCHES
+
+
 def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np.ndarray,
                         hist_cum: np.ndarray, lo_v: float, hi_v: float) -> Estimate:
     """Percentile q (0..1) of the merged histogram with a dependence-aware standard error
@@ -279,6 +339,15 @@ def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np
     qq = q if 0 < q < 1 else 0.5
     iid = qq * (1 - qq) / n
     vif = _vif_between(units, value, qq, n) if units.tier == "window-hist" else None
+    few = _few_batches(units)
+    if vif is not None and few:
+        # few batches: the VIF behind the interval is the larger of the two edges, the one
+        # the events guard below counts with. Interpolated, the interval shown only when
+        # that guard passed (i.e. when the batches happened to underrate the VIF) was too
+        # narrow: 1-min AR(1) phi 0.99 p99 covered 95-97 % (stated 99 %) where shown
+        top = _vif_at(units, value, qq, n)
+        if top is not None:
+            vif = (max(vif[0], top[0]), vif[1])
     tier = units.tier
     var: float | None = None
     df: float = math.inf
@@ -291,9 +360,9 @@ def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np
         var = max(1.0, per_window * infl) * iid
         tier = "window-max"
         note = "no per-window histograms: a window counts as one observation"
-    rv = _runs_var_fraction(units, value)
-    if rv is not None and (var is None or rv[0] > var):
-        var, df, tier = rv[0], rv[1], "runs"
+    var, df, from_runs = with_runs(var, df, _runs_var_fraction(units, value))
+    if from_runs:
+        tier = "runs"
     if var is None or not math.isfinite(var) or df < 1:
         return Estimate(value, None, tier="none")
     se_f = math.sqrt(var)
@@ -310,9 +379,7 @@ def percentile_estimate(units: Units, q: float, value: float | None, hist_hi: np
     se_log, se_below, se_above = _woodruff_se(halves)
     # independent tail events behind it: too few and the normal approximation fails
     events = qq * (1 - qq) * min(qq, 1 - qq) / var if var > 0 else math.inf
-    L = units.batch_len()
-    if tier == "window-hist" and sum(len(units.batch_starts(r, L)) for r in units.runs
-                                     if len(r.n)) - 1 < FEW_BATCHES:
+    if tier == "window-hist" and few:
         # few batches: their VIF is too uncertain to trust the interpolation for this
         # guard; the larger VIF of the two edges decides (see FEW_BATCHES)
         top = _vif_at(units, value, qq, n)
@@ -336,8 +403,9 @@ def mean_estimate(units: Units, value: float | None) -> Estimate:
         y = np.array([float(r.sum_ns) for r in units.runs])
         x = np.array([float(r.samples) for r in units.runs])
         v, d = ratio_var(y, x)
-        if var is None or v > var:
-            var, df, tier = float(v), d, "runs"
+        var, df, from_runs = with_runs(var, df, (float(v), d))
+        if from_runs:
+            tier = "runs"
     if var is None or df < 1:
         return Estimate(value, None, note="no per-window sums (older engine or import) and "
                         "one run: the mean has no interval")
@@ -375,8 +443,10 @@ def window_max_estimate(units: Units) -> Estimate:
         yr = np.array([float(v.sum()) for v in ind])
         xr = np.array([float(len(v)) for v in ind])
         vr, dr = ratio_var(yr, xr)
-        if vr > var:
-            var, df, tier = float(vr), dr, "runs"
+        got, df, from_runs = with_runs(var, df, (float(vr), dr))
+        var = float(got) if got is not None else var
+        if from_runs:
+            tier = "runs"
     if df < 1:
         return Estimate(m, None)
     se = math.sqrt(var)
