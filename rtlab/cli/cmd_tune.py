@@ -162,13 +162,23 @@ def _measure(args: argparse.Namespace, state: dict[str, Any], directory: Path,
             last[0] = line
             console.print(line, highlight=False, markup=False)
 
+    import signal
+
+    def stop(_signo: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # between blocks (a block's run handles them itself): Ctrl-C and SIGTERM stop the
+    # tune the same way, its state kept and the system as before
+    old = signal.signal(signal.SIGTERM, stop)
     try:
         run_tune(state, directory, transport, on_progress=progress, on_event=event)
-    except Interrupted:
+    except (Interrupted, KeyboardInterrupt):
         console.print(f"interrupted: the tune's state is kept in {directory}; the system is "
                       f"as before; resume with `rtlab tune --resume {state['id']}`",
                       highlight=False, markup=False)
         return int(ExitCode.INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, old)
     return _show(args, state)
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rtlab.analysis.compare import TARGET_CHANGE, Change, compare_pair
+from rtlab.analysis.compare import EQUIVALENCE_MARGIN, Change, compare_pair
 from rtlab.analysis.configs import Config, build_configs
 from rtlab.errors import UsageError
 from rtlab.results.model import RunResult
@@ -35,7 +35,7 @@ from rtlab.results.shape import ShapeOf
 
 FAMILY_ALPHA = 0.05  # the share of all-inert tunes that may call some knob "helps"
 CONFIRM_ALPHA = 0.01  # the confirmation's tests (one family: its statistics)
-EQUIVALENCE = TARGET_CHANGE  # "no effect": the ratio's interval inside 1 +- this
+EQUIVALENCE = EQUIVALENCE_MARGIN  # "no effect": the ratio's interval inside 1 +- this
 MAX_LOOKS = 3
 DEFAULT_STATS = ("p99.99", "max")
 
@@ -113,15 +113,11 @@ class StatResult:
 
 
 def stat_verdict(ch: Change) -> str:
-    """helps / hurts / no effect / inconclusive from one change (lower is better)."""
-    if ch.ratio is None:
-        return "inconclusive"
-    if ch.significant:
-        return "helps" if ch.direction < 0 else "hurts"
-    if ch.ci_lo is not None and ch.ci_hi is not None and \
-            ch.ci_lo >= 1 / (1 + EQUIVALENCE) and ch.ci_hi <= 1 + EQUIVALENCE:
-        return "no effect"
-    return "inconclusive"
+    """helps / hurts / no effect / inconclusive: the comparison's own verdict (better,
+    worse, no change, cannot tell: rtlab.analysis.compare.Change.verdict) in the words
+    of a knob (lower latency is better)."""
+    return {"better": "helps", "worse": "hurts", "no change": "no effect"}.get(
+        ch.verdict, "inconclusive")
 
 
 def knob_verdict(verdicts: Sequence[str]) -> str:
