@@ -59,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--export", metavar="DIR", help="write the files to deploy the result: "
                    "kernel command line, tuned profile, rtlab scenario, sysctl snippet")
     p.add_argument("--html", metavar="FILE", help="write the ledger as an HTML report")
+    p.add_argument("--keep", action="store_true", help="keep the recommended runtime "
+                   "configuration applied after the tune (as `rtlab shield --scenario`; "
+                   "`rtlab shield --reset` undoes it); without it the system is left as before")
     p.add_argument("--plan", action="store_true", help="print the plan and its estimated "
                    "time, change nothing")
     p.add_argument("--resume", metavar="ID", help="continue an interrupted tune")
@@ -179,13 +182,28 @@ def _measure(args: argparse.Namespace, state: dict[str, Any], directory: Path,
         return int(ExitCode.INTERRUPTED)
     finally:
         signal.signal(signal.SIGTERM, old)
+    if args.keep:
+        from rtlab.tune import state as tstate
+        from rtlab.tune.driver import keep
+
+        state["kept"] = keep(state, transport)
+        tstate.save(directory, state)
+        for note in state["kept"]["notes"]:
+            event(note)
+        if state["kept"]["applied"]:
+            event(f"kept {'+'.join(state['kept']['knobs'])} applied; undo with "
+                  f"`{state['kept']['undo']}`")
     return _show(args, state)
 
 
 def _show(args: argparse.Namespace, state: dict[str, Any]) -> int:
     from rtlab.tune import ledger as tledger
+    from rtlab.tune.driver import slo_outcome
 
     led = tledger.build(state)
+    slo = slo_outcome(state) if state.get("stage") == "done" else None
+    led["slo_result"] = None if slo is None else {
+        k: v for k, v in slo.items() if k != "outcomes"}
     if args.export:
         from rtlab.tune.export import write_exports
 
@@ -202,6 +220,11 @@ def _show(args: argparse.Namespace, state: dict[str, Any]) -> int:
         console = make_console()
         for line in tledger.text(led):
             console.print(line, highlight=False, markup=False)
+        if slo is not None:
+            console.print(f"{slo['configuration']} configuration, {slo.get('blocks', 0)} "
+                          f"block(s): {slo['summary']}", highlight=False, markup=False)
+    if slo is not None and not slo["passed"]:
+        return int(ExitCode.THRESHOLD)
     return int(ExitCode.OK)
 
 

@@ -25,6 +25,7 @@ from rtlab.results.validate import failed_validation
 from rtlab.runner.job import RunJob, Watch, run_job
 from rtlab.runner.prepare import RunRequest
 from rtlab.scenario.model import Scenario, ShieldSpec
+from rtlab.tune import energy
 from rtlab.tune import knobs as catalogue
 from rtlab.tune.search import Interrupted
 
@@ -54,6 +55,8 @@ class RunnerBench:
         self.on_event = on_event
         self.command_line = tuple(command_line)
         self.notes: dict[str, list[str]] = {}  # run id -> the run's notes
+        self.last_energy: float | None = None  # J the last block used (powercap), if known
+        self._powercap: bool | None = None  # None: not looked yet
 
     def _adjust(self, config: Sequence[str], label: str) -> Callable[[Scenario], Scenario]:
         def adjust(sc: Scenario) -> Scenario:
@@ -65,7 +68,9 @@ class RunnerBench:
         if self.boot is not None:
             self.boot(catalogue.boot_params(config, self.user, self.system))
         why = ""
+        self.last_energy = None
         for _attempt in range(ATTEMPTS):
+            before = self._energy()
             job = RunJob(
                 request=RunRequest(scenario=self.scenario, duration=f"{self.block_s:g}s"),
                 targets=(self.target,) if self.target else (), store=self.store,
@@ -81,12 +86,26 @@ class RunnerBench:
             run = outcome.result
             bad = failed_validation(run, f"the block of {label}", "when stored")
             if bad is None and outcome.exit_code in (ExitCode.OK, ExitCode.THRESHOLD):
+                check_knobs(run, config)
                 self.notes[run.run_id] = list(run.notes or [])
+                if before:
+                    self.last_energy = energy.joules(before, self._energy())
                 return run.run_id, run
             why = bad or f"exit {int(outcome.exit_code)}"
             if self.on_event is not None:
                 self.on_event(f"block of {label} not used ({why}): measuring it again")
         raise RtlabError(f"the blocks of {label} failed {ATTEMPTS} times ({why})")
+
+    def _energy(self) -> energy.Counters:
+        """The target's powercap counters (read only while the target has them)."""
+        if self._powercap is False:
+            return {}
+        from rtlab.engine.board import open_target
+
+        with open_target(self.target, self.engine_dir) as transport:
+            got = energy.read(transport)
+        self._powercap = bool(got)
+        return got
 
     def load(self, run_id: str) -> RunResult:
         store = Store.open(self.store, create=False)
@@ -96,7 +115,34 @@ class RunnerBench:
             store.close()
 
 
+class KnobNotInEffect(RtlabError):
+    """A block's runtime knob was skipped by the target (`skipped`: it lacks it) or read
+    back not in effect: its blocks say nothing about the knob."""
+
+    def __init__(self, message: str, *, skipped: bool) -> None:
+        super().__init__(message)
+        self.skipped = skipped
+
+
 def shield_effect(run: RunResult) -> dict[str, Any]:
     """What the run's shield says it applied (requested vs in effect)."""
     shield = (run.provenance.get("host") or {}).get("shield") or {}
     return dict(shield.get("in_effect") or {})
+
+
+def check_knobs(run: RunResult, config: Sequence[str]) -> None:
+    """The configuration's runtime knobs that set [shield] knob fields were in effect
+    in this run (the shield's read-back); KnobNotInEffect naming the first that was not."""
+    knobs = (shield_effect(run).get("in_effect") or {}).get("knobs") or {}
+    for name in config:
+        for fld in catalogue.BY_NAME[name].shield:
+            entry = knobs.get(fld)
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("skipped"):
+                raise KnobNotInEffect(f"{name}: the target lacks it ({entry['skipped']})",
+                                      skipped=True)
+            if entry.get("ok") is False:
+                raise KnobNotInEffect(f"{name}: {fld} not in effect (asked "
+                                      f"{entry.get('requested')!r}, read back "
+                                      f"{entry.get('in_effect')!r})", skipped=False)

@@ -181,6 +181,8 @@ def plan_tune(req: TuneRequest, transport: Transport) -> dict[str, Any]:
         reboot=({"command": req.reboot_cmd, "timeout_s": _seconds(
             req.reboot_timeout, "--reboot-timeout", 600.0)} if req.reboot_cmd else None),
         command_line=list(req.command_line)) | {"scenario_ref": req.scenario or "tune",
+                                                "scenario_text": sc.text,
+                                                "online_cpus": list(online_now),
                                                 "engine_dir": req.engine_dir}
 
 
@@ -269,3 +271,73 @@ def as_root_hint() -> str | None:
     if os.geteuid() != 0:
         return "rtlab tune changes the system (shield, IRQs, sysctls): run it as root"
     return None
+
+
+def slo_outcome(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The SLO (--slo) checked on every block of the confirmed configuration (the
+    baseline's blocks when no knob was kept): met only when every block meets it;
+    a block too short to decide a percentile leaves it undecided (not met)."""
+    if not state.get("slo"):
+        return None
+    from rtlab.analysis.slo import evaluate_slo, parse_slo
+    from rtlab.probes.registry import shape as probe_shape
+    from rtlab.results.store import Store
+
+    exps = {e["name"]: e for e in state["experiments"]}
+    conf = exps.get("confirm")
+    if conf is not None and conf["blocks"]:
+        ids, which = [b["run_id"] for b in conf["blocks"] if b["side"] == "B"], "confirmed"
+    else:
+        ids = [b["run_id"] for e in state["experiments"] for b in e["blocks"]
+               if b["side"] == "A" and not e["a"]]
+        which = "baseline"
+    if not ids:
+        return {"configuration": which, "verdict": "undecided", "passed": False,
+                "summary": "SLO NOT DECIDED: no block of the configuration was measured"}
+    store = Store.open(state.get("store"), create=False)
+    try:
+        runs = [store.get(i) for i in ids]
+    finally:
+        store.close()
+    report = evaluate_slo(parse_slo(state["slo"], "--slo"), runs, shape_of=probe_shape)
+    return {"configuration": which, "blocks": len(runs), **report.to_dict()}
+
+
+def keep(state: dict[str, Any], transport: Transport) -> dict[str, Any]:
+    """`--keep`: the recommended runtime configuration applied persistently, as `rtlab
+    shield --scenario` would (journaled, detached: `rtlab shield --reset` undoes it).
+    Boot knobs are not kept (the reboot interface boots once by design): the exported
+    kernel command line is for the bootloader. The DMA latency hold lives only as long
+    as a process holds it: not kept."""
+    from dataclasses import replace
+
+    from rtlab.runner.shield import shield_request
+    from rtlab.system.facts import read_facts
+    from rtlab.system.journal_files import journal_dir
+    from rtlab.system.shield_apply import apply_shield
+
+    final = list(state.get("final") or [])
+    notes: list[str] = []
+    boot = [n for n in final if catalogue.BY_NAME[n].kind == "boot"]
+    if boot:
+        notes.append(f"boot knobs not kept ({', '.join(boot)}): install the exported kernel "
+                     "command line through the bootloader")
+    runtime = [n for n in final if catalogue.BY_NAME[n].kind == "runtime"]
+    if not runtime:
+        return {"applied": False, "notes": [*notes, "no runtime knob to keep"]}
+    online = None if transport.is_local else target_online_cpus(transport)
+    _, variants = prepare(RunRequest(scenario=state["scenario_ref"]), online)
+    spec = catalogue.runtime_shield(variants[0].shield, runtime, state["user_cpus"],
+                                    state["system_cpus"])
+    assert spec is not None
+    if spec.dma_latency is not None:
+        spec = replace(spec, dma_latency=None)
+        notes.append("cpu_dma_latency not kept: it holds only while a process keeps "
+                     "/dev/cpu_dma_latency open (tuned's force_latency, or the application)")
+    facts = read_facts(transport)
+    out = apply_shield(transport, shield_request(spec, facts), journal_dir(transport),
+                       facts=facts, cpuset=spec.cpuset, system=frozenset(spec.system))
+    return {"applied": True, "knobs": runtime, "notes": notes,
+            "undo": "rtlab shield --reset" + (f" --target {state['target']}"
+                                             if state.get("target") else ""),
+            "journal": str(out.get("journal") or "")}

@@ -59,6 +59,7 @@ def build(state: dict[str, Any]) -> dict[str, Any]:
             "stats": _stats(scr), "blocks": len(scr["blocks"]) if scr else 0,
             "stopped": scr.get("stopped") if scr else None,
             "error": scr.get("error") if scr else None,
+            "why": scr.get("error") if scr and scr["verdict"] in ("skipped", "failed") else None,
             "on_top": None, "interaction": None, "in_final": name in final,
             "cost": k.cost, "gives_up_cpus": k.gives_up_cpus,
         }
@@ -99,7 +100,7 @@ def build(state: dict[str, Any]) -> dict[str, Any]:
             "kernel_parameters": boot,
             "cpus_given_up": user if gives_up else [],
             "costs": costs,
-            "energy": state.get("energy"),
+            "energy": power(conf),
         },
         "confirmation": None if conf is None else {
             "verdict": conf["verdict"], "stats": conf["stats"], "blocks": len(conf["blocks"]),
@@ -110,6 +111,22 @@ def build(state: dict[str, Any]) -> dict[str, Any]:
         "runs": [b["run_id"] for e in state.get("experiments", []) for b in e["blocks"]],
         "kept": state.get("kept"),
     }
+
+
+def power(conf: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Mean power of each side of the confirmation (powercap energy over the blocks' wall
+    time), where the target exposed its counters; None otherwise."""
+    if conf is None:
+        return None
+    out: dict[str, Any] = {"source": "powercap (RAPL)"}
+    for side, name in (("A", "baseline_w"), ("B", "final_w")):
+        blocks = [b for b in conf["blocks"] if b["side"] == side and "energy_j" in b]
+        secs = sum(b["seconds"] for b in blocks)
+        if not blocks or secs <= 0:
+            return None
+        out[name] = round(sum(b["energy_j"] for b in blocks) / secs, 2)
+    out["change_w"] = round(out["final_w"] - out["baseline_w"], 2)
+    return out
 
 
 def _stat_line(stats: dict[str, Any] | None) -> str:
@@ -130,7 +147,7 @@ def text(ledger: dict[str, Any]) -> list[str]:
            f"{', '.join(ledger['statistics'])}; lower is better)"]
     for r in ledger["knobs"]:
         head = f"  {r['knob']:<22} {r['verdict'].upper():<13}"
-        if r["verdict"] in ("skipped", "not tested"):
+        if r["verdict"] in ("skipped", "not tested", "failed"):
             out.append(f"{head} {r.get('why', '')}")
             continue
         line = f"{head} {_stat_line(r['stats'])}"
@@ -159,6 +176,10 @@ def text(ledger: dict[str, Any]) -> list[str]:
                        "to the real-time work alone")
         for c in rec["costs"]:
             out.append(f"  cost: {c}")
+        e = rec.get("energy")
+        out.append(f"  power: {e['baseline_w']:.1f} W -> {e['final_w']:.1f} W "
+                   f"({e['change_w']:+.1f} W, {e['source']})" if e else
+                   "  power: not measured (the target has no powercap/RAPL counters)")
     else:
         out.append("recommended: the baseline (no knob helped on these statistics)")
     conf = ledger["confirmation"]

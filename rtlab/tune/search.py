@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rtlab.errors import RtlabError
 from rtlab.results.model import RunResult
 from rtlab.results.shape import ShapeOf
 from rtlab.tune import knobs as catalogue
@@ -171,10 +172,18 @@ class Tuner:
                 self._progress(e, target, f"{e['name']}: block {len(e['blocks']) + 1}/"
                                f"{target} ({lbl})")
                 t0 = self.clock()
-                run_id, result = self.bench.measure(config, lbl)
+                try:
+                    run_id, result = self.bench.measure(config, lbl)
+                except RtlabError as exc:
+                    if side == "A" and not e["a"]:
+                        raise  # the baseline itself cannot be measured: nothing can be
+                    return self._fail(e, exc)
                 self._runs[run_id] = result
-                e["blocks"].append({"side": side, "run_id": run_id,
-                                    "seconds": round(self.clock() - t0, 3)})
+                block = {"side": side, "run_id": run_id, "seconds": round(self.clock() - t0, 3)}
+                joules = getattr(self.bench, "last_energy", None)
+                if joules is not None:
+                    block["energy_j"] = round(joules, 3)
+                e["blocks"].append(block)
                 self.save(self.s)
             stats = self._look(e)
             e["looks"].append({"blocks": len(e["blocks"]),
@@ -195,6 +204,18 @@ class Tuner:
                     self._event(f"{e['name']}: {', '.join(undecided)} inconclusive after "
                                 f"{len(e['blocks'])} blocks: measuring longer")
             self.save(self.s)
+        return e
+
+    def _fail(self, e: dict[str, Any], exc: RtlabError) -> dict[str, Any]:
+        """A configuration of `e` could not be measured (a knob that would not apply or
+        is not in effect, a boot that did not come back): the knob failed, named with why;
+        the tune goes on with the others."""
+        e["done"] = True
+        e["stopped"] = "error"
+        e["error"] = str(exc)
+        e["verdict"] = "skipped" if getattr(exc, "skipped", False) else "failed"
+        self._event(f"{e['name']}: {e['verdict']}: {exc}")
+        self.save(self.s)
         return e
 
     def _stop(self, e: dict[str, Any], why: str) -> dict[str, Any]:
