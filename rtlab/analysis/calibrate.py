@@ -10,6 +10,11 @@ maxima and per-window histograms) of four kinds of log-latency:
 * ``bursts``: independent samples plus 3-s bursts (on average one a minute, at random
   times) during which every latency is 1.65x higher.
 
+One more kind, not in KINDS (bench/calibrate_runs.py): ``run-effect``, independent
+samples whose whole run is shifted by a random factor (log-normal, sd RUN_SD: 2 %, about
+the standard error of a 1-min p99.9), as boot-to-boot differences shift a run; the case
+the run-to-run variance is for.
+
 A/A pairs (two runs of the same process) give the false-positive rate of each
 comparison and the coverage of its interval (true ratio 1); A/B pairs with B's tail
 shifted (every sample above the process's 90th percentile 10 % higher: p99 ... max
@@ -32,6 +37,8 @@ from rtlab.results.shape import ResultShape
 # the simulated runs are of no probe the host knows: one channel, the headline, "latency"
 SIMULATED_PROBE = "simulated"
 KINDS = ("independent", "ar1-0.99", "ar1-0.999", "bursts")
+RUN_EFFECT = "run-effect"
+RUN_SD = 0.02
 MEDIAN_NS = 10_000.0
 SIGMA = 0.25
 RATE_HZ = 1000
@@ -88,6 +95,8 @@ def simulate(kind: str, seconds: int, rng: np.random.Generator) -> np.ndarray:
         for s in starts:
             boost[s * RATE_HZ:(s + BURST_S) * RATE_HZ] = math.log(BURST_FACTOR)
         log_lat += boost[:n]
+    elif kind == RUN_EFFECT:
+        log_lat += rng.normal(0.0, RUN_SD)
     elif kind != "independent" and not kind.startswith("ar1-"):
         raise ValueError(f"unknown kind {kind!r}")
     return np.exp(log_lat).astype(np.int64)
