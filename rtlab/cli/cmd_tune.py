@@ -39,10 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "and say whether the confirmed configuration meets it; " + SLO_HELP)
     p.add_argument("--budget", metavar="DUR", help="the most time the tune may measure "
                    "(default 1h), e.g. 30m, 2h")
-    p.add_argument("--knobs", metavar="LIST", help="the candidate knobs, comma-separated "
+    p.add_argument("--knobs", metavar="NAMES", help="the candidate knobs, comma-separated "
                    "(default: every default runtime knob, and the boot knobs with "
                    "--reboot-cmd); see --list-knobs")
-    p.add_argument("--stats", metavar="LIST", help="statistics that decide (lower is "
+    p.add_argument("--stats", metavar="NAMES", help="statistics that decide (lower is "
                    "better): median, mean, p99, p99.9, p99.99, max (the median of the window "
                    "maxima); default p99.99,max, or the SLO's")
     p.add_argument("--block", metavar="DUR", help="length of one block (one run of the "
@@ -75,13 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from rtlab.tune import state as tstate
 
-    base = Path(args.dir) if args.dir else None
+    base = _base_dir(args)
     if args.list_knobs:
         return _list_knobs(args)
     if args.list:
         return _list(args, base)
     if args.show:
-        return _show(args, tstate.load(tstate.find(args.show, base)))
+        return _show(args, tstate.load(tstate.find(args.show, base, "--show")))
     if args.resume:
         return _resume(args, base)
     return _new(args, base)
@@ -125,7 +125,7 @@ def _resume(args: argparse.Namespace, base: Path | None) -> int:
     from rtlab.engine.board import open_target
     from rtlab.tune import state as tstate
 
-    directory = tstate.find(args.resume, base)
+    directory = tstate.find(args.resume, base, "--resume")
     state = tstate.load(directory)
     if state.get("stage") == "done":
         return _show(args, state)
@@ -137,13 +137,24 @@ def _resume(args: argparse.Namespace, base: Path | None) -> int:
         return _measure(args, state, directory, transport)
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    from rtlab.fileio import check_directory, check_output
+def _base_dir(args: argparse.Namespace) -> Path | None:
+    from rtlab.fileio import check_directory
 
-    if args.html:
+    return check_directory(args.dir, "--dir") if args.dir is not None else None
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """What the tune will write, checked before anything is measured (nothing created)."""
+    from rtlab.fileio import check_directory, check_output
+    from rtlab.results.store.opening import check_store
+
+    if args.html is not None:
         check_output(args.html, "--html")
-    if args.export:
+    if args.export is not None:
         check_directory(args.export, "--export")
+    reason = check_store(args.store)
+    if reason is not None:
+        raise UsageError(f"--store: {reason}")
 
 
 def _measure(args: argparse.Namespace, state: dict[str, Any], directory: Path,

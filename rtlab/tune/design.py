@@ -55,7 +55,7 @@ def parse_stats(text: str | None) -> tuple[str, ...]:
     for raw in text.split(","):
         name = raw.strip().lower()
         if name not in STATISTICS:
-            raise UsageError(f"unknown statistic {raw.strip()!r} in --stats",
+            raise UsageError(f"--stats: unknown statistic {raw.strip()[:60]!r}",
                              hint=f"allowed: {', '.join(STATISTICS)}")
         if name not in out:
             out.append(name)

@@ -122,6 +122,12 @@ def _doctor(transport: Transport, cpus: list[int]) -> list[dict[str, Any]]:
 def plan_tune(req: TuneRequest, transport: Transport) -> dict[str, Any]:
     """Everything checked and decided before anything changes: the tune's first state."""
     stats = stats_of(req)
+    reboot_timeout = _seconds(req.reboot_timeout, "--reboot-timeout", 600.0)
+    if req.reboot_cmd is not None and (not req.reboot_cmd.strip() or len(req.reboot_cmd) > 4096
+                                       or any(ord(c) < 32 and c != "\t"
+                                              for c in req.reboot_cmd)):
+        raise UsageError("--reboot-cmd: not a command (empty, control characters, or over "
+                         "4096 characters)", hint="docs/tune.md, 'Boot knobs'")
     budget = _seconds(req.budget, "--budget", DEFAULT_BUDGET_S)
     block = _seconds(req.block, "--block", DEFAULT_BLOCK_S)
     if block < 2:
@@ -178,8 +184,8 @@ def plan_tune(req: TuneRequest, transport: Transport) -> dict[str, Any]:
         confirm_pairs=confirm_pairs, candidates=candidates, skipped=skipped,
         proposed=proposed, not_tested=not_tested, user=user, system=system, slo=req.slo,
         store=req.store,
-        reboot=({"command": req.reboot_cmd, "timeout_s": _seconds(
-            req.reboot_timeout, "--reboot-timeout", 600.0)} if req.reboot_cmd else None),
+        reboot=({"command": req.reboot_cmd, "timeout_s": reboot_timeout}
+                if req.reboot_cmd else None),
         command_line=list(req.command_line)) | {"scenario_ref": req.scenario or "tune",
                                                 "scenario_text": sc.text,
                                                 "online_cpus": list(online_now),
@@ -239,7 +245,7 @@ def run_tune(state: dict[str, Any], directory: Path, transport: Transport, *,
     if transport.is_local:
         journal_dir(transport).mkdir(parents=True, exist_ok=True)
     with hold_target(transport, journal_dir(transport), "tune"):
-        rebooter = _rebooter(state, on_event)
+        rebooter = _rebooter(state, on_event, save)
         try:
             bench = RunnerBench(
                 target=state["target"], scenario=state["scenario_ref"],
@@ -255,12 +261,13 @@ def run_tune(state: dict[str, Any], directory: Path, transport: Transport, *,
     return state
 
 
-def _rebooter(state: dict[str, Any], on_event: Callable[[str], None] | None) -> Any:
+def _rebooter(state: dict[str, Any], on_event: Callable[[str], None] | None,
+              save: Callable[[dict[str, Any]], None]) -> Any:
     if not state.get("reboot"):
         return None
     from rtlab.tune.boots import BootControl
 
-    return BootControl(state, on_event=on_event)
+    return BootControl(state, on_event=on_event, save=save)
 
 
 def open_for(req: TuneRequest) -> contextlib.AbstractContextManager[Transport]:

@@ -199,16 +199,16 @@ def select(names: str | None, *, boot: bool) -> list[Knob]:
     for raw in names.split(","):
         name = raw.strip()
         if not name:
-            raise UsageError(f"--knobs {names!r}: an empty name",
+            raise UsageError(f"--knobs {names[:60]!r}: an empty name",
                              hint="e.g. --knobs cpuset-shield,irq-affinity")
         knob = BY_NAME.get(name)
         if knob is None:
-            raise UsageError(f"unknown knob {name!r}",
+            raise UsageError(f"--knobs: unknown knob {name[:60]!r}",
                              hint="`rtlab tune --list-knobs` lists them")
         if knob in out:
-            raise UsageError(f"knob {name!r} given twice in --knobs")
+            raise UsageError(f"--knobs: knob {name!r} given twice")
         if knob.kind == "boot" and not boot:
-            raise UsageError(f"knob {name!r} changes the kernel command line: it needs a "
+            raise UsageError(f"--knobs: knob {name!r} changes the kernel command line: it needs a "
                              "reboot interface", hint="give --reboot-cmd CMD (docs/tune.md)")
         out.append(knob)
     return out

@@ -60,15 +60,19 @@ def save(directory: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
-def find(ref: str, base: Path | None = None) -> Path:
+def find(ref: str, base: Path | None = None, option: str = "--resume") -> Path:
     """The directory of tune REF (its id, or a directory)."""
+    if not ref.strip() or len(ref) > 4096 or any(ord(c) < 32 for c in ref):
+        shown = ref[:40] + ("..." if len(ref) > 40 else "")
+        raise UsageError(f"{option} {shown!r}: not a tune id",
+                         hint="`rtlab tune --list` shows the tunes kept here")
     p = Path(ref)
     if (p / STATE_FILE).is_file():
         return p
     d = (base or tunes_dir()) / ref
     if (d / STATE_FILE).is_file():
         return d
-    raise UsageError(f"no tune {ref!r} (no {STATE_FILE} in {d})",
+    raise UsageError(f"{option} {ref!r}: no such tune (no {STATE_FILE} in {d})",
                      hint="`rtlab tune --list` shows the tunes kept here")
 
 

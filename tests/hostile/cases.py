@@ -96,6 +96,9 @@ BASES: dict[tuple[str, ...], list[tuple[str, str | None]]] = {
     ("board",): [("action", "info"), ("--target", "nohost.invalid")],
     ("monitor",): [("--quiet", None), ("--duration", "1s"), ("--cpus", "{CPU}"),
                    ("--interval", "10ms"), ("--state-dir", "{HOME}/state")],
+    # --plan: everything checked, the plan printed, nothing measured or changed
+    ("tune",): [("--plan", None), ("--dir", "{HOME}/tunes"), ("--budget", "10m"),
+                ("--knobs", "stat-interval")],
 }
 # options that only mean something beside another: the other is added to the base
 NEEDS: dict[str, list[tuple[str, str | None]]] = {
@@ -128,6 +131,7 @@ LEFT_OUT: dict[str, str] = {
     "restore --engine-dir": "only used on a board (tests/lab)",
     "board --engine-dir": "only used on a board (tests/lab)",
     "monitor --engine-dir": "only used on a board (tests/lab)",
+    "tune --engine-dir": "only used on a board (tests/lab)",
 }
 # hostile-looking values that are valid input by design, with the reason (tested where
 # their behaviour is: tests/results/test_store_hostile.py for stores)
@@ -135,7 +139,7 @@ _STORE_DIR = ("a directory means rtlab.db in it, and a store's missing directory
               "when its first run is stored (docs/results.md)")
 VALID: dict[str, str] = {
     **{f"{cmd} {opt}={label}": _STORE_DIR
-       for cmd, opt in (("run", "--store"), ("monitor", "--store"),
+       for cmd, opt in (("run", "--store"), ("monitor", "--store"), ("tune", "--store"),
                         ("results import", "--store"), ("results fetch", "--store"),
                         ("results pull", "--store"), ("results push", "--to"))
        for label in ("directory", "no-dir")},

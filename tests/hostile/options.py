@@ -61,12 +61,15 @@ def _both(a: Rule, b: Rule) -> Rule:
 # kind of input -> the rule that recognises it; the first rule that matches wins
 CLASSES: dict[str, Rule] = {
     "flag": lambda o: o.action.nargs == 0,
-    "choice": lambda o: o.action.choices is not None,
+    # a closed set: argparse's choices, a metavar that lists them ("on|off"), or names of a
+    # catalogue ("NAMES": tune's knobs and statistics)
+    "choice": lambda o: o.action.choices is not None or "|" in str(o.action.metavar or "")
+    or o.action.metavar == "NAMES",
     "cpus": _metavar("LIST"),
     "pids": _metavar("PIDS"),
     "duration": _metavar("DUR"),
     "priority": _dest("priority"),
-    "number": lambda o: o.action.type is int,
+    "number": lambda o: o.action.type is int or o.action.metavar in ("S", "US"),
     "size": _metavar("BYTES"),
     "output": _both(_metavar("FILE", "FILE.png|svg"),
                     _dest("output", "report", "junit", "samples", "html", "plot")),
@@ -75,11 +78,11 @@ CLASSES: dict[str, Rule] = {
     "target": _both(_metavar("TARGET"), _dest("target", "reflector")),
     "address": _metavar("ADDR:PORT", "HOST:PORT"),
     "slo": _metavar("EXPR"),
-    "run": _metavar("RUN"),
+    "run": _metavar("RUN", "ID"),
     "date": _metavar("ISO", "YYYY-MM-DD"),
     "directory": lambda o: o.action.metavar == "DIR" or o.action.dest == "journal_dir",
     "assignment": _metavar("KEY=VALUE", "PATTERN=POLICY:PRIO", "PATTERN=CPUS"),
-    "name": lambda o: o.action.metavar in ("NAME", "H", "RELEASE", "MODEL")
+    "name": lambda o: o.action.metavar in ("NAME", "H", "RELEASE", "MODEL", "CMD")
     or o.action.dest == "probe",
 }
 

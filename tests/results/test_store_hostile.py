@@ -47,6 +47,8 @@ COMMANDS: dict[str, tuple[list[str], bool]] = {
     "results fetch": (["results", "fetch", "--target", "nosuchboard.invalid"], True),
     "run": (["run", "--probe", "timer", "--duration", "1s", "--no-report"], True),
     "monitor": (["monitor", "--duration", "2s", "--state-dir", "{state}"], True),
+    # --plan: checked, planned, nothing measured (the store is checked before anything)
+    "tune": (["tune", "--plan", "--knobs", "stat-interval", "--dir", "{state}"], True),
 }
 
 
