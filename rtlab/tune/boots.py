@@ -22,6 +22,10 @@ A parameter that is not in effect (in_effect False) makes the configuration's bl
 worthless: RtlabError names it, and the tune marks the knob failed. One the files
 cannot tell about (in_effect None) is kept as such and the blocks are measured.
 
+A reboot ends the applier that held the board for the tune (the owner lock lives in
+the board's /run): after every reboot the tune takes the lock again, so that another
+rtlab is refused between blocks as before the first reboot (`hold`).
+
 When a tune resumes, the board may not run what the state says (its one-shot boot
 ended with a reboot meanwhile, or someone booted another line): the command line
 running is read first; the original is taken as it is, the expected line too, and
@@ -30,6 +34,7 @@ any other line is booted back to the original before anything is measured.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +57,7 @@ from rtlab.tune.reboot import (
 )
 
 FileReader = Callable[[], BootFiles]
+Holder = Callable[[], contextlib.AbstractContextManager[object]]
 MAX_TASKS_KEPT = 20  # tasks named per look (the count is always whole)
 
 
@@ -80,7 +86,8 @@ class BootControl:
                  on_event: Callable[[str], None] | None = None,
                  save: Callable[[dict[str, Any]], None] | None = None,
                  rebooter: Rebooter | None = None,
-                 read_files: FileReader | None = None) -> None:
+                 read_files: FileReader | None = None,
+                 hold: Holder | None = None) -> None:
         spec = state["reboot"]
         self.state = state
         self.on_event = on_event
@@ -95,6 +102,8 @@ class BootControl:
             engine_dir=state.get("engine_dir"), on_event=self._reboot_event,
             original=spec.get("original") or None)
         self._read_files = read_files or self._transport_files
+        self._hold = hold or self._transport_hold
+        self._held: contextlib.ExitStack | None = None
         if not spec.get("original"):
             spec["original"] = self.rebooter.original()
         self.original: str = spec["original"]
@@ -123,6 +132,8 @@ class BootControl:
             except RtlabError:
                 # the reboot interface booted the original after a failed boot, or the
                 # board never went down: read which line runs before going on
+                with contextlib.suppress(RtlabError):
+                    self._rehold()
                 self.current = self._running_params()
                 spec["booted"] = dict(self.current)
                 spec.pop("booting", None)
@@ -131,6 +142,8 @@ class BootControl:
                 raise
         else:
             result = self.rebooter.restore()
+        if result.rebooted:
+            self._rehold()
         self.current = dict(params)
         spec["booted"] = dict(params)
         spec.pop("booting", None)
@@ -178,10 +191,14 @@ class BootControl:
         was under way when the tune stopped)."""
         spec = state["reboot"]
         if not self.current and not spec.get("booting"):
+            self.release()
             return
         if self.current:
             self._look_at_isolated("blocks")
-        result = self.rebooter.restore()
+        try:
+            result = self.rebooter.restore()
+        finally:
+            self.release()
         self.current = {}
         spec["booted"] = {}
         spec.pop("booting", None)
@@ -220,6 +237,7 @@ class BootControl:
             result = self.rebooter.restore()
             if result.rebooted:
                 spec["reboots"] = int(spec.get("reboots") or 0) + 1
+                self._rehold()
             self._record_boot({}, result)
             self.current = {}
         spec["booted"] = dict(self.current)
@@ -279,6 +297,39 @@ class BootControl:
         self.state["reboot"].setdefault("boots", []).append(
             {"params": params_key(params), **result.to_dict()})
         self._save()
+
+    def release(self) -> None:
+        """Let go of the lock taken after a reboot (the tune's own hold ends with it)."""
+        held, self._held = self._held, None
+        if held is not None:
+            with contextlib.suppress(RtlabError, OSError):
+                held.close()
+
+    def _rehold(self) -> None:
+        """The board rebooted: its owner lock went with its /run; take it again."""
+        self.release()
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(self._hold())
+        except BaseException:
+            stack.close()
+            raise
+        self._held = stack
+
+    def _transport_hold(self) -> contextlib.AbstractContextManager[object]:
+        from rtlab.engine.board import open_target
+        from rtlab.system.applier import hold_target
+        from rtlab.system.journal_files import journal_dir
+
+        stack = contextlib.ExitStack()
+        try:
+            transport = stack.enter_context(open_target(self.state["target"],
+                                                        self.state.get("engine_dir")))
+            stack.enter_context(hold_target(transport, journal_dir(transport), "tune"))
+        except BaseException:
+            stack.close()
+            raise
+        return stack
 
     def _transport_files(self) -> BootFiles:
         from rtlab.engine.board import open_target

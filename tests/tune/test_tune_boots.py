@@ -8,7 +8,9 @@ tests/lab/test_tune_on_board.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +49,28 @@ def tune_state(board: FakeBoard, **reboot: Any) -> dict[str, Any]:
             "reboot": {"command": board.command, "timeout_s": 1.5, **reboot}}
 
 
+class Locks:
+    """The board's owner lock as the tune takes it again after each reboot."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self.log.append("take")
+        try:
+            yield
+        finally:
+            self.log.append("release")
+
+
 def control(board: FakeBoard, state: dict[str, Any], saved: list[dict[str, Any]],
-            events: list[str], **files: bool) -> BootControl:
+            events: list[str], locks: Locks | None = None, **files: bool) -> BootControl:
     return BootControl(state, on_event=events.append,
                        save=lambda s: saved.append(json.loads(json.dumps(s))),
                        rebooter=board.rebooter(original=state["reboot"].get("original")),
-                       read_files=lambda: kernel_files(board, **files))
+                       read_files=lambda: kernel_files(board, **files),
+                       hold=(locks or Locks()).hold)
 
 
 def test_a_boot_verified_in_effect_is_kept_and_the_original_is_back(tmp_path: Path) -> None:
@@ -60,9 +78,11 @@ def test_a_boot_verified_in_effect_is_kept_and_the_original_is_back(tmp_path: Pa
     state = tune_state(board)
     saved: list[dict[str, Any]] = []
     events: list[str] = []
-    bc = control(board, state, saved, events)
+    locks = Locks()
+    bc = control(board, state, saved, events, locks)
 
     bc.boot_params(ISO)
+    assert locks.log == ["take"]  # the reboot ended the tune's hold: taken again
     key = params_key(ISO)
     spec = state["reboot"]
     assert spec["booted"] == ISO and spec["reboots"] == 1
@@ -81,8 +101,10 @@ def test_a_boot_verified_in_effect_is_kept_and_the_original_is_back(tmp_path: Pa
     assert [b["params"] for b in spec["boots"]] == [key, "original"]
     assert all(b["rebooted"] and b["seconds"] >= 0 for b in spec["boots"])
 
-    bc.back(state, lambda s: None)  # on the original already: nothing to do
+    assert locks.log == ["take", "release", "take"]
+    bc.back(state, lambda s: None)  # on the original already: nothing to boot
     assert len(board.state["calls"]) == 2
+    assert locks.log == ["take", "release", "take", "release"]
 
 
 def test_a_parameter_not_in_effect_is_named(tmp_path: Path) -> None:
