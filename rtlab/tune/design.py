@@ -87,12 +87,14 @@ class StatResult:
     confidence: float
     needs: float | None  # inconclusive: about this many times the data to decide
     note: str = ""
+    why: str = ""  # inconclusive: why the comparison could not judge it
 
     def to_dict(self) -> dict[str, Any]:
         return {"statistic": self.stat, "verdict": self.verdict, "baseline_ns": self.a_ns,
                 "value_ns": self.b_ns, "ratio": self.ratio,
                 "ratio_ci": list(self.ci) if self.ci else None, "p_value": self.p_value,
-                "confidence": self.confidence, "needs": self.needs, "note": self.note or None}
+                "confidence": self.confidence, "needs": self.needs, "note": self.note or None,
+                "why": self.why or None}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StatResult:
@@ -100,7 +102,7 @@ class StatResult:
         return cls(d["statistic"], d["verdict"], d.get("baseline_ns"), d.get("value_ns"),
                    d.get("ratio"), (float(ci[0]), float(ci[1])) if ci else None,
                    d.get("p_value"), float(d.get("confidence") or 0.0), d.get("needs"),
-                   d.get("note") or "")
+                   d.get("note") or "", d.get("why") or "")
 
     def text(self) -> str:
         if self.ratio is None:
@@ -109,6 +111,8 @@ class StatResult:
         if self.ci is not None:
             t += (f" [{(self.ci[0] - 1) * 100:+.1f}, {(self.ci[1] - 1) * 100:+.1f}] "
                   f"at {self.confidence * 100:.4g} %")
+        if self.verdict == "inconclusive" and self.why:
+            t += f", cannot tell: {self.why}"
         return t
 
 
@@ -159,5 +163,5 @@ def judge(a_runs: Sequence[RunResult], b_runs: Sequence[RunResult], stats: Seque
         ci = (ch.ci_lo, ch.ci_hi) if ch.ci_lo is not None and ch.ci_hi is not None else None
         needs = ch.needs if ch.needs is not None and math.isfinite(ch.needs) else None
         out[s] = StatResult(s, stat_verdict(ch), ch.a_ns, ch.b_ns, ch.ratio, ci,
-                            ch.p_value, ch.confidence, needs, ch.note)
+                            ch.p_value, ch.confidence, needs, ch.note, ch.undecided_reason())
     return out

@@ -132,3 +132,11 @@ def test_a_target_another_rtlab_holds_is_refused(require_root: None, tmp_path: P
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+def test_docs_name_every_knob() -> None:
+    from rtlab.tune.knobs import CATALOGUE
+
+    text = (REPO / "docs" / "tune.md").read_text()
+    missing = [k.name for k in CATALOGUE if f"`{k.name}`" not in text]
+    assert not missing, f"docs/tune.md does not describe: {missing}"
