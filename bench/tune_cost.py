@@ -70,6 +70,11 @@ from rtlab.tune.knobs import runtime_shield
 REPO = Path(__file__).resolve().parent.parent
 SPINNER = REPO / "tests" / "tune" / "spinner.py"
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset")
+ATTEMPTS = 3  # a run of the one-at-a-time procedure that fails is measured again
+
+
+class Failed(Exception):
+    """A procedure could not finish (its reason)."""
 
 # The measured thread on the housekeeping side of a shield (the "hurts" construction):
 # the shield's user CPU is the first, its system CPU the last, where the probe runs.
@@ -123,6 +128,8 @@ def grade(verdict: str, truth: str) -> str:
     undecided and allowed, any effect wrong)."""
     if verdict == truth:
         return "right"
+    if verdict == "failed":
+        return "not measured"
     if verdict == "inconclusive":
         return "undecided"
     return "wrong"
@@ -181,8 +188,8 @@ def run_tune(case: Case, work: Path, args: argparse.Namespace) -> dict[str, Any]
     wall = time.monotonic() - t0
     errf.close()
     if rc != 0:
-        raise SystemExit(f"rtlab tune exited {rc}: {(work / 'tune.stderr').read_text()[-2000:]}"
-                         f"\n{''.join(lines[-20:])}")
+        err = (work / "tune.stderr").read_text().strip().splitlines() or ["(nothing)"]
+        raise Failed(f"rtlab tune exited {rc} after {wall:.0f} s: {err[-1]}")
     start = next(i for i, line in enumerate(lines) if line.startswith("{"))
     ledger = json.loads("".join(lines[start:]))
     (tdir,) = list((work / "tunes").iterdir())
@@ -198,7 +205,9 @@ def run_tune(case: Case, work: Path, args: argparse.Namespace) -> dict[str, Any]
                                   if e["name"] == f"screen:{k}")) for k in case.knobs},
             "recommended": (ledger.get("recommended") or {}).get("knobs", []),
             "confirmation": (ledger.get("confirmation") or {}).get("verdict"),
-            "tune_id": state["id"]}
+            "tune_id": state["id"],
+            "failed": {e["name"]: e.get("error") for e in state["experiments"]
+                       if e.get("stopped") == "error"}}
 
 
 def _ratio(stats: dict[str, Any] | None, args: argparse.Namespace) -> float | None:
@@ -206,6 +215,13 @@ def _ratio(stats: dict[str, Any] | None, args: argparse.Namespace) -> float | No
     st = (stats or {}).get(first) or {}
     r = st.get("ratio")
     return float(r) if r is not None else None
+
+
+def _tune_or_failure(case: Case, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        return run_tune(case, work, args)
+    except Failed as exc:
+        return {"error": str(exc)}
 
 
 # ---- B: one knob at a time -------------------------------------------------------------------
@@ -217,6 +233,7 @@ class Runner:
         self.store = work / "oat.db"
         self.runs = 0
         self.run_s = 0.0
+        self.failures: list[str] = []
 
     def _ids(self) -> set[str]:
         if not self.store.exists():
@@ -228,22 +245,28 @@ class Runner:
             st.close()
 
     def run(self, scenario: Path, seconds: float) -> RunResult:
-        before = self._ids()
-        cmd = [sys.executable, "-m", "rtlab", "run", str(scenario), "--duration",
-               f"{seconds:g}s", "--store", str(self.store), "--no-progress", "--no-report"]
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=_env(self.work))
-        self.run_s += time.monotonic() - t0
-        self.runs += 1
-        if p.returncode not in (0, 3):
-            raise SystemExit(f"rtlab run {scenario.name} exited {p.returncode}: "
-                             f"{p.stderr[-2000:]}")
-        (new,) = self._ids() - before
-        st = Store.open(str(self.store), create=False)
-        try:
-            return st.get(new)
-        finally:
-            st.close()
+        """One run; one that fails is measured again, up to ATTEMPTS times in all (as the
+        tune's blocks are), its time counted and its failure kept in `failures`."""
+        for _attempt in range(ATTEMPTS):
+            before = self._ids()
+            cmd = [sys.executable, "-m", "rtlab", "run", str(scenario), "--duration",
+                   f"{seconds:g}s", "--store", str(self.store), "--no-progress",
+                   "--no-report"]
+            t0 = time.monotonic()
+            p = subprocess.run(cmd, capture_output=True, text=True, env=_env(self.work))
+            self.run_s += time.monotonic() - t0
+            self.runs += 1
+            new = self._ids() - before
+            if p.returncode in (0, 3) and len(new) == 1:
+                st = Store.open(str(self.store), create=False)
+                try:
+                    return st.get(new.pop())
+                finally:
+                    st.close()
+            last = (p.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+            self.failures.append(f"rtlab run {scenario.name} exited {p.returncode}: {last}")
+        raise Failed(f"rtlab run {scenario.name} failed {ATTEMPTS} times: "
+                     f"{self.failures[-1]}")
 
 
 def scenario_files(case: Case, work: Path) -> tuple[Path, dict[str, Path]]:
@@ -282,9 +305,15 @@ def one_at_a_time(case: Case, work: Path, args: argparse.Namespace) -> dict[str,
     measured = 0.0
     for knob in case.knobs:
         length = args.pairs * args.block  # the tune's first look per side
+        looks[knob] = 0
         for look in range(MAX_LOOKS):
-            ra = runner.run(base, length)
-            rb = runner.run(files[knob], length)
+            try:
+                ra = runner.run(base, length)
+                rb = runner.run(files[knob], length)
+            except Failed:  # the knob failed, with why (as the tune's _fail): the next
+                verdicts[knob] = "failed"
+                ratios[knob] = None
+                break
             measured += 2 * length
             res = judge([ra], [rb], stats, alpha, probe_shape)
             verdicts[knob] = knob_verdict([r.verdict for r in res.values()])
@@ -294,7 +323,8 @@ def one_at_a_time(case: Case, work: Path, args: argparse.Namespace) -> dict[str,
                 break
             length *= 2
     return {"wall_s": time.monotonic() - t0, "runs": runner.runs, "measured_s": measured,
-            "verdicts": verdicts, "ratios": ratios, "looks": looks, "alpha": alpha}
+            "verdicts": verdicts, "ratios": ratios, "looks": looks, "alpha": alpha,
+            "failures": runner.failures}
 
 
 # ---- the report ------------------------------------------------------------------------------
@@ -304,7 +334,7 @@ def _verdicts(case: Case, verdicts: dict[str, str], ratios: dict[str, float | No
     for k in case.knobs:
         r = ratios.get(k)
         rr = f" ×{r:.2f}" if r is not None else ""
-        out.append(f"{k}: {verdicts[k]}{rr}, {looks[k]} look(s) "
+        out.append(f"{k}: {verdicts[k]}{rr}, {looks.get(k, 0)} look(s) "
                    f"({grade(verdicts[k], case.truth[k])})")
     return "; ".join(out)
 
@@ -317,9 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=2, help="the tune's --pairs")
     ap.add_argument("--stats", default="max", help="the tune's --stats")
     ap.add_argument("--budget", default="30m", help="the tune's --budget")
-    ap.add_argument("--order", choices=("tune-first", "alternate"), default="alternate",
-                    help="which procedure runs first in a case (alternate: the tune first "
-                    "in odd rounds, the one-at-a-time procedure first in even ones)")
+    ap.add_argument("--order", choices=("alternate", "tune-first", "oat-first"),
+                    default="alternate", help="which procedure runs first in a case "
+                    "(alternate: the tune first in odd rounds, the one-at-a-time procedure "
+                    "first in even ones)")
     ap.add_argument("--out", help="also write the Markdown report here")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
@@ -352,15 +383,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                 work = Path(tmp)
                 (work / "tune").mkdir()
                 (work / "oat").mkdir()
-                tune_first = args.order == "tune-first" or rnd % 2 == 1
+                tune_first = args.order == "tune-first" or (
+                    args.order == "alternate" and rnd % 2 == 1)
                 with cause(cpu, 3600):
                     if tune_first:
-                        a = run_tune(case, work / "tune", args)
+                        a = _tune_or_failure(case, work / "tune", args)
                         b = one_at_a_time(case, work / "oat", args)
                     else:
                         b = one_at_a_time(case, work / "oat", args)
-                        a = run_tune(case, work / "tune", args)
+                        a = _tune_or_failure(case, work / "tune", args)
                 left = _rtlab_cpusets()
+            first = "tune first" if tune_first else "one-at-a-time first"
+            oat = (f"| {n} | {rnd} | one at a time (alpha {b['alpha']:.2g}) | "
+                   f"{b['wall_s']:.0f} s | {b['wall_s']:.0f} s | {b['runs']} runs | "
+                   f"{b['measured_s']:g} s | "
+                   f"{_verdicts(case, b['verdicts'], b['ratios'], b['looks'])} | |")
+            failed = "".join(f"; one at a time: {why}" for why in b["failures"])
+            if "error" in a:
+                rows += [f"| {n} | {rnd} ({first}) | tune | - | - | - | - | failed: "
+                         f"{a['error']} | |", oat]
+                notes.append(f"- {n}, round {rnd}: {case.what}; rtlab cpusets left after "
+                             f"the case: {', '.join(left) if left else 'none'}{failed}")
+                print(*rows[-2:], sep="\n", flush=True)
+                continue
             blocks = a["blocks"]
             bl = ", ".join(f"{v} {k}" for k, v in blocks.items())
             tv = _verdicts(case, a["verdicts"], a["ratios"], a["looks"])
@@ -369,18 +414,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                        f"{a['confirmation']}")
             else:
                 tv += "; recommended: nothing"
-            first = "tune first" if tune_first else "one-at-a-time first"
             rows.append(f"| {n} | {rnd} ({first}) | tune | {a['wall_s']:.0f} s | "
                         f"{a['screen_s']:.0f} s | {sum(blocks.values())} blocks ({bl}) | "
                         f"{sum(blocks.values()) * args.block:g} s | {tv} | "
                         f"{a['wall_s'] / b['wall_s']:.2f} (screening "
                         f"{a['screen_s'] / b['wall_s']:.2f}) |")
-            rows.append(f"| {n} | {rnd} | one at a time (alpha {b['alpha']:.2g}) | "
-                        f"{b['wall_s']:.0f} s | {b['wall_s']:.0f} s | {b['runs']} runs | "
-                        f"{b['measured_s']:g} s | "
-                        f"{_verdicts(case, b['verdicts'], b['ratios'], b['looks'])} | |")
+            rows.append(oat)
+            failed = "".join(f"; the tune's {name} failed: {why}"
+                             for name, why in a["failed"].items()) + failed
             notes.append(f"- {n}, round {rnd}: {case.what}; rtlab cpusets left after the "
-                         f"case: {', '.join(left) if left else 'none'}")
+                         f"case: {', '.join(left) if left else 'none'}{failed}")
             print(rows[-2], rows[-1], sep="\n", flush=True)
     text = "\n".join([*head, *rows, "", *notes, "",
                       f"({time.monotonic() - t_all:.0f} s in all)"])
