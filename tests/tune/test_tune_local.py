@@ -103,8 +103,8 @@ def _tune_id(tmp: Path) -> str:
     return d.name
 
 
-def _resume_json(tmp: Path, tune_id: str) -> dict:
-    proc = _tune(tmp, "--resume", tune_id, "--json")
+def _resume_json(tmp: Path, tune_id: str, *more: str) -> dict:
+    proc = _tune(tmp, "--resume", tune_id, "--json", *more)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     return json.loads(out[out.index("{"):])
@@ -129,13 +129,19 @@ def test_shield_helps_inert_knob_does_not_and_ctrl_c_resumes(
     state = json.loads((tmp_path / "tunes" / tune_id / "state.json").read_text())
     assert sum(len(e["blocks"]) for e in state["experiments"]) >= 2
 
-    ledger = _resume_json(tmp_path, tune_id)
+    ledger = _resume_json(tmp_path, tune_id, "--keep")
     shield = _knob(ledger, "cpuset-shield")
     assert shield["verdict"] == "helps", shield
     assert shield["stats"]["max"]["ratio"] < 0.5
     assert _knob(ledger, "stat-interval")["verdict"] in ("no effect", "inconclusive")
     assert ledger["recommended"]["knobs"] == ["cpuset-shield"]
     assert ledger["confirmation"]["verdict"] == "helps"
+    # --keep: the recommended shield stays applied, persistently, until undone
+    assert ledger["kept"]["applied"] and ledger["kept"]["knobs"] == ["cpuset-shield"]
+    assert _rtlab_cpusets() != []
+    reset = subprocess.run([sys.executable, "-m", "rtlab", "shield", "--reset"],
+                           capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    assert reset.returncode == 0, reset.stderr
     assert _rtlab_cpusets() == []
     # every block is a stored run of the tune, its configuration as the variant
     from rtlab.results.store import Store
