@@ -16,7 +16,7 @@ larger than the batches predict (an F test at RUNS_TEST_LEVEL: a random run effe
 e.g. boot-to-boot differences, is then evidenced and the runs are the honest unit).
 Taking the larger of the two every time, as before, let one degree of freedom decide
 half of all two-run comparisons: two 1-min runs had less power than one
-(bench/calibrate_compare.py --runs-power).
+(bench/calibrate_runs.py).
 
 Percentiles go through their exceedance fraction (Woodruff 1952): the standard error of
 F(t) at the percentile t is estimated from the batches, and the interval of the
