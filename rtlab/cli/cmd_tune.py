@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "scenario; default 10s)")
     p.add_argument("--pairs", type=int, default=3, metavar="N",
                    help="blocks per side at the first look (default 3)")
+    p.add_argument("--confirm-pairs", type=int, default=None, metavar="N",
+                   help="blocks per side of the final confirmation (default 2 x --pairs)")
     p.add_argument("--reboot-cmd", metavar="CMD", help="boots the board once with another "
                    "kernel command line (docs/tune.md, 'Boot knobs')")
     p.add_argument("--reboot-timeout", metavar="DUR", help="how long a reboot may take "
@@ -92,7 +94,8 @@ def _request(args: argparse.Namespace) -> Any:
 
     return TuneRequest(target=args.target, scenario=args.scenario, slo=args.slo,
                        budget=args.budget, knobs=args.knobs, stats=args.stats,
-                       block=args.block, pairs=args.pairs, reboot_cmd=args.reboot_cmd,
+                       block=args.block, pairs=args.pairs,
+                       confirm_pairs=args.confirm_pairs, reboot_cmd=args.reboot_cmd,
                        reboot_timeout=args.reboot_timeout, store=args.store,
                        engine_dir=args.engine_dir, directory=args.dir,
                        command_line=tuple(sys.argv))

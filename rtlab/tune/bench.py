@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rtlab.errors import RtlabError
+from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
@@ -25,6 +25,7 @@ from rtlab.results.validate import failed_validation
 from rtlab.runner.job import RunJob, Watch, run_job
 from rtlab.runner.prepare import RunRequest
 from rtlab.scenario.model import Scenario, ShieldSpec
+from rtlab.system.target_lock import TargetBusyError
 from rtlab.tune import energy
 from rtlab.tune import knobs as catalogue
 from rtlab.tune.search import Interrupted
@@ -77,7 +78,15 @@ class RunnerBench:
                 engine_dir=self.engine_dir, adjust=self._adjust(config, label),
                 owner_held=True, comparison=self.tune_id,
                 command_line=self.command_line or None)
-            result = run_job(job, Watch(on_event=None))
+            try:
+                result = run_job(job, Watch(on_event=None))
+            except (UsageError, SkippedError, TargetBusyError):
+                raise  # the same again would fail the same way
+            except RtlabError as exc:  # e.g. an engine killed by the watchdog under load
+                why = str(exc)
+                if self.on_event is not None:
+                    self.on_event(f"block of {label} failed ({why}): measuring it again")
+                continue
             if result.interrupted:
                 raise Interrupted()
             if not result.outcomes:

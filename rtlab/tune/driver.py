@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rtlab.analysis.compare import MIN_WINDOWS
 from rtlab.engine.board import open_target
 from rtlab.engine.transport import Transport
 from rtlab.errors import RtlabError, UsageError
@@ -55,6 +56,7 @@ class TuneRequest:
     stats: str | None = None
     block: str | None = None
     pairs: int = DEFAULT_PAIRS
+    confirm_pairs: int | None = None  # None: 2 x pairs
     reboot_cmd: str | None = None
     reboot_timeout: str | None = None
     store: str | None = None
@@ -168,7 +170,9 @@ def plan_tune(req: TuneRequest, transport: Transport) -> dict[str, Any]:
         raise UsageError("no knob left to tune: " + "; ".join(
             f"{n}: {why}" for n, why in skipped.items()) if skipped else
             "no knob left to tune", hint="see `rtlab tune --list-knobs`")
-    confirm_pairs = 2 * req.pairs
+    confirm_pairs = 2 * req.pairs if req.confirm_pairs is None else req.confirm_pairs
+    if not 1 <= confirm_pairs <= 100:
+        raise UsageError(f"--confirm-pairs {confirm_pairs} out of range (1-100)")
     if budget < one:
         raise UsageError(
             f"--budget {req.budget or f'{budget:g}s'} is too short for any verdict: one knob "
@@ -208,6 +212,11 @@ def plan_lines(state: dict[str, Any]) -> list[str]:
            f"the winners combined, the result confirmed in {2 * p['confirm_pairs']} blocks",
            f"estimated time: {_hms(first)} at the first looks, at most "
            f"{_hms(min(most, state['budget_s']))} (budget {_hms(state['budget_s'])})"]
+    windows = int(p["block_s"]) * p["pairs"]  # 1-s window maxima per side, first look
+    if "max" in state["stats"] and windows < MIN_WINDOWS:
+        out.append(f"note: the first look has {windows} window maxima a side and `max` needs "
+                   f"{MIN_WINDOWS}: it is decided at a later look at the earliest (a longer "
+                   "--block or more --pairs decides it sooner)")
     for n in state["candidates"]:
         why = state["proposed"].get(n)
         out.append(f"  candidate {n}" + (f" (proposed by the doctor: {'; '.join(why)})"

@@ -254,9 +254,10 @@ class Tuner:
         s["stage"] = "confirm"
         self.save(s)
         if current:
-            e = self._experiment("confirm", "confirm", [], current, CONFIRM_ALPHA,
+            # inconclusive: once more, as long again (the two looks share the alpha)
+            e = self._experiment("confirm", "confirm", [], current, CONFIRM_ALPHA / 2,
                                  s["plan"]["confirm_pairs"])
-            self.run_experiment(e, max_looks=1)
+            self.run_experiment(e, max_looks=2)
         s["stage"] = "done"
         self.save(s)
         return s
