@@ -110,7 +110,20 @@ def build(state: dict[str, Any]) -> dict[str, Any]:
         "blocks": blocks, "seconds": round(seconds, 1),
         "runs": [b["run_id"] for e in state.get("experiments", []) for b in e["blocks"]],
         "kept": state.get("kept"),
+        "reboots": reboots(state.get("reboot")),
     }
+
+
+def reboots(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The boot knobs' side: the original command line, each boot with its time, and
+    each booted line's parameters checked in effect (None: no reboot interface)."""
+    if not spec:
+        return None
+    boots = spec.get("boots") or []
+    return {"original": spec.get("original"), "count": len(boots),
+            "seconds": [b.get("seconds") for b in boots],
+            "back_on_original": not spec.get("booted"),
+            "checks": spec.get("checks") or {}}
 
 
 def power(conf: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -134,6 +147,9 @@ def _stat_line(stats: dict[str, Any] | None) -> str:
         return ""
     return "; ".join(f"{StatResult.from_dict(v).text()} ({v['verdict']})"
                      for v in stats.values())
+
+
+_EFFECT = {True: "in effect", False: "NOT in effect", None: "cannot tell"}
 
 
 def _us(ns: float | None) -> str:
@@ -189,5 +205,16 @@ def text(ledger: dict[str, Any]) -> list[str]:
         for v in (conf["stats"] or {}).values():
             out.append(f"  {v['statistic']}: {_us(v['baseline_ns'])} -> {_us(v['value_ns'])}"
                        f"  {StatResult.from_dict(v).text()} ({v['verdict']})")
+    rb = ledger.get("reboots")
+    if rb:
+        secs = [x for x in rb["seconds"] if isinstance(x, int | float)]
+        out.append(f"reboots: {rb['count']}" + (f", {min(secs):.0f}-{max(secs):.0f} s each"
+                                                if secs else "")
+                   + ("; the board is back on its original command line"
+                      if rb["back_on_original"] else "; NOT back on its original line"))
+        for line, checks in rb["checks"].items():
+            words = [str(c.get("evidence")) if c.get("param") == "tasks" else
+                     f"{c['param']}: {_EFFECT[c['in_effect']]}" for c in checks]
+            out.append(f"  {line}: {'; '.join(words)}")
     out.append(f"{ledger['blocks']} blocks, {ledger['seconds']:.0f} s measured")
     return out
