@@ -76,30 +76,9 @@ ATTEMPTS = 3  # a run of the one-at-a-time procedure that fails is measured agai
 class Failed(Exception):
     """A procedure could not finish (its reason)."""
 
-# The measured thread on the housekeeping side of a shield (the "hurts" construction):
-# the shield's user CPU is the first, its system CPU the last, where the probe runs.
-SWAPPED = """\
-[scenario]
-name = "tune-cost-swapped"
-description = "the measured thread on the housekeeping side of a shield (tune_cost.py)"
-
-[shield]
-user = "first"
-system = "last"
-cpuset = false
-tasks = false
-
-[[probe]]
-probe = "timer"
-cpus = "system"
-policy = "fifo"
-priority = 99
-interval = "500us"
-
-[[phase]]
-name = "idle"
-duration = "4s"
-"""
+# The measured thread on the housekeeping side of a shield (the "hurts" construction),
+# shared with tests/tune/test_tune_local.py.
+SWAPPED = (Path(__file__).resolve().parent.parent / "tests" / "tune" / "swapped.toml").read_text()
 
 
 @dataclass(frozen=True)

@@ -174,35 +174,14 @@ def _check_helps(ledger: dict, tmp_path: Path) -> None:
                                                          "stat-interval"}
 
 
-SWAPPED = """
-[scenario]
-name = "tune-swapped"
-description = "the measured thread on the housekeeping side of a shield (a test's construction)"
-
-[shield]
-user = "first"
-system = "last"
-cpuset = false
-tasks = false
-
-[[probe]]
-probe = "timer"
-cpus = "system"
-policy = "fifo"
-priority = 99
-interval = "500us"
-
-[[phase]]
-name = "idle"
-duration = "4s"
-"""
+SWAPPED = Path(__file__).with_name("swapped.toml")
 
 
 @pytest.mark.parametrize("burst", ["first"], indirect=True)
 def test_shield_that_moves_the_cause_onto_the_measured_cpu_hurts_and_kill_9_restores(
         require_root: None, burst: None, tmp_path: Path) -> None:
     scenario = tmp_path / "swapped.toml"
-    scenario.write_text(SWAPPED)
+    scenario.write_text(SWAPPED.read_text())
     proc = _tune(tmp_path, str(scenario), "--knobs", "cpuset-shield", *COMMON)
     _until(proc, "block 2/")  # block 2 is the shielded side (A B B A)
     deadline = time.monotonic() + 60
