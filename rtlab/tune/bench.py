@@ -83,6 +83,8 @@ class RunnerBench:
             except (UsageError, SkippedError, TargetBusyError):
                 raise  # the same again would fail the same way
             except RtlabError as exc:  # e.g. an engine killed by the watchdog under load
+                if exc.code == ExitCode.INTERRUPTED:  # Ctrl-C before anything was measured
+                    raise Interrupted() from None
                 why = str(exc)
                 if self.on_event is not None:
                     self.on_event(f"block of {label} failed ({why}): measuring it again")

@@ -85,6 +85,11 @@ class LabUnavailable(RuntimeError):
     """A board cannot be built or booted on this machine (outside pytest)."""
 
 
+# Tests that set $RTLAB_SSH_CONFIG in this process's environment for an in-process read
+# (facts of a board) hold this while it is set: threads that did it at once restored
+# each other's value and left one set for every later test.
+SSH_CONFIG_ENV_LOCK = threading.RLock()
+
 def _unavailable(reason: str) -> NoReturn:
     """Skip the calling test with `reason` (under pytest), else raise LabUnavailable."""
     if "pytest" in sys.modules:

@@ -26,7 +26,7 @@ from rtlab.scenario.builtin import builtins
 from tests.conftest import machine_lock
 from tests.support.store_reading import stored_runs
 
-from .boards import Board
+from .boards import SSH_CONFIG_ENV_LOCK, Board
 from .test_rtlab_on_boards import REPO, same_state
 
 SCENARIOS = sorted(builtins())
@@ -53,17 +53,20 @@ def _facts(board: Board | None) -> Any:
 
     if board is None:
         return read_facts(LocalTransport())
-    old = os.environ.get("RTLAB_SSH_CONFIG")
-    os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
-    t = SshTransport(board.alias)
-    try:
-        return read_facts(t)
-    finally:
-        t.close()
-        if old is None:
-            os.environ.pop("RTLAB_SSH_CONFIG", None)
-        else:
-            os.environ["RTLAB_SSH_CONFIG"] = old
+    with SSH_CONFIG_ENV_LOCK:  # cells read facts from several threads
+        old = os.environ.get("RTLAB_SSH_CONFIG")
+        os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
+        try:
+            t = SshTransport(board.alias)
+            try:
+                return read_facts(t)
+            finally:
+                t.close()
+        finally:
+            if old is None:
+                os.environ.pop("RTLAB_SSH_CONFIG", None)
+            else:
+                os.environ["RTLAB_SSH_CONFIG"] = old
 
 
 CELL_MARK = "RTLAB_TEST_CELL"  # in the environment of a local cell's rtlab and children

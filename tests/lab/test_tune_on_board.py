@@ -37,7 +37,7 @@ from tests.support.cli_errors import one_error_line
 from tests.support.store_reading import stored_dicts
 from tests.support.waiting import wait_for
 
-from .boards import Board
+from .boards import SSH_CONFIG_ENV_LOCK, Board
 from .conftest import record_boot
 from .test_rtlab_on_boards import same_state
 
@@ -109,19 +109,20 @@ def facts(board: Board) -> Any:
     from rtlab.engine.board import SshTransport
     from rtlab.system.facts import read_facts
 
-    old = os.environ.get("RTLAB_SSH_CONFIG")
-    os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
-    try:
-        t = SshTransport(board.alias)
+    with SSH_CONFIG_ENV_LOCK:  # a watcher thread reads the board meanwhile
+        old = os.environ.get("RTLAB_SSH_CONFIG")
+        os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
         try:
-            return read_facts(t)
+            t = SshTransport(board.alias)
+            try:
+                return read_facts(t)
+            finally:
+                t.close()
         finally:
-            t.close()
-    finally:
-        if old is None:
-            os.environ.pop("RTLAB_SSH_CONFIG", None)
-        else:
-            os.environ["RTLAB_SSH_CONFIG"] = old
+            if old is None:
+                os.environ.pop("RTLAB_SSH_CONFIG", None)
+            else:
+                os.environ["RTLAB_SSH_CONFIG"] = old
 
 
 def board_journals(board: Board) -> list[str]:
