@@ -67,6 +67,9 @@ class RunJob:
     # the caller holds the target's owner lock for the whole job and longer (`rtlab tune`)
     owner_held: bool = False
     comparison: str | None = None  # the id the job's runs share (e.g. a tune's); None: new
+    # where a signal (Ctrl-C, SIGTERM) during the job is recorded, for a caller that must
+    # know it was stopped whatever error the stop caused (`rtlab tune`); None: the job's own
+    control: RunControl | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,9 @@ def _options(job: RunJob, store: Store, target: Transport, watch: Watch,
         restore_first=job.restore_first, no_shield=job.no_shield,
         owner_held=job.owner_held, **({"comparison": job.comparison}
                                        if job.comparison is not None and "comparison" not in more
-                                       else {}), **more)
+                                       else {}),
+        **({"control": job.control} if job.control is not None and "control" not in more
+           else {}), **more)
 
 
 def check_samples_outputs(variants: Sequence[Any]) -> None:

@@ -22,6 +22,7 @@ from rtlab.probes.registry import shape as probe_shape
 from rtlab.results.model import RunResult
 from rtlab.results.store import Store
 from rtlab.results.validate import failed_validation
+from rtlab.runner.control import RunControl
 from rtlab.runner.job import RunJob, Watch, run_job
 from rtlab.runner.prepare import RunRequest
 from rtlab.scenario.model import Scenario, ShieldSpec
@@ -72,24 +73,25 @@ class RunnerBench:
         self.last_energy = None
         for _attempt in range(ATTEMPTS):
             before = self._energy()
+            control = RunControl()
             job = RunJob(
                 request=RunRequest(scenario=self.scenario, duration=f"{self.block_s:g}s"),
                 targets=(self.target,) if self.target else (), store=self.store,
                 engine_dir=self.engine_dir, adjust=self._adjust(config, label),
-                owner_held=True, comparison=self.tune_id,
+                owner_held=True, comparison=self.tune_id, control=control,
                 command_line=self.command_line or None)
             try:
                 result = run_job(job, Watch(on_event=None))
             except (UsageError, SkippedError, TargetBusyError):
                 raise  # the same again would fail the same way
             except RtlabError as exc:  # e.g. an engine killed by the watchdog under load
-                if exc.code == ExitCode.INTERRUPTED:  # Ctrl-C before anything was measured
-                    raise Interrupted() from None
+                if exc.code == ExitCode.INTERRUPTED or control.signal is not None:
+                    raise Interrupted() from None  # the user stopped it: never retried
                 why = str(exc)
                 if self.on_event is not None:
                     self.on_event(f"block of {label} failed ({why}): measuring it again")
                 continue
-            if result.interrupted:
+            if result.interrupted or control.signal is not None:
                 raise Interrupted()
             if not result.outcomes:
                 raise RtlabError(f"the block of {label} stored no run")

@@ -50,3 +50,24 @@ def test_a_failed_block_is_measured_again_then_fails_with_why(
     with pytest.raises(RtlabError, match=r"failed 3 times .*killed by SIGKILL"):
         _bench().measure([], "baseline")
     assert len(calls) == tbench.ATTEMPTS
+
+
+def test_a_block_error_caused_by_the_users_stop_is_not_retried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C inside a block can surface as another error (e.g. the shield's applier,
+    in the same process group, restored and exited): the run's control saw the signal,
+    so the tune stops instead of measuring the block again."""
+    import signal
+
+    calls: list[Any] = []
+
+    def run_job(job: Any, watch: Any) -> Any:
+        calls.append(job)
+        job.control.request(signal.SIGINT)
+        raise RtlabError("applying the shield failed: the applier exited")
+
+    monkeypatch.setattr(tbench, "run_job", run_job)
+    monkeypatch.setattr(tbench.RunnerBench, "_energy", lambda self: {})
+    with pytest.raises(Interrupted):
+        _bench().measure([], "baseline")
+    assert len(calls) == 1
