@@ -85,10 +85,31 @@ class LabUnavailable(RuntimeError):
     """A board cannot be built or booted on this machine (outside pytest)."""
 
 
-# Tests that set $RTLAB_SSH_CONFIG in this process's environment for an in-process read
-# (facts of a board) hold this while it is set: threads that did it at once restored
-# each other's value and left one set for every later test.
+# $RTLAB_SSH_CONFIG is set in this process's environment only while `board_facts` reads
+# a board in-process, under this lock: threads that did it at once restored each other's
+# value and left one set for every later test.
 SSH_CONFIG_ENV_LOCK = threading.RLock()
+
+
+def board_facts(board: Board) -> Any:
+    """The board's `sys facts`, read there by its engine, from this process."""
+    from rtlab.engine.board import SshTransport
+    from rtlab.system.facts import read_facts
+
+    with SSH_CONFIG_ENV_LOCK:
+        old = os.environ.get("RTLAB_SSH_CONFIG")
+        os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
+        try:
+            t = SshTransport(board.alias)
+            try:
+                return read_facts(t)
+            finally:
+                t.close()
+        finally:
+            if old is None:
+                os.environ.pop("RTLAB_SSH_CONFIG", None)
+            else:
+                os.environ["RTLAB_SSH_CONFIG"] = old
 
 def _unavailable(reason: str) -> NoReturn:
     """Skip the calling test with `reason` (under pytest), else raise LabUnavailable."""

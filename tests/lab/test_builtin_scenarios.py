@@ -26,7 +26,7 @@ from rtlab.scenario.builtin import builtins
 from tests.conftest import machine_lock
 from tests.support.store_reading import stored_runs
 
-from .boards import SSH_CONFIG_ENV_LOCK, Board
+from .boards import Board, board_facts
 from .test_rtlab_on_boards import REPO, same_state
 
 SCENARIOS = sorted(builtins())
@@ -47,26 +47,12 @@ def _start(tmp: Path, args: list[str], cfg: Path | None) -> subprocess.Popen[str
 
 
 def _facts(board: Board | None) -> Any:
-    from rtlab.engine.board import SshTransport
     from rtlab.engine.transport import LocalTransport
     from rtlab.system.facts import read_facts
 
     if board is None:
         return read_facts(LocalTransport())
-    with SSH_CONFIG_ENV_LOCK:  # cells read facts from several threads
-        old = os.environ.get("RTLAB_SSH_CONFIG")
-        os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
-        try:
-            t = SshTransport(board.alias)
-            try:
-                return read_facts(t)
-            finally:
-                t.close()
-        finally:
-            if old is None:
-                os.environ.pop("RTLAB_SSH_CONFIG", None)
-            else:
-                os.environ["RTLAB_SSH_CONFIG"] = old
+    return board_facts(board)
 
 
 CELL_MARK = "RTLAB_TEST_CELL"  # in the environment of a local cell's rtlab and children

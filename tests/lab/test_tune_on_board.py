@@ -37,7 +37,7 @@ from tests.support.cli_errors import one_error_line
 from tests.support.store_reading import stored_dicts
 from tests.support.waiting import wait_for
 
-from .boards import SSH_CONFIG_ENV_LOCK, Board
+from .boards import Board, board_facts
 from .conftest import record_boot
 from .test_rtlab_on_boards import same_state
 
@@ -105,24 +105,8 @@ class Tune:
 
 
 def facts(board: Board) -> Any:
-    """The board's `sys facts`, read there by its engine."""
-    from rtlab.engine.board import SshTransport
-    from rtlab.system.facts import read_facts
-
-    with SSH_CONFIG_ENV_LOCK:  # a watcher thread reads the board meanwhile
-        old = os.environ.get("RTLAB_SSH_CONFIG")
-        os.environ["RTLAB_SSH_CONFIG"] = str(board.ssh_config)
-        try:
-            t = SshTransport(board.alias)
-            try:
-                return read_facts(t)
-            finally:
-                t.close()
-        finally:
-            if old is None:
-                os.environ.pop("RTLAB_SSH_CONFIG", None)
-            else:
-                os.environ["RTLAB_SSH_CONFIG"] = old
+    """The board's `sys facts`, read there by its engine (a watcher thread reads too)."""
+    return board_facts(board)
 
 
 def board_journals(board: Board) -> list[str]:
