@@ -19,6 +19,7 @@ from .helpers import (
     check_order,
     hist_count,
     parse_lines,
+    percentile_ns,
     read_line_raw,
     run_probe,
     validate_all,
@@ -99,15 +100,31 @@ def _check_ping(recs: list[dict[str, Any]], shared: bool, tx: bool = True) -> di
         assert _chan(res, n)["samples"] == rtt["samples"]
     if tx:
         _check_tx_split(res)
-    # the parts add up to no more than the whole (means; 1 % slack for clock rates)
+    # the parts add up to no more than the whole (means; PAUSE_BUDGET_NS)
     parts = _mean(_chan(res, "stack")) + _mean(_chan(res, "wakeup")) + _mean(
         _chan(res, "peer.wakeup")) + _mean(_chan(res, "peer.turn"))
-    assert parts <= _mean(rtt) * 1.01 + 1000
-    assert _chan(res, "wakeup")["max_ns"] <= rtt["max_ns"]
+    assert parts_within_whole(parts, rtt), (parts, _mean(rtt))
+    # each reply's wake-up is part of its rtt: so is every quantile below the top
+    # percent (a host pause between the two clock reads can lift single values)
+    assert percentile_ns(_chan(res, "wakeup"), 0.99) <= percentile_ns(rtt, 0.99)
     if shared:
         both = _mean(_chan(res, "stack.out")) + _mean(_chan(res, "stack.back"))
-        assert both <= _mean(rtt) * 1.01 + 1000
+        assert parts_within_whole(both, rtt), (both, _mean(rtt))
     return res
+
+
+# This VM's host pauses a vCPU for 1-3 ms many times a minute (~45 ms now and then): a
+# pause between the pinger's two clock reads of one reply (MONOTONIC for rtt, REALTIME
+# for the split) inflates that reply's split but not its rtt. The per-sample bound
+# (parts <= whole) therefore holds for the means up to this budget of pause time per
+# run, and for the quantiles below the top percent, not for the single largest value.
+PAUSE_BUDGET_NS = 10_000_000
+
+
+def parts_within_whole(parts_mean: float, whole: dict[str, Any]) -> bool:
+    """Means of a split against its whole: 1 % slack for clock rates, 1 us, and the
+    host's pause budget spread over the samples."""
+    return parts_mean <= _mean(whole) * 1.01 + 1000 + PAUSE_BUDGET_NS / whole["samples"]
 
 
 def _check_tx_split(res: dict[str, Any]) -> None:
