@@ -30,15 +30,22 @@ class SshTransport(Transport):
         self.conn = SshConnection(self.ssh_target)
         self.engine_dir = engine_dir
         self.board: Any = None  # provision.Board once the engine is there
+        self.lease: Any = None  # rtlab.engine.labgrid.PlaceLease for labgrid:PLACE
         if connect:
             self.open()
 
     def open(self) -> SshTransport:
-        self.conn.open()
+        if self.ssh_target.host.startswith("labgrid:") and self.lease is None:
+            from rtlab.engine.labgrid import PlaceLease  # held until close()
+
+            self.lease = PlaceLease(self.ssh_target.host).open()
+            self.conn.close()  # the place's address, not the spec
+            self.conn = SshConnection(self.lease.ssh_target)
         try:
+            self.conn.open()
             self.board = provision(self.conn, self.engine_dir)
         except BaseException:
-            self.conn.close()
+            self.close()
             raise
         return self
 
@@ -90,6 +97,9 @@ class SshTransport(Transport):
 
     def close(self) -> None:
         self.conn.close()
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.close()
 
 
 def transport_for(target: str | None, *, engine_dir: str | None = None) -> Transport:

@@ -52,7 +52,13 @@ class SshTarget:
     @classmethod
     def parse(cls, text: str, option: str = "--target") -> SshTarget:
         """UsageError (one line, naming `option`) for anything that is not a plain
-        destination."""
+        destination. `labgrid:PLACE` (rtlab.engine.labgrid) is checked and kept whole as
+        the host: `rtlab.engine.board.SshTransport` reaches it through the place."""
+        if text.startswith("labgrid:"):
+            from rtlab.engine.labgrid import parse_place
+
+            parse_place(text, option)
+            return cls(host=text)
         bad = UsageError(f"{option} {shown(text)}: expected [USER@]HOST[:PORT] or an alias from "
                          "~/.ssh/config, e.g. root@board7 or board7:2222")
         if len(text) > MAX_TARGET_CHARS:  # a host name has at most 253 characters
@@ -81,7 +87,8 @@ class SshTarget:
         return cls(host=host, user=user, port=port)
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith(
+            "labgrid:") else self.host
         return (f"{self.user}@" if self.user else "") + host + (
             f":{self.port}" if self.port else "")
 
