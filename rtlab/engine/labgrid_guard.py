@@ -66,7 +66,7 @@ class Guard:
         self.session = ClientSession(address, asyncio.get_running_loop())
         try:
             await asyncio.wait_for(self.session.start(), self.timeout_s)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             _say("error", kind="unreachable",
                  message=f"the labgrid coordinator at {self.coordinator} did not answer "
                          f"within {self.timeout_s:g} s")
@@ -207,7 +207,7 @@ class Guard:
                 if why is not None:
                     self.lost = True
                     _say("lost", message=why)
-            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(closed.wait(), WATCH_S)
 
     async def main(self) -> int:
