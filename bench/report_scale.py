@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from rtlab.probes.registry import shape as probe_shape
-from rtlab.results.histogram import LogLinHistogram, bucket_bounds, index_of
+from rtlab.results.histogram import LogLinHistogram, bucket_bounds, index_array, index_of
 from rtlab.results.model import Channel, Phase, RunResult
 from rtlab.results.windows import WindowMaxima
 
@@ -50,8 +50,20 @@ def rss_mb() -> float:
 
 
 def make_channel(cpu: int, windows: int, rate: int, rng: np.random.Generator) -> Channel:
-    n = windows * rate
-    lo_i, hi_i = index_of(2_000), index_of(20_000_000)
+    """One CPU whose numbers agree with each other as a real run's do (the store refuses
+    any other): every window counts `rate` samples, its maximum among them; the histogram
+    holds the window maxima and `rate - 1` body samples per window, all below the
+    smallest maximum; min is a value of the lowest bucket, max the largest maximum."""
+    # window maxima: a Gumbel around 60 us plus rare spikes (host stalls): ~2 per hour,
+    # 0.2 .. 5 ms
+    wmax = rng.gumbel(60_000 + 300 * cpu, 4_000, windows)
+    spikes = rng.uniform(200_000, 5_000_000, int(windows / 1800))
+    wmax[rng.integers(0, windows, len(spikes))] = spikes
+    wmax = wmax.astype(np.int64)
+    # the body: a lognormal around 12 us in the buckets below the smallest maximum, its
+    # rounding remainder in the mode's bucket so that the windows hold every sample
+    body = windows * (rate - 1)
+    lo_i, hi_i = index_of(2_000), index_of(int(wmax.min())) - 1
     idx = np.arange(lo_i, hi_i + 1)
     bounds = np.array([bucket_bounds(int(i)) for i in idx], dtype=np.float64)
     lo, hi = bounds[:, 0], bounds[:, 0] + bounds[:, 1]
@@ -60,23 +72,24 @@ def make_channel(cpu: int, windows: int, rate: int, rng: np.random.Generator) ->
     def cdf(x: np.ndarray) -> np.ndarray:
         return 0.5 * (1 + np.vectorize(math.erf)((np.log(x) - mu) / (sigma * math.sqrt(2))))
 
-    counts = np.floor(n * (cdf(hi) - cdf(lo))).astype(np.int64)
-    # rare spikes (host stalls): ~2 per hour, 0.2 .. 5 ms
-    spikes = rng.uniform(200_000, 5_000_000, int(windows / 1800))
-    hist = LogLinHistogram(7, {int(i): int(c) for i, c in zip(idx, counts, strict=True) if c})
-    for s in spikes:
-        hist.add(int(s))
+    counts = np.floor(body * (cdf(hi) - cdf(lo))).astype(np.int64)
+    counts[int(np.argmax(counts))] += body - int(counts.sum())
+    by_index = {int(i): int(c) for i, c in zip(idx, counts, strict=True) if c}
+    top_i, top_c = np.unique(index_array(wmax), return_counts=True)
+    for i, c in zip(top_i, top_c, strict=True):
+        by_index[int(i)] = by_index.get(int(i), 0) + int(c)
+    hist = LogLinHistogram(7, by_index)
     total = hist.total
-    wmax = rng.gumbel(60_000 + 300 * cpu, 4_000, windows)
-    spike_at = rng.integers(0, windows, len(spikes))
-    wmax[spike_at] = spikes
-    wmax = wmax.astype(np.int64)
+    nonzero = idx[counts > 0]
+    first = int(nonzero[0]) if len(nonzero) else int(top_i[0])
+    mids = lo + (bounds[:, 1] - 1) // 2
+    sum_ns = int(np.dot(counts, mids.astype(np.int64))) + int(wmax.sum())
     wins = WindowMaxima(np.arange(windows, dtype=np.int64), wmax,
                         np.full(windows, rate, dtype=np.int64))
     top = int(np.argmax(wmax))
-    return Channel(name=f"cpu{cpu}", cpu=cpu, samples=total, min_ns=2_000,
-                   max_ns=int(wmax[top]), sum_ns=int(total * 12_500), max_at_ns=top * WINDOW_NS,
-                   hist=hist, windows=wins, window_ns=WINDOW_NS)
+    return Channel(name=f"cpu{cpu}", cpu=cpu, samples=total,
+                   min_ns=bucket_bounds(first)[0], max_ns=int(wmax[top]), sum_ns=sum_ns,
+                   max_at_ns=top * WINDOW_NS, hist=hist, windows=wins, window_ns=WINDOW_NS)
 
 
 def make_result(run_id: str, release: str, cpus: int, windows: int, rate: int,

@@ -21,7 +21,9 @@ Per-window maxima detect clustered tails (`clustering`), which also widens it.
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -167,6 +169,11 @@ MIN_WINDOWS = 30  # fewer windows than this: clustering is not checked
 
 
 def _cum(hist: HistogramLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low edges, high edges, cumulative counts) of the non-empty buckets."""
+    arrays = getattr(hist, "bucket_arrays", None)
+    if arrays is not None:  # a LogLinHistogram: no Bucket object per bucket
+        lo_a, hi_a, cnt_a = arrays()
+        return lo_a, hi_a, np.cumsum(cnt_a)
     lo, hi, cnt = [], [], []
     for b in hist.buckets():
         lo.append(b.lo)
@@ -176,17 +183,65 @@ def _cum(hist: HistogramLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.cumsum(np.asarray(cnt, dtype=np.int64)))
 
 
-def clustering(hist: HistogramLike, windows: Any, target: float) -> Clustering | None:
-    """Clustering of the samples above the bucket edge with about `target` samples above
-    it (moved into [30, windows/3] so that it can be measured), or None when the channel
-    has too few windows or too few samples above any edge."""
-    if windows is None or len(windows) < MIN_WINDOWS:
-        return None
-    idx = np.asarray(windows.index, dtype=np.int64)
-    wmax = np.asarray(windows.max_ns, dtype=np.int64)
-    wn = np.asarray(windows.samples, dtype=np.float64)
-    nwin = len(idx)
-    if nwin / 3 < 30:
+class _WindowSeries:
+    """One channel's window maxima prepared once for `clustering` at any threshold: the
+    maxima as they are (no int64 copy), which windows follow their predecessor, and the
+    samples per window as distinct values with their counts (a 1 kHz run has one or a
+    few), so that the expected hits of a threshold cost a few numbers, not a pass over
+    every window. Derived only from the arrays, which a WindowMaxima never changes."""
+
+    def __init__(self, windows: Any) -> None:
+        self.wmax = np.asarray(windows.max_ns)
+        idx = np.asarray(windows.index)
+        self.nwin = len(idx)
+        self.adjacent = np.diff(idx.astype(np.int64, copy=False)) == 1  # window i+1 after i
+        self.all_adjacent = bool(self.adjacent.all())
+        wn = np.asarray(windows.samples)
+        lo, hi = (int(wn.min()), int(wn.max())) if self.nwin else (0, 0)
+        span = hi - lo + 1
+        self.values: np.ndarray | None = None
+        self.raw = wn
+        if lo >= 0 and span <= 4096:  # distinct values and adjacent pairs by bincount
+            codes = (wn - lo).astype(np.int64)
+            cnt = np.bincount(codes, minlength=span)
+            keep = np.flatnonzero(cnt)
+            self.values = (keep + lo).astype(np.float64)
+            self.counts = cnt[keep].astype(np.float64)
+            remap = np.full(span, -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+            u = len(keep)
+            if u == 1:  # every window counts the same: the pairs are the adjacent ones
+                self.pair_cur = self.pair_prev = np.zeros(1, dtype=np.int64)
+                self.pair_counts = np.array([float(np.count_nonzero(self.adjacent))])
+                return
+            c = remap[codes]
+            pairs = (c[1:] * u + c[:-1])[self.adjacent]
+            pc = np.bincount(pairs, minlength=u * u)
+            pk = np.flatnonzero(pc)
+            self.pair_cur, self.pair_prev = pk // u, pk % u
+            self.pair_counts = pc[pk].astype(np.float64)
+
+    def expected(self, rate: float) -> tuple[float, float]:
+        """(hit windows, runs of hit windows) expected when each sample exceeds the
+        threshold independently with probability `rate`: a window of m samples is hit
+        with probability h(m) = 1 - exp(-rate * m); a run starts at a hit window whose
+        predecessor (if adjacent) is not hit."""
+        if self.values is None:  # many distinct sample counts: one pass over the windows
+            h = -np.expm1(-rate * self.raw.astype(np.float64))
+            h_prev = np.concatenate(([0.0], h[:-1]))
+            h_prev[1:] *= self.adjacent
+            return float(np.sum(h)), float(np.sum(h * (1 - h_prev)))
+        hu = -np.expm1(-rate * self.values)
+        hits = float(np.sum(hu * self.counts))
+        both = float(np.sum(hu[self.pair_cur] * hu[self.pair_prev] * self.pair_counts))
+        return hits, hits - both
+
+
+def _threshold(hist: HistogramLike, nwin: int, target: float) -> tuple[int, int, int] | None:
+    """(threshold ns, samples above it, samples) for `clustering`: the bucket edge with
+    about `target` samples above it, moved into [30, nwin/3]; None when too few windows
+    or too few samples above any edge."""
+    if nwin < MIN_WINDOWS or nwin / 3 < 30:
         return None
     _, hi, cum = _cum(hist)
     if not len(cum):
@@ -198,19 +253,32 @@ def clustering(hist: HistogramLike, windows: Any, target: float) -> Clustering |
     k = int(above[j])
     if k < 10:
         return None
-    thr = int(hi[j])
-    hit = wmax > thr
-    prev_adjacent = np.concatenate(([False], np.diff(idx) == 1))
-    prev_hit = np.concatenate(([False], hit[:-1])) & prev_adjacent
-    runs = int(np.count_nonzero(hit & ~prev_hit))
-    h = -np.expm1(-k * wn / max(n, 1))  # P(window hit) if the k samples were independent
-    h_prev = np.concatenate(([0.0], h[:-1])) * prev_adjacent
-    expected = float(np.sum(h * (1 - h_prev)))
+    return int(hi[j]), k, n
+
+
+def clustering(hist: HistogramLike, windows: Any, target: float) -> Clustering | None:
+    """Clustering of the samples above the bucket edge with about `target` samples above
+    it (moved into [30, windows/3] so that it can be measured), or None when the channel
+    has too few windows or too few samples above any edge."""
+    if windows is None:
+        return None
+    at = _threshold(hist, len(windows), target)
+    return None if at is None else _clustering_at(_WindowSeries(windows), *at)
+
+
+def _clustering_at(ws: _WindowSeries, thr: int, k: int, n: int) -> Clustering | None:
+    """`clustering` of prepared windows at threshold `thr`, with k of n samples above."""
+    hit = ws.wmax > thr
+    hits = int(np.count_nonzero(hit))
+    follow = hit[1:] & hit[:-1]  # window i+1 and window i both hit
+    both_adjacent = int(np.count_nonzero(follow if ws.all_adjacent else follow & ws.adjacent))
+    runs = hits - both_adjacent
+    hits_expected, expected = ws.expected(k / max(n, 1))
     if expected <= 0:
         return None
-    hits, hits_expected = int(np.count_nonzero(hit)), float(np.sum(h))
     within = min(1.0, hits / hits_expected)  # several samples above it in one window
-    vif = _between_windows(hit.astype(np.float64))  # hit windows following each other
+    # hit windows following each other
+    vif = _between_windows_hits(hit, hits, int(np.count_nonzero(follow)))
     z_runs = (runs - expected) / math.sqrt(expected)
     z_hits = (hits - hits_expected) / math.sqrt(hits_expected)
     theta = min(1.0, within / vif)
@@ -218,17 +286,24 @@ def clustering(hist: HistogramLike, windows: Any, target: float) -> Clustering |
     return Clustering(thr, k, runs, expected, theta, significant)
 
 
-def _between_windows(x: np.ndarray) -> float:
-    """Variance inflation of the sum of a window series from its autocorrelation (initial
-    positive sequence, lags up to a quarter of the windows): 1 + 2 * sum of rho(lag)."""
-    n = len(x)
-    x = x - x.mean()
-    var = float(np.dot(x, x))
-    if var <= 0:
+def _between_windows_hits(hit: np.ndarray, hits: int, follow1: int) -> float:
+    """`_between_windows` of a 0/1 series given as booleans, from counts instead of
+    float products: with m = hits / n the centred lag-L product is
+    B - m * (A + C) + (n - L) * m^2, B the pairs L apart both hit, A and C the hits in
+    the first and last n - L. `follow1`: B at lag 1, already counted by the caller."""
+    n = len(hit)
+    if n == 0 or hits == 0 or hits == n:
         return 1.0
+    m = hits / n
+    var = hits * (1 - m)  # sum of (x - m)^2
     total = 0.0
     for lag in range(1, max(2, n // 4)):
-        rho = float(np.dot(x[:-lag], x[lag:])) / var
+        if lag >= n:
+            break
+        both = follow1 if lag == 1 else int(np.count_nonzero(hit[:-lag] & hit[lag:]))
+        head = hits - int(np.count_nonzero(hit[n - lag:]))  # hits in x[:-lag]
+        tail = hits - int(np.count_nonzero(hit[:lag]))  # hits in x[lag:]
+        rho = (both - m * (head + tail) + (n - lag) * m * m) / var
         if rho <= 2 / math.sqrt(n):  # no longer distinguishable from 0
             break
         total += rho
@@ -417,6 +492,61 @@ def _widened_ranks(n: int, p: float, level: float, theta: float
     return low, up
 
 
+def _has_windows(part: Any) -> bool:
+    w = getattr(part, "windows", None)
+    return w is not None and bool(len(w))
+
+
+# Clusterings already found, per window series (by identity, forgotten with the series):
+# a report asks for the same channel's at the same percentiles in its own row and again
+# as a part of the merged row.
+_FOUND: dict[int, tuple[weakref.ref[Any], dict[tuple[int, int, int], Clustering | None]]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[Any]) -> None:
+    if key in _FOUND and _FOUND[key][0] is ref:
+        del _FOUND[key]
+
+
+def _found_for(windows: Any) -> dict[tuple[int, int, int], Clustering | None] | None:
+    key = id(windows)
+    entry = _FOUND.get(key)
+    if entry is not None and entry[0]() is windows:
+        return entry[1]
+    try:
+        ref = weakref.ref(windows, functools.partial(_forget, key))
+    except TypeError:  # not weakly referenceable: nothing kept
+        return None
+    memo: dict[tuple[int, int, int], Clustering | None] = {}
+    _FOUND[key] = (ref, memo)
+    return memo
+
+
+def part_clusterings(part: Any, qs: Iterable[float]) -> dict[float, Clustering | None]:
+    """`clustering` of one channel (hist, windows) at the samples above each percentile
+    in `qs`; the windows are prepared once for all of them (and the results kept with
+    the windows: they depend on nothing else but the threshold and its counts)."""
+    hist, windows = part.hist, part.windows
+    n_part = hist.total
+    memo = _found_for(windows)
+    series: _WindowSeries | None = None
+    out: dict[float, Clustering | None] = {}
+    for q in qs:
+        at = _threshold(hist, len(windows), n_part * float(1 - _exact(q) / 100))
+        if at is None:
+            out[q] = None
+            continue
+        if memo is not None and at in memo:
+            out[q] = memo[at]
+            continue
+        if series is None:
+            series = _WindowSeries(windows)
+        out[q] = _clustering_at(series, *at)
+        if memo is not None:
+            memo[at] = out[q]
+    return out
+
+
 def percentile_intervals(
     hist: HistogramLike, qs: Iterable[float], *, min_ns: int | None, max_ns: int | None,
     parts: Iterable[ChannelLike] = (), level: float = DEFAULT_LEVEL,
@@ -429,19 +559,21 @@ def percentile_intervals(
     lo_e, hi_e, cum = _cum(hist)
     n = int(cum[-1]) if len(cum) else 0
     parts = list(parts)
+    qs = list(qs)
     batches = [_Batches(wh) for wh in (_window_hist_of(p) for p in parts) if wh is not None]
+    # each part's clustering at every percentile at once: its windows prepared once
+    per_part = [(part_clusterings(part, qs), True) if _has_windows(part) else ({}, False)
+                for part in parts]
     out: dict[float, PercentileInterval] = {}
     for q in qs:
         value = percentile(hist, q, min_ns, max_ns)
         found: Clustering | None = None
         checked = False
-        for part in parts:
-            w = getattr(part, "windows", None)
-            if w is None or not len(w):
+        for found_at, has_windows in per_part:
+            if not has_windows:
                 continue
             checked = True
-            n_part = part.hist.total
-            c = clustering(part.hist, w, n_part * float(1 - _exact(q) / 100))
+            c = found_at[q]
             if c is not None and (found is None or (c.significant and (
                     not found.significant or c.theta < found.theta))):
                 found = c

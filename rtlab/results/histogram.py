@@ -164,6 +164,25 @@ class LogLinHistogram:
             lo, width = bucket_bounds(i, self.sub_bits)
             yield Bucket(i, lo, lo + width - 1, self._counts[i])
 
+    def bucket_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, count) of the non-empty buckets in increasing value order, as int64
+        arrays: `buckets()` without an object per bucket."""
+        if not self._counts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty.copy(), empty.copy()
+        index = np.fromiter(sorted(self._counts), dtype=np.int64, count=len(self._counts))
+        counts = np.fromiter((self._counts[int(i)] for i in index), dtype=np.int64,
+                             count=len(index))
+        if int(index[-1]) > index_of((1 << 63) - 1, self.sub_bits):  # edges beyond int64
+            lo_l, hi_l = zip(*((bk.lo, bk.hi) for bk in self.buckets()), strict=True)
+            return np.asarray(lo_l, dtype=np.int64), np.asarray(hi_l, dtype=np.int64), counts
+        b = 1 << self.sub_bits
+        g, m = np.divmod(np.maximum(index - b, 0), b)
+        small = index < b
+        width = np.where(small, 1, np.left_shift(np.int64(1), g))
+        lo = np.where(small, index, (b + m) * width)
+        return lo, lo + width - 1, counts
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LogLinHistogram):
             return NotImplemented

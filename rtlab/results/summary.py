@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
+import numpy as np
+
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 99.0, 99.9, 99.99, 99.9999)
 
 
@@ -62,13 +64,18 @@ def percentile(
     if not supported(p, n):
         return None
     rank = math.ceil(_exact(p) / 100 * n)
-    seen = 0
     value: int | None = None
-    for bucket in hist.buckets():
-        seen += bucket.count
-        if seen >= rank:
-            value = bucket.hi
-            break
+    arrays = getattr(hist, "bucket_arrays", None)
+    if arrays is not None:  # a LogLinHistogram: no Bucket object per bucket
+        _, hi, counts = arrays()
+        value = int(hi[int(np.searchsorted(np.cumsum(counts), rank, side="left"))])
+    else:
+        seen = 0
+        for bucket in hist.buckets():
+            seen += bucket.count
+            if seen >= rank:
+                value = bucket.hi
+                break
     if value is None:  # pragma: no cover - rank <= n always finds a bucket
         return None
     if maximum is not None:

@@ -78,7 +78,7 @@ class WindowMaxima:
     """(index, max_ns, samples) per window, sorted by index; three integer arrays
     (int32 where the values fit, else int64: convert before multiplying)."""
 
-    __slots__ = ("index", "max_ns", "samples")
+    __slots__ = ("__weakref__", "index", "max_ns", "samples")
 
     def __init__(self, index: Any = (), max_ns: Any = (), samples: Any = ()) -> None:
         self.index = _column(index)
