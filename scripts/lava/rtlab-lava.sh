@@ -585,8 +585,11 @@ if [ -z "$INPUT" ]; then
         [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
     }
     trap on_signal TERM INT
+    # the engine's stderr is kept to name the reason of a skip (exit 4: no root, a CPU
+    # outside the job's cpuset, a missing kernel feature); it is shown when it ends
+    errlog="$OUTPUT_DIR/.rtlab-lava-engine-stderr.$$"
     # shellcheck disable=SC2086  # ENGINE_ARGS is a list of options, split on purpose
-    "$ENGINE" "$@" $ENGINE_ARGS &
+    "$ENGINE" "$@" $ENGINE_ARGS 2>"$errlog" &
     child=$!
     while :; do
         wait "$child"
@@ -598,7 +601,17 @@ if [ -z "$INPUT" ]; then
         break
     done
     trap - TERM INT
+    skip_reason=
+    if [ -s "$errlog" ]; then
+        cat "$errlog" >&2
+        # the engine says `rtlab-probe PROBE: skipped: REASON` (docs/engine.md)
+        skip_reason=$(awk 'sub(/^rtlab-probe [a-z]+: skipped: /, "") { r = $0 } END { print r }' "$errlog")
+    fi
+    rm -f "$errlog"
     say "engine exit code $rc"
+    if [ "$rc" -eq 4 ]; then
+        say "skipped: ${skip_reason:-the engine gave no reason}"
+    fi
 else
     [ -r "$INPUT" ] || die 2 "cannot read $INPUT"
     RAW=$INPUT
