@@ -113,6 +113,7 @@ class PlaceLease:
         self.ssh_target: Any = None  # rtlab.engine.ssh.SshTarget once open
         self.acquired = False  # by this lease (False: the user held it already)
         self.holder = ""
+        self.classes: list[str] = []  # the resource classes of the place
         self.lost: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -150,6 +151,7 @@ class PlaceLease:
             raise _guard_error(self.place, self.coordinator, first)
         self.acquired = bool(first.get("acquired"))
         self.holder = str(first.get("holder") or "")
+        self.classes = [str(c) for c in first.get("classes") or []]
         try:
             self.ssh_target = _ssh_target(self.place, first)
         except BaseException:

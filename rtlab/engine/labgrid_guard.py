@@ -145,7 +145,8 @@ class Guard:
         args = entry.args
         _say("ready", address=str(args.get("address", "")),
              username=str(args.get("username") or ""), port=int(args.get("port") or 22),
-             acquired=self.acquired, holder=self.me(), resource="/".join(services[0]))
+             acquired=self.acquired, holder=self.me(), resource="/".join(services[0]),
+             classes=sorted({p[2] for p in place.acquired_resources}))
         return True
 
     async def release(self) -> None:

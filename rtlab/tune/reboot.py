@@ -3,7 +3,7 @@
 always bring its original command line back (docs/reboot.md).
 
 The user gives a command (`rtlab tune --reboot-cmd CMD`). rtlab runs it on this host
-as `sh -c CMD` with three variables in its environment:
+as `sh -c CMD` with these variables in its environment:
 
 - RTLAB_TARGET: the target as given (`--target`);
 - RTLAB_CMDLINE: the whole kernel command line to boot;
@@ -11,6 +11,9 @@ as `sh -c CMD` with three variables in its environment:
   the original again) or "original" (boot the original command line and cancel a
   pending one-shot; also used when the board hangs, so the command must be able to
   power-cycle it).
+
+and RTLAB_PYTHON, rtlab's own interpreter (`"$RTLAB_PYTHON" -m
+rtlab.engine.labgrid_reboot` power-cycles a labgrid place).
 
 One-shot is what makes a `kill -9` of the host safe: whatever happens to rtlab, the
 board's next reboot brings its original command line back.
@@ -28,6 +31,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +42,7 @@ from rtlab.textfmt import shown
 ENV_CMDLINE = "RTLAB_CMDLINE"
 ENV_TARGET = "RTLAB_TARGET"
 ENV_BOOT = "RTLAB_BOOT"
+ENV_PYTHON = "RTLAB_PYTHON"
 BOOT_ONCE = "once"
 BOOT_ORIGINAL = "original"
 
@@ -307,7 +312,8 @@ class Rebooter:
             self.on_event(RebootEvent(kind, text, time.monotonic() - self._t0))
 
     def _run_command(self, boot: str, cmdline: str, timeout_s: float, change: str) -> str:
-        env = {**os.environ, ENV_TARGET: self.target, ENV_CMDLINE: cmdline, ENV_BOOT: boot}
+        env = {**os.environ, ENV_TARGET: self.target, ENV_CMDLINE: cmdline, ENV_BOOT: boot,
+               ENV_PYTHON: sys.executable}  # rtlab's interpreter (labgrid_reboot)
         self._event("command", f"{self.target}: reboot command, {ENV_BOOT}={boot}"
                     + (f" ({change})" if boot == BOOT_ONCE else ""))
         try:
