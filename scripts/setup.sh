@@ -305,11 +305,12 @@ main() {
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${BUILD_TOOLS[@]}"
     echo "${BUILD_TOOLS[*]}" >"$tools_stamp"
   fi
-  # The package's extras: the PostgreSQL driver for running, the test tools on top
-  # for testing; a venv set up for tests keeps them when set up for running.
+  # The package's extras: the PostgreSQL driver for running, the test tools (and
+  # labgrid, for tests/labgrid) on top for testing; a venv set up for tests keeps them
+  # when set up for running.
   local stamp="$VENV/.rtlab-installed" extras=postgres had=""
   [[ -f $stamp ]] && had=$(cat "$stamp")
-  if [[ $mode == test || $had == dev,postgres ]]; then extras=dev,postgres; fi
+  if [[ $mode == test || $had == dev,postgres* ]]; then extras=dev,postgres,labgrid; fi
   # Reinstall when any source of the package or engine changed since the last install.
   if [[ ! -f $stamp || $had != "$extras" ]] || [[ -n "$(find rtlab engine scenarios \
       docs/schema meson.build meson_options.txt pyproject.toml -newer "$stamp" -type f \
