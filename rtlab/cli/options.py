@@ -48,8 +48,9 @@ def check_limit(limit: int | None) -> None:
 
 def add_target_args(p: argparse.ArgumentParser, *, repeat: bool = False) -> None:
     help_ = ("the board to work on: [USER@]HOST[:PORT] or an alias of ~/.ssh/config, reached "
-             "with your OpenSSH client (key-based login; nothing is asked for); `local` or none: "
-             "this machine")
+             "with your OpenSSH client (key-based login; nothing is asked for); "
+             "labgrid:PLACE: a labgrid place, held for the command ($LG_COORDINATOR, "
+             "docs/lab.md#labgrid); `local` or none: this machine")
     if repeat:
         p.add_argument("--target", metavar="TARGET", action="append", default=[],
                        help=help_ + "; repeat it to measure several boards in parallel")
