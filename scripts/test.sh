@@ -8,6 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
+# the test set-up (make test, or scripts/setup.sh test) installs the test tools
+if [[ ! -x $VENV/bin/pytest || ! -x $VENV/bin/ruff ]]; then
+  echo "test: the test tools are not in $VENV (a set-up for running only?): run" \
+    "scripts/setup.sh test (make test does it)" >&2
+  exit 1
+fi
 
 echo "== ruff"
 ruff check rtlab tests bench
