@@ -59,6 +59,8 @@ POLICY=/usr/sbin/policy-rc.d
 POLICY_SAVED=/usr/sbin/policy-rc.d.rtlab-saved
 POLICY_MARK="rtlab set-up: temporary"
 PG_DROPIN=/etc/postgresql-common/createcluster.d/rtlab-setup-no-main-cluster.conf
+# One set-up installs at a time (the start policy is one file for the whole machine).
+SETUP_LOCK=/run/rtlab-setup.lock
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
@@ -168,7 +170,13 @@ logged() {
 # starts refused during the install, what the packages' scripts enabled disabled
 # again, and PostgreSQL's main cluster not created. Root only.
 guarded_apt_install() {
-  local before after_units before_units new line
+  local before after_units before_units new line lockfd
+  exec {lockfd}>"$SETUP_LOCK"
+  if ! flock -w 900 "$lockfd"; then
+    echo "setup: another set-up has been installing packages for 15 min (it holds" \
+      "$SETUP_LOCK); try again when it is done" >&2
+    return 1
+  fi
   before=$(enabled_services)
   before_units=$(running_units)
   trap 'undo_install_guard' EXIT
@@ -201,6 +209,7 @@ guarded_apt_install() {
   fi
   undo_install_guard
   trap - EXIT INT TERM
+  exec {lockfd}>&-
   new=$(comm -13 <(sort <<<"$before") <(enabled_services | sort))
   if [[ -n $new ]]; then
     echo "setup: these services are still enabled after the install; disable them by hand:" >&2
@@ -275,7 +284,8 @@ main() {
   esac
   cd "$(dirname "$0")/.."
   if [[ $(id -u) -eq 0 ]]; then
-    undo_install_guard  # leftovers of a killed set-up
+    # leftovers of a killed set-up (unless another set-up is installing right now)
+    (flock -n 9 && undo_install_guard) 9>"$SETUP_LOCK" || true
   fi
 
   local missing=() p

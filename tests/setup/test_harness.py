@@ -122,3 +122,20 @@ def test_start_guard_keeps_a_policy_that_is_not_its_own(tmp_path: Path) -> None:
     r = guard(tmp_path, "undo_install_guard")
     assert r.returncode == 0, r.stderr
     assert policy.read_text() == "#!/bin/sh\nexit 101\n"
+
+
+def test_an_unknown_mode_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    r = subprocess.run([str(SETUP), "runn"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, VENV=str(venv)))
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        "setup: unknown mode 'runn' (use: scripts/setup.sh run, or scripts/setup.sh test)"]
+    assert r.stdout == ""
+    assert not venv.exists()
+
+
+def test_help_names_both_modes() -> None:
+    r = subprocess.run([str(SETUP), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "scripts/setup.sh run " in r.stdout and "scripts/setup.sh test " in r.stdout
