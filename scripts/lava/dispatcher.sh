@@ -19,9 +19,10 @@
 #
 # `run` writes out/output.yaml (the job log as a LAVA server keeps it: a YAML list of
 # the dispatcher's records; lvl "results" records are LAVA's test results) and
-# out/lava-run.stderr (anything else lava-run printed), prints one line per result
-# ("RESULT DEFINITION/CASE [MEASUREMENT UNITS]") and exits with lava-run's code:
-# 0 the job completed, 1 it did not (job error, infrastructure error, timeout), 2 usage.
+# out/lava-run.stderr (all lava-run printed), prints one line per result
+# ("RESULT DEFINITION/CASE [MEASUREMENT UNITS] [(ERROR_TYPE: ERROR)]"; the last is
+# "RESULT lava/job") and exits with lava-run's code: 0 the job completed, 1 it did not
+# (a job, configuration or infrastructure error, a timeout), 2 usage.
 #
 # Cache: $RTLAB_LAVA_HOME, else $XDG_CACHE_HOME/rtlab/lava, else ~/.cache/rtlab/lava.
 # `prepare` is idempotent: it does nothing when the cache matches this script's pins.
@@ -293,13 +294,15 @@ run_job() {
     rm -rf "${jobs:?}/$job_id"
     # the job log as a LAVA server stores it: a YAML list of the records
     grep '^{"dt": ' "$outdir/lava-run.stderr" | sed 's/^/- /' >"$outdir/output.yaml" || true
-    "$VENV/bin/python" - "$outdir/output.yaml" <<'EOF'
+    "$VENV/bin/python" - "$outdir" "$rc" <<'EOF'
 import sys
+from pathlib import Path
 
 import yaml
 
-with open(sys.argv[1]) as f:
-    records = yaml.safe_load(f) or []
+out, rc = Path(sys.argv[1]), int(sys.argv[2])
+records = yaml.safe_load((out / "output.yaml").read_text()) or []
+job = None
 for r in records:
     if r.get("lvl") != "results":
         continue
@@ -307,7 +310,16 @@ for r in records:
     line = f"{m.get('result')} {m.get('definition')}/{m.get('case')}"
     if "measurement" in m:
         line += f" {m['measurement']} {m.get('units', '')}".rstrip()
+    if "error_msg" in m:
+        line += f" ({m.get('error_type', 'error')}: {m['error_msg']})"
+    if m.get("definition") == "lava" and m.get("case") == "job":
+        job = m
     print(line)
+if job is None and rc != 0:
+    lines = (out / "lava-run.stderr").read_text(errors="replace").strip().splitlines()
+    last = lines[-1] if lines else "no output"
+    print(f"dispatcher.sh: lava-run ended with exit code {rc} before the job had a result: "
+          f"{last} (all of it: {out / 'lava-run.stderr'})", file=sys.stderr)
 EOF
     return "$rc"
 }

@@ -219,6 +219,35 @@ def test_ssh_device_is_a_lava_device_dictionary(lava_cache: Path, tmp_path: Path
                                     "options": ["-oProxyJump=gw \"x\""]})
 
 
+def test_unreachable_device_fails_the_job(lava_cache: Path, tmp_path: Path) -> None:
+    """A device whose SSH port does not answer: LAVA's job fails with its infrastructure
+    error, said in the job's line, and run exits 1."""
+    import socket
+
+    with socket.socket() as s:  # a port on the loopback that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = tmp_path / "key"
+    key.write_text("not a key\n")
+    (tmp_path / "key.pub").write_text("not a key\n")
+    dev = subprocess.run([str(DISPATCHER), "ssh-device", "--host", "127.0.0.1", "--port",
+                          str(port), "--identity", str(key), "--ssh-option",
+                          "-oBatchMode=yes"], capture_output=True, text=True, check=True,
+                         timeout=60)
+    (tmp_path / "device.yaml").write_text(dev.stdout)
+    (tmp_path / "job.yaml").write_text(job_yaml(definition_repo(tmp_path), {}, "unreachable"))
+    p = subprocess.run([str(DISPATCHER), "run", "--device", str(tmp_path / "device.yaml"),
+                        "--output-dir", str(tmp_path / "out"), str(tmp_path / "job.yaml")],
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.splitlines()[-1].startswith("fail lava/job (Infrastructure: ")
+    records = yaml.safe_load((tmp_path / "out" / "output.yaml").read_text())
+    (job,) = [r["msg"] for r in records if r["lvl"] == "results" and r["msg"]["case"] == "job"]
+    assert (job["result"], job["error_type"]) == ("fail", "Infrastructure")
+    assert not [r for r in records if r["lvl"] == "results"
+                and r["msg"]["definition"] == TESTDEF]
+
+
 # --- jobs on the emulated board ---------------------------------------------------------------
 
 
