@@ -29,8 +29,8 @@ PROM_DIR = REPO / "docs" / "prometheus"
 CPU = 1
 
 if shutil.which("promtool") is None or shutil.which("prometheus") is None:
-    pytest.skip("needs Prometheus (Debian package prometheus; `make setup` installs it as "
-                "root)", allow_module_level=True)
+    pytest.skip("needs Prometheus (`scripts/setup.sh test` unpacks Debian's prometheus into "
+                ".venv)", allow_module_level=True)
 
 
 def free_port() -> int:
