@@ -13,8 +13,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.setup.services import enabled_services, listeners, run_subreaped, socket_owners
 from tests.support.paths import REPO
+
+from .services import enabled_services, listeners, run_subreaped, socket_owners
 
 SETUP = REPO / "scripts" / "setup.sh"
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.setup.debian import files_of, have_dpkg, installed_packages, package_table
-from tests.setup.services import (
+from tests.support.paths import REPO
+
+from .debian import files_of, have_dpkg, installed_packages, package_table
+from .services import (
     Snapshot,
     enabled_services,
     listeners,
@@ -27,7 +29,6 @@ from tests.setup.services import (
     run_subreaped,
     socket_owners,
 )
-from tests.support.paths import REPO
 
 PKG = "dropbear"
 SETUP = REPO / "scripts" / "setup.sh"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.setup.debian import (
+from .debian import (
     INIT_SCRIPT,
     closure,
     have_dpkg,
