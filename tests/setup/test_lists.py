@@ -64,6 +64,15 @@ def test_run_installs_a_subset_of_test() -> None:
     assert set(got["test"]) == set(got["run"]) | set(got["TEST_PKGS"])
 
 
+def test_make_run_installs_every_tool_the_run_path_calls() -> None:
+    """The loads' tools (rtlab.loads.proc.TOOL_PACKAGES: what require_tool names when one
+    is missing) and the SSH client of boards come with `make run`."""
+    from rtlab.loads.proc import TOOL_PACKAGES
+
+    needed = set(TOOL_PACKAGES.values()) | {"openssh-client"}
+    assert needed <= set(lists()["run"])
+
+
 def test_make_run_installs_nothing_that_ships_a_service() -> None:
     assert daemon_packages(lists()["run"]) == {}
 
