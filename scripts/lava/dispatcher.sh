@@ -136,11 +136,18 @@ prepare() {
     if prepared; then
         return 0
     fi
+    mkdir -p "$CACHE" || die 1 "cannot create $CACHE"
+    # one preparer at a time (test runs of several checkouts share the cache)
+    exec 9>>"$CACHE/prepare.lock"
+    flock 9 || die 1 "cannot lock $CACHE/prepare.lock"
+    if prepared; then
+        exec 9>&-
+        return 0
+    fi
     command -v apt-get >/dev/null || die 1 "apt-get not found: LAVA's dispatcher is taken from Debian's packages (a Debian or Ubuntu machine is needed)"
     command -v dpkg-deb >/dev/null || die 1 "dpkg-deb not found (Debian's dpkg)"
     local py=${PYTHON:-python3}
     command -v "$py" >/dev/null || die 1 "$py not found (set PYTHON to a Python 3.9 or later)"
-    mkdir -p "$CACHE" || die 1 "cannot create $CACHE"
     # built in place; the stamp, written last, says it is complete
     rm -rf "$STAMP" "$ROOT" "$VENV" "$LAUNCHER" "$CACHE/debs"
     mkdir -p "$CACHE/debs" "$ROOT"
@@ -171,6 +178,7 @@ prepare() {
     RTLAB_LAVA_JOBS=$CACHE/jobs "$VENV/bin/python" "$LAUNCHER" "$ROOT/usr/bin/lava-run" \
         --help >/dev/null || die 1 "the unpacked lava-run does not start (see above)"
     printf '%s\n' "$STAMP_TEXT" >"$STAMP"
+    exec 9>&-
 }
 
 yaml_str() { # a YAML double-quoted string
@@ -283,15 +291,17 @@ run_job() {
     fi
     prepare
     mkdir -p "$outdir" || die 1 "cannot create $outdir"
-    local jobs=$CACHE/jobs
-    mkdir -p "$jobs"
-    rm -rf "${jobs:?}/$job_id"
+    # a directory of this run's own: runs at once (other checkouts, other users of the
+    # cache) never share LAVA's job directory, whatever their job ids
+    mkdir -p "$CACHE/jobs" || die 1 "cannot create $CACHE/jobs"
+    local jobs
+    jobs=$(mktemp -d "$CACHE/jobs/run.XXXXXX") || die 1 "cannot create a job directory in $CACHE/jobs"
     local rc=0
     # lava-run logs its records (one YAML flow mapping a line) on stderr
     RTLAB_LAVA_JOBS=$jobs "$VENV/bin/python" "$LAUNCHER" "$ROOT/usr/bin/lava-run" \
         --job-id "$job_id" --output-dir "$outdir/lava" --device "$device" "$job" \
         >"$outdir/lava-run.stdout" 2>"$outdir/lava-run.stderr" || rc=$?
-    rm -rf "${jobs:?}/$job_id"
+    rm -rf "${jobs:?}"
     # the job log as a LAVA server stores it: a YAML list of the records
     grep '^{"dt": ' "$outdir/lava-run.stderr" | sed 's/^/- /' >"$outdir/output.yaml" || true
     "$VENV/bin/python" - "$outdir" "$rc" <<'EOF'
