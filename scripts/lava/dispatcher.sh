@@ -26,7 +26,8 @@
 #
 # Cache: $RTLAB_LAVA_HOME, else $XDG_CACHE_HOME/rtlab/lava, else ~/.cache/rtlab/lava.
 # `prepare` is idempotent: it does nothing when the cache matches this script's pins.
-# Needs: apt-get and dpkg-deb (Debian's package lists, `apt-get update` done), python3
+# Needs: apt-get and dpkg-deb (Debian 12's package lists: as root `prepare` refreshes
+# them when they lack LAVA; as another user run `apt-get update` first), python3
 # (3.9 or later) with venv, a C compiler for netifaces when pip finds no wheel, and
 # ssh, scp and git for SSH devices.
 
@@ -154,9 +155,13 @@ prepare() {
     local debs=()
     local p
     for p in "${LAVA_DEBS[@]}"; do debs+=("$p=$LAVA_VERSION"); done
-    # the tested version; else the one Debian's lists have now (a point release)
+    # the tested version (as root, the package lists are refreshed when they lack it);
+    # else the one Debian's lists have now (a point release)
     if ! (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "${debs[@]}" \
-              >/dev/null 2>&1); then
+              >/dev/null 2>&1) \
+        && ! { [ "$(id -u)" -eq 0 ] && apt-get update -qq \
+               && (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root \
+                       "${debs[@]}" >/dev/null 2>&1); }; then
         printf '%s\n' "$PROG: LAVA $LAVA_VERSION is not in the package lists; taking their version" >&2
         (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "${LAVA_DEBS[@]}" \
              >/dev/null) \

@@ -579,7 +579,7 @@ if [ -z "$INPUT" ]; then
     interrupted=
     # the engine stops on SIGTERM and writes its (interrupted) result; SIGINT would not
     # reach it (a background job of a non-interactive shell ignores SIGINT)
-    # shellcheck disable=SC2317  # called by the trap
+    # shellcheck disable=SC2317,SC2329  # called by the trap
     on_signal() {
         interrupted=1
         [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
