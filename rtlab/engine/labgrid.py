@@ -77,17 +77,17 @@ def _guard_error(place: str, coordinator: str, event: dict[str, Any]) -> RtlabEr
     kind = event.get("kind")
     msg = str(event.get("message") or "labgrid failed")
     if kind == "held":
-        return RtlabError(msg, hint="wait until it is released, or ask its holder "
-                          "(`labgrid-client -p PLACE show`)")
+        return RtlabError(msg, hint="wait until it is released, or ask its holder; "
+                          "`labgrid-client -p PLACE show` shows the place")
     if kind == "unknown":
         return RtlabError(msg, hint="`labgrid-client places` lists them; "
                           f"${COORDINATOR_ENV} names the coordinator")
     if kind == "no-service":
         return RtlabError(msg, hint="export the board's SSH address as a NetworkService "
-                          "and add it to the place (docs/lab.md#labgrid)")
+                          "and add it to the place, see docs/lab.md#labgrid")
     if kind == "unreachable":
         return RtlabError(msg, hint=f"start the coordinator or set ${COORDINATOR_ENV}="
-                          "HOST:PORT (docs/lab.md#labgrid)")
+                          "HOST:PORT, see docs/lab.md#labgrid")
     return RtlabError(f"labgrid place {place} (coordinator {coordinator}): {msg}")
 
 
@@ -125,7 +125,8 @@ class PlaceLease:
             import labgrid  # noqa: F401
         except ImportError:
             raise RtlabError("labgrid is not installed: --target labgrid:PLACE needs it",
-                             hint="pip install 'rtlab[labgrid]' (docs/lab.md#labgrid)") from None
+                             hint="pip install 'rtlab[labgrid]', see docs/lab.md#labgrid"
+                             ) from None
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "rtlab.engine.labgrid_guard", "--place", self.place,
@@ -139,12 +140,12 @@ class PlaceLease:
         self._reader.start()
         try:
             first = self._events.get(timeout=START_TIMEOUT_S)
-        except queue.Empty:
+        except queue.Empty:  # it may be acquiring: its pipe closed, it releases and ends
             self._stop()
             raise RtlabError(f"labgrid place {self.place}: no answer from the coordinator "
                              f"at {self.coordinator} within {START_TIMEOUT_S:g} s") from None
         if first is None or first.get("event") != "ready":
-            self._stop()
+            self._stop(kill=True)  # it holds nothing: it acquires only when it is ready
             if first is None:
                 raise RtlabError(f"labgrid place {self.place}: the guard ended without an "
                                  "answer")
@@ -186,9 +187,13 @@ class PlaceLease:
         self._closing = True
         return self._stop()
 
-    def _stop(self) -> str | None:
+    def _stop(self, kill: bool = False) -> str | None:
         proc, self._proc = self._proc, None
         if proc is None:
+            return None
+        if kill:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
             return None
         with contextlib.suppress(OSError):
             assert proc.stdin is not None

@@ -215,11 +215,11 @@ class Guard:
         if not await self.connect():
             return 1
         try:
-            if not await self.acquire():
-                return 1
             try:
+                if not await self.acquire():
+                    return 1
                 await self.watch()
-            finally:  # whatever happened while watching, the place is given back
+            finally:  # whatever happened once acquired, the place is given back
                 await self.release()
             return 0
         finally:

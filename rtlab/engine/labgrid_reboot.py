@@ -45,7 +45,7 @@ def labgrid_client() -> str:
     found = str(here) if here.exists() else shutil.which("labgrid-client")
     if not found:
         raise RtlabError("labgrid-client is not installed",
-                         hint="pip install 'rtlab[labgrid]' (docs/lab.md#labgrid)")
+                         hint="pip install 'rtlab[labgrid]', see docs/lab.md#labgrid")
     return found
 
 

@@ -150,9 +150,17 @@ def test_bad_input_gets_one_line(up: Farm, tmp_path: Path) -> None:
         (["--target", "labgrid:"], {}, 2, "expected labgrid:PLACE"),
         (["--target", "labgrid:a b"], {}, 2, "expected labgrid:PLACE"),
     ]
-    for args, env, code, words in cases:
-        for cmd in (["doctor"], ["run", "--probe", "timer", "--duration", "1s",
-                                 "--store", str(store)]):
+    silent = socket.socket()  # accepts connections and never answers: the bounded wait
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    cases.append((["--target", TARGET],
+                  {"LG_COORDINATOR": f"127.0.0.1:{silent.getsockname()[1]}"}, 1,
+                  "did not answer within 5 s"))
+    run = ["run", "--probe", "timer", "--duration", "1s", "--store", str(store)]
+    for i, (args, env, code, words) in enumerate(cases):
+        # every case with doctor; a run too for a place (refused before its store is
+        # made) and for a spec (refused before anything connects)
+        for cmd in (["doctor"], run) if i in (0, 3) else (["doctor"],):
             t0 = time.monotonic()
             proc = subprocess.run([sys.executable, "-m", "rtlab", *cmd, *args],
                                   env=up.env(**env), capture_output=True, text=True,
@@ -160,6 +168,7 @@ def test_bad_input_gets_one_line(up: Farm, tmp_path: Path) -> None:
             assert proc.returncode == code, (args, proc.stderr)
             assert words in one_error_line(proc), (args, proc.stderr)
             assert time.monotonic() - t0 < 90
+    silent.close()
     assert not store.exists()
     assert up.state() == (None, True)
 
