@@ -11,6 +11,7 @@ computes them, never judged by size.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ SCRIPT = REPO / "scripts" / "lava" / "rtlab-lava.sh"
 TESTDEF = "0_rtlab-latency"  # LAVA's name of the job's first test definition
 CASE_LINE = re.compile(r"lava-test-case (?P<name>\S+) --result (?P<result>\S+)"
                        r"(?: --measurement (?P<measurement>\S+) --units (?P<units>\S+))?")
+_job_ids = itertools.count(1)
 RAW_LINE = re.compile(r"rtlab-lava: raw output \(rtlab results import FILE\): (?P<path>\S+)")
 
 
@@ -110,8 +112,9 @@ def run_job(board: Board, tmp: Path, params: dict[str, str], name: str) -> LavaJ
     repo = definition_repo(tmp)
     (tmp / "job.yaml").write_text(job_yaml(repo, params, name))
     out = tmp / "out"
+    job_id = str(next(_job_ids))  # each job its own overlay directory on the board
     p = subprocess.run([str(DISPATCHER), "run", "--device", str(tmp / "device.yaml"),
-                        "--output-dir", str(out), str(tmp / "job.yaml")],
+                        "--job-id", job_id, "--output-dir", str(out), str(tmp / "job.yaml")],
                        capture_output=True, text=True, timeout=900, check=False)
     records = yaml.safe_load((out / "output.yaml").read_text()) or []
     job = LavaJob(p.returncode, out, records, (out / "lava-run.stderr").read_text())
@@ -272,6 +275,11 @@ def test_lava_records_every_test_case_and_the_artifact_imports(
                      "slo-cpu0-max-lt-60s", "slo-cpu0-missed-ge-0", "slo-cpu0-p99-lt-60s",
                      "slo-cpu1-max-lt-60s", "slo-cpu1-missed-ge-0", "slo-cpu1-p99-lt-60s",
                      "slo"], job.explain()
+    # the job's working directories were in the cache (not /var/lib/lava), and are gone
+    (removed,) = [str(r["msg"]) for r in job.records
+                  if str(r["msg"]).startswith("Root tmp directory removed at ")]
+    assert removed.startswith(f"Root tmp directory removed at {lava_cache}/jobs/run.")
+    assert not Path(removed.split(" at ", 1)[1]).exists()
     # under LAVA the script calls lava-test-case; never prints the command lines itself
     lines = job.target_lines()
     assert not [ln for ln in lines if ln.startswith("lava-test-case ")]
