@@ -225,10 +225,7 @@ ssh_device() {
 # LAVA device dictionary: an SSH device (deploy to: ssh, boot method: ssh), written by
 # rtlab's scripts/lava/dispatcher.sh ssh-device
 constants:
-  shutdown-message: "The system is going down for reboot NOW"
-  kernel-start-message: "Linux version [0-9]"
-  default-shell-prompt: "lava-test: # "
-  spawn_maxread: "4092"
+  default-shell-prompt: "rtlab-lava-test: # "
   failure_retry: 1
   boot_retry: 1
   posix:
