@@ -116,7 +116,7 @@ refuse_starts() {
 # also the leftovers of a killed set-up).
 undo_install_guard() {
   restore_starts
-  rm -f "$PG_DROPIN"
+  rm -f "$POLICY.rtlab-new" "$PG_DROPIN"
   if [[ -n ${PG_DROPIN_DIR_MADE:-} ]]; then
     rmdir "$(dirname "$PG_DROPIN")" 2>/dev/null || true
     PG_DROPIN_DIR_MADE=""
