@@ -20,6 +20,7 @@ Two serial forms (docs/results.md):
 from __future__ import annotations
 
 import base64
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, overload
@@ -74,16 +75,53 @@ def _unpack_column(text: Any, n: int, delta: bool, name: str) -> np.ndarray:
     return v.astype(np.int64, copy=False)
 
 
+_I16 = np.iinfo(np.int16)
+# consecutive window indices 0..n-1 (or start..start+n-1): one read-only array shared by
+# every channel of a run (and every run loaded at once), kept while any of them lives
+_RUNS: weakref.WeakValueDictionary[tuple[int, int, str], np.ndarray] = \
+    weakref.WeakValueDictionary()
+
+
+def _shared_index(v: np.ndarray) -> np.ndarray:
+    """The index column: a consecutive run is the shared read-only range."""
+    n = len(v)
+    if n < 2 or int(v[-1]) - int(v[0]) != n - 1 or not bool(np.all(np.diff(v) == 1)):
+        return v
+    key = (int(v[0]), n, v.dtype.str)
+    run = _RUNS.get(key)
+    if run is None:
+        run = np.arange(int(v[0]), int(v[0]) + n, dtype=v.dtype)
+        run.flags.writeable = False
+        _RUNS[key] = run
+    return run
+
+
+def _compact_samples(v: np.ndarray) -> np.ndarray:
+    """The samples column: the same count in every window (a steady probe) is one value
+    seen through a read-only zero-stride view; else int16 where the counts fit."""
+    if not len(v):
+        return v
+    lo, hi = int(v.min()), int(v.max())
+    if lo == hi:
+        return np.broadcast_to(v[:1].copy(), v.shape)
+    if lo >= _I16.min and hi <= _I16.max:
+        return v.astype(np.int16)
+    return v
+
+
 class WindowMaxima:
     """(index, max_ns, samples) per window, sorted by index; three integer arrays
-    (int32 where the values fit, else int64: convert before multiplying)."""
+    (int32 where the values fit, else int64: convert before multiplying), read-only
+    where compacted: a consecutive index is one range shared by every channel, a
+    samples column that holds one count is a zero-stride view of it (else int16 where
+    the counts fit). A week at 1 kHz of 128 CPUs: 310 MB instead of 929 MB."""
 
     __slots__ = ("__weakref__", "index", "max_ns", "samples")
 
     def __init__(self, index: Any = (), max_ns: Any = (), samples: Any = ()) -> None:
-        self.index = _column(index)
+        self.index = _shared_index(_column(index))
         self.max_ns = _column(max_ns)
-        self.samples = _column(samples)
+        self.samples = _compact_samples(_column(samples))
         if not len(self.index) == len(self.max_ns) == len(self.samples):
             raise ValueError("window maxima columns differ in length")
 
@@ -176,7 +214,10 @@ class WindowMaxima:
 
     @property
     def nbytes(self) -> int:
-        return int(self.index.nbytes + self.max_ns.nbytes + self.samples.nbytes)
+        """Bytes the columns take (a zero-stride column: one value; the shared index
+        counted in full)."""
+        return sum(int(c.itemsize if c.strides == (0,) else c.nbytes)
+                   for c in (self.index, self.max_ns, self.samples))
 
 
 WINDOW_HIST_ENC = "csr-shuffle-zlib-v1"
