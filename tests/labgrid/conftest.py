@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +53,22 @@ def _free_port() -> int:
 
 
 class _Power(http.server.BaseHTTPRequestHandler):
-    """labgrid's simplerest power model: GET /power/INDEX/VALUE sets, /power/INDEX reads."""
+    """labgrid's simplerest power model: GET /power/INDEX/VALUE sets, /power/INDEX reads.
+    And the emulated board's "bootloader": GET /oneshot?cmdline=LINE arranges LINE for
+    the next power-on only (as U-Boot's bootargs_once or grub-reboot would)."""
 
     board: Board
-    state: ClassVar[dict[str, Any]] = {"on": True, "cycles": 0}
+    state: ClassVar[dict[str, Any]] = {"on": True, "cycles": 0, "oneshot": None}
 
     def do_GET(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == "/oneshot":
+            line = urllib.parse.parse_qs(url.query).get("cmdline", [""])[0]
+            self.state["oneshot"] = line.strip() or None
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         m = re.fullmatch(r"/power/0(?:/([01]?))?", self.path)
         if m is None:
             self.send_error(404)
@@ -67,10 +78,12 @@ class _Power(http.server.BaseHTTPRequestHandler):
             self.state["on"] = False
         elif value == "1":
             if not self.state["on"]:  # off then on: the plug was pulled, qemu restarts
+                once, self.state["oneshot"] = self.state["oneshot"], None
+                boot = ({"RTLAB_BOOT": "once", "RTLAB_CMDLINE": once} if once
+                        else {"RTLAB_BOOT": "original"})
                 r = subprocess.run([sys.executable, str(REPO / "tests/lab/boards.py"), "reboot",
                                     str(self.board.tmpdir)], capture_output=True, text=True,
-                                   env={**os.environ, "RTLAB_BOOT": "original"}, timeout=120,
-                                   check=False)
+                                   env={**os.environ, **boot}, timeout=120, check=False)
                 if r.returncode != 0:
                     self.send_error(500, r.stderr.strip()[-200:])
                     return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -183,20 +184,34 @@ def test_scenario_and_monitor_targets_accept_a_place(up: Farm, tmp_path: Path) -
     assert not (tmp_path / "m.db").exists()
 
 
-def test_power_cycle_through_the_place(up: Farm) -> None:
-    """rtlab's reboot interface through the place's power port: RTLAB_BOOT=original
-    power-cycles the board (another boot id); a one-shot command line is refused in one
-    line, labgrid having no interface for it. Last: the board reboots."""
-    boot_id = up.board.sh("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+def test_tune_reboots_through_the_place(up: Farm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rtlab's reboot interface (rtlab.tune.reboot.Rebooter, what `rtlab tune` drives)
+    through the place's power port: a one-shot command line that the command arranged
+    first (the test's "bootloader") is booted by a power cycle and read back through the
+    place, and the original comes back by a power cycle. Without --after-one-shot a
+    one-shot boot is refused in one line, labgrid having no interface for it. Last: the
+    board reboots."""
+    from rtlab.tune.reboot import Rebooter, compose, normalise
+
     env = up.env(RTLAB_TARGET=TARGET, RTLAB_BOOT="once", RTLAB_CMDLINE="quiet")
     once = subprocess.run([sys.executable, "-m", "rtlab.engine.labgrid_reboot"], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert once.returncode == 1, once.stderr
     assert "no interface that boots a kernel command line once" in one_error_line(once)
-    env["RTLAB_BOOT"] = "original"
-    cycle = subprocess.run([sys.executable, "-m", "rtlab.engine.labgrid_reboot"], env=env,
-                           capture_output=True, text=True, timeout=300, check=False)
-    assert cycle.returncode == 0, cycle.stderr
-    up.board.wait_ready(300)
-    assert up.board.sh("cat /proc/sys/kernel/random/boot_id").stdout.strip() != boot_id
+
+    for k, v in up.env().items():  # the Rebooter reads the board in this process
+        monkeypatch.setenv(k, v)
+    arrange = ("import os, urllib.parse, urllib.request; urllib.request.urlopen("
+               f"'http://127.0.0.1:{up.power_port}/oneshot?' + urllib.parse.urlencode("
+               "{'cmdline': os.environ['RTLAB_CMDLINE']}), timeout=30).read()")
+    command = (f'if [ "$RTLAB_BOOT" = once ]; then "$RTLAB_PYTHON" -c {shlex.quote(arrange)}; '
+               'fi; "$RTLAB_PYTHON" -m rtlab.engine.labgrid_reboot --after-one-shot')
+    rebooter = Rebooter(TARGET, command, timeout_s=300)
+    original = rebooter.original()
+    wanted = compose(original, {"rtlab_labgrid_once": "1"})
+    booted = rebooter.boot(wanted)
+    assert booted.rebooted and normalise(booted.cmdline) == normalise(wanted)
+    back = rebooter.restore()
+    assert back.rebooted and normalise(back.cmdline) == normalise(original)
+    assert back.boot_id != booted.boot_id
     assert up.state() == (None, True)
