@@ -36,12 +36,12 @@ set -euo pipefail
 PROG=dispatcher.sh
 LAVA_VERSION=2023.01-2
 LAVA_DEBS=(lava-common lava-dispatcher lava-dispatcher-host)
-# the versions of Debian 12's python3-* packages that lava-dispatcher 2023.01 is
-# tested with (bookworm), as far as PyPI has them for this Python
+# the versions of Debian 12's python3-* packages, which lava-dispatcher 2023.01-2 is
+# packaged with
 PY_DEPS=(
     "aiohttp==3.8.4" "configobj==5.0.8" "jinja2==3.1.2" "python-magic==0.4.26"
     "netifaces==0.11.0" "pexpect==4.8.0" "pyudev==0.24.0" "requests==2.28.1"
-    "setproctitle==1.3.2" "pytz==2022.7.1" "PyYAML==6.0.1" "voluptuous==0.13.1"
+    "setproctitle==1.3.1" "pytz==2022.7.1" "PyYAML==6.0" "voluptuous==0.12.2"
 )
 STAMP_TEXT="lava $LAVA_VERSION; ${PY_DEPS[*]}; launcher 1"
 
