@@ -24,6 +24,7 @@ may get the board, so rtlab never goes on measuring it.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import queue
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rtlab.errors import RtlabError, UsageError
@@ -121,22 +123,23 @@ class PlaceLease:
         self._closing = False
 
     def open(self) -> PlaceLease:
-        try:
-            import labgrid  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("labgrid") is None:
             raise RtlabError("labgrid is not installed: --target labgrid:PLACE needs it",
-                             hint="pip install 'rtlab[labgrid]', see docs/lab.md#labgrid"
-                             ) from None
+                             hint="pip install 'rtlab[labgrid]', see docs/lab.md#labgrid")
+        # the guard imports this very rtlab, whichever way this process found it
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "rtlab.engine.labgrid_guard", "--place", self.place,
                  "--coordinator", self.coordinator, "--timeout", f"{CONNECT_TIMEOUT_S:g}"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True)
+                start_new_session=True, close_fds=True, env=env)
         except OSError as exc:
             raise RtlabError(f"cannot start the labgrid guard: {exc.strerror or exc}") from exc
-        self._reader = threading.Thread(target=self._read, name=f"labgrid-{self.place}",
-                                        daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self._proc,),
+                                        name=f"labgrid-{self.place}", daemon=True)
         self._reader.start()
         try:
             first = self._events.get(timeout=START_TIMEOUT_S)
@@ -160,10 +163,10 @@ class PlaceLease:
             raise
         return self
 
-    def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
         ready = False
-        for raw in self._proc.stdout:
+        for raw in proc.stdout:
             try:
                 event = json.loads(raw)
             except ValueError:
