@@ -316,6 +316,27 @@ def test_lava_records_every_test_case_and_the_artifact_imports(
         assert by_name[f"{ch.name}-missed"]["measurement"] == ch.missed
 
 
+def test_unmet_slo_is_a_failed_case_in_a_completed_job(
+        lava_cache: Path, dut: Board, tmp_path: Path) -> None:
+    """An SLO the board cannot meet: LAVA records the clause and `slo` as fail with their
+    measurements, the other cases pass, and the job goes on to its end (the step's
+    `|| echo` keeps LAVA's `set -e` from ending the test shell)."""
+    job = run_job(dut, tmp_path, {"ENGINE": "/tmp/bin/rtlab-probe", "CPUS": "1",
+                                  "DURATION": "1s", "SLO": "max < 1ns and missed >= 0"},
+                  "rtlab-latency forced to fail")
+    assert job.rc == 0, job.explain()
+    assert job.result("lava", "job") == "pass", job.explain()
+    got = {r["case"]: r for r in recorded(job.results(TESTDEF))}
+    assert {k: r["result"] for k, r in got.items()} == {
+        "engine-run": "pass", "rt-valid": "pass", "cpu1-max": "pass", "cpu1-p99.99": "skip",
+        "cpu1-missed": "pass", "slo-cpu1-max-lt-1ns": "fail", "slo-cpu1-missed-ge-0": "pass",
+        "slo": "fail"}, job.explain()
+    assert got["slo-cpu1-max-lt-1ns"]["measurement"] == got["cpu1-max"]["measurement"]
+    assert got["slo-cpu1-max-lt-1ns"]["units"] == "us"
+    assert (got["slo"]["measurement"], got["slo"]["units"]) == (1.0, "checks")
+    assert "rtlab-lava.sh exited with 3" in job.target_lines()
+
+
 def _hide_cpu1_from_logins(board: Board) -> None:
     """Put the board's SSH server (and so every later login, LAVA's too) into a cgroup v2
     cpuset that holds CPU 0 only: CPU 1 is online but outside the job's cpuset."""
