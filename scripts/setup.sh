@@ -52,8 +52,9 @@ PRIVATE_PKGS=(prometheus)
 # installed with starts refused and their service disabled again (guarded_apt_install):
 # postgresql-common (postgresql.service and its init script, pulled in by postgresql).
 SERVICE_PKGS=(postgresql-common)
-# Python build tools in the venv (the engine is built through meson-python).
-BUILD_TOOLS=("meson-python>=0.15" "meson>=1.0.1" ninja)
+# Python build tools in the venv (the engine is built through meson-python; ziglang's
+# clang and musl build the static board engines, scripts/cross-build.sh).
+BUILD_TOOLS=("meson-python>=0.15" "meson>=1.0.1" ninja ziglang)
 
 POLICY=/usr/sbin/policy-rc.d
 POLICY_SAVED=/usr/sbin/policy-rc.d.rtlab-saved
@@ -326,8 +327,9 @@ main() {
       docs/schema meson.build meson_options.txt pyproject.toml -newer "$stamp" -type f \
       -print -quit 2>/dev/null)" ]]; then
     echo "setup: building and installing rtlab (engine + Python package) into $VENV"
+    # (the board engines go to $VENV/share by cross-build.sh below, not into the package)
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-        ".[$extras]"
+        --config-settings=setup-args=-Dboard_engines=disabled ".[$extras]"
     echo "$extras" >"$stamp"
   fi
 

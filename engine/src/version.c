@@ -2,6 +2,7 @@
 #include "version.h"
 
 #include <elf.h>
+#include <stdio.h> /* musl's defines __DEFINED_FILE (rl_build_libc) */
 #include <link.h>
 #include <sys/auxv.h>
 #include <sys/utsname.h>
@@ -37,6 +38,23 @@ bool rl_build_static(void)
 	return true;
 }
 
+const char *rl_build_libc(void)
+{
+	/* uClibc-ng also defines __GLIBC__; musl defines no macro of its own, but its
+	 * bits/alltypes.h marks every type it has defined (__DEFINED_FILE by stdio.h) */
+#if defined(__UCLIBC__)
+	return "uclibc";
+#elif defined(__GLIBC__)
+	return "glibc";
+#elif defined(__BIONIC__)
+	return "bionic";
+#elif defined(__DEFINED_FILE)
+	return "musl";
+#else
+	return "unknown";
+#endif
+}
+
 bool rl_build_af_xdp(void)
 {
 #ifdef RTLAB_AF_XDP
@@ -60,5 +78,6 @@ void rl_version_write(struct jsonw *w)
 	jw_int(w, "sys_schema", SYS_SCHEMA);
 	jw_bool(w, "static", rl_build_static());
 	jw_bool(w, "af_xdp", rl_build_af_xdp());
+	jw_str(w, "libc", rl_build_libc());
 	jw_obj_end(w);
 }

@@ -30,6 +30,9 @@ bool rl_build_static(void);
 /* Built with the udp probe's AF_XDP path. */
 bool rl_build_af_xdp(void);
 
+/* the C library it is linked with: "glibc", "musl", "uclibc", "bionic" or "unknown" */
+const char *rl_build_libc(void);
+
 /*
  * {"type":"version","schema":1,"engine_version","arch","machine" (uname -m of the
  * running system, null if unknown),"output_schema","sys_schema","static","af_xdp"}

@@ -72,13 +72,33 @@ class _Parser(argparse.ArgumentParser):
                   f"{self.prog}: error: {short_message(message, quoted=True)}\n")
 
 
+class _VersionAction(argparse.Action):
+    """`rtlab --version`: this rtlab and the engines it would put on boards (read only
+    when asked: it hashes the engine files)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from rtlab.engine.builds import ARCHES, engine_dirs, installed_builds
+
+        builds = installed_builds()
+        lines = [f"rtlab {__version__}"]
+        lines += [f"  engine {b.one_line()}" for b in builds]
+        missing = [a for a in ARCHES if a not in {b.arch for b in builds}]
+        if missing:
+            lines.append(f"  no engine for {', '.join(missing)} (looked in "
+                         f"{' and '.join(str(d) for d in engine_dirs())})")
+        parser.exit(int(ExitCode.OK), "\n".join(lines) + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rtlab",
         description="Real-time Linux latency lab: measure how late real-time work can be, "
         "explain why, and report it.",
     )
-    parser.add_argument("--version", action="version", version=f"rtlab {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="show rtlab's version and the engine build of each board "
+                        "architecture (version, libc, size, sha256), and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         module = importlib.import_module(f"rtlab.cli.cmd_{name}")

@@ -10,7 +10,7 @@ from rtlab.cli.options import add_target_args
 from rtlab.engine.board import SshTransport
 from rtlab.engine.provision import clean
 from rtlab.engine.ssh import SshConnection, SshTarget
-from rtlab.errors import SkippedError, UsageError
+from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.system.journal_files import journal_dir
 from rtlab.system.lock_cleanup import clean_lock
@@ -48,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         from rtlab.system.facts import read_preemption
 
-        info = transport.board.describe()
+        board = transport.board
+        info = board.describe()
+        # which binary runs there: the local build it was copied from (libc, toolchain,
+        # size, digest; the board's copy is named by the digest's first 16 digits)
+        info["engine_libc"] = board.version.libc
+        info["engine_build"] = _local_build(board.machine)
         pre = read_preemption(transport)
         info["preempt"] = pre.model
         info["preempt_source"] = pre.source
@@ -61,10 +66,29 @@ def run(args: argparse.Namespace) -> int:
     print(f"board {args.target}: {info['machine']}, Linux {info['release']}, "
           f"preemption {info['preempt']}" + (f" ({info['preempt_source']})"
                                               if info['preempt_source'] else ""))
-    print(f"  engine {info['engine']} ({info['engine_arch']}, {info['engine_version']}; "
+    print(f"  engine {info['engine']} ({info['engine_arch']}, {info['engine_version']}, "
+          f"{info['engine_libc'] or 'libc not reported'}; "
           + ("copied now" if info["copied"] else "already there") + ")")
+    local = info["engine_build"]
+    if isinstance(local, dict):
+        made = ", ".join(str(x) for x in (local["libc"], local["toolchain"]) if x)
+        print(f"  built {made or '(build not recorded)'}, {local['size']:,} B, "
+              f"sha256 {str(local['sha256'])[:16]}, from {local['path']}")
     print(f"  remove it with: rtlab board clean --target {args.target}")
     return int(ExitCode.OK)
+
+
+def _local_build(machine: str) -> dict[str, object] | None:
+    """The local engine file that was (or would be) copied to this board."""
+    from rtlab.engine.builds import build_arch, engine_build, engine_for
+
+    arch = build_arch(machine)
+    if arch is None:
+        return None
+    try:
+        return engine_build(engine_for(machine), arch).describe()
+    except (RtlabError, OSError):
+        return None
 
 
 def _clean(args: argparse.Namespace) -> int:

@@ -2,9 +2,13 @@
 """The static engines for boards: which build a board needs, where it is, and
 whether an engine found on a board may be used.
 
-`scripts/cross-build.sh` (run by `make setup`) installs one statically linked
-`rtlab-probe` per build architecture as `<engines_dir()>/<arch>/rtlab-probe`. The
-board's `uname -m` picks the build (`engine_for`); before an engine is used, its
+Every build architecture has one statically linked `rtlab-probe`, looked up as
+`<dir>/<arch>/rtlab-probe` in the first of these directories that has it
+(`engine_dirs`): `$RTLAB_ENGINES` alone when it is set; else the environment's
+`share/rtlab/engines` (a clone's set-up: `scripts/cross-build.sh`), then the
+package's own `rtlab/engines` (an installed wheel carries every build there). Beside
+each engine, `rtlab-probe.json` says what built it (`EngineBuild`). The board's
+`uname -m` picks the build (`engine_for`); before an engine is used, its
 `rtlab-probe --version --json` record (`parse_version`) is checked against the
 board and this rtlab (`check_engine`): same architecture, same version (the
 engine's version is the meson project version, kept equal to `rtlab.__version__`),
@@ -13,6 +17,7 @@ schemas this rtlab reads (docs/engine-output.md, docs/sys-protocol.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -45,7 +50,8 @@ MACHINE_ARCH: Mapping[str, str] = MappingProxyType({
     "ppc": "ppc",
 })
 
-# The Debian packages that build each architecture (scripts/cross-build.sh).
+# The Debian packages that build each architecture with glibc (scripts/cross-build.sh
+# --toolchain gnu, the fallback; its default, zig, builds them all from PyPI's ziglang).
 TOOLCHAINS: Mapping[str, str] = MappingProxyType({
     "x86_64": "gcc-x86-64-linux-gnu libc6-dev-amd64-cross",
     "aarch64": "gcc-aarch64-linux-gnu libc6-dev-arm64-cross",
@@ -75,37 +81,119 @@ def engines_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(sys.prefix) / "share" / "rtlab" / "engines"
 
 
+def package_engines_dir() -> Path:
+    """Where an installed wheel keeps its engines: the package's `engines` directory."""
+    return Path(__file__).resolve().parent.parent / "engines"
+
+
+def engine_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
+    """The directories searched for engines, first match wins: $RTLAB_ENGINES alone, or
+    the environment's share/rtlab/engines and then the package's engines."""
+    environ = os.environ if env is None else env
+    if environ.get(ENV_VAR):
+        return [engines_dir(environ)]
+    return [engines_dir(environ), package_engines_dir()]
+
+
 def available(directory: Path | None = None) -> list[str]:
-    """The build architectures that have an executable engine in `directory`."""
-    d = engines_dir() if directory is None else directory
-    return [a for a in ARCHES if _usable(d / a / PROBE_NAME)]
+    """The build architectures that have an executable engine in `directory` (or in any
+    directory that is searched)."""
+    dirs = engine_dirs() if directory is None else [directory]
+    return [a for a in ARCHES if any(_usable(d / a / PROBE_NAME) for d in dirs)]
 
 
 def _usable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def _how_to_get(arch: str) -> str:
+    return (f"install an rtlab wheel that carries every board's engine (docs/engine.md: "
+            f"`python -m build` in a clone, then `pipx install ./rtlab-*.whl`), or build this "
+            f"one from a clone: `scripts/cross-build.sh {arch}` (needs `pip install ziglang`), "
+            f"or point ${ENV_VAR} at a directory with {arch}/{PROBE_NAME}")
+
+
 def engine_for(machine: str, *, env: Mapping[str, str] | None = None) -> Path:
     """The static engine for a board whose `uname -m` is `machine`."""
-    d = engines_dir(env)
-    built = available(d)
+    dirs = engine_dirs(env)
+    built = [a for a in ARCHES if any(_usable(d / a / PROBE_NAME) for d in dirs)]
     have = ", ".join(built) if built else "none"
+    where = " or ".join(str(d) for d in dirs)
     arch = build_arch(machine)
     if arch is None:
         raise RtlabError(
             f"no rtlab-probe build for board architecture {machine!r} (uname -m); "
-            f"builds in {d}: {have}",
+            f"builds in {where}: {have}",
             hint=f"rtlab builds static engines for {', '.join(ARCHES)} only",
         )
-    path = d / arch / PROBE_NAME
-    if not _usable(path):
-        raise RtlabError(
-            f"no {arch} engine for board architecture {machine} (uname -m) in {d} "
-            f"(builds there: {have})",
-            hint=f"install {TOOLCHAINS[arch]} and run `make setup` (scripts/cross-build.sh), "
-            f"or point ${ENV_VAR} at a directory with {arch}/{PROBE_NAME}",
-        )
-    return path
+    for d in dirs:
+        path = d / arch / PROBE_NAME
+        if _usable(path):
+            return path
+    raise RtlabError(
+        f"this rtlab has no {arch} engine for board architecture {machine} (uname -m) in "
+        f"{where} (builds there: {have})",
+        hint=_how_to_get(arch),
+    )
+
+
+@dataclass(frozen=True)
+class EngineBuild:
+    """One installed engine: what a lab engineer needs to know which binary ran."""
+
+    arch: str
+    path: Path
+    size: int
+    sha256: str
+    engine_version: str | None  # from rtlab-probe.json beside it (None: not recorded)
+    libc: str | None
+    toolchain: str | None
+
+    def describe(self) -> dict[str, object]:
+        return {"arch": self.arch, "path": str(self.path), "size": self.size,
+                "sha256": self.sha256, "engine_version": self.engine_version,
+                "libc": self.libc, "toolchain": self.toolchain}
+
+    def one_line(self) -> str:
+        made = ", ".join(x for x in (self.libc, self.toolchain) if x) or "build not recorded"
+        return (f"{self.arch:<8} {self.engine_version or '?'}  {self.size:>9,} B  "
+                f"sha256 {self.sha256[:16]}  {made}  {self.path}")
+
+
+def _manifest(path: Path) -> dict[str, object]:
+    try:
+        obj = json.loads((path.parent / f"{PROBE_NAME}.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _text(obj: dict[str, object], key: str) -> str | None:
+    value = obj.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def engine_build(path: Path, arch: str) -> EngineBuild:
+    """The facts of the engine at `path`: size and digest of the file itself, the rest
+    from the record that scripts/cross-build.sh wrote beside it."""
+    data = path.read_bytes()
+    info = _manifest(path)
+    return EngineBuild(arch=arch, path=path, size=len(data),
+                       sha256=hashlib.sha256(data).hexdigest(),
+                       engine_version=_text(info, "engine_version"), libc=_text(info, "libc"),
+                       toolchain=_text(info, "toolchain"))
+
+
+def installed_builds(env: Mapping[str, str] | None = None) -> list[EngineBuild]:
+    """The engine each build architecture would use (the first directory that has it)."""
+    found = []
+    for arch in ARCHES:
+        for d in engine_dirs(env):
+            path = d / arch / PROBE_NAME
+            if _usable(path):
+                found.append(engine_build(path, arch))
+                break
+    return found
 
 
 @dataclass(frozen=True)
@@ -120,6 +208,7 @@ class EngineVersion:
     static: bool
     af_xdp: bool
     schema: int = 1  # of the version record itself
+    libc: str | None = None  # glibc, musl, ... (None: an engine before the key existed)
 
 
 def _bad(why: str, text: str) -> RtlabError:
@@ -171,6 +260,9 @@ def parse_version(text: str) -> EngineVersion:
     machine = obj.get("machine")
     if machine is not None and not isinstance(machine, str):
         raise _bad("'machine' is not a string", text)
+    libc = obj.get("libc")
+    if libc is not None and (not isinstance(libc, str) or not libc):
+        raise _bad("'libc' is not a non-empty string", text)
     return EngineVersion(
         engine_version=_str(obj, "engine_version", text),
         arch=_str(obj, "arch", text),
@@ -180,6 +272,7 @@ def parse_version(text: str) -> EngineVersion:
         static=_bool(obj, "static", text),
         af_xdp=_bool(obj, "af_xdp", text),
         schema=schema,
+        libc=libc,
     )
 
 
@@ -196,8 +289,8 @@ def check_engine(found: EngineVersion, *, machine: str, want_version: str) -> No
         raise RtlabError(
             f"the engine is built for {found.arch}, the board is {machine} (uname -m), "
             f"which needs the {want_arch} build",
-            hint=f"rebuild the engines (`make setup`): {engines_dir()}/{want_arch}/{PROBE_NAME} "
-            f"must be the {want_arch} build",
+            hint=f"rebuild the engines (`make setup`, or `scripts/cross-build.sh {want_arch}`): "
+            f"{want_arch}/{PROBE_NAME} of {engines_dir()} must be the {want_arch} build",
         )
     if found.engine_version != want_version:
         raise RtlabError(

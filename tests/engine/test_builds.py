@@ -5,6 +5,7 @@ refusing an engine that does not fit the board or this rtlab. No root, no board.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import subprocess
@@ -67,6 +68,46 @@ def test_engines_dir_env_and_default(tmp_path: Path) -> None:
     assert engines_dir({"RTLAB_ENGINES": str(tmp_path)}) == tmp_path
     default = engines_dir({})
     assert default.parts[-3:] == ("share", "rtlab", "engines")
+    # $RTLAB_ENGINES alone; else the environment's share/, then the package's engines/
+    assert builds.engine_dirs({"RTLAB_ENGINES": str(tmp_path)}) == [tmp_path]
+    assert builds.engine_dirs({}) == [default, builds.package_engines_dir()]
+    assert builds.package_engines_dir() == Path(builds.__file__).resolve().parents[1] / "engines"
+
+
+def test_engine_for_falls_back_to_the_package(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    share = _fake_engines(tmp_path / "share", "aarch64")
+    package = _fake_engines(tmp_path / "package", "aarch64", "ppc")
+    monkeypatch.setattr(builds, "engines_dir", lambda env=None: share)
+    monkeypatch.setattr(builds, "package_engines_dir", lambda: package)
+    assert engine_for("aarch64", env={}) == share / "aarch64" / "rtlab-probe"
+    assert engine_for("ppc", env={}) == package / "ppc" / "rtlab-probe"
+    assert [b.arch for b in builds.installed_builds(env={})] == ["aarch64", "ppc"]
+    with pytest.raises(RtlabError) as ei:
+        engine_for("armv7l", env={})
+    line = ei.value.one_line()
+    assert "no armhf engine" in line and str(share) in line and str(package) in line
+    assert "builds there: aarch64, ppc" in line
+
+
+def test_installed_build_facts(tmp_path: Path) -> None:
+    d = _fake_engines(tmp_path, "armhf", "ppc64")
+    (d / "armhf" / "rtlab-probe").write_bytes(b"\x7fELF armhf engine")
+    (d / "armhf" / "rtlab-probe.json").write_text(json.dumps({
+        "schema": 1, "arch": "armhf", "engine_version": "9.9.9", "libc": "musl (zig 1.0)",
+        "toolchain": "zig 1.0 cc -target arm-linux-musleabihf"}))
+    (d / "ppc64" / "rtlab-probe.json").write_text("{not json")
+    found = builds.installed_builds(env={"RTLAB_ENGINES": str(d)})
+    arm, ppc64 = found
+    assert arm.arch == "armhf" and arm.size == len(b"\x7fELF armhf engine")
+    assert arm.sha256 == hashlib.sha256(b"\x7fELF armhf engine").hexdigest()
+    assert (arm.engine_version, arm.libc) == ("9.9.9", "musl (zig 1.0)")
+    assert "arm-linux-musleabihf" in (arm.toolchain or "")
+    line = arm.one_line()
+    assert "armhf" in line and "9.9.9" in line and arm.sha256[:16] in line and "\n" not in line
+    # a broken record beside an engine: its facts are unknown, not invented
+    assert (ppc64.engine_version, ppc64.libc, ppc64.toolchain) == (None, None, None)
+    assert "build not recorded" in ppc64.one_line()
 
 
 def test_engine_for_picks_the_build(tmp_path: Path) -> None:
@@ -88,7 +129,9 @@ def test_engine_for_missing_build_says_what_to_do(tmp_path: Path) -> None:
     assert "\n" not in line
     assert "no ppc engine for board architecture ppc" in line
     assert "builds there: aarch64" in line
-    assert "gcc-powerpc-linux-gnu" in line and "make setup" in line
+    # what to do: a wheel with every engine, or build this one
+    assert "pipx install" in line and "scripts/cross-build.sh ppc" in line
+    assert "ziglang" in line and "RTLAB_ENGINES" in line
 
 
 def test_engine_for_unknown_board(tmp_path: Path) -> None:
@@ -107,6 +150,8 @@ def test_parse_version() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         v.arch = "ppc"  # type: ignore[misc]
     assert parse_version(_line(machine=None)).machine is None
+    assert v.libc is None  # an engine from before the key
+    assert parse_version(_line(libc="musl")).libc == "musl"
     assert parse_version("\n" + _line() + "\n\n").arch == "aarch64"
 
 
@@ -114,7 +159,7 @@ def test_parse_version() -> None:
     "", "rtlab-probe 0.1.0\n", "[1, 2]\n", "{\n", _line() + _line(),
     _line(type="probes"), _line(arch=...), _line(arch=""), _line(engine_version=1),
     _line(output_schema="1"), _line(sys_schema=True), _line(static="yes"),
-    _line(af_xdp=None), _line(machine=5), _line(schema=...),
+    _line(af_xdp=None), _line(machine=5), _line(schema=...), _line(libc=""), _line(libc=3),
 ])
 def test_parse_version_refuses_garbage(text: str) -> None:
     with pytest.raises(RtlabError) as ei:
