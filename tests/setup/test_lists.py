@@ -6,6 +6,7 @@ installed. Runs after `make test`'s set-up, which installed every listed package
 
 from __future__ import annotations
 
+import platform
 import re
 from functools import cache
 from pathlib import Path
@@ -59,9 +60,21 @@ def daemon_packages(pkgs: list[str]) -> dict[str, list[str]]:
 
 def test_run_installs_a_subset_of_test() -> None:
     got = lists()
-    assert got["run"] == got["RUN_PKGS"] + got["CROSS_PKGS"]
+    assert got["run"] == got["RUN_PKGS"]
     assert set(got["run"]) < set(got["test"])
-    assert set(got["test"]) == set(got["run"]) | set(got["TEST_PKGS"])
+    assert set(got["test"]) == set(got["run"]) | set(got["CROSS_PKGS"]) | set(got["TEST_PKGS"])
+
+
+def test_make_run_needs_no_cross_compiler() -> None:
+    """The board engines come from the Zig toolchain in the venv (scripts/cross-build.sh):
+    nothing `make run` installs is a cross compiler or a cross libc."""
+    native = platform.machine().replace("_", "-") + "-linux-gnu"  # binutils-x86-64-linux-gnu
+    crossy = re.compile(r"-[a-z0-9-]+-linux-gnu[a-z]*$|-cross$")
+    def cross(pkgs: list[str]) -> list[str]:
+        return [p for p in closure(pkgs) if crossy.search(p) and not p.endswith(native)]
+
+    assert cross(lists()["run"]) == []
+    assert "gcc-aarch64-linux-gnu" in cross(lists()["CROSS_PKGS"])  # what it would find
 
 
 def test_make_run_installs_every_tool_the_run_path_calls() -> None:
