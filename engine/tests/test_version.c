@@ -32,7 +32,15 @@ int main(void)
 	CHECK(strstr(t, "\"output_schema\":1,") != NULL);
 	CHECK(strstr(t, "\"sys_schema\":1,") != NULL);
 	CHECK(strstr(t, "\"static\":false,") != NULL);
-	CHECK(strstr(t, rl_build_af_xdp() ? "\"af_xdp\":true}" : "\"af_xdp\":false}") != NULL);
+	CHECK(strstr(t, rl_build_af_xdp() ? "\"af_xdp\":true," : "\"af_xdp\":false,") != NULL);
+	/* this test is built with the system's compiler and C library (glibc here; a musl
+	 * build of the engine says "musl": scripts/cross-build.sh's zig builds) */
+	snprintf(want, sizeof(want), "\"libc\":\"%s\"}", rl_build_libc());
+	CHECK(strstr(t, want) != NULL);
+	CHECK(strcmp(rl_build_libc(), "unknown") != 0);
+#if defined(__GLIBC__) && !defined(__UCLIBC__)
+	CHECK(strcmp(rl_build_libc(), "glibc") == 0);
+#endif
 	CHECK(!jw_error(&w));
 	jw_free(&w);
 	return tap_done("version");
