@@ -179,6 +179,8 @@ def main() -> int:
     ap.add_argument("--lock", metavar="FILE",
                     help="take this flock (a shared machine's bench lock) for the "
                     "measurements, after the fill")
+    ap.add_argument("--start-file", metavar="FILE",
+                    help="after the fill, wait until FILE exists before measuring")
     args = ap.parse_args()
     from rtlab.scenario.units import parse_duration
 
@@ -212,6 +214,8 @@ def main() -> int:
             print(f"database size {size[0] / 1e9:.2f} GB", flush=True)
         else:
             print(f"store file {Path(loc).stat().st_size / 1e9:.2f} GB", flush=True)
+        while args.start_file and not Path(args.start_file).exists():
+            time.sleep(2)  # filled; measure once told to (the fill takes long)
         if args.lock:  # the machine's bench lock for the measurements only, not the fill
             import fcntl
 

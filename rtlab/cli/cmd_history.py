@@ -274,7 +274,8 @@ def run_day(args: argparse.Namespace) -> int:
     try:
         # the host's runs of the probe, selected in the store, and of them only those
         # whose span may overlap the day are read (board_day decides exactly)
-        rows = [r for r in store.select(hosts=[args.host], probes=[args.probe])
+        rows = [r for r in store.select(hosts=[args.host], probes=[args.probe],
+                                        **_start_bounds(store, args, t0, t1))
                 if (args.scenario is None or r.scenario == args.scenario)
                 and _may_overlap(r.created.timestamp(), r.duration_ns, t0, t1)]
         results = [store.get(r.id) for r in rows]
@@ -299,6 +300,20 @@ def run_day(args: argparse.Namespace) -> int:
 # the engine starts measuring after the run was created (loads settling, the start
 # lead), and a board's clock may differ a little from the controller's
 _SPAN_SLACK_S = 3600
+
+
+def _start_bounds(store: Store, args: argparse.Namespace, t0: float, t1: float
+                  ) -> dict[str, datetime]:
+    """Bounds on the start of the runs that may overlap [t0, t1), for the store's index
+    (a lab's store holds a year of every board's segments): none started after the day
+    (with slack), none before the day minus the longest run of the host's (unless a
+    run's duration is unknown)."""
+    bounds = {"until": datetime.fromtimestamp(t1 + _SPAN_SLACK_S, UTC)}
+    which = {"hosts": [args.host], "probes": [args.probe]}
+    longest = store.longest_ns(**which)
+    if longest is not None and not store.unknown_durations(**which):
+        bounds["since"] = datetime.fromtimestamp(t0 - _SPAN_SLACK_S - longest / 1e9 - 1, UTC)
+    return bounds
 
 
 def _may_overlap(created: float, duration_ns: int | None, t0: float, t1: float) -> bool:

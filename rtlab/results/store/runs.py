@@ -115,6 +115,7 @@ class RunRows(Database):
         blob = zlib.compress(text.encode(), 6)
         try:
             self._ensure_schema()
+            self._ensure_host_index()
             if self.exists(result.run_id):
                 raise refused
             digests = self._copy_tables_or_none()
@@ -205,9 +206,10 @@ class RunRows(Database):
 
     # what copying between stores reads (rtlab.results.sync) -------------------------------
     def select(self, *, ids: Collection[str] | None = None, hosts: Collection[str] = (),
-               probes: Collection[str] = (), since: datetime | None = None) -> list[RunRow]:
+               probes: Collection[str] = (), since: datetime | None = None,
+               until: datetime | None = None) -> list[RunRow]:
         """The stored runs matching every given criterion, oldest first (`since`: started
-        at or after it)."""
+        at or after it; `until`: started before it)."""
         from sqlalchemy import select
 
         runs = self._tables["runs"]
@@ -218,10 +220,9 @@ class RunRows(Database):
         if probes:
             query = query.where(runs.c.probe.in_(sorted(probes)))
         if since is not None:
-            since = as_utc(since)
-            if self._engine.dialect.name == "sqlite":  # stored as naive UTC text
-                since = since.replace(tzinfo=None)
-            query = query.where(runs.c.created >= since)
+            query = query.where(runs.c.created >= self._as_column_time(since))
+        if until is not None:
+            query = query.where(runs.c.created < self._as_column_time(until))
         rows: list[RunRow] = []
         if not self._readable():
             return rows
@@ -233,6 +234,47 @@ class RunRows(Database):
         if ids is not None:
             rows.sort(key=lambda r: r.created)
         return rows
+
+    def _as_column_time(self, when: datetime) -> datetime:
+        when = as_utc(when)
+        if self._engine.dialect.name == "sqlite":  # stored as naive UTC text
+            when = when.replace(tzinfo=None)
+        return when
+
+    def longest_ns(self, *, hosts: Collection[str] = (), probes: Collection[str] = ()
+                   ) -> int | None:
+        """The longest `duration_ns` of the matching runs (None: no run, or none with a
+        known duration), so that a query for the runs overlapping a time can be bounded
+        on the start time, which the store indexes."""
+        from sqlalchemy import func, select
+
+        runs = self._tables["runs"]
+        query = select(func.max(runs.c.duration_ns))
+        if hosts:
+            query = query.where(runs.c.host.in_(sorted(hosts)))
+        if probes:
+            query = query.where(runs.c.probe.in_(sorted(probes)))
+        if not self._readable():
+            return None
+        with self._guard("read"), self._engine.connect() as conn:
+            value = conn.execute(query).scalar()
+        return None if value is None else int(value)
+
+    def unknown_durations(self, *, hosts: Collection[str] = (), probes: Collection[str] = ()
+                          ) -> bool:
+        """Whether a matching run has no known duration (an invalid run's)."""
+        from sqlalchemy import select
+
+        runs = self._tables["runs"]
+        query = select(runs.c.seq).where(runs.c.duration_ns.is_(None)).limit(1)
+        if hosts:
+            query = query.where(runs.c.host.in_(sorted(hosts)))
+        if probes:
+            query = query.where(runs.c.probe.in_(sorted(probes)))
+        if not self._readable():
+            return False
+        with self._guard("read"), self._engine.connect() as conn:
+            return conn.execute(query).first() is not None
 
     def digests(self, ids: Collection[str]) -> dict[str, str]:
         """The content digest (`content_digest` of the result as stored) of each of `ids`
