@@ -97,8 +97,8 @@ def test_yocto_builds_the_engine_only_with_real_options() -> None:
     opts = yocto_meson_options()
     for name, value in opts.items():
         assert valid_option(name, value) is None, valid_option(name, value)
-    assert opts == {"python": "false", "tests": "false", "static": "disabled",
-                    "af_xdp": "enabled"}
+    assert opts == {"python": "false", "tests": "false", "board_engines": "disabled",
+                    "static": "disabled", "af_xdp": "enabled"}
     assert yocto_meson_options(set())["af_xdp"] == "disabled"
 
 
@@ -125,7 +125,8 @@ def test_buildroot_options_follow_the_configuration(static_libs: bool, headers_5
     opts = split_d_options(buildroot_vars(config)["CONF_OPTS"])
     for name, value in opts.items():
         assert valid_option(name, value) is None, valid_option(name, value)
-    assert opts == {"python": "false", "tests": "false", "static": static, "af_xdp": af_xdp}
+    assert opts == {"python": "false", "tests": "false", "board_engines": "disabled",
+                    "static": static, "af_xdp": af_xdp}
 
 
 def test_buildroot_default_source_is_the_tree_around_it() -> None:

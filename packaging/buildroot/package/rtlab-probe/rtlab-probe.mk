@@ -23,11 +23,13 @@ endif
 
 RTLAB_PROBE_LICENSE = MIT
 
-# The engine only: no Python host package, no C unit tests. Linked like the
-# rest of the image (shared libc), static only when the image is static.
+# The engine only: no Python host package, no C unit tests, not the other
+# architectures' engines. Linked like the rest of the image (shared libc),
+# static only when the image is static.
 RTLAB_PROBE_CONF_OPTS = \
 	-Dpython=false \
 	-Dtests=false \
+	-Dboard_engines=disabled \
 	-Dstatic=$(if $(BR2_STATIC_LIBS),enabled,disabled) \
 	-Daf_xdp=$(if $(BR2_TOOLCHAIN_HEADERS_AT_LEAST_5_9),enabled,disabled)
 

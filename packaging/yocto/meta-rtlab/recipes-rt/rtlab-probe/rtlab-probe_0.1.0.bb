@@ -23,9 +23,10 @@ S = "${UNPACKDIR}/rtlab-${PV}"
 
 inherit meson
 
-# The engine only: no Python host package, no C unit tests. Linked dynamically
-# against the image's C library (docs/embedded.md says why).
-EXTRA_OEMESON = "-Dpython=false -Dtests=false -Dstatic=disabled"
+# The engine only: no Python host package, no C unit tests, not the other
+# architectures' engines. Linked dynamically against the image's C library
+# (docs/embedded.md says why).
+EXTRA_OEMESON = "-Dpython=false -Dtests=false -Dboard_engines=disabled -Dstatic=disabled"
 
 # The udp probe's AF_XDP path needs only the kernel's UAPI headers (5.9 or later).
 PACKAGECONFIG ??= "af-xdp"
