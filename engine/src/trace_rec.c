@@ -637,7 +637,8 @@ static int copy_event_formats(const struct trace_rec *r, const char *ev)
 static int inst_write(const struct trace_rec *r, const char *file, const char *value)
 {
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/%s", r->inst, file);
+	if (snprintf(p, sizeof(p), "%s/%s", r->inst, file) >= (int)sizeof(p))
+		return -ENAMETOOLONG;
 	return tfs_write(p, value);
 }
 
