@@ -14,7 +14,7 @@
 #
 # Build directories: build/cross/<toolchain>-<arch>/ (--build-root). An engine is
 # rebuilt only when the engine's sources (or this script, the meson or cross files,
-# the toolchain) changed since it was installed (a content stamp beside it). One line
+# the toolchain) changed since it was installed (a content stamp in its build dir). One line
 # per architecture: built / up to date (with its size) or skipped (no toolchain). A
 # toolchain that is there but fails to build fails the script (after the other
 # architectures), with the end of its build log.
@@ -174,14 +174,26 @@ for arch in "${arches[@]}"; do
   setup_args+=(-Dpython=false -Dstatic=enabled -Dtests=false -Doptimization=2 -Ddebug=false
                -Db_ndebug=true "-Dc_args=$c_args" "-Dc_link_args=$link_args")
 
-  stamp=$(stamp_of "$arch")
-  if [[ -x "$dest/rtlab-probe" && -f "$dest/.stamp" && "$(cat "$dest/.stamp")" == "$stamp" ]]; then
+  # the stamp of what is installed at $dest, kept in the build directory (not in
+  # $dest: a wheel carries everything there)
+  stamp="$(stamp_of "$arch") $dest"
+  rm -f "$dest/.stamp"  # where earlier versions of this script kept it
+  if [[ -x "$dest/rtlab-probe" && -f "$bdir/installed.stamp" &&
+        "$(cat "$bdir/installed.stamp")" == "$stamp" ]]; then
     printf 'cross-build: %-8s up to date  %8d bytes  %s\n' "$arch" \
       "$(stat -c %s "$dest/rtlab-probe")" "$dest/rtlab-probe"
     continue
   fi
 
+  # meson keeps the compiler of a configured directory: a changed cross file (or
+  # toolchain, or option) needs a fresh directory, not --reconfigure
+  configured=$({ printf '%s\n' "${setup_args[@]}"; cat "${setup_args[@]/#/}" 2>/dev/null || true
+                 [[ -z ${zig_ini:-} ]] || cat "$zig_ini"; } | sha256sum | cut -d' ' -f1)
+  if [[ -d $bdir && "$(cat "$bdir/configured.stamp" 2>/dev/null)" != "$configured" ]]; then
+    rm -rf "$bdir"
+  fi
   mkdir -p "$bdir"
+  echo "$configured" >"$bdir/configured.stamp"
   log="$bdir/build.log"
   if [[ -f "$bdir/build.ninja" ]]; then
     setup=("$MESON" setup --reconfigure "$bdir" "${setup_args[@]}")
@@ -212,7 +224,7 @@ for arch in "${arches[@]}"; do
   printf '{"schema": 1, "arch": %s, "engine_version": %s, "libc": %s, "toolchain": %s}\n' \
     "$(jstr "$arch")" "$(jstr "$version")" "$(jstr "$libc")" "$(jstr "$tc_name")" \
     >"$dest/rtlab-probe.json"
-  echo "$stamp" >"$dest/.stamp"
+  echo "$stamp" >"$bdir/installed.stamp"
   size=$(stat -c %s "$dest/rtlab-probe")
   note=""
   ((size < 1048576)) || note="  (over 1 MiB: static glibc on this architecture)"
