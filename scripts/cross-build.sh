@@ -150,7 +150,7 @@ for arch in "${arches[@]}"; do
     link_args+=" -s"
     setup_args=(--cross-file "$zig_ini" --cross-file "$src/engine/cross/musl-$arch.ini")
     strip_tool=""
-    libc="musl (zig $zig_version)"
+    libc="musl"  # (zig names no musl version; the toolchain line names zig's)
     tc_name="zig $zig_version cc -target $(sed -n "s/^c = .*'-target', '\([^']*\)'.*/\1/p" \
       "engine/cross/musl-$arch.ini")"
   elif [[ $arch == "$native" ]]; then

@@ -87,7 +87,8 @@ class _VersionAction(argparse.Action):
         if missing:
             lines.append(f"  no engine for {', '.join(missing)} (looked in "
                          f"{' and '.join(str(d) for d in engine_dirs())})")
-        parser.exit(int(ExitCode.OK), "\n".join(lines) + "\n")
+        sys.stdout.write("\n".join(lines) + "\n")
+        parser.exit(int(ExitCode.OK))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,7 +29,6 @@ from .wheelbuild import COMPILERS, REPO, Built, built, clean_env, fresh_venv, no
 pytestmark = pytest.mark.slow
 
 ENGINE_LIMIT = 1 << 20  # every engine well under 1 MiB (docs/engine.md has the sizes)
-PKG_ENGINES = "rtlab/engines"
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +79,18 @@ E_MACHINE = {"x86_64": 62, "aarch64": 183, "armhf": 40, "ppc64": 21, "ppc": 20}
 def test_wheel_carries_every_engine_static_and_small(pair: Built) -> None:
     with zipfile.ZipFile(pair.wheel) as zf:
         names = zf.namelist()
+        # the package's root in the wheel (meson-python: <name>.data/purelib/ here)
+        (init,) = [n for n in names if n.endswith("rtlab/__init__.py")]
+        pkg = init[: -len("/__init__.py")]
         for arch in ARCHES:
-            name = f"{PKG_ENGINES}/{arch}/rtlab-probe"
+            name = f"{pkg}/engines/{arch}/rtlab-probe"
             assert name in names, f"the wheel has no {name}"
             info = zf.getinfo(name)
             assert info.file_size < ENGINE_LIMIT, f"{arch}: {info.file_size} B"
             assert (info.external_attr >> 16) & 0o111, f"{name} is not executable"
             _cls, machine, interp = _elf_machine(zf.read(name))
             assert machine == E_MACHINE[arch] and not interp
-            record = json.loads(zf.read(f"{PKG_ENGINES}/{arch}/rtlab-probe.json"))
+            record = json.loads(zf.read(f"{pkg}/engines/{arch}/rtlab-probe.json"))
             assert record["arch"] == arch and record["engine_version"] == rtlab.__version__
             assert record["libc"].startswith("musl")
         host = [n for n in names if n.endswith(".data/scripts/rtlab-probe")]
@@ -97,7 +99,7 @@ def test_wheel_carries_every_engine_static_and_small(pair: Built) -> None:
         # the host's engine is the board build of this architecture (static musl)
         arch = build_arch(os.uname().machine)
         if arch is not None:
-            assert zf.read(host[0]) == zf.read(f"{PKG_ENGINES}/{arch}/rtlab-probe")
+            assert zf.read(host[0]) == zf.read(f"{pkg}/engines/{arch}/rtlab-probe")
         assert not [n for n in names if "/.stamp" in n]
 
 
