@@ -194,14 +194,21 @@ class _WindowSeries:
         self.wmax = np.asarray(windows.max_ns)
         idx = np.asarray(windows.index)
         self.nwin = len(idx)
-        self.adjacent = np.diff(idx.astype(np.int64, copy=False)) == 1  # window i+1 after i
+        self.adjacent = np.diff(idx) == 1  # window i+1 follows window i
         self.all_adjacent = bool(self.adjacent.all())
         wn = np.asarray(windows.samples)
-        lo, hi = (int(wn.min()), int(wn.max())) if self.nwin else (0, 0)
+        steady = self.nwin > 0 and wn.strides == (0,)  # one count for all (WindowMaxima)
+        lo, hi = ((int(wn[0]), int(wn[0])) if steady else
+                  (int(wn.min()), int(wn.max())) if self.nwin else (0, 0))
         span = hi - lo + 1
         self.values: np.ndarray | None = None
         self.raw = wn
-        if lo >= 0 and span <= 4096:  # distinct values and adjacent pairs by bincount
+        if lo == hi and self.nwin:  # every window counts the same
+            self.values = np.array([float(lo)])
+            self.counts = np.array([float(self.nwin)])
+            self.pair_cur = self.pair_prev = np.zeros(1, dtype=np.int64)
+            self.pair_counts = np.array([float(np.count_nonzero(self.adjacent))])
+        elif lo >= 0 and span <= 4096:  # distinct values and adjacent pairs by bincount
             codes = (wn - lo).astype(np.int64)
             cnt = np.bincount(codes, minlength=span)
             keep = np.flatnonzero(cnt)
@@ -210,10 +217,6 @@ class _WindowSeries:
             remap = np.full(span, -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
             u = len(keep)
-            if u == 1:  # every window counts the same: the pairs are the adjacent ones
-                self.pair_cur = self.pair_prev = np.zeros(1, dtype=np.int64)
-                self.pair_counts = np.array([float(np.count_nonzero(self.adjacent))])
-                return
             c = remap[codes]
             pairs = (c[1:] * u + c[:-1])[self.adjacent]
             pc = np.bincount(pairs, minlength=u * u)

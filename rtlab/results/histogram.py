@@ -79,11 +79,14 @@ class Bucket:
 class LogLinHistogram:
     """Sparse log-linear histogram with exact merge."""
 
-    __slots__ = ("_counts", "sub_bits")
+    __slots__ = ("_arrays", "_counts", "sub_bits")
 
     def __init__(self, sub_bits: int = SUB_BITS, counts: dict[int, int] | None = None) -> None:
         self.sub_bits = sub_bits
         self._counts: dict[int, int] = {}
+        # (index, lo, hi, count) arrays of the non-empty buckets, read-only, made at the
+        # first query and dropped by every change (`add`)
+        self._arrays: tuple[np.ndarray, ...] | None = None
         limit = bucket_count(sub_bits)
         for index, count in (counts or {}).items():
             if not 0 <= index < limit:
@@ -127,7 +130,7 @@ class LogLinHistogram:
             if count:
                 counts[index] = counts.get(index, 0) + count
         hist = cls.__new__(cls)
-        hist.sub_bits, hist._counts = sub_bits, counts
+        hist.sub_bits, hist._counts, hist._arrays = sub_bits, counts, None
         return hist
 
     def to_json(self) -> dict:
@@ -141,6 +144,7 @@ class LogLinHistogram:
     def add(self, value: int, count: int = 1) -> None:
         i = index_of(value, self.sub_bits)
         self._counts[i] = self._counts.get(i, 0) + count
+        self._arrays = None
 
     def merge(self, other: LogLinHistogram) -> LogLinHistogram:
         """A new histogram holding both (exact: counts add)."""
@@ -160,28 +164,50 @@ class LogLinHistogram:
 
     def buckets(self) -> Iterator[Bucket]:
         """Non-empty buckets in increasing value order."""
-        for i in sorted(self._counts):
-            lo, width = bucket_bounds(i, self.sub_bits)
-            yield Bucket(i, lo, lo + width - 1, self._counts[i])
+        arrays = self._cached_arrays()
+        if arrays is None:  # a count beyond int64: Python integers throughout
+            for i in sorted(self._counts):
+                lo, width = bucket_bounds(i, self.sub_bits)
+                yield Bucket(i, lo, lo + width - 1, self._counts[i])
+            return
+        index, lo_a, hi_a, _ = arrays
+        counts = self._counts
+        for i, lo, hi in zip(index.tolist(), lo_a.tolist(), hi_a.tolist(), strict=True):
+            yield Bucket(i, lo, hi, counts[i])
 
     def bucket_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lo, hi, count) of the non-empty buckets in increasing value order, as int64
-        arrays: `buckets()` without an object per bucket."""
-        if not self._counts:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty.copy(), empty.copy()
-        index = np.fromiter(sorted(self._counts), dtype=np.int64, count=len(self._counts))
-        counts = np.fromiter((self._counts[int(i)] for i in index), dtype=np.int64,
-                             count=len(index))
-        if int(index[-1]) > index_of((1 << 63) - 1, self.sub_bits):  # edges beyond int64
-            lo_l, hi_l = zip(*((bk.lo, bk.hi) for bk in self.buckets()), strict=True)
-            return np.asarray(lo_l, dtype=np.int64), np.asarray(hi_l, dtype=np.int64), counts
+        """(lo, hi, count) of the non-empty buckets in increasing value order, as read-only
+        int64 arrays: `buckets()` without an object per bucket. OverflowError when a
+        count or an edge does not fit in int64."""
+        arrays = self._cached_arrays()
+        if arrays is None:
+            raise OverflowError("histogram count or edge beyond int64")
+        return arrays[1], arrays[2], arrays[3]
+
+    def _cached_arrays(self) -> tuple[np.ndarray, ...] | None:
+        if self._arrays is None:
+            try:
+                self._arrays = self._make_arrays()
+            except OverflowError:
+                return None
+        return self._arrays
+
+    def _make_arrays(self) -> tuple[np.ndarray, ...]:
+        n = len(self._counts)
+        index = np.fromiter(sorted(self._counts), dtype=np.int64, count=n)
+        counts = np.fromiter((self._counts[i] for i in index.tolist()), dtype=np.int64,
+                             count=n)
+        if n and int(index[-1]) > index_of((1 << 63) - 1, self.sub_bits):
+            raise OverflowError("histogram edge beyond int64")
         b = 1 << self.sub_bits
         g, m = np.divmod(np.maximum(index - b, 0), b)
         small = index < b
         width = np.where(small, 1, np.left_shift(np.int64(1), g))
         lo = np.where(small, index, (b + m) * width)
-        return lo, lo + width - 1, counts
+        out = (index, lo, lo + width - 1, counts)
+        for a in out:
+            a.flags.writeable = False
+        return out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LogLinHistogram):

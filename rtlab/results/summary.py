@@ -66,8 +66,11 @@ def percentile(
     rank = math.ceil(_exact(p) / 100 * n)
     value: int | None = None
     arrays = getattr(hist, "bucket_arrays", None)
-    if arrays is not None:  # a LogLinHistogram: no Bucket object per bucket
-        _, hi, counts = arrays()
+    try:  # a LogLinHistogram: no Bucket object per bucket
+        _, hi, counts = arrays() if arrays is not None else (None, None, None)
+    except OverflowError:  # beyond int64: Python integers below
+        hi = counts = None
+    if hi is not None and counts is not None:
         value = int(hi[int(np.searchsorted(np.cumsum(counts), rank, side="left"))])
     else:
         seen = 0
