@@ -34,8 +34,11 @@ def wheel_rtlab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Pa
     bindir = fresh_venv(root, built().wheel, path)
     out = subprocess.run([str(bindir / "python"), "-c",
                           "import rtlab, os; print(os.path.dirname(rtlab.__file__))"],
-                         capture_output=True, text=True, env=clean_env(path), check=True)
-    return bindir, f"{bindir}:{path}", Path(out.stdout.strip())
+                         capture_output=True, text=True, env=clean_env(path), check=True,
+                         cwd=root)  # not the clone's directory: its rtlab would be found
+    pkg = Path(out.stdout.strip())
+    assert pkg.is_relative_to(root), pkg
+    return bindir, f"{bindir}:{path}", pkg
 
 
 def _rtlab(wheel_rtlab: tuple[Path, str, Path], board: Board, tmp: Path,

@@ -122,7 +122,8 @@ def test_no_compiler_on_the_fresh_path(installed: tuple[Path, str]) -> None:
     for tool in COMPILERS:
         assert shutil.which(tool, path=path) is None, f"{tool} is reachable on the test PATH"
     probe = subprocess.run([str(installed[0] / "python"), "-c", "import ziglang"],
-                           capture_output=True, env=clean_env(path), check=False)
+                           capture_output=True, env=clean_env(path), check=False,
+                           cwd=installed[0])
     assert probe.returncode != 0, "the fresh venv must not have the Zig toolchain"
 
 
@@ -135,8 +136,10 @@ def test_version_names_every_engine_build(installed: tuple[Path, str]) -> None:
     assert lines[0] == f"rtlab {rtlab.__version__}"
     site = subprocess.run([str(bindir / "python"), "-c",
                            "import rtlab, os; print(os.path.dirname(rtlab.__file__))"],
-                          capture_output=True, text=True, env=clean_env(path), check=True)
+                          capture_output=True, text=True, env=clean_env(path), check=True,
+                          cwd=bindir)  # not the clone's directory: its rtlab would be found
     pkg = Path(site.stdout.strip())
+    assert pkg.is_relative_to(bindir.parent), pkg
     for arch in ARCHES:
         (line,) = [ln for ln in lines if ln.split()[:2] == ["engine", arch]]
         engine = pkg / "engines" / arch / "rtlab-probe"
