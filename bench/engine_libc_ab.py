@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Is the musl engine slower than the glibc one? Two builds of rtlab-probe for this
 machine, interleaved (A/B, B/A, ...): the `overhead` probe's per-iteration costs (clock
-read pair, getppid round trip, timerfd arm+fire, futex half round trip, cross-CPU
-wake-up; mean and p99 of each) and the `timer` probe's engine CPU time per run (its
+read pair, getppid round trip, timerfd arm+fire, same-CPU futex switch (half round
+trip), cross-CPU wake-up; mean and p99 of each) and the `timer` probe's engine CPU time per run (its
 measuring loop and reporter). Usage (as root, holding the machine lock):
 
     flock /run/rtlab-test-machine.lock .venv/bin/python bench/engine_libc_ab.py \
@@ -23,7 +23,7 @@ import subprocess
 
 from rtlab.engine.jsonl import StreamCollector
 
-TESTS = ("clock", "syscall", "timer", "futex", "wake")
+TESTS = ("clock", "syscall", "timer", "switch", "wake")
 
 
 def overhead(probe: str, cpu: int, loops: int) -> dict[str, tuple[float, float]]:
