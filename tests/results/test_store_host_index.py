@@ -104,3 +104,60 @@ def test_history_day_asks_only_for_runs_that_can_overlap(
     # the 24 segments of the day, those within an hour and a minute before it, and the
     # hour after (the slack for clocks): never the 29 older ones
     assert returned and returned[-1] <= 24 + 3 + 1
+
+
+def test_a_whole_run_id_is_found_through_the_index(store_loc: str) -> None:
+    """`get` of a whole id asks for it by equality (the unique index), not by a prefix
+    that reads every row's id; prefixes, ambiguity and an id that is the prefix of
+    another still resolve as before."""
+    from sqlalchemy import event
+
+    from rtlab.errors import UsageError
+
+    store = Store.open(store_loc)
+    store.add(_run("dddd0001", T0, 2), probe_shape)
+    store.add(_run("dddd00011", T0 + 10, 2), probe_shape)
+    store.add(_run("eeee0001", T0 + 20, 2), probe_shape)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        statements.append(statement.lower())
+
+    event.listen(store._engine, "before_cursor_execute", seen)
+    try:
+        assert store.get("eeee0001").run_id == "eeee0001"
+        assert not any("substr" in st for st in statements)
+        assert store.resolve("dddd0001") == "dddd0001"  # also the prefix of dddd00011
+        assert store.resolve("eeee") == "eeee0001"
+        assert any("substr" in st for st in statements)
+        with pytest.raises(UsageError, match="ambiguous"):
+            store.resolve("dddd")
+        with pytest.raises(UsageError, match="no stored run"):
+            store.resolve("ffff")
+    finally:
+        event.remove(store._engine, "before_cursor_execute", seen)
+        store.close()
+
+
+def test_results_list_reads_only_the_rows_it_shows(
+        store_loc: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    store = Store.open(store_loc)
+    for i in range(23):
+        store.add(_run(f"ffff{i:04d}", T0 + 60 * i, 1), probe_shape)
+    store.close()
+    asked: list[int | None] = []
+    real = Store.list
+
+    def listing(self: Store, limit: int | None = 20):  # type: ignore[no-untyped-def]
+        asked.append(limit)
+        return real(self, limit)
+
+    monkeypatch.setattr(Store, "list", listing)
+    assert main(["results", "list", "--store", store_loc]) == 0
+    out = capsys.readouterr().out
+    assert "20 of 23 runs shown" in out and "ffff0022" in out and "ffff0002" not in out
+    assert main(["results", "list", "--store", store_loc, "--json", "--limit", "5"]) == 0
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert (doc["total"], doc["shown"]) == (23, 5)
+    assert asked == [20, 5]

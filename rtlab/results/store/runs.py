@@ -148,6 +148,16 @@ class RunRows(Database):
         return RtlabError(f"run {result.run_id} was NOT stored: {err.message}{where}",
                           hint=err.hint)
 
+    def count(self) -> int:
+        """How many runs the store holds (without reading their rows)."""
+        from sqlalchemy import func, select
+
+        if not self._readable():
+            return 0
+        with self._guard("read"), self._engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(
+                self._tables["runs"])).scalar_one())
+
     def list(self, limit: int | None = 20) -> list[RunRow]:
         """Newest first. `created` is timezone-aware UTC whatever the database returns."""
         from sqlalchemy import select
@@ -175,11 +185,15 @@ class RunRows(Database):
             return rows[0].id
         if not ref or not all(c.isalnum() or c in "-_" for c in ref):
             raise UsageError(f"invalid run id {shown(ref)}")
-        # substr, not LIKE: `_` is a LIKE wildcard and SQLite's LIKE ignores case
+        # substr, not LIKE: `_` is a LIKE wildcard and SQLite's LIKE ignores case. A whole
+        # id is looked up first, through the index (a prefix reads every row's id: 40 ms
+        # per run in a lab's store of 438,000, for each run a command reads)
         prefix = func.substr(runs.c.id, 1, len(ref)) == ref
         ids: list[str] = []
         if self._readable():
             with self._guard("read"), self._engine.connect() as conn:
+                if conn.execute(select(runs.c.id).where(runs.c.id == ref)).first():
+                    return ref
                 ids = [r[0] for r in conn.execute(select(runs.c.id).where(prefix).limit(6))]
         if ref in ids:
             return ref
