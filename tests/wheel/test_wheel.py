@@ -24,7 +24,16 @@ import pytest
 import rtlab
 from rtlab.engine.builds import ARCHES, build_arch
 
-from .wheelbuild import COMPILERS, REPO, Built, built, clean_env, fresh_venv, no_compiler_path
+from .wheelbuild import (
+    COMPILERS,
+    REPO,
+    Built,
+    built,
+    clean_env,
+    fresh_venv,
+    no_compiler_path,
+    system_python,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -171,7 +180,7 @@ def test_pipx_install_of_the_wheel(pair: Built, tmp_path: Path) -> None:
         pytest.skip("pipx is not in this venv (the dev extra installs it: make test's set-up)")
     path = no_compiler_path(tmp_path)
     env = clean_env(path, PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(tmp_path / "bin"),
-                    PIPX_MAN_DIR=str(tmp_path / "man"), PIPX_DEFAULT_PYTHON=sys._base_executable)
+                    PIPX_MAN_DIR=str(tmp_path / "man"), PIPX_DEFAULT_PYTHON=system_python())
     proc = subprocess.run([str(pipx), "install", str(pair.wheel)], capture_output=True,
                           text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -111,7 +111,7 @@ def fresh_venv(root: Path, wheel: Path, path: str) -> Path:
     env = {**os.environ, "PATH": path, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "RTLAB_ENGINES", "RTLAB_PROBE"):
         env.pop(var, None)
-    subprocess.run([_system_python(), "-m", "venv", str(venv)], check=True, env=env,
+    subprocess.run([system_python(), "-m", "venv", str(venv)], check=True, env=env,
                    capture_output=True, timeout=300)
     proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                            str(wheel)], env=env, capture_output=True, text=True, timeout=900,
@@ -120,8 +120,15 @@ def fresh_venv(root: Path, wheel: Path, path: str) -> Path:
     return venv / "bin"
 
 
-def _system_python() -> str:
-    """The interpreter this test's venv was made from (not the venv itself)."""
+def system_python() -> str:
+    """The system's Python 3.11+ (what a user installs with; any user may run it), else
+    the interpreter this test's venv was made from."""
+    system = "/usr/bin/python3"
+    if os.access(system, os.X_OK):
+        check = "import sys, venv; sys.exit(sys.version_info < (3, 11))"
+        ok = subprocess.run([system, "-c", check], capture_output=True, check=False)
+        if ok.returncode == 0:
+            return system
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
     return str(base) if base.exists() else f"{sys.base_prefix}/bin/python3"
 
