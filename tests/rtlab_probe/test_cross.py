@@ -2,8 +2,8 @@
 """The static engines for boards (scripts/cross-build.sh): each one is a static,
 stripped ELF of the right machine, and under qemu-user (the foreign ones) it reports
 its architecture, lists its probes, measures with `timer` and runs `load`. Engines
-that were not built (no cross compiler) and missing qemu binaries skip with a
-reason. Behaviour only: nothing here depends on timing."""
+that were not built (no toolchain: the set-up's ziglang builds them all) and missing
+qemu binaries skip with a reason. Behaviour only: nothing here depends on timing."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def _native(arch: Arch) -> bool:
 def _engine(arch: Arch) -> Path:
     path = engines_dir() / arch.name / "rtlab-probe"
     if not path.is_file():
-        pytest.skip(f"no {arch.name} engine at {path} (its cross compiler is not installed; "
-                    "scripts/cross-build.sh builds it)")
+        pytest.skip(f"no {arch.name} engine at {path} (no toolchain for it: "
+                    "scripts/cross-build.sh builds it with the ziglang package)")
     return path
 
 
