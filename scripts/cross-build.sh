@@ -119,6 +119,12 @@ EOF
 jstr() { "$py" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }
 
 ((${#arches[@]})) || arches=("${ALL_ARCHES[@]}")
+for arch in "${arches[@]}"; do  # all of them before anything is created
+  if [[ -z ${TRIPLET[$arch]:-} ]]; then
+    echo "cross-build: unknown architecture '$arch' (known: ${ALL_ARCHES[*]})" >&2
+    exit 2
+  fi
+done
 failed=()
 mkdir -p "$build_root"
 if [[ $toolchain == zig ]]; then
@@ -128,10 +134,6 @@ if [[ $toolchain == zig ]]; then
   mv -f "$zig_ini.new" "$zig_ini"
 fi
 for arch in "${arches[@]}"; do
-  if [[ -z ${TRIPLET[$arch]:-} ]]; then
-    echo "cross-build: unknown architecture '$arch' (known: ${ALL_ARCHES[*]})" >&2
-    exit 2
-  fi
   triplet=${TRIPLET[$arch]}
   dest="$into/$arch"
   bdir="$build_root/$toolchain-$arch"
