@@ -78,13 +78,27 @@ def built() -> Built:
                               timeout=BUILD_TIMEOUT, check=False)
         took = time.monotonic() - t0
         if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
             raise AssertionError(f"python -m build failed ({proc.returncode}):\n{tail}")
         (tmp / "build-seconds").write_text(f"{took:.0f}\n")
         tmp.rename(d)
+        _prune(keep=3)
         found = _found(d)
         assert found is not None, f"python -m build left no sdist and wheel in {d}"
         return Built(found.sdist, found.wheel, took)
+
+
+def _prune(keep: int) -> None:
+    """Keep the newest `keep` builds of the cache (a session of another commit may still
+    use one of them), and no leftovers of failed builds."""
+    done = sorted((p for p in CACHE.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in done[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    for left in CACHE.glob(".*.*"):
+        if left.is_dir() and not (Path("/proc") / left.suffix.lstrip(".")).exists():
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def no_compiler_path(root: Path) -> str:
