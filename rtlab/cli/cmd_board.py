@@ -7,9 +7,9 @@ import argparse
 import json
 
 from rtlab.cli.options import add_target_args
-from rtlab.engine.board import SshTransport
+from rtlab.engine.board import SshTransport, connection
 from rtlab.engine.provision import clean
-from rtlab.engine.ssh import SshConnection, SshTarget
+from rtlab.engine.ssh import SshTarget
 from rtlab.errors import RtlabError, SkippedError, UsageError
 from rtlab.exitcodes import ExitCode
 from rtlab.system.journal_files import journal_dir
@@ -107,11 +107,8 @@ def _clean(args: argparse.Namespace) -> int:
             where = clean(transport.conn, args.engine_dir)
         else:
             lock = None
-            conn = SshConnection(SshTarget.parse(args.target)).open()
-            try:
+            with connection(args.target) as conn:
                 where = clean(conn, args.engine_dir)
-            finally:
-                conn.close()
     finally:
         if transport is not None:
             transport.close()

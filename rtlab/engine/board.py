@@ -102,6 +102,28 @@ class SshTransport(Transport):
             lease.close()
 
 
+@contextmanager
+def connection(target: str) -> Iterator[SshConnection]:
+    """A bare SSH connection to a board, without its engine (`rtlab board clean` of a
+    board no engine runs on); a labgrid place is held while it is open."""
+    ssh_target = SshTarget.parse(target)
+    lease: Any = None
+    if ssh_target.host.startswith("labgrid:"):
+        from rtlab.engine.labgrid import PlaceLease
+
+        lease = PlaceLease(ssh_target.host).open()
+        ssh_target = lease.ssh_target
+    try:
+        conn = SshConnection(ssh_target).open()
+        try:
+            yield conn
+        finally:
+            conn.close()
+    finally:
+        if lease is not None:
+            lease.close()
+
+
 def transport_for(target: str | None, *, engine_dir: str | None = None) -> Transport:
     """`--target` as a Transport: this machine when None or "local"."""
     if target is None or target == "local":

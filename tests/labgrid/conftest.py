@@ -205,9 +205,9 @@ class Farm:
             time.sleep(0.3)
         pytest.fail(f"waited {timeout:g} s for {what}; last state {last}")
 
-    def rtlab(self, *args: str, user: str | None = None,
-              timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        env = self.env(**({"LG_USERNAME": user} if user else {}))
+    def rtlab(self, *args: str, user: str | None = None, timeout: float = 300,
+              **more_env: str) -> subprocess.CompletedProcess[str]:
+        env = self.env(**({"LG_USERNAME": user} if user else {}), **more_env)
         return subprocess.run([sys.executable, "-m", "rtlab", *args], env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
 

@@ -111,6 +111,22 @@ def test_a_place_this_user_holds_is_used_and_kept(up: Farm) -> None:
         up.client("-p", PLACE, "release")
 
 
+def test_a_bare_connection_goes_through_the_place(up: Farm,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rtlab board clean` of a board no engine build exists for (e.g. a MIPS board)
+    uses a bare connection: it holds the place and reaches its NetworkService (it once
+    dialled the spec itself)."""
+    from rtlab.engine.board import connection
+
+    for key in ("LG_COORDINATOR", "RTLAB_SSH_CONFIG"):
+        monkeypatch.setenv(key, up.env()[key])
+    with connection(TARGET) as conn:
+        assert up.state()[0] == _me(up)
+        got = conn.run(["uname", "-m"], input="", timeout_s=60, what="uname")
+        assert got.stdout.strip() == "x86_64", got
+    assert up.state() == (None, True)
+
+
 @pytest.mark.parametrize("kill", ["exporter", "coordinator"])
 def test_a_killed_farm_stops_the_run_with_one_line(up: Farm, tmp_path: Path,
                                                    kill: str) -> None:
