@@ -2,7 +2,9 @@
 """Per-window maxima of one channel, kept as three integer arrays.
 
 A 7-day run with 1 s windows has 604,800 windows per CPU; as Python tuples that
-is ~190 bytes a window (1.9 GB for 24 CPUs), as arrays 12 to 24 bytes. `WindowMaxima`
+is ~190 bytes a window (1.9 GB for 24 CPUs), as arrays 4 to 24 bytes (a steady run:
+its maxima, 4 bytes; its consecutive index and its one count of samples per window
+are shared or zero-stride, read-only). `WindowMaxima`
 still behaves like the old list of ``(index, max_ns, samples)`` tuples for
 reading (len, iteration, indexing, truth value, equality with a list), so code
 that walks a few windows stays simple, while the report and the statistics use
@@ -48,6 +50,9 @@ def _column(values: Any) -> np.ndarray:
     v = v.reshape(-1)
     if v.size == 0:
         return np.zeros(0, dtype=np.int64)
+    if v.strides == (0,):  # one value seen n times (a loaded constant column): stays so
+        one = _column(v[:1].copy())
+        return np.broadcast_to(one, v.shape)
     if int(v.min()) >= _I32.min and int(v.max()) <= _I32.max:
         return v.astype(np.int32, copy=False)
     return v.astype(np.int64, copy=False)
@@ -69,7 +74,17 @@ def _unpack_column(text: Any, n: int, delta: bool, name: str) -> np.ndarray:
     if len(raw) != 8 * n:
         raise RtlabError(f"window maxima column {name!r} holds {len(raw)} bytes, "
                          f"expected {8 * n}")
-    v = np.frombuffer(raw, dtype=np.uint8).reshape(8, n).T.copy().view("<i8").reshape(n)
+    planes = np.frombuffer(raw, dtype=np.uint8).reshape(8, n)
+    if delta and n > 1 and bool((planes[:, 1:] == planes[:, 1:2]).all()):
+        # every step the same (a consecutive index, one count of samples per window):
+        # the column without its transposition and running sum
+        first = int(planes[:, :1].T.copy().view("<i8")[0, 0])
+        step = int(planes[:, 1:2].T.copy().view("<i8")[0, 0])
+        if step == 0:
+            return np.broadcast_to(np.array([first], dtype=np.int64), (n,))
+        if step == 1 and _I32.min <= first and first + n - 1 <= _I32.max:
+            return _range(first, n, np.dtype(np.int32))
+    v = planes.T.copy().view("<i8").reshape(n)
     if delta:
         v = np.cumsum(v, dtype=np.int64)
     return v.astype(np.int64, copy=False)
@@ -82,18 +97,27 @@ _RUNS: weakref.WeakValueDictionary[tuple[int, int, str], np.ndarray] = \
     weakref.WeakValueDictionary()
 
 
-def _shared_index(v: np.ndarray) -> np.ndarray:
-    """The index column: a consecutive run is the shared read-only range."""
-    n = len(v)
-    if n < 2 or int(v[-1]) - int(v[0]) != n - 1 or not bool(np.all(np.diff(v) == 1)):
-        return v
-    key = (int(v[0]), n, v.dtype.str)
+def _range(start: int, n: int, dtype: np.dtype) -> np.ndarray:
+    """The shared read-only range start .. start + n - 1."""
+    key = (start, n, dtype.str)
     run = _RUNS.get(key)
     if run is None:
-        run = np.arange(int(v[0]), int(v[0]) + n, dtype=v.dtype)
+        run = np.arange(start, start + n, dtype=dtype)
         run.flags.writeable = False
         _RUNS[key] = run
     return run
+
+
+def _shared_index(v: np.ndarray) -> np.ndarray:
+    """The index column: a consecutive run is the shared read-only range."""
+    n = len(v)
+    if n < 2 or int(v[-1]) - int(v[0]) != n - 1:
+        return v
+    if _RUNS.get((int(v[0]), n, v.dtype.str)) is v:  # the shared range already
+        return v
+    if not bool(np.all(np.diff(v) == 1)):
+        return v
+    return _range(int(v[0]), n, v.dtype)
 
 
 def _compact_samples(v: np.ndarray) -> np.ndarray:

@@ -147,3 +147,33 @@ def test_windows_of_a_long_run_are_narrow_and_render() -> None:
     chans = [Channel(f"cpu{i}", cpu=i, windows=w, window_ns=1_000_000_000) for i in range(2)]
     idx, val, window_ns = merged_window_series(chans)
     assert len(idx) == n and int(val.max()) == 50_000 and window_ns == 1_000_000_000
+
+
+@pytest.mark.parametrize("kind", ["steady", "gaps", "jitter", "far", "single"])
+def test_packed_windows_load_compact_and_equal(kind: str) -> None:
+    """A week of 128 CPUs is 387 packed columns to load (issue 28): a consecutive index
+    loads as the shared read-only range, a column of one count as a zero-stride view;
+    anything else as before; always equal to what was packed."""
+    rng = np.random.default_rng(len(kind))
+    n = 5_000
+    index, samples = np.arange(n) + 17, np.full(n, 1000)
+    if kind == "gaps":
+        index = np.sort(rng.choice(4 * n, n, replace=False))
+    if kind == "jitter":
+        samples = rng.integers(995, 1005, n)
+    if kind == "far":  # beyond int32: int64 columns (the slow path, shared all the same)
+        index = np.arange(n) + 2**33
+    if kind == "single":
+        index, samples = index[:1], samples[:1]
+    w = WindowMaxima(index, rng.integers(1, 10**6, len(index)), samples)
+    back = WindowMaxima.load(w.pack())
+    assert back == w and back.to_json() == w.to_json()
+    assert (back.samples.strides == (0,)) == (kind != "jitter")
+    shared = kind in ("steady", "jitter", "far")
+    assert (not back.index.flags.writeable) == shared
+    if shared:
+        other = WindowMaxima.load(w.pack())
+        assert other.index is back.index  # one range for every channel
+    if kind != "jitter":
+        with pytest.raises(ValueError):  # compact columns are read-only, never changed
+            back.samples[0] = 1
