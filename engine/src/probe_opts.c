@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "probe.h"
 #include "trace_flight.h"
@@ -313,6 +314,14 @@ void probe_explain(const struct rt_verdict *v, char *buf, size_t len)
 		snprintf(buf, len,
 			 "cannot pin the measuring thread to CPU %d (%s): the CPU is not in this process's cpuset; run in a cpuset that contains it, or pass --allow-non-rt",
 			 t->cpu, strerror(-t->pin_err));
+	} else if (t && t->req.policy == RT_DEADLINE &&
+		   (t->sched_err == -EPERM || t->sched_err == -EBUSY) && geteuid() == 0) {
+		/* privileged, yet refused: the kernel's own conditions for deadline tasks */
+		snprintf(buf, len,
+			 t->sched_err == -EPERM
+				 ? "cannot set SCHED_DEADLINE on CPU %d (%s) although privileged: the kernel admits a deadline thread only with an affinity that covers its whole root domain, so a thread pinned to one CPU needs a root domain of that CPU alone (an exclusive cpuset: cgroup v2 cpuset.cpus.partition = root, v1 cpu_exclusive with load balancing off above it); measure with SCHED_FIFO instead, or pass --allow-non-rt"
+				 : "cannot set SCHED_DEADLINE on CPU %d (%s): the deadline bandwidth of its root domain is used up (admission control); lower --dl-runtime, raise /proc/sys/kernel/sched_rt_runtime_us, or pass --allow-non-rt",
+			 t->cpu, strerror(-t->sched_err));
 	} else if (t) {
 		char where[64];
 		if (t->cpu >= 0)

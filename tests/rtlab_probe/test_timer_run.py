@@ -195,6 +195,25 @@ def test_skipped_without_privilege_exit_4(probe_bin: str) -> None:
     assert "CAP_SYS_NICE" in lines[0] or "CAP_IPC_LOCK" in lines[0]
 
 
+def test_deadline_refused_to_root_names_the_root_domain(probe_bin: str) -> None:
+    """Regression: a SCHED_DEADLINE thread pinned to one CPU of a bigger root domain is
+    refused (EPERM) also to root; the line said "run as root or grant CAP_SYS_NICE"."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the refusal to a privileged thread is the case")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs in this process's root domain")
+    r = subprocess.run([probe_bin, "timer", "--policy", "deadline", "--cpus", "1",
+                        "--interval", "1ms", "--duration", "1s"], capture_output=True,
+                       text=True, timeout=30, check=False)
+    if r.returncode == 0:
+        pytest.skip("CPU 1 is a root domain of its own here (an exclusive cpuset)")
+    assert r.returncode == 4, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "SCHED_DEADLINE on CPU 1" in lines[0] and "root domain" in lines[0], lines[0]
+    assert "CAP_SYS_NICE" not in lines[0]
+
+
 def test_allow_non_rt_reports_invalid(probe_bin: str) -> None:
     r = subprocess.run(_nobody([probe_bin, "timer", "--loops", "20", "--allow-non-rt",
                                 "--no-mlock"]),
