@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rtlab.engine.place_spec import is_labgrid
 from rtlab.engine.provision import provision
 from rtlab.engine.ssh import SshConnection, SshProcess, SshTarget
 from rtlab.engine.transport import RUN_TIMEOUT_S, EngineProcess, LocalTransport, Transport
@@ -35,7 +36,7 @@ class SshTransport(Transport):
             self.open()
 
     def open(self) -> SshTransport:
-        if self.ssh_target.host.startswith("labgrid:") and self.lease is None:
+        if is_labgrid(self.ssh_target.host) and self.lease is None:
             from rtlab.engine.labgrid import PlaceLease  # held until close()
 
             self.lease = PlaceLease(self.ssh_target.host).open()
@@ -108,7 +109,7 @@ def connection(target: str) -> Iterator[SshConnection]:
     board no engine runs on); a labgrid place is held while it is open."""
     ssh_target = SshTarget.parse(target)
     lease: Any = None
-    if ssh_target.host.startswith("labgrid:"):
+    if is_labgrid(ssh_target.host):
         from rtlab.engine.labgrid import PlaceLease
 
         lease = PlaceLease(ssh_target.host).open()

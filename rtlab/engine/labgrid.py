@@ -37,33 +37,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rtlab.engine.place_spec import parse_place
 from rtlab.errors import RtlabError, UsageError
 from rtlab.textfmt import shown
 
-PREFIX = "labgrid:"
 COORDINATOR_ENV = "LG_COORDINATOR"
 DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid-client's own default
 CONNECT_TIMEOUT_S = 5.0  # the coordinator must answer within this
 START_TIMEOUT_S = 60.0  # the guard's first answer (imports, connect, acquire) on a loaded host
 STOP_TIMEOUT_S = 15.0
-_PLACE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}\Z")
 _COORD = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,300}\Z")
 
 _lost_once = threading.Lock()
 _lost_said = False
-
-
-def is_labgrid(text: str | None) -> bool:
-    return bool(text) and str(text).startswith(PREFIX)
-
-
-def parse_place(text: str, option: str = "--target") -> str:
-    """The place name of `labgrid:PLACE` (UsageError, one line, when malformed)."""
-    name = text[len(PREFIX):]
-    if not _PLACE.match(name):
-        raise UsageError(f"{option} {shown(text)}: expected labgrid:PLACE, a labgrid place "
-                         "name (letters, digits, '_', '.', '+', '-'), e.g. labgrid:rpi4-7")
-    return name
 
 
 def coordinator_address() -> str:

@@ -29,7 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtlab.engine.labgrid import PlaceLease, coordinator_address, is_labgrid, parse_place
+from rtlab.engine.labgrid import PlaceLease, coordinator_address
+from rtlab.engine.place_spec import is_labgrid, parse_place
 from rtlab.errors import RtlabError, UsageError
 from rtlab.exitcodes import ExitCode
 

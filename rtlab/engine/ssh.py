@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rtlab.engine.place_spec import is_labgrid, parse_place
 from rtlab.engine.transport import PipeProcess, run_to_end
 from rtlab.errors import RtlabError, UsageError
 from rtlab.lifeline import die_with_parent
@@ -54,9 +55,7 @@ class SshTarget:
         """UsageError (one line, naming `option`) for anything that is not a plain
         destination. `labgrid:PLACE` (rtlab.engine.labgrid) is checked and kept whole as
         the host: `rtlab.engine.board.SshTransport` reaches it through the place."""
-        if text.startswith("labgrid:"):
-            from rtlab.engine.labgrid import parse_place
-
+        if is_labgrid(text):
             parse_place(text, option)
             return cls(host=text)
         bad = UsageError(f"{option} {shown(text)}: expected [USER@]HOST[:PORT] or an alias from "
@@ -87,8 +86,8 @@ class SshTarget:
         return cls(host=host, user=user, port=port)
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith(
-            "labgrid:") else self.host
+        host = f"[{self.host}]" if ":" in self.host and not is_labgrid(self.host) \
+            else self.host
         return (f"{self.user}@" if self.user else "") + host + (
             f":{self.port}" if self.port else "")
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtlab.engine.labgrid import DEFAULT_COORDINATOR, coordinator_address, parse_place
+from rtlab.engine.labgrid import DEFAULT_COORDINATOR, coordinator_address
+from rtlab.engine.place_spec import parse_place
 from rtlab.engine.ssh import SshTarget
 from rtlab.errors import UsageError
 
