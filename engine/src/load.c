@@ -314,18 +314,6 @@ double load_cpu_round(double seed)
 	return sum;
 }
 
-int load_vm_round(size_t bytes, size_t page)
-{
-	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	volatile char *v = p;
-	for (size_t off = 0; off < bytes; off += page)
-		v[off] = (char)(off / page);
-	munmap(p, bytes);
-	return 0;
-}
-
 /* The body of a worker process; never returns. */
 static void worker_run(struct load_run *r, enum worker_kind kind, size_t index,
 		       size_t kind_index, pid_t parent)

@@ -85,13 +85,6 @@ void load_help(FILE *f);
 double load_cpu_round(double seed);
 
 /*
- * One loop of a vm worker: map `bytes` of anonymous memory, write one byte in
- * every page of `page` bytes (each write faults a fresh page in), unmap.
- * Returns 0 or -errno (mmap failed).
- */
-int load_vm_round(size_t bytes, size_t page) RL_WUR;
-
-/*
  * The command. argc/argv start at the first option; env has the whole command
  * line (for the record) and the online CPUs. lifeline: --stdin-lifeline was
  * given. Returns the exit code: 0 duration reached, 1 error (a worker died, fork

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -16,6 +17,18 @@
 #include "opts.h"
 
 #define NET_MAGIC 0x4c4c5452u	/* "RTLL" little-endian */
+
+int load_vm_round(size_t bytes, size_t page)
+{
+	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	volatile char *v = p;
+	for (size_t off = 0; off < bytes; off += page)
+		v[off] = (char)(off / page);
+	munmap(p, bytes);
+	return 0;
+}
 
 uint64_t load_net_tick_ns(uint64_t kbit, uint64_t size)
 {

@@ -113,4 +113,11 @@ void load_net_worker(struct load_slot *slot, int fd, uint64_t kbit, uint64_t siz
 	__attribute__((noreturn));
 void load_sink_worker(struct load_slot *slot, int fd) __attribute__((noreturn));
 
+/*
+ * One loop of a vm worker: map `bytes` of anonymous memory, write one byte in
+ * every page of `page` bytes (each write faults a fresh page in), unmap.
+ * Returns 0 or -errno (mmap failed).
+ */
+int load_vm_round(size_t bytes, size_t page) RL_WUR;
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "load.h"
 #include "load_parse.h"
+#include "load_work.h"
 #include "opts.h"
 #include "tap.h"
 
