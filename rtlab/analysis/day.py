@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """One day of a board, OSADL-style: the maximum of every slot (5 minutes by default) over
 24 hours per CPU, and the day's latency histogram per CPU (docs/monitor.md, "A past day").
+A period of several whole days (a board's week) is the same view over `days` days.
 
 Built from stored runs (a monitor's segments, or any runs) by their per-window maxima:
 window k of a run covers [start + k·w, start + (k+1)·w) on the wall clock (the run's
@@ -53,25 +54,35 @@ class CpuDay:
 @dataclass
 class BoardDay:
     host: str
-    day: date
+    day: date  # the first day (UTC) of the period
     slot_s: int
     cpus: list[CpuDay] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     # run id -> its later phases, left out: their start on the wall clock is not stored
     phases_not_shown: dict[str, list[str]] = field(default_factory=dict)
+    days: int = 1  # whole days from `day` on
 
     @property
     def slots(self) -> int:
-        return DAY_S // self.slot_s
+        return self.days * DAY_S // self.slot_s
+
+    @property
+    def last_day(self) -> date:
+        return self.day + timedelta(days=self.days - 1)
+
+    def period(self) -> str:
+        """'2026-03-02', or '2026-03-02 to 2026-03-08' for several days."""
+        first = self.day.isoformat()
+        return first if self.days == 1 else f"{first} to {self.last_day.isoformat()}"
 
     def slot_start(self, k: int) -> datetime:
         return datetime(self.day.year, self.day.month, self.day.day, tzinfo=UTC) + \
             timedelta(seconds=k * self.slot_s)
 
 
-def day_bounds(day: date) -> tuple[float, float]:
+def day_bounds(day: date, days: int = 1) -> tuple[float, float]:
     t0 = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    return t0, t0 + DAY_S
+    return t0, t0 + days * DAY_S
 
 
 def run_span(result: RunResult) -> tuple[float, float] | None:
@@ -86,11 +97,14 @@ def run_span(result: RunResult) -> tuple[float, float] | None:
 
 
 def board_day(host: str, day: date, results: Iterable[RunResult], slot_s: int = 300, *,
-              shape_of: ShapeOf) -> BoardDay:
+              shape_of: ShapeOf, days: int = 1) -> BoardDay:
+    """The board's `days` days from `day` on (one by default)."""
     if slot_s <= 0 or DAY_S % slot_s:
         raise ValueError(f"slot length {slot_s} s does not divide a day")
-    t0, t1 = day_bounds(day)
-    out = BoardDay(host, day, slot_s)
+    if days < 1:
+        raise ValueError(f"a period of {days} days")
+    t0, t1 = day_bounds(day, days)
+    out = BoardDay(host, day, slot_s, days=days)
     n = out.slots
     by_ch: dict[str, CpuDay] = {}
     for res in results:

@@ -62,6 +62,10 @@ def register(sub: Any) -> None:
                    help="show that day (UTC) instead, OSADL-style: the maximum of every "
                    "slot over 24 hours per CPU (gaps marked), from the runs overlapping it "
                    "(e.g. `rtlab monitor`'s segments); `today` and `yesterday` work too")
+    p.add_argument("--days", type=str, default="1", metavar="N",
+                   help="with --day: N whole days from that day on (default 1; up to 366), "
+                   "e.g. a board's week: --day 2026-03-02 --days 7 (one table row per day, "
+                   "the plot over the whole period)")
     p.add_argument("--slot", default="5m", metavar="DUR",
                    help="with --day: slot length (default 5m): one that divides an hour "
                    "(e.g. 30s, 1m, 15m; the table shows one row per hour) or whole hours "
@@ -126,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         return run_day(args)
     if args.plot is not None:
         raise UsageError("--plot needs --day", hint="e.g. --day yesterday --plot day.png")
+    if args.days != "1":
+        raise UsageError("--days needs --day", hint="e.g. --day 2026-03-02 --days 7")
     from rich.table import Table
 
     store = Store.open(args.store, create=False)
@@ -260,8 +266,23 @@ def _parse_slot(text: str) -> int:
     return slot_s
 
 
+MAX_DAYS = 366
+
+
+def _parse_days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= MAX_DAYS:
+        raise UsageError(f"--days {shown(text)}: expected a whole number of days from 1 to "
+                         f"{MAX_DAYS}", hint="e.g. --days 7 for a week")
+    return days
+
+
 def run_day(args: argparse.Namespace) -> int:
     day = _parse_day(args.day)
+    days = _parse_days(args.days)
     slot_s = _parse_slot(args.slot)
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {shown(args.plot)}: the file name must end in .png or .svg")
@@ -269,7 +290,7 @@ def run_day(args: argparse.Namespace) -> int:
         from rtlab.fileio import check_output
 
         check_output(args.plot, "--plot")  # before the store is read
-    t0, t1 = day_bounds(day)
+    t0, t1 = day_bounds(day, days)
     store = Store.open(args.store, create=False)
     try:
         # the host's runs of the probe, selected in the store, and of them only those
@@ -281,10 +302,10 @@ def run_day(args: argparse.Namespace) -> int:
         results = [store.get(r.id) for r in rows]
     finally:
         store.close()
-    bd = board_day(args.host, day, results, slot_s, shape_of=probe_shape)
+    bd = board_day(args.host, day, results, slot_s, shape_of=probe_shape, days=days)
     if not bd.runs:
         raise UsageError(f"no stored {args.probe} runs of host {args.host!r} on "
-                         f"{day.isoformat()}", hint="see `rtlab results list`")
+                         f"{bd.period()}", hint="see `rtlab results list`")
     if args.plot is not None:
         from rtlab.report.plots import day_figure, save_figure
 
@@ -330,22 +351,26 @@ def _print_day(bd: BoardDay, plot: str | None, cpu: str | None) -> None:
     from rich.table import Table
 
     console = make_console()
-    # a row per hour (slots that divide an hour), else per slot (whole hours)
-    row_s = max(HOUR_S, bd.slot_s)
+    # a row per hour (slots that divide an hour), else per slot (whole hours); a row per
+    # day for a period of several days
+    row_s = DAY_S if bd.days > 1 else max(HOUR_S, bd.slot_s)
     per_row = row_s // bd.slot_s
-    if row_s == HOUR_S:
+    label = "%H:%M"
+    if bd.days > 1:
+        per, first, label = "day", "day", "%Y-%m-%d"
+    elif row_s == HOUR_S:
         per, first = "hour", "hour"
     else:
         per = format_duration(row_s * 1_000_000_000)
         per, first = f"{per} slot", "slot from"
-    table = Table(title=f"host {bd.host}{f' ({cpu})' if cpu else ''} on {bd.day.isoformat()} "
+    table = Table(title=f"host {bd.host}{f' ({cpu})' if cpu else ''} on {bd.period()} "
                   "(UTC): maximum latency per "
                   f"{per} in µs ({len(bd.runs)} runs; '-' not measured, '*' partly)",
                   title_justify="left")
     table.add_column(first, justify="left")
     for cd in bd.cpus:
         table.add_column(cd.channel, justify="right")
-    for r in range(DAY_S // row_s):
+    for r in range(bd.days * DAY_S // row_s):
         cells = []
         for cd in bd.cpus:
             part = cd.slot_max[r * per_row:(r + 1) * per_row]
@@ -355,16 +380,19 @@ def _print_day(bd: BoardDay, plot: str | None, cpu: str | None) -> None:
                 continue
             mark = "*" if len(covered) < len(part) else ""
             cells.append(us(int(covered.max())) + mark)
-        table.add_row(bd.slot_start(r * per_row).strftime("%H:%M"), *cells)
+        table.add_row(bd.slot_start(r * per_row).strftime(label), *cells)
     console.print(table)
     clock = "%H:%M" if bd.slot_s % 60 == 0 else "%H:%M:%S"
+    if bd.days > 1:
+        clock = f"%Y-%m-%d {clock}"
+    what = "day" if bd.days == 1 else f"{bd.days}-day"
     for cd in bd.cpus:
         m = cd.max_ns
         where = ""
         if m is not None:
             k = int(cd.slot_max.argmax())
             where = f" in the slot from {bd.slot_start(k).strftime(clock)}"
-        console.print(f"{cd.channel}: day max {us(m)} µs{where}; {cd.hist.total:,} samples, "
+        console.print(f"{cd.channel}: {what} max {us(m)} µs{where}; {cd.hist.total:,} samples, "
                       f"{cd.missed:,} missed; measured in {cd.covered_slots()} of {bd.slots} "
                       f"slots", highlight=False)
     for run_id, names in bd.phases_not_shown.items():
@@ -380,6 +408,7 @@ def _print_day_json(bd: BoardDay, cpu: str | None) -> None:
     import sys
 
     json.dump({"schema": 1, "host": bd.host, "cpu_model": cpu, "day": bd.day.isoformat(),
+               "days": bd.days, "last_day": bd.last_day.isoformat(),
                "slot_s": bd.slot_s, "runs": bd.runs,
                "phases_not_shown": bd.phases_not_shown,
                "cpus": [{"channel": cd.channel, "max_ns": cd.max_ns,

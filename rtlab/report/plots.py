@@ -550,26 +550,34 @@ def day_figure(bd: BoardDay) -> Figure:
 
     fig = new_figure(10.0, 7.0)
     top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
-    hours = np.arange(bd.slots) * bd.slot_s / 3600 + bd.slot_s / 7200
+    # hours of the day; days of the period when it has several
+    unit = 3600 if bd.days == 1 else 86_400
+    x = (np.arange(bd.slots) * bd.slot_s + bd.slot_s / 2) / unit
     for i, cd in enumerate(bd.cpus):
         y = np.where(cd.slot_max >= 0, cd.slot_max / 1000, np.nan)
-        top.plot(hours, y, drawstyle="steps-mid", lw=1.0, color=color(i), label=cd.channel)
+        top.plot(x, y, drawstyle="steps-mid", lw=1.0, color=color(i), label=cd.channel)
         edges, values = hist_steps(cd.hist)
         if values:
             bottom.stairs(values, edges, color=color(i), label=cd.channel)
     top.set_yscale("log")
-    top.set_xlim(0, 24)
-    top.set_xticks(range(0, 25, 3))
-    top.set_xlabel("time of day (UTC), h")
+    if bd.days == 1:
+        top.set_xlim(0, 24)
+        top.set_xticks(range(0, 25, 3))
+        top.set_xlabel("time of day (UTC), h")
+    else:
+        top.set_xlim(0, bd.days)
+        step = max(1, bd.days // 10)
+        top.set_xticks(range(0, bd.days + 1, step))
+        top.set_xlabel(f"days from {bd.day.isoformat()} 00:00 UTC")
     slot = format_duration(bd.slot_s * 1_000_000_000)
     top.set_ylabel(f"max per {slot} slot, µs")
-    top.set_title(f"{bd.host} on {bd.day.isoformat()}: maximum latency per "
+    top.set_title(f"{bd.host} on {bd.period()}: maximum latency per "
                   f"{slot} slot (gaps: not measured)")
     bottom.set_xscale("log")
     bottom.set_yscale("log")
     bottom.set_xlabel("latency, µs")
     bottom.set_ylabel("samples per µs")
-    bottom.set_title("latency histogram of the day")
+    bottom.set_title("latency histogram of the " + ("day" if bd.days == 1 else "period"))
     for ax in (top, bottom):
         no_minor_ticks(ax)
         if bd.cpus:

@@ -86,6 +86,10 @@ def test_history_day_cli(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str
     (["--day", "today", "--slot", "7m"], "neither divides an hour"),
     (["--plot", "x.png"], "--plot needs --day"),
     (["--day", "today", "--plot", "x.pdf"], ".png or .svg"),
+    (["--days", "7"], "--days needs --day"),
+    (["--day", "today", "--days", "0"], "from 1 to 366"),
+    (["--day", "today", "--days", "367"], "from 1 to 366"),
+    (["--day", "today", "--days", "a week"], "from 1 to 366"),
 ])
 def test_day_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                        words: str) -> None:
@@ -254,3 +258,39 @@ def test_day_selects_runs_by_span_from_the_store(runs, tmp_path: Path,  # type: 
     code = main(["history", "--host", "board7", "--day", DAY.isoformat(), "--store", str(db),
                  "--scenario", "other"])
     assert code == 2 and "no stored timer runs" in capsys.readouterr().err
+
+
+def test_a_board_week(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """--days 7 from the day before: the run across midnight is whole (its 900 µs spike the
+    day before counts now), the week's slots follow the days, one table row per day."""
+    week = [*runs, run_at("aaaa0004", T0 + 3 * 86_400 + 7200, 600, {10: 300_000})]
+    first = date(2026, 11, 19)
+    bd = board_day("board7", first, week, 3600, shape_of=probe_shape, days=7)
+    (cd,) = bd.cpus
+    assert bd.slots == 7 * 24 and len(bd.runs) == 4 and bd.period() == \
+        "2026-11-19 to 2026-11-25"
+    assert cd.slot_max[23] == 900_000  # 23:55 the day before
+    assert cd.slot_max[24] == 500_000  # 00:xx of the 20th: the 500 µs spike at 00:37
+    assert cd.slot_max[24 + 10] == 90_000
+    assert cd.slot_max[4 * 24 + 2] == 300_000  # the 23rd, 02:00
+    assert cd.max_ns == 900_000
+    # 23:00 the 19th, 00:00 and 10:00 the 20th, 02:00 the 23rd
+    assert int((cd.slot_max >= 0).sum()) == 4
+    db = _stored(week, tmp_path)
+    plot = tmp_path / "week.svg"
+    code = main(["history", "--host", "board7", "--day", first.isoformat(), "--days", "7",
+                 "--slot", "1h", "--store", str(db), "--json", "--plot", str(plot)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["days"] == 7 and out["last_day"] == "2026-11-25"
+    assert len(out["cpus"][0]["slot_max_ns"]) == 168
+    assert "2026-11-19 to 2026-11-25" in plot.read_text()
+    code = main(["history", "--host", "board7", "--day", first.isoformat(), "--days", "7",
+                 "--store", str(db)])
+    text = capsys.readouterr().out
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in text.splitlines() if line.count("│") >= 3 and "2026-11-" in line}
+    assert rows["2026-11-19"] == "900*" and rows["2026-11-20"] == "500*"
+    assert rows["2026-11-21"] == "-" and rows["2026-11-23"] == "300*"
+    assert "7-day max 900 µs in the slot from 2026-11-19 23:55" in text
