@@ -16,7 +16,8 @@ Every stored run is a consistent result that `rtlab results show` reads.
 
 Then, each as a new process, `--repeat` times:
 * `rtlab history --host H --day D` of one board (target < 1 s);
-* `rtlab report` of one board's week of segments (target < 5 s);
+* `rtlab history --host H --day D --days 7 --plot F` of one board's week (target < 5 s);
+* `rtlab report` of one board's week of segments (every segment a run section: slow);
 * `rtlab results list` (the newest 20 of all).
 
 Usage: python3 bench/lab_year_pg.py [--boards 50] [--days 365] [--cpus 2]
@@ -201,6 +202,14 @@ def measure(loc: str, boards: int, days: float, seg_s: int, repeat: int,
     show(f"`rtlab history --host {host} --day {day.date()}`", t, 1.0)
     t, _ = timed(["results", "list", "--store", loc], repeat)
     show("`rtlab results list` (newest 20 of all)", t, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        plot = str(Path(tmp) / "week.png")
+        week = ["history", "--host", host, "--day", week0.date().isoformat(), "--days", "7",
+                "--plot", plot, "--store", loc]
+        t, out = timed(week, repeat)
+        assert host in out and Path(plot).stat().st_size > 10_000
+    show(f"`rtlab history --host {host} --day {week0.date()} --days 7 --plot week.png` "
+         "(the board's week)", t, 5.0)
     with tempfile.TemporaryDirectory() as tmp:
         html = str(Path(tmp) / "week.html")
         t, _ = timed(["report", *ids, "--by", "host", "--store", loc, "-o", html],
