@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "opts.h"
+
 /*
  * `NAME VALUE` or `NAME=VALUE` at argv[*i]: 1, with *val the VALUE (NULL when it is
  * missing) and *i past it; 0 when argv[*i] is another word.
@@ -33,6 +35,7 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 {
 	g->tee = NULL;
 	g->lifeline = false;
+	g->lifeline_timeout_ns = 0;
 	g->cgroup = NULL;
 	int i = 1;
 	while (i < argc) {
@@ -44,6 +47,18 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 			}
 			g->lifeline = true;
 			i++;
+		} else if (value_option("--lifeline-timeout", argc, argv, &i, &val)) {
+			uint64_t ns = 0;
+			if (!val || opt_parse_duration(val, &ns) != 0 || ns < NS_PER_SEC) {
+				snprintf(err, errlen, "--lifeline-timeout: expects a duration of at "
+					 "least 1s, e.g. 30s");
+				return -EINVAL;
+			}
+			if (g->lifeline_timeout_ns) {
+				snprintf(err, errlen, "--lifeline-timeout: given more than once");
+				return -EINVAL;
+			}
+			g->lifeline_timeout_ns = ns;
 		} else if (value_option("--cgroup", argc, argv, &i, &val)) {
 			if (!val || val[0] != '/') {
 				snprintf(err, errlen, "--cgroup: expects an absolute cgroup directory");
@@ -71,6 +86,10 @@ int rl_globals_parse(int argc, char *const *argv, struct rl_globals *g, char *er
 		} else {
 			break; /* the command */
 		}
+	}
+	if (g->lifeline_timeout_ns && !g->lifeline) {
+		snprintf(err, errlen, "--lifeline-timeout: needs --stdin-lifeline");
+		return -EINVAL;
 	}
 	return i;
 }

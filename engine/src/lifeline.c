@@ -6,28 +6,42 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #define LIFELINE_STACK (64 * 1024)
 
-int lifeline_watch(int fd)
+static uint64_t timeout_ns; /* 0: wait for EOF however long stdin stays silent */
+
+void lifeline_set_timeout(uint64_t ns)
+{
+	timeout_ns = ns;
+}
+
+int lifeline_watch(int fd, uint64_t silence_ns)
 {
 	char buf[512];
+	if (fd < 0)
+		return -EBADF;
+	/* poll's timeout in ms; -1: none */
+	const int wait_ms = silence_ns ? (int)(silence_ns / 1000000ULL) : -1;
 	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, wait_ms);
+		if (r == 0)
+			return -ETIMEDOUT; /* nothing, not even a heartbeat, for silence_ns */
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n > 0)
-			continue; /* whatever the host sends is ignored */
+			continue; /* whatever the host sends is ignored: a heartbeat at most */
 		if (n == 0)
 			return 0;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			/* a non-blocking stdin (inherited file status): wait for data or EOF */
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-			if (poll(&p, 1, -1) < 0 && errno != EINTR)
-				return -errno;
-			continue;
-		}
+		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+			continue; /* a non-blocking stdin (inherited file status): poll again */
 		return -errno;
 	}
 }
@@ -35,7 +49,10 @@ int lifeline_watch(int fd)
 static void *lifeline_main(void *arg)
 {
 	(void)arg;
-	(void)lifeline_watch(STDIN_FILENO);
+	if (lifeline_watch(STDIN_FILENO, timeout_ns) == -ETIMEDOUT)
+		fprintf(stderr, "rtlab-probe: no word from the controller on stdin for %llu s "
+			"(--lifeline-timeout): the link is gone or starved; stopping\n",
+			(unsigned long long)(timeout_ns / 1000000000ULL));
 	kill(getpid(), SIGTERM); /* stop as on SIGTERM (blocked here, taken by main) */
 	return NULL;
 }

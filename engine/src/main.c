@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		"                      writing FILE alone\n"
 		"  --stdin-lifeline    stop as on SIGTERM when stdin reaches EOF (the controller\n"
 		"                      went away); probes, load and exec\n"
+		"  --lifeline-timeout DUR  with --stdin-lifeline: stop as well when nothing came\n"
+		"                      on stdin for DUR (the controller's heartbeat; a starved link)\n"
 		"  --cgroup DIR        move into the cgroup DIR first (a cgroup v2 shield partition,\n"
 		"                      whose CPUs only its own tasks may use)\n"
 		"\n"
@@ -340,6 +342,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return RL_EXIT_USAGE;
 	}
+	lifeline_set_timeout(g.lifeline_timeout_ns);
 	if (g.tee) {
 		/* created beside its name, which it takes at its first line: a refused command
 		 * leaves no file */

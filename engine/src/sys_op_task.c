@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,10 +211,24 @@ enum rres sys_restore_affinity(const struct sj_obj *e, const struct sys_restore_
 	return set_affinity_back(e, "old", err);
 }
 
+/*
+ * Another thread's scheduling by the raw system calls: musl's sched_setscheduler,
+ * sched_getscheduler and sched_getparam fail with ENOSYS by design (POSIX means the
+ * process, Linux the thread), and the board engines are built against musl. -errno.
+ */
 static int set_sched(pid_t tid, int policy, int prio)
 {
 	struct sched_param sp = { .sched_priority = prio };
-	return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : -errno;
+	return syscall(SYS_sched_setscheduler, tid, policy, &sp) == 0 ? 0 : -errno;
+}
+
+static int get_sched(pid_t tid, int *policy, struct sched_param *sp)
+{
+	long p = syscall(SYS_sched_getscheduler, tid);
+	if (p < 0 || syscall(SYS_sched_getparam, tid, sp) != 0)
+		return -errno;
+	*policy = (int)p;
+	return 0;
 }
 
 int sys_apply_sched(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
@@ -229,10 +244,11 @@ int sys_apply_sched(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	bool rt = policy == SCHED_FIFO || policy == SCHED_RR;
 	if ((rt && (prio < 1 || prio > 99)) || (!rt && prio != 0))
 		return sys_ans_fail(a, EINVAL, "sched: priority must be 1..99 for fifo/rr, 0 otherwise");
-	int oldp = sched_getscheduler((pid_t)tid);
+	int oldp;
 	struct sched_param osp;
-	if (oldp < 0 || sched_getparam((pid_t)tid, &osp) != 0)
-		return sys_ans_fail(a, errno, "cannot read scheduling of %lld: %s", (long long)tid, strerror(errno));
+	int ge = get_sched((pid_t)tid, &oldp, &osp);
+	if (ge)
+		return sys_ans_fail(a, -ge, "cannot read scheduling of %lld: %s", (long long)tid, strerror(-ge));
 	journal_task_begin(c, "sched", tid);
 	jw_str(&c->jw, "policy", pol);
 	jw_int(&c->jw, "priority", prio);
@@ -250,9 +266,9 @@ int sys_apply_sched(struct sys_ctx *c, const struct sj_obj *o, struct jsonw *a)
 	}
 	jw_str(a, "old_policy", policy_to_name(oldp));
 	jw_int(a, "old_priority", osp.sched_priority);
-	int np = sched_getscheduler((pid_t)tid);
+	int np;
 	struct sched_param nsp = { 0 };
-	if (np >= 0 && sched_getparam((pid_t)tid, &nsp) == 0) {
+	if (get_sched((pid_t)tid, &np, &nsp) == 0) {
 		jw_str(a, "new_policy", policy_to_name(np));
 		jw_int(a, "new_priority", nsp.sched_priority);
 	}

@@ -26,7 +26,7 @@ int main(void)
 	CHECK(pipe(p) == 0);
 	CHECK(write(p[1], "ignored\n", 8) == 8);
 	close(p[1]);
-	CHECK(lifeline_watch(p[0]) == 0);
+	CHECK(lifeline_watch(p[0], 0) == 0);
 	close(p[0]);
 
 	/* a non-blocking stdin: waits (poll) instead of taking EAGAIN for an error */
@@ -34,11 +34,23 @@ int main(void)
 	fcntl(p[0], F_SETFL, O_NONBLOCK);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, close_later, &p[1]) == 0);
-	CHECK(lifeline_watch(p[0]) == 0);
+	CHECK(lifeline_watch(p[0], 0) == 0);
 	pthread_join(t, NULL);
 	close(p[0]);
 
+	/* heartbeats keep it going; silence longer than the timeout ends it */
+	CHECK(pipe(p) == 0);
+	CHECK(pthread_create(&t, NULL, close_later, &p[1]) == 0);
+	CHECK(lifeline_watch(p[0], 500000000ULL) == 0); /* data at 20 ms, then EOF */
+	pthread_join(t, NULL);
+	close(p[0]);
+	CHECK(pipe(p) == 0);
+	CHECK(write(p[1], "beat\n", 5) == 5);
+	CHECK(lifeline_watch(p[0], 50000000ULL) == -ETIMEDOUT); /* open, silent */
+	close(p[1]);
+	close(p[0]);
+
 	/* an error ends it too */
-	CHECK(lifeline_watch(-1) == -EBADF);
+	CHECK(lifeline_watch(-1, 0) == -EBADF);
 	return tap_done("lifeline");
 }

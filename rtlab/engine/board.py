@@ -8,11 +8,13 @@ above sees only `Transport`.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rtlab.engine import heartbeat
 from rtlab.engine.place_spec import is_labgrid
 from rtlab.engine.provision import provision
 from rtlab.engine.ssh import SshConnection, SshProcess, SshTarget
@@ -76,6 +78,19 @@ class SshTransport(Transport):
     def raw_path(self, name: str) -> str:
         """Where the board keeps the raw output of a run (`rtlab results fetch`)."""
         return f"{self.board.runs_dir}/{name}"
+
+    def start_held(self, args: list[str], *, stdin: Any = subprocess.DEVNULL,
+                   stderr: Any = subprocess.PIPE,
+                   die_signal: int = signal.SIGTERM) -> subprocess.Popen[bytes]:
+        """As for any target; an engine held by its stdin lifeline also gets the
+        heartbeat (rtlab.engine.heartbeat): a link starved for good ends it too."""
+        beat = bool(args) and args[0] == "--stdin-lifeline" and stdin == subprocess.PIPE
+        if beat:
+            args = [*heartbeat.lifeline_args(), *args[1:]]
+        popen = super().start_held(args, stdin=stdin, stderr=stderr, die_signal=die_signal)
+        if beat and popen.stdin is not None:
+            heartbeat.keep_alive(popen.stdin)
+        return popen
 
     def spawn(self, args: list[str], *, keep_as: str | None = None) -> EngineProcess:
         lifeline = ["--stdin-lifeline"]

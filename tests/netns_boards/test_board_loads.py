@@ -168,6 +168,44 @@ def test_exec_of_a_missing_tool_on_the_board_is_exit_4(board: NsBoard, cli: Any,
         "rtlab-probe exec: rtlab-no-such-tool: not found on this machine (not in PATH)"]
 
 
+@pytest.mark.usefixtures("require_root")
+def test_heartbeat_keeps_a_board_engine_and_silence_stops_it(
+        board: NsBoard, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A board engine held by rtlab hears a heartbeat on its stdin lifeline: it outlives
+    its --lifeline-timeout as long as rtlab is there. A link that carries nothing, not
+    even an EOF (here: rtlab's ssh client stopped; on a board: a FIFO load starving the
+    NIC's interrupt thread), ends it after the timeout, with one line saying why."""
+    from rtlab.engine import heartbeat
+    from rtlab.engine.board import SshTransport
+    from rtlab.engine.ssh import CONFIG_ENV
+
+    monkeypatch.setenv(CONFIG_ENV, str(board.ssh_config))
+    monkeypatch.setattr(heartbeat, "TIMEOUT_S", 2)
+    monkeypatch.setattr(heartbeat, "INTERVAL_S", 0.3)
+    with SshTransport(board.name, engine_dir=str(cli.engine_dir)) as t:
+        kept = t.start_held(["--stdin-lifeline", "load", "--cpu", "1", "--duration", "5s"],
+                            stdin=subprocess.PIPE)
+        assert kept.stdout is not None and kept.stderr is not None
+        out = kept.stdout.read()  # stdin stays open (communicate() would close it: EOF)
+        assert kept.wait(timeout=120) == 0, kept.stderr.read()
+        assert b'"type":"load_result"' in out
+        silent = t.start_held(["--stdin-lifeline", "load", "--cpu", "1"],
+                              stdin=subprocess.PIPE)
+        assert silent.stdout is not None
+        assert b'"type":"load"' in silent.stdout.readline()  # started on the board
+        # the link stays up and carries nothing (stdin open, no beat): as a starved one
+        with heartbeat._lock:
+            heartbeat._pipes.remove(silent.stdin)
+        t0 = time.monotonic()
+        silent.stdout.read()  # the engine ends by itself: its output ends
+        assert silent.wait(timeout=120) == ExitCode.INTERRUPTED
+        assert time.monotonic() - t0 >= 1.5
+        assert silent.stderr is not None
+        err = silent.stderr.read()
+        assert b"no word from the controller on stdin for 2 s" in err, err
+        silent.stdin.close()
+
+
 class PosingAsBoard(LocalTransport):
     """This machine's transport, named like a board: `board_name` is its target and it
     is not local, so the code under test takes the path it takes for a board."""
