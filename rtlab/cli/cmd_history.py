@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
                    help="show that day (UTC) instead, OSADL-style: the maximum of every "
                    "slot over 24 hours per CPU (gaps marked), from the runs overlapping it "
                    "(e.g. `rtlab monitor`'s segments); `today` and `yesterday` work too")
-    p.add_argument("--days", type=str, default="1", metavar="N",
+    p.add_argument("--days", type=int, default=1, metavar="N",
                    help="with --day: N whole days from that day on (default 1; up to 366), "
                    "e.g. a board's week: --day 2026-03-02 --days 7 (one table row per day, "
                    "the plot over the whole period)")
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return run_day(args)
     if args.plot is not None:
         raise UsageError("--plot needs --day", hint="e.g. --day yesterday --plot day.png")
-    if args.days != "1":
+    if args.days != 1:
         raise UsageError("--days needs --day", hint="e.g. --day 2026-03-02 --days 7")
     from rich.table import Table
 
@@ -269,13 +269,9 @@ def _parse_slot(text: str) -> int:
 MAX_DAYS = 366
 
 
-def _parse_days(text: str) -> int:
-    try:
-        days = int(text)
-    except ValueError:
-        days = 0
+def _parse_days(days: int) -> int:
     if not 1 <= days <= MAX_DAYS:
-        raise UsageError(f"--days {shown(text)}: expected a whole number of days from 1 to "
+        raise UsageError(f"--days {days}: expected a whole number of days from 1 to "
                          f"{MAX_DAYS}", hint="e.g. --days 7 for a week")
     return days
 

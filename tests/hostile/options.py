@@ -38,7 +38,8 @@ def walk(parser: argparse.ArgumentParser | None = None,
         if isinstance(a, argparse._SubParsersAction):
             for name, sub in a.choices.items():
                 yield from walk(sub, (*prefix, name))
-        elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+        elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) \
+                and a.dest != "version":  # rtlab's own --version action (the engines too)
             name = max(a.option_strings, key=len) if a.option_strings else str(a.metavar)
             yield Option(prefix, name, a)
 
