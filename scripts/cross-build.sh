@@ -27,7 +27,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 usage() { echo "cross-build: $1 (usage: scripts/cross-build.sh [--toolchain zig|gnu] [--into DIR] [--build-root DIR] [--python PY] [ARCH...])" >&2; exit 2; }
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 
-VENV=${VENV:-.venv}
+VENV=$(abspath "${VENV:-.venv}")  # an absolute VENV (make VENV=/path) works too
 toolchain=${RTLAB_CROSS_TOOLCHAIN:-}
 into="" build_root="" py=""
 arches=()
@@ -42,11 +42,11 @@ while (($#)); do
   esac
 done
 cd "$src"
-[[ -d "$VENV/bin" ]] && export PATH="$PWD/$VENV/bin:$PATH"
-into=${into:-$PWD/$VENV/share/rtlab/engines}
+[[ -d "$VENV/bin" ]] && export PATH="$VENV/bin:$PATH"
+into=${into:-$VENV/share/rtlab/engines}
 build_root=${build_root:-$PWD/build/cross}
 if [[ -z $py ]]; then
-  if [[ -x "$VENV/bin/python" ]]; then py=$PWD/$VENV/bin/python; else py=python3; fi
+  if [[ -x "$VENV/bin/python" ]]; then py=$VENV/bin/python; else py=python3; fi
 fi
 MESON=$(command -v meson || true)
 if [[ -z $MESON ]]; then

@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-export PATH="$PWD/$VENV/bin:$PATH"
+[[ $VENV == /* ]] || VENV=$PWD/$VENV  # an absolute VENV works too
+export PATH="$VENV/bin:$PATH"
 # the test set-up (make test, or scripts/setup.sh test) installs the test tools
 if [[ ! -x $VENV/bin/pytest || ! -x $VENV/bin/ruff ]]; then
   echo "test: the test tools are not in $VENV (a set-up for running only?): run" \
@@ -31,6 +32,6 @@ fi
 meson test -C "$builddir" --print-errorlogs
 
 echo "== pytest"
-export RTLAB_PROBE="$PWD/$VENV/bin/rtlab-probe"
+export RTLAB_PROBE="$VENV/bin/rtlab-probe"
 # the 30 slowest tests are listed at the end: the whole command should stay under ~20 min
 exec "$VENV/bin/python" -m pytest -q --durations=30 "$@"
