@@ -36,9 +36,13 @@ def run_to_end(argv: list[str], *, timeout_s: float, late: str, cannot: str,
     """Run `argv` here (a Transport's command line: `engine_argv`, `command_argv`, an
     SSH connection's) to completion; its stdout and stderr as text (bytes with
     text=False). RtlabError "LATE did not end within T s" when it does not end in time,
-    "CANNOT: why" when it cannot be started."""
+    "CANNOT: why" when it cannot be started. Text is decoded as UTF-8 with every byte
+    that is not replaced: a board's shell may echo a binary (an engine of another
+    architecture run as a script) and that must never raise."""
     try:
         return subprocess.run(argv, input=input, stdin=stdin, capture_output=True, text=text,
+                              encoding="utf-8" if text else None,
+                              errors="replace" if text else None,
                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         raise RtlabError(f"{late} did not end within {timeout_s:g} s") from exc
