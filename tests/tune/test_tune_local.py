@@ -131,7 +131,7 @@ def test_shield_helps_inert_knob_does_not_and_ctrl_c_resumes(
     assert any("estimated time" in line for line in head)  # the plan comes first
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130, "".join(head) + out + err
     assert "--resume" in out and "Traceback" not in err
     _wait_restored()
     tune_id = _tune_id(tmp_path)
