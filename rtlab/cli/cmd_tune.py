@@ -181,12 +181,16 @@ def _measure(args: argparse.Namespace, state: dict[str, Any], directory: Path,
 
     import signal
 
+    from rtlab.tune.bench import STOP
+
     def stop(_signo: int, _frame: Any) -> None:
+        STOP.set()  # seen by the bench even where the interrupt below is caught
         raise KeyboardInterrupt
 
-    # between blocks (a block's run handles them itself): Ctrl-C and SIGTERM stop the
-    # tune the same way, its state kept and the system as before
-    old = signal.signal(signal.SIGTERM, stop)
+    # outside a block's measurement (which handles them itself): Ctrl-C and SIGTERM stop
+    # the tune the same way, its state kept and the system as before
+    STOP.clear()
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         run_tune(state, directory, transport, on_progress=progress, on_event=event)
     except (Interrupted, KeyboardInterrupt):
@@ -195,7 +199,8 @@ def _measure(args: argparse.Namespace, state: dict[str, Any], directory: Path,
                       highlight=False, markup=False)
         return int(ExitCode.INTERRUPTED)
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
     if args.keep:
         from rtlab.tune import state as tstate
         from rtlab.tune.driver import keep

@@ -12,6 +12,7 @@ holds the target's owner lock for its whole length (`owner_held`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -32,6 +33,12 @@ from rtlab.tune import knobs as catalogue
 from rtlab.tune.search import Interrupted
 
 ATTEMPTS = 3  # a block whose result fails validation is measured again, this often
+
+# Set by the tune's own SIGINT/SIGTERM handler (rtlab.cli.cmd_tune), which is in effect
+# wherever a block's run does not handle signals itself (its set-up, the shield's
+# apply and release, the store): a stop there may be turned into a failed block by the
+# code it lands in, and a failed block is measured again; with this set, it never is.
+STOP = threading.Event()
 
 
 class RunnerBench:
@@ -72,6 +79,8 @@ class RunnerBench:
         why = ""
         self.last_energy = None
         for _attempt in range(ATTEMPTS):
+            if STOP.is_set():
+                raise Interrupted()
             before = self._energy()
             control = RunControl()
             job = RunJob(
@@ -85,13 +94,14 @@ class RunnerBench:
             except (UsageError, SkippedError, TargetBusyError):
                 raise  # the same again would fail the same way
             except RtlabError as exc:  # e.g. an engine killed by the watchdog under load
-                if exc.code == ExitCode.INTERRUPTED or control.signal is not None:
+                if exc.code == ExitCode.INTERRUPTED or control.signal is not None \
+                        or STOP.is_set():
                     raise Interrupted() from None  # the user stopped it: never retried
                 why = str(exc)
                 if self.on_event is not None:
                     self.on_event(f"block of {label} failed ({why}): measuring it again")
                 continue
-            if result.interrupted or control.signal is not None:
+            if result.interrupted or control.signal is not None or STOP.is_set():
                 raise Interrupted()
             if not result.outcomes:
                 raise RtlabError(f"the block of {label} stored no run")
