@@ -219,6 +219,15 @@ class RunRows(Database):
         return load_result(data)
 
     # what copying between stores reads (rtlab.results.sync) -------------------------------
+    def _of(self, query: Any, hosts: Collection[str], probes: Collection[str]) -> Any:
+        """`query` narrowed to these hosts and probes (none given: all)."""
+        runs = self._tables["runs"]
+        if hosts:
+            query = query.where(runs.c.host.in_(sorted(hosts)))
+        if probes:
+            query = query.where(runs.c.probe.in_(sorted(probes)))
+        return query
+
     def select(self, *, ids: Collection[str] | None = None, hosts: Collection[str] = (),
                probes: Collection[str] = (), since: datetime | None = None,
                until: datetime | None = None) -> list[RunRow]:
@@ -229,10 +238,7 @@ class RunRows(Database):
         runs = self._tables["runs"]
         cols = [runs.c[f.name] for f in fields(RunRow)]
         query = select(*cols).order_by(runs.c.created, runs.c.seq)
-        if hosts:
-            query = query.where(runs.c.host.in_(sorted(hosts)))
-        if probes:
-            query = query.where(runs.c.probe.in_(sorted(probes)))
+        query = self._of(query, hosts, probes)
         if since is not None:
             query = query.where(runs.c.created >= self._as_column_time(since))
         if until is not None:
@@ -264,10 +270,7 @@ class RunRows(Database):
 
         runs = self._tables["runs"]
         query = select(func.max(runs.c.duration_ns))
-        if hosts:
-            query = query.where(runs.c.host.in_(sorted(hosts)))
-        if probes:
-            query = query.where(runs.c.probe.in_(sorted(probes)))
+        query = self._of(query, hosts, probes)
         if not self._readable():
             return None
         with self._guard("read"), self._engine.connect() as conn:
@@ -281,10 +284,7 @@ class RunRows(Database):
 
         runs = self._tables["runs"]
         query = select(runs.c.seq).where(runs.c.duration_ns.is_(None)).limit(1)
-        if hosts:
-            query = query.where(runs.c.host.in_(sorted(hosts)))
-        if probes:
-            query = query.where(runs.c.probe.in_(sorted(probes)))
+        query = self._of(query, hosts, probes)
         if not self._readable():
             return False
         with self._guard("read"), self._engine.connect() as conn:
